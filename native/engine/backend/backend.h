@@ -1,0 +1,88 @@
+// The backend contract: memory per kind, copies, and the ops every layer needs. The model, the
+// trainer and (later) the offload scheduler drive a Backend& and never know which one it is.
+// Op semantics are documented once, on the CPU declarations in cpu/*.h (same names in cuda/).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/cpu/adamw.h"
+#include "backend/cpu/dispatch.h"
+#include "backend/cpu/router.h"
+
+namespace moe {
+
+enum class MemKind { Device, PinnedHost, PageableHost };
+
+using cpu::AdamWParams;
+using cpu::DispatchPlan;
+using cpu::RouterLosses;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual int threads() const = 0;
+
+  // Memory. Returned blocks are 64-byte aligned.
+  virtual void* alloc(MemKind kind, size_t bytes) = 0;
+  virtual void release(MemKind kind, void* ptr) = 0;
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual void zero(void* ptr, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+
+  // Dense ops.
+  virtual void matmul_forward(float* y, const float* x, const float* w, const float* b, int N, int I, int O) = 0;
+  virtual void matmul_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int N,
+                               int I, int O) = 0;
+  virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
+                                 int C) = 0;
+  virtual void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T,
+                                  int C) = 0;
+  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
+                                 int N, int C, float eps) = 0;
+  virtual void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                                  const float* w, const float* mean, const float* rstd, int N, int C) = 0;
+  virtual void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, int N, int C, float eps) = 0;
+  virtual void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                                const float* rstd, int N, int C) = 0;
+  virtual void rope_forward(float* out, const float* inp, int B, int T, int NH, int NKV, int HS, float theta) = 0;
+  virtual void rope_backward(float* dinp, const float* dout, int B, int T, int NH, int NKV, int HS, float theta) = 0;
+  virtual void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int NH, int NKV, int HS) = 0;
+  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
+                                  int B, int T, int NH, int NKV, int HS) = 0;
+  virtual void gelu_forward(float* out, const float* inp, int64_t n) = 0;
+  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) = 0;
+  virtual void swiglu_forward(float* out, const float* gate_up, int N, int F) = 0;
+  virtual void swiglu_backward(float* dgate_up, const float* dout, const float* gate_up, int N, int F) = 0;
+  virtual void add_forward(float* out, const float* a, const float* b, int64_t n) = 0;
+  virtual void accumulate(float* dst, const float* src, int64_t n) = 0;
+  virtual void crossentropy_forward(float* losses, const float* logits, const int32_t* targets, int N, int V) = 0;
+  virtual void crossentropy_backward(float* dlogits, const float* logits, const int32_t* targets, float scale, int N,
+                                     int V) = 0;
+
+  // MoE ops.
+  virtual RouterLosses router_forward(float* probs, int32_t* topk_idx, float* topk_w, const float* logits, int N, int E,
+                                      int K, bool renormalize) = 0;
+  virtual void router_backward(float* dlogits, const float* dtopk_w, const float* probs, const int32_t* topk_idx,
+                               const float* topk_w, const float* logits, int N, int E, int K, bool renormalize,
+                               float aux_scale, float z_scale) = 0;
+  virtual void dispatch_plan(DispatchPlan& plan, const int32_t* topk_idx, int N, int E, int K, int capacity) = 0;
+  virtual void permute_forward(float* xs, const float* x, const DispatchPlan& plan, int C) = 0;
+  virtual void permute_backward(float* dx, const float* dxs, const DispatchPlan& plan, int C) = 0;
+  virtual void combine_forward(float* y, const float* ys, const float* topk_w, const DispatchPlan& plan, int C) = 0;
+  virtual void combine_backward(float* dys, float* dtopk_w, const float* dy, const float* ys, const float* topk_w,
+                                const DispatchPlan& plan, int C) = 0;
+  virtual void sigmoid_gate_forward(float* out, const float* gate_logit, const float* s, int N, int C) = 0;
+  virtual void sigmoid_gate_backward(float* dgate_logit, float* ds, const float* dout, const float* gate_logit,
+                                     const float* s, int N, int C) = 0;
+
+  // Optimizer.
+  virtual void adamw_update(float* p, const float* grad, float* m, float* v, int64_t n, const AdamWParams& hp) = 0;
+  virtual double sum_squares(const float* x, int64_t n) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(int threads);
+
+}  // namespace moe

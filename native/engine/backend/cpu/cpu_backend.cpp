@@ -1,0 +1,151 @@
+// The CPU backend: forwards every op of the contract to the cpu:: kernels on one thread pool.
+// "Device" memory is ordinary aligned host memory here; budgets and tiers are layered on top.
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/backend.h"
+#include "backend/cpu/attention.h"
+#include "backend/cpu/crossentropy.h"
+#include "backend/cpu/elementwise.h"
+#include "backend/cpu/embedding.h"
+#include "backend/cpu/gelu.h"
+#include "backend/cpu/layernorm.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/rmsnorm.h"
+#include "backend/cpu/rope.h"
+#include "backend/cpu/sigmoid_gate.h"
+#include "backend/cpu/swiglu.h"
+#include "core/error.h"
+
+namespace moe {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) : tp_(threads) {}
+  std::string name() const override { return "cpu"; }
+  int threads() const override { return tp_.threads(); }
+
+  void* alloc(MemKind, size_t bytes) override {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    check(p != nullptr || bytes == 0, "out of host memory allocating " + std::to_string(bytes) + " bytes");
+    return p;
+  }
+  void release(MemKind, void* ptr) override { std::free(ptr); }
+  void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void zero(void* ptr, size_t bytes) override { std::memset(ptr, 0, bytes); }
+  void synchronize() override {}
+
+  void matmul_forward(float* y, const float* x, const float* w, const float* b, int N, int I, int O) override {
+    cpu::matmul_forward(tp_, y, x, w, b, N, I, O);
+  }
+  void matmul_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int N, int I,
+                       int O) override {
+    cpu::matmul_backward(tp_, dx, dw, db, dy, x, w, N, I, O);
+  }
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
+                         int C) override {
+    cpu::embedding_forward(tp_, out, tokens, wte, wpe, B, T, C);
+  }
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T,
+                          int C) override {
+    cpu::embedding_backward(tp_, dwte, dwpe, dout, tokens, B, T, C);
+  }
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b, int N,
+                         int C, float eps) override {
+    cpu::layernorm_forward(tp_, out, mean, rstd, inp, w, b, N, C, eps);
+  }
+  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                          const float* mean, const float* rstd, int N, int C) override {
+    cpu::layernorm_backward(tp_, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+  }
+  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, int N, int C, float eps) override {
+    cpu::rmsnorm_forward(tp_, out, rstd, inp, w, N, C, eps);
+  }
+  void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w, const float* rstd,
+                        int N, int C) override {
+    cpu::rmsnorm_backward(tp_, dinp, dw, dout, inp, w, rstd, N, C);
+  }
+  void rope_forward(float* out, const float* inp, int B, int T, int NH, int NKV, int HS, float theta) override {
+    cpu::rope_forward(tp_, out, inp, B, T, NH, NKV, HS, theta);
+  }
+  void rope_backward(float* dinp, const float* dout, int B, int T, int NH, int NKV, int HS, float theta) override {
+    cpu::rope_backward(tp_, dinp, dout, B, T, NH, NKV, HS, theta);
+  }
+  void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int NH, int NKV, int HS) override {
+    cpu::attention_forward(tp_, out, lse, qkv, B, T, NH, NKV, HS);
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int B,
+                          int T, int NH, int NKV, int HS) override {
+    cpu::attention_backward(tp_, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS);
+  }
+  void gelu_forward(float* out, const float* inp, int64_t n) override { cpu::gelu_forward(tp_, out, inp, n); }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) override {
+    cpu::gelu_backward(tp_, dinp, inp, dout, n);
+  }
+  void swiglu_forward(float* out, const float* gate_up, int N, int F) override {
+    cpu::swiglu_forward(tp_, out, gate_up, N, F);
+  }
+  void swiglu_backward(float* dgate_up, const float* dout, const float* gate_up, int N, int F) override {
+    cpu::swiglu_backward(tp_, dgate_up, dout, gate_up, N, F);
+  }
+  void add_forward(float* out, const float* a, const float* b, int64_t n) override {
+    cpu::add_forward(tp_, out, a, b, n);
+  }
+  void accumulate(float* dst, const float* src, int64_t n) override { cpu::accumulate(tp_, dst, src, n); }
+  void crossentropy_forward(float* losses, const float* logits, const int32_t* targets, int N, int V) override {
+    cpu::crossentropy_forward(tp_, losses, logits, targets, N, V);
+  }
+  void crossentropy_backward(float* dlogits, const float* logits, const int32_t* targets, float scale, int N,
+                             int V) override {
+    cpu::crossentropy_backward(tp_, dlogits, logits, targets, scale, N, V);
+  }
+
+  RouterLosses router_forward(float* probs, int32_t* topk_idx, float* topk_w, const float* logits, int N, int E, int K,
+                              bool renormalize) override {
+    return cpu::router_forward(tp_, probs, topk_idx, topk_w, logits, N, E, K, renormalize);
+  }
+  void router_backward(float* dlogits, const float* dtopk_w, const float* probs, const int32_t* topk_idx,
+                       const float* topk_w, const float* logits, int N, int E, int K, bool renormalize,
+                       float aux_scale, float z_scale) override {
+    cpu::router_backward(tp_, dlogits, dtopk_w, probs, topk_idx, topk_w, logits, N, E, K, renormalize, aux_scale,
+                         z_scale);
+  }
+  void dispatch_plan(DispatchPlan& plan, const int32_t* topk_idx, int N, int E, int K, int capacity) override {
+    cpu::dispatch_plan(plan, topk_idx, N, E, K, capacity);
+  }
+  void permute_forward(float* xs, const float* x, const DispatchPlan& plan, int C) override {
+    cpu::permute_forward(tp_, xs, x, plan, C);
+  }
+  void permute_backward(float* dx, const float* dxs, const DispatchPlan& plan, int C) override {
+    cpu::permute_backward(tp_, dx, dxs, plan, C);
+  }
+  void combine_forward(float* y, const float* ys, const float* topk_w, const DispatchPlan& plan, int C) override {
+    cpu::combine_forward(tp_, y, ys, topk_w, plan, C);
+  }
+  void combine_backward(float* dys, float* dtopk_w, const float* dy, const float* ys, const float* topk_w,
+                        const DispatchPlan& plan, int C) override {
+    cpu::combine_backward(tp_, dys, dtopk_w, dy, ys, topk_w, plan, C);
+  }
+  void sigmoid_gate_forward(float* out, const float* gate_logit, const float* s, int N, int C) override {
+    cpu::sigmoid_gate_forward(tp_, out, gate_logit, s, N, C);
+  }
+  void sigmoid_gate_backward(float* dgate_logit, float* ds, const float* dout, const float* gate_logit, const float* s,
+                             int N, int C) override {
+    cpu::sigmoid_gate_backward(tp_, dgate_logit, ds, dout, gate_logit, s, N, C);
+  }
+
+  void adamw_update(float* p, const float* grad, float* m, float* v, int64_t n, const AdamWParams& hp) override {
+    cpu::adamw_update(tp_, p, grad, m, v, n, hp);
+  }
+  double sum_squares(const float* x, int64_t n) override { return cpu::sum_squares(tp_, x, n); }
+
+ private:
+  ThreadPool tp_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+
+}  // namespace moe

@@ -1,0 +1,20 @@
+// Our own blocked, threaded fp32 GEMM (no BLAS dependency), dispatched at run time to AVX-512,
+// AVX2 or scalar kernels.
+//   C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C     (row-major; beta == 0 ignores C's contents)
+//   op(A) = A [M,K] (lda >= K), or Aᵀ of A stored [K,M] (lda >= M) when trans_a.
+//   op(B) = B [K,N] (ldb >= N), or Bᵀ of B stored [N,K] (ldb >= K) when trans_b.
+// Exactness contract: every C element is reduced over k in one fixed order that depends only on K
+// (never on M, N, its position in C, the ISA tile edges or the thread count), so a token's output
+// is bit-identical whichever segment, device or thread computes it.
+#pragma once
+#include "core/threadpool.h"
+
+namespace moe::cpu {
+
+void sgemm(ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+           const float* B, int ldb, float beta, float* C, int ldc);
+
+// Which kernel family sgemm uses on this machine ("avx512", "avx2" or "scalar").
+const char* sgemm_isa();
+
+}  // namespace moe::cpu

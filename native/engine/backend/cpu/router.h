@@ -1,0 +1,24 @@
+// MoE router: softmax over expert logits, top-k selection, Switch aux loss and router z-loss.
+#pragma once
+#include <cstdint>
+
+#include "core/threadpool.h"
+
+namespace moe::cpu {
+
+struct RouterLosses {
+  float aux;  // E · Σ_e f_e · P_e, f_e = share of the N·K assignments routed to e, P_e = mean probability of e
+  float z;    // mean over tokens of logsumexp(logits[n])²
+};
+
+// probs[N,E] = softmax(logits); topk_idx[N,K] the K most probable experts in descending order (ties: lower
+// index first); topk_w[N,K] their probabilities, renormalised to sum 1 when `renormalize`.
+RouterLosses router_forward(ThreadPool& tp, float* probs, int32_t* topk_idx, float* topk_w, const float* logits, int N,
+                            int E, int K, bool renormalize);
+// dlogits[N,E] += ∂(Σ dtopk_w·topk_w)/∂logits + aux_scale·∂aux/∂logits + z_scale·∂z/∂logits.
+// f_e is a constant of the routing decision (as in Switch), so aux's gradient flows through P_e only.
+void router_backward(ThreadPool& tp, float* dlogits, const float* dtopk_w, const float* probs, const int32_t* topk_idx,
+                     const float* topk_w, const float* logits, int N, int E, int K, bool renormalize, float aux_scale,
+                     float z_scale);
+
+}  // namespace moe::cpu

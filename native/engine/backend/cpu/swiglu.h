@@ -1,0 +1,10 @@
+#pragma once
+#include "core/threadpool.h"
+
+namespace moe::cpu {
+
+// gate_up [N, 2F]: gate in columns [0, F), up in [F, 2F). out[N,F] = silu(gate) · up.
+void swiglu_forward(ThreadPool& tp, float* out, const float* gate_up, int N, int F);
+void swiglu_backward(ThreadPool& tp, float* dgate_up, const float* dout, const float* gate_up, int N, int F);
+
+}  // namespace moe::cpu

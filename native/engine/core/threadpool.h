@@ -1,0 +1,47 @@
+// A persistent worker pool with static, deterministic partitioning.
+// parallel_for splits [0, n) into `threads()` contiguous chunks; the caller runs chunk 0.
+// Ops must never let the partition change *what* is computed (reductions are either
+// per-output-element or over fixed-size chunks combined in order), so results are
+// bit-identical whatever the thread count.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace moe {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int threads() const { return n_threads_; }
+
+  // fn(begin, end, worker_index); chunks smaller than `grain` are not split further.
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn, int64_t grain = 1);
+
+  // Runs fn(worker_index) once on every worker (index 0 is the caller).
+  void run_on_all(const std::function<void(int)>& fn);
+
+ private:
+  void worker_loop(int index);
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  const std::function<void(int)>* job_ = nullptr;
+  int active_workers_ = 0;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace moe
