@@ -1,0 +1,132 @@
+// Causal grouped-query attention, blocked over query tiles of kTile rows. A tile's scores against
+// all keys it may see (0 .. its last row) fit in per-thread scratch (kTile × T floats), so the
+// softmax is exact in one pass (no online rescaling) and both products run on sgemm.
+// sgemm is called with a single-thread pool from inside pool workers: the parallelism is over
+// (batch, head) here, which keeps every reduction order fixed and the output thread-count
+// independent.
+#include "backend/cpu/attention.h"
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/kernel_util.h"
+
+namespace moe::cpu {
+namespace {
+
+constexpr int kTile = 64;
+
+// Per-thread scratch, grown on demand and kept across calls so steady-state steps never allocate.
+float* thread_scratch(int slot, size_t floats) {
+  thread_local std::vector<float> buffers[2];
+  std::vector<float>& buf = buffers[slot];
+  if (buf.size() < floats) buf.resize(floats);
+  return buf.data();
+}
+
+ThreadPool& serial_pool() {
+  thread_local ThreadPool pool(1);
+  return pool;
+}
+
+struct Layout {
+  int T, NH, NKV, HS, row, out_row, group;
+  int64_t q(int b, int t, int h) const { return ((int64_t)b * T + t) * row + (int64_t)h * HS; }
+  int64_t k(int b, int t, int g) const { return ((int64_t)b * T + t) * row + (int64_t)(NH + g) * HS; }
+  int64_t v(int b, int t, int g) const { return ((int64_t)b * T + t) * row + (int64_t)(NH + NKV + g) * HS; }
+  int64_t o(int b, int t, int h) const { return ((int64_t)b * T + t) * out_row + (int64_t)h * HS; }
+};
+
+Layout make_layout(int T, int NH, int NKV, int HS) {
+  return {T, NH, NKV, HS, (NH + 2 * NKV) * HS, NH * HS, NH / NKV};
+}
+
+// Scaled scores of query rows [q0, q0+mq) against keys [0, nk): s[i, j] = q_i·k_j / √HS.
+void tile_scores(float* s, const float* qkv, const Layout& L, int b, int h, int q0, int mq, int nk, float scale) {
+  sgemm(serial_pool(), false, true, mq, nk, L.HS, scale, qkv + L.q(b, q0, h), L.row, qkv + L.k(b, 0, h / L.group),
+        L.row, 0.0f, s, nk);
+}
+
+}  // namespace
+
+void attention_forward(ThreadPool& tp, float* out, float* lse, const float* qkv, int B, int T, int NH, int NKV,
+                       int HS) {
+  const Layout L = make_layout(T, NH, NKV, HS);
+  const float scale = 1.0f / std::sqrt((float)HS);
+  tp.parallel_for((int64_t)B * NH, [&](int64_t t0, int64_t t1, int) {
+    float* p = thread_scratch(0, (size_t)kTile * T);
+    for (int64_t task = t0; task < t1; ++task) {
+      int b = (int)(task / NH), h = (int)(task % NH), g = h / L.group;
+      float* lse_bh = lse + task * T;
+      for (int q0 = 0; q0 < T; q0 += kTile) {
+        int mq = q0 + kTile < T ? kTile : T - q0;
+        int nk = q0 + mq;
+        tile_scores(p, qkv, L, b, h, q0, mq, nk, scale);
+        for (int i = 0; i < mq; ++i) {
+          float* pi = p + (int64_t)i * nk;
+          int visible = q0 + i + 1;
+          float m = lane_max(pi, visible);
+          for (int j = 0; j < visible; ++j) pi[j] = vexp(pi[j] - m);
+          float l = lane_sum(visible, [pi](int j) { return pi[j]; });
+          float inv = 1.0f / l;
+          for (int j = 0; j < visible; ++j) pi[j] *= inv;
+          for (int j = visible; j < nk; ++j) pi[j] = 0.0f;
+          lse_bh[q0 + i] = m + std::log(l);
+        }
+        sgemm(serial_pool(), false, false, mq, HS, nk, 1.0f, p, nk, qkv + L.v(b, 0, g), L.row, 0.0f,
+              out + L.o(b, q0, h), L.out_row);
+      }
+    }
+  });
+}
+
+// Per tile: P = exp(S - lse) (masked entries 0), dP = dO·Vᵀ, dS = P∘(dP - D)/√HS with
+// D = rowsum(dO∘O); then dQ += dS·K, dK += dSᵀ·Q, dV += Pᵀ·dO, accumulated straight into dqkv.
+// One task owns a (batch, kv head) pair, so its dK/dV rows are written by no one else, and the
+// query heads of the group are visited in ascending order.
+void attention_backward(ThreadPool& tp, float* dqkv, const float* dout, const float* qkv, const float* out,
+                        const float* lse, int B, int T, int NH, int NKV, int HS) {
+  const Layout L = make_layout(T, NH, NKV, HS);
+  const float scale = 1.0f / std::sqrt((float)HS);
+  tp.parallel_for((int64_t)B * NKV, [&](int64_t t0, int64_t t1, int) {
+    float* p = thread_scratch(0, (size_t)kTile * T);
+    float* ds = thread_scratch(1, (size_t)kTile * T);
+    ThreadPool& serial = serial_pool();
+    for (int64_t task = t0; task < t1; ++task) {
+      int b = (int)(task / NKV), g = (int)(task % NKV);
+      for (int h = g * L.group; h < (g + 1) * L.group; ++h) {
+        const float* lse_bh = lse + ((int64_t)b * NH + h) * T;
+        for (int q0 = 0; q0 < T; q0 += kTile) {
+          int mq = q0 + kTile < T ? kTile : T - q0;
+          int nk = q0 + mq;
+          const float* do_tile = dout + L.o(b, q0, h);
+          tile_scores(p, qkv, L, b, h, q0, mq, nk, scale);
+          sgemm(serial, false, true, mq, nk, HS, 1.0f, do_tile, L.out_row, qkv + L.v(b, 0, g), L.row, 0.0f, ds, nk);
+          for (int i = 0; i < mq; ++i) {
+            float* pi = p + (int64_t)i * nk;
+            float* dsi = ds + (int64_t)i * nk;
+            const float* doi = do_tile + (int64_t)i * L.out_row;
+            const float* oi = out + L.o(b, q0 + i, h);
+            float D = lane_sum(HS, [doi, oi](int d) { return doi[d] * oi[d]; });
+            float row_lse = lse_bh[q0 + i];
+            int visible = q0 + i + 1;
+            for (int j = 0; j < visible; ++j) {
+              pi[j] = vexp(pi[j] - row_lse);
+              dsi[j] = pi[j] * (dsi[j] - D) * scale;
+            }
+            for (int j = visible; j < nk; ++j) pi[j] = dsi[j] = 0.0f;
+          }
+          sgemm(serial, false, false, mq, HS, nk, 1.0f, ds, nk, qkv + L.k(b, 0, g), L.row, 1.0f,
+                dqkv + L.q(b, q0, h), L.row);
+          sgemm(serial, true, false, nk, HS, mq, 1.0f, ds, nk, qkv + L.q(b, q0, h), L.row, 1.0f,
+                dqkv + L.k(b, 0, g), L.row);
+          sgemm(serial, true, false, nk, HS, mq, 1.0f, p, nk, do_tile, L.out_row, 1.0f, dqkv + L.v(b, 0, g), L.row);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace moe::cpu

@@ -1,0 +1,84 @@
+// Helpers shared by the CPU kernels: branch-free float math that GCC vectorises at any ISA level
+// (std::exp does not without -ffast-math), fixed-lane reductions, and fixed-block partitioning,
+// all arranged so results never depend on the thread count or pointer alignment.
+#pragma once
+#include <bit>
+#include <cstdint>
+
+#include "core/threadpool.h"
+
+namespace moe::cpu {
+
+// e^x to ~2 ulp (Cephes polynomial after range reduction by ln 2); 0 below -87.3, +inf above 88.72.
+inline float vexp(float x) {
+  const float lo = -87.33654f, hi = 88.72283f;
+  float xc = x < lo ? lo : (x > hi ? hi : x);
+  // Round x·log2(e) to nearest with the 1.5·2^23 trick so no rounding intrinsic is needed.
+  const float shifter = 12582912.0f;
+  float t = xc * 1.44269504088896341f + shifter;
+  float n = t - shifter;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  // n lies in [-126, 128]; build 2^n in two halves so n = 128 does not overflow the exponent field.
+  int32_t ni = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(shifter);
+  int32_t half = ni >> 1;
+  float s1 = std::bit_cast<float>((half + 127) << 23);
+  float s2 = std::bit_cast<float>((ni - half + 127) << 23);
+  float y = p * s1 * s2;
+  y = x < lo ? 0.0f : y;
+  return x > hi ? __builtin_inff() : y;
+}
+
+// 1 / (1 + e^-x), stable for any x.
+inline float vsigmoid(float x) { return 1.0f / (1.0f + vexp(-x)); }
+
+// Σ term(i) for i in [0, n) over 16 independent lanes combined in a fixed tree: vectorises, and
+// the result depends only on the data (the same for any thread partition or pointer alignment).
+template <class Term>
+inline float lane_sum(int n, Term&& term) {
+  constexpr int L = 16;
+  float acc[L] = {};
+  int i = 0;
+  for (; i + L <= n; i += L)
+    for (int l = 0; l < L; ++l) acc[l] += term(i + l);
+  for (int l = 0; i < n; ++i, ++l) acc[l] += term(i);
+  for (int w = L / 2; w > 0; w /= 2)
+    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
+  return acc[0];
+}
+
+// max over x[0, n), n >= 1, same lane structure as lane_sum.
+inline float lane_max(const float* x, int n) {
+  constexpr int L = 16;
+  float acc[L];
+  for (int l = 0; l < L; ++l) acc[l] = x[0];
+  int i = 0;
+  for (; i + L <= n; i += L)
+    for (int l = 0; l < L; ++l) acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
+  for (int l = 0; i < n; ++i, ++l) acc[l] = x[i] > acc[l] ? x[i] : acc[l];
+  for (int w = L / 2; w > 0; w /= 2)
+    for (int l = 0; l < w; ++l) acc[l] = acc[l + w] > acc[l] ? acc[l + w] : acc[l];
+  return acc[0];
+}
+
+// Runs body(i0, i1) over [0, n) in fixed blocks of `block` elements spread across the pool, so every
+// element takes the same code path (vector body or scalar tail) for any thread count.
+template <class Body>
+void for_each_block(ThreadPool& tp, int64_t n, int64_t block, Body&& body) {
+  int64_t blocks = (n + block - 1) / block;
+  tp.parallel_for(blocks, [&](int64_t b0, int64_t b1, int) {
+    for (int64_t b = b0; b < b1; ++b) {
+      int64_t i0 = b * block, i1 = i0 + block < n ? i0 + block : n;
+      body(i0, i1);
+    }
+  });
+}
+
+}  // namespace moe::cpu

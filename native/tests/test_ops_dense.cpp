@@ -1,0 +1,609 @@
+// Dense CPU ops: forward against naive double references, finite-difference gradient checks of every
+// input and parameter gradient (loss = Σ r∘out for a fixed random r), accumulation (+=) semantics
+// of every backward, and bit-identical results for 1 vs 3 threads.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/attention.h"
+#include "backend/cpu/crossentropy.h"
+#include "backend/cpu/elementwise.h"
+#include "backend/cpu/embedding.h"
+#include "backend/cpu/gelu.h"
+#include "backend/cpu/layernorm.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/rmsnorm.h"
+#include "backend/cpu/rope.h"
+#include "backend/cpu/swiglu.h"
+#include "testing.h"
+
+using moe::ThreadPool;
+using moe_test::gradcheck;
+using moe_test::random_vector;
+using Vec = std::vector<float>;
+using DVec = std::vector<double>;
+
+namespace {
+
+ThreadPool& pool(int threads) {
+  static ThreadPool one(1), two(2), three(3);
+  return threads == 1 ? one : threads == 2 ? two : three;
+}
+
+// Gradient-check tolerance (relative error, floor 1e-2) for float32 ops with h = 1e-2; smooth
+// nonlinear ops (exp, tanh) leave an O(h²) truncation term on top of float rounding.
+constexpr double kGradTolLinear = 5e-3;
+constexpr double kGradTolNonlinear = 1e-2;
+constexpr double kForwardTol = 1e-5;
+
+double weighted_sum(const Vec& out, const Vec& r) {
+  double s = 0.0;
+  for (size_t i = 0; i < out.size(); ++i) s += (double)r[i] * (double)out[i];
+  return s;
+}
+
+// Worst |a - ref| / max(|ref|, 1).
+double max_err(const Vec& a, const DVec& ref) {
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::fmax(worst, std::fabs(a[i] - ref[i]) / std::fmax(std::fabs(ref[i]), 1.0));
+  return worst;
+}
+
+bool bitwise_equal(const Vec& a, const Vec& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+void expect_below(const std::string& what, double err, double tol) {
+  std::printf("    %-34s %.2e (tol %.0e)\n", what.c_str(), err, tol);
+  CHECK_MSG(err < tol, what + ": error " + std::to_string(err) + " >= " + std::to_string(tol));
+}
+
+// Full gradient check of `x` (every coordinate when small, else `samples` spread over it).
+void check_grad(const std::string& what, Vec& x, const Vec& analytic, const std::function<double()>& loss,
+                double tol, int samples = 256) {
+  expect_below("gradcheck " + what, gradcheck(x, analytic, loss, samples), tol);
+}
+
+// Backward called twice must give twice the single-call gradient (up to the rounding of the
+// additions, measured relative to the gradient's largest entry).
+void expect_doubles(const std::string& what, const Vec& once, const Vec& twice) {
+  double worst = 0.0, norm = 0.0;
+  for (size_t i = 0; i < once.size(); ++i) {
+    worst = std::fmax(worst, std::fabs(twice[i] - 2.0 * once[i]));
+    norm = std::fmax(norm, std::fabs(once[i]));
+  }
+  CHECK_MSG(norm > 0.0, what + ": gradient is identically zero");
+  expect_below("accumulates " + what, worst / norm, 1e-6);
+}
+
+Vec concat(std::initializer_list<const Vec*> parts) {
+  Vec all;
+  for (const Vec* p : parts) all.insert(all.end(), p->begin(), p->end());
+  return all;
+}
+
+// Runs `compute` (which returns every output and gradient it produced) on 1 and 3 threads.
+void expect_thread_independent(const std::string& what, const std::function<Vec(ThreadPool&)>& compute) {
+  Vec a = compute(pool(1)), b = compute(pool(3));
+  CHECK_MSG(bitwise_equal(a, b), what + ": 1-thread and 3-thread results differ");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Naive double references.
+
+DVec ref_layernorm(const Vec& x, const Vec& w, const Vec& b, int N, int C, float eps) {
+  DVec out(x.size());
+  for (int n = 0; n < N; ++n) {
+    double m = 0, v = 0;
+    for (int c = 0; c < C; ++c) m += x[n * C + c];
+    m /= C;
+    for (int c = 0; c < C; ++c) v += (x[n * C + c] - m) * (x[n * C + c] - m);
+    v /= C;
+    for (int c = 0; c < C; ++c) out[n * C + c] = (x[n * C + c] - m) / std::sqrt(v + eps) * w[c] + b[c];
+  }
+  return out;
+}
+
+DVec ref_rmsnorm(const Vec& x, const Vec& w, int N, int C, float eps) {
+  DVec out(x.size());
+  for (int n = 0; n < N; ++n) {
+    double ms = 0;
+    for (int c = 0; c < C; ++c) ms += (double)x[n * C + c] * x[n * C + c];
+    double r = 1.0 / std::sqrt(ms / C + eps);
+    for (int c = 0; c < C; ++c) out[n * C + c] = x[n * C + c] * r * w[c];
+  }
+  return out;
+}
+
+DVec ref_rope(const Vec& x, int B, int T, int NH, int NKV, int HS, double theta) {
+  int row = (NH + 2 * NKV) * HS, half = HS / 2;
+  DVec out(x.begin(), x.end());
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < NH + NKV; ++h)
+        for (int i = 0; i < half; ++i) {
+          size_t base = ((size_t)b * T + t) * row + (size_t)h * HS;
+          double a = t * std::pow(theta, -2.0 * i / HS);
+          double x1 = x[base + i], x2 = x[base + half + i];
+          out[base + i] = x1 * std::cos(a) - x2 * std::sin(a);
+          out[base + half + i] = x2 * std::cos(a) + x1 * std::sin(a);
+        }
+  return out;
+}
+
+// softmax(q·kᵀ/√HS + causal mask)·v per head, query head h reading kv head h / (NH/NKV).
+void ref_attention(DVec& out, DVec& lse, const Vec& qkv, int B, int T, int NH, int NKV, int HS) {
+  int row = (NH + 2 * NKV) * HS;
+  out.assign((size_t)B * T * NH * HS, 0.0);
+  lse.assign((size_t)B * NH * T, 0.0);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h) {
+      int g = h / (NH / NKV);
+      for (int i = 0; i < T; ++i) {
+        const float* q = &qkv[((size_t)b * T + i) * row + (size_t)h * HS];
+        DVec s(i + 1);
+        double m = -1e300;
+        for (int j = 0; j <= i; ++j) {
+          const float* k = &qkv[((size_t)b * T + j) * row + (size_t)(NH + g) * HS];
+          double d = 0;
+          for (int e = 0; e < HS; ++e) d += (double)q[e] * k[e];
+          s[j] = d / std::sqrt((double)HS);
+          m = std::fmax(m, s[j]);
+        }
+        double l = 0;
+        for (int j = 0; j <= i; ++j) l += std::exp(s[j] - m);
+        lse[((size_t)b * NH + h) * T + i] = m + std::log(l);
+        for (int j = 0; j <= i; ++j) {
+          const float* v = &qkv[((size_t)b * T + j) * row + (size_t)(NH + NKV + g) * HS];
+          double p = std::exp(s[j] - m) / l;
+          for (int e = 0; e < HS; ++e) out[((size_t)b * T + i) * NH * HS + (size_t)h * HS + e] += p * v[e];
+        }
+      }
+    }
+}
+
+double ref_gelu(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// matmul
+
+TEST(matmul_forward_matches_reference) {
+  const int N = 37, I = 70, O = 19;
+  Vec x = random_vector(N * I, 1), w = random_vector(O * I, 2), b = random_vector(O, 3), y(N * O);
+  moe::cpu::matmul_forward(pool(2), y.data(), x.data(), w.data(), b.data(), N, I, O);
+  DVec ref(N * O);
+  for (int n = 0; n < N; ++n)
+    for (int o = 0; o < O; ++o) {
+      double acc = b[o];
+      for (int i = 0; i < I; ++i) acc += (double)x[n * I + i] * w[o * I + i];
+      ref[n * O + o] = acc;
+    }
+  expect_below("matmul forward", max_err(y, ref), kForwardTol);
+  moe::cpu::matmul_forward(pool(2), y.data(), x.data(), w.data(), nullptr, N, I, O);
+  for (int n = 0; n < N; ++n)
+    for (int o = 0; o < O; ++o) ref[n * O + o] -= b[o];
+  expect_below("matmul forward (no bias)", max_err(y, ref), kForwardTol);
+}
+
+TEST(matmul_gradients) {
+  const int N = 10, I = 8, O = 6;
+  Vec x = random_vector(N * I, 1), w = random_vector(O * I, 2), b = random_vector(O, 3), r = random_vector(N * O, 4);
+  Vec y(N * O), dx(N * I), dw(O * I), db(O);
+  auto loss = [&] {
+    moe::cpu::matmul_forward(pool(2), y.data(), x.data(), w.data(), b.data(), N, I, O);
+    return weighted_sum(y, r);
+  };
+  moe::cpu::matmul_backward(pool(2), dx.data(), dw.data(), db.data(), r.data(), x.data(), w.data(), N, I, O);
+  check_grad("matmul dx", x, dx, loss, kGradTolLinear);
+  check_grad("matmul dw", w, dw, loss, kGradTolLinear);
+  check_grad("matmul db", b, db, loss, kGradTolLinear);
+  Vec dx2 = dx, dw2 = dw, db2 = db;
+  moe::cpu::matmul_backward(pool(2), dx2.data(), dw2.data(), db2.data(), r.data(), x.data(), w.data(), N, I, O);
+  expect_doubles("matmul dx", dx, dx2);
+  expect_doubles("matmul dw", dw, dw2);
+  expect_doubles("matmul db", db, db2);
+}
+
+TEST(matmul_thread_independent) {
+  const int N = 53, I = 40, O = 150;
+  Vec x = random_vector(N * I, 1), w = random_vector(O * I, 2), b = random_vector(O, 3), dy = random_vector(N * O, 4);
+  expect_thread_independent("matmul", [&](ThreadPool& tp) {
+    Vec y(N * O), dx(N * I), dw(O * I), db(O);
+    moe::cpu::matmul_forward(tp, y.data(), x.data(), w.data(), b.data(), N, I, O);
+    moe::cpu::matmul_backward(tp, dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), N, I, O);
+    return concat({&y, &dx, &dw, &db});
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// embedding
+
+TEST(embedding_forward_and_gradients) {
+  const int B = 2, T = 5, C = 8, V = 7;
+  // Token 3 repeats, token 6 never appears (its gradient row must stay zero).
+  std::vector<int32_t> tokens = {3, 1, 3, 0, 5, 2, 3, 4, 1, 0};
+  Vec wte = random_vector(V * C, 1), wpe = random_vector(T * C, 2), r = random_vector(B * T * C, 3);
+  Vec out(B * T * C), dwte(V * C), dwpe(T * C);
+  moe::cpu::embedding_forward(pool(2), out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
+  DVec ref(out.size());
+  for (int n = 0; n < B * T; ++n)
+    for (int c = 0; c < C; ++c) ref[n * C + c] = (double)wte[tokens[n] * C + c] + wpe[(n % T) * C + c];
+  expect_below("embedding forward", max_err(out, ref), kForwardTol);
+
+  auto loss = [&] {
+    moe::cpu::embedding_forward(pool(2), out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
+    return weighted_sum(out, r);
+  };
+  moe::cpu::embedding_backward(pool(2), dwte.data(), dwpe.data(), r.data(), tokens.data(), B, T, C);
+  check_grad("embedding dwte", wte, dwte, loss, kGradTolLinear);
+  check_grad("embedding dwpe", wpe, dwpe, loss, kGradTolLinear);
+  for (int c = 0; c < C; ++c) CHECK(dwte[6 * C + c] == 0.0f);
+  Vec dwte2 = dwte, dwpe2 = dwpe;
+  moe::cpu::embedding_backward(pool(2), dwte2.data(), dwpe2.data(), r.data(), tokens.data(), B, T, C);
+  expect_doubles("embedding dwte", dwte, dwte2);
+  expect_doubles("embedding dwpe", dwpe, dwpe2);
+
+  Vec plain(out.size());
+  moe::cpu::embedding_forward(pool(2), plain.data(), tokens.data(), wte.data(), nullptr, B, T, C);
+  for (int n = 0; n < B * T; ++n)
+    for (int c = 0; c < C; ++c) CHECK(plain[n * C + c] == wte[tokens[n] * C + c]);
+}
+
+TEST(embedding_thread_independent) {
+  const int B = 3, T = 41, C = 200, V = 13;
+  std::vector<int32_t> tokens(B * T);
+  for (int i = 0; i < B * T; ++i) tokens[i] = (i * 7) % V;
+  Vec wte = random_vector(V * C, 1), wpe = random_vector(T * C, 2), dout = random_vector(B * T * C, 3);
+  expect_thread_independent("embedding", [&](ThreadPool& tp) {
+    Vec out(B * T * C), dwte(V * C), dwpe(T * C);
+    moe::cpu::embedding_forward(tp, out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
+    moe::cpu::embedding_backward(tp, dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C);
+    return concat({&out, &dwte, &dwpe});
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// layernorm / rmsnorm
+
+TEST(layernorm_forward_and_gradients) {
+  const int N = 10, C = 8;
+  const float eps = 1e-5f;
+  Vec x = random_vector(N * C, 1), w = random_vector(C, 2), b = random_vector(C, 3), r = random_vector(N * C, 4);
+  Vec out(N * C), mean(N), rstd(N), dx(N * C), dw(C), db(C);
+  moe::cpu::layernorm_forward(pool(2), out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, eps);
+  expect_below("layernorm forward", max_err(out, ref_layernorm(x, w, b, N, C, eps)), kForwardTol);
+
+  auto loss = [&] {
+    moe::cpu::layernorm_forward(pool(2), out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C,
+                                eps);
+    return weighted_sum(out, r);
+  };
+  loss();
+  moe::cpu::layernorm_backward(pool(2), dx.data(), dw.data(), db.data(), r.data(), x.data(), w.data(), mean.data(),
+                               rstd.data(), N, C);
+  check_grad("layernorm dinp", x, dx, loss, kGradTolNonlinear);
+  check_grad("layernorm dw", w, dw, loss, kGradTolLinear);
+  check_grad("layernorm db", b, db, loss, kGradTolLinear);
+  loss();
+  Vec dx2 = dx, dw2 = dw, db2 = db;
+  moe::cpu::layernorm_backward(pool(2), dx2.data(), dw2.data(), db2.data(), r.data(), x.data(), w.data(), mean.data(),
+                               rstd.data(), N, C);
+  expect_doubles("layernorm dinp", dx, dx2);
+  expect_doubles("layernorm dw", dw, dw2);
+  expect_doubles("layernorm db", db, db2);
+}
+
+TEST(layernorm_thread_independent) {
+  const int N = 67, C = 200;
+  Vec x = random_vector(N * C, 1), w = random_vector(C, 2), b = random_vector(C, 3), dout = random_vector(N * C, 4);
+  expect_thread_independent("layernorm", [&](ThreadPool& tp) {
+    Vec out(N * C), mean(N), rstd(N), dx(N * C), dw(C), db(C);
+    moe::cpu::layernorm_forward(tp, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+    moe::cpu::layernorm_backward(tp, dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
+                                 rstd.data(), N, C);
+    return concat({&out, &mean, &rstd, &dx, &dw, &db});
+  });
+}
+
+TEST(rmsnorm_forward_and_gradients) {
+  const int N = 10, C = 8;
+  const float eps = 1e-6f;
+  Vec x = random_vector(N * C, 1), w = random_vector(C, 2), r = random_vector(N * C, 4);
+  Vec out(N * C), rstd(N), dx(N * C), dw(C);
+  moe::cpu::rmsnorm_forward(pool(2), out.data(), rstd.data(), x.data(), w.data(), N, C, eps);
+  expect_below("rmsnorm forward", max_err(out, ref_rmsnorm(x, w, N, C, eps)), kForwardTol);
+
+  auto loss = [&] {
+    moe::cpu::rmsnorm_forward(pool(2), out.data(), rstd.data(), x.data(), w.data(), N, C, eps);
+    return weighted_sum(out, r);
+  };
+  loss();
+  moe::cpu::rmsnorm_backward(pool(2), dx.data(), dw.data(), r.data(), x.data(), w.data(), rstd.data(), N, C);
+  check_grad("rmsnorm dinp", x, dx, loss, kGradTolNonlinear);
+  check_grad("rmsnorm dw", w, dw, loss, kGradTolLinear);
+  loss();
+  Vec dx2 = dx, dw2 = dw;
+  moe::cpu::rmsnorm_backward(pool(2), dx2.data(), dw2.data(), r.data(), x.data(), w.data(), rstd.data(), N, C);
+  expect_doubles("rmsnorm dinp", dx, dx2);
+  expect_doubles("rmsnorm dw", dw, dw2);
+}
+
+TEST(rmsnorm_thread_independent) {
+  const int N = 67, C = 200;
+  Vec x = random_vector(N * C, 1), w = random_vector(C, 2), dout = random_vector(N * C, 4);
+  expect_thread_independent("rmsnorm", [&](ThreadPool& tp) {
+    Vec out(N * C), rstd(N), dx(N * C), dw(C);
+    moe::cpu::rmsnorm_forward(tp, out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-6f);
+    moe::cpu::rmsnorm_backward(tp, dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+    return concat({&out, &rstd, &dx, &dw});
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// rope
+
+TEST(rope_forward_and_gradients) {
+  const int B = 2, T = 37, NH = 4, NKV = 2, HS = 8;
+  const int n = B * T * (NH + 2 * NKV) * HS;
+  for (float theta : {10000.0f, 10.0f}) {
+    Vec x = random_vector(n, 1), r = random_vector(n, 2), out(n), dx(n);
+    moe::cpu::rope_forward(pool(2), out.data(), x.data(), B, T, NH, NKV, HS, theta);
+    expect_below("rope forward θ=" + std::to_string((int)theta), max_err(out, ref_rope(x, B, T, NH, NKV, HS, theta)),
+                 kForwardTol);
+    auto loss = [&] {
+      moe::cpu::rope_forward(pool(2), out.data(), x.data(), B, T, NH, NKV, HS, theta);
+      return weighted_sum(out, r);
+    };
+    moe::cpu::rope_backward(pool(2), dx.data(), r.data(), B, T, NH, NKV, HS, theta);
+    check_grad("rope dinp θ=" + std::to_string((int)theta), x, dx, loss, kGradTolLinear, 1024);
+    Vec dx2 = dx;
+    moe::cpu::rope_backward(pool(2), dx2.data(), r.data(), B, T, NH, NKV, HS, theta);
+    expect_doubles("rope dinp", dx, dx2);
+  }
+}
+
+TEST(rope_thread_independent) {
+  const int B = 3, T = 29, NH = 6, NKV = 2, HS = 16;
+  const int n = B * T * (NH + 2 * NKV) * HS;
+  Vec x = random_vector(n, 1), dout = random_vector(n, 2);
+  expect_thread_independent("rope", [&](ThreadPool& tp) {
+    Vec out(n), dx(n);
+    moe::cpu::rope_forward(tp, out.data(), x.data(), B, T, NH, NKV, HS, 10000.0f);
+    moe::cpu::rope_backward(tp, dx.data(), dout.data(), B, T, NH, NKV, HS, 10000.0f);
+    return concat({&out, &dx});
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// attention
+
+namespace {
+
+struct AttnShape {
+  int B, T, NH, NKV, HS;
+  int qkv_size() const { return B * T * (NH + 2 * NKV) * HS; }
+  int out_size() const { return B * T * NH * HS; }
+};
+
+void check_attention_forward(const AttnShape& s) {
+  Vec qkv = random_vector(s.qkv_size(), 1, 1.5f), out(s.out_size()), lse(s.B * s.NH * s.T);
+  moe::cpu::attention_forward(pool(2), out.data(), lse.data(), qkv.data(), s.B, s.T, s.NH, s.NKV, s.HS);
+  DVec ref_out, ref_lse;
+  ref_attention(ref_out, ref_lse, qkv, s.B, s.T, s.NH, s.NKV, s.HS);
+  std::string tag = "T=" + std::to_string(s.T) + " NH=" + std::to_string(s.NH) + " NKV=" + std::to_string(s.NKV);
+  expect_below("attention out " + tag, max_err(out, ref_out), kForwardTol);
+  expect_below("attention lse " + tag, max_err(lse, ref_lse), kForwardTol);
+}
+
+void check_attention_gradients(const AttnShape& s, int samples) {
+  Vec qkv = random_vector(s.qkv_size(), 1, 1.5f), r = random_vector(s.out_size(), 2);
+  Vec out(s.out_size()), lse(s.B * s.NH * s.T), dqkv(s.qkv_size());
+  auto loss = [&] {
+    moe::cpu::attention_forward(pool(2), out.data(), lse.data(), qkv.data(), s.B, s.T, s.NH, s.NKV, s.HS);
+    return weighted_sum(out, r);
+  };
+  loss();
+  moe::cpu::attention_backward(pool(2), dqkv.data(), r.data(), qkv.data(), out.data(), lse.data(), s.B, s.T, s.NH,
+                               s.NKV, s.HS);
+  std::string tag = "T=" + std::to_string(s.T) + " NH=" + std::to_string(s.NH) + " NKV=" + std::to_string(s.NKV);
+  check_grad("attention dqkv " + tag, qkv, dqkv, loss, kGradTolNonlinear, samples);
+  loss();
+  Vec dqkv2 = dqkv;
+  moe::cpu::attention_backward(pool(2), dqkv2.data(), r.data(), qkv.data(), out.data(), lse.data(), s.B, s.T, s.NH,
+                               s.NKV, s.HS);
+  expect_doubles("attention dqkv " + tag, dqkv, dqkv2);
+}
+
+}  // namespace
+
+TEST(attention_forward_matches_reference) {
+  check_attention_forward({2, 5, 4, 2, 8});
+  check_attention_forward({2, 5, 4, 4, 8});
+  check_attention_forward({2, 150, 4, 2, 16});  // several query tiles, ragged last tile
+  check_attention_forward({1, 130, 6, 1, 8});   // multi-query
+}
+
+TEST(attention_gradients) {
+  check_attention_gradients({2, 5, 4, 2, 8}, 1 << 20);
+  check_attention_gradients({2, 5, 4, 4, 8}, 1 << 20);
+  check_attention_gradients({1, 70, 4, 2, 8}, 400);  // crosses a tile boundary
+}
+
+TEST(attention_causal_mask) {
+  // Perturbing the last token's k and v must leave every earlier output unchanged.
+  const AttnShape s{1, 70, 4, 2, 8};
+  Vec qkv = random_vector(s.qkv_size(), 1), out(s.out_size()), out2(s.out_size()), lse(s.B * s.NH * s.T);
+  moe::cpu::attention_forward(pool(2), out.data(), lse.data(), qkv.data(), s.B, s.T, s.NH, s.NKV, s.HS);
+  int row = (s.NH + 2 * s.NKV) * s.HS;
+  for (int j = s.NH * s.HS; j < row; ++j) qkv[(size_t)(s.T - 1) * row + j] += 3.0f;
+  moe::cpu::attention_forward(pool(2), out2.data(), lse.data(), qkv.data(), s.B, s.T, s.NH, s.NKV, s.HS);
+  size_t earlier = (size_t)(s.T - 1) * s.NH * s.HS;
+  CHECK(std::memcmp(out.data(), out2.data(), earlier * sizeof(float)) == 0);
+  CHECK(std::memcmp(out.data() + earlier, out2.data() + earlier, s.NH * s.HS * sizeof(float)) != 0);
+}
+
+TEST(attention_thread_independent) {
+  const AttnShape s{3, 150, 4, 2, 16};
+  Vec qkv = random_vector(s.qkv_size(), 1), dout = random_vector(s.out_size(), 2);
+  expect_thread_independent("attention", [&](ThreadPool& tp) {
+    Vec out(s.out_size()), lse(s.B * s.NH * s.T), dqkv(s.qkv_size());
+    moe::cpu::attention_forward(tp, out.data(), lse.data(), qkv.data(), s.B, s.T, s.NH, s.NKV, s.HS);
+    moe::cpu::attention_backward(tp, dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), s.B, s.T, s.NH,
+                                 s.NKV, s.HS);
+    return concat({&out, &lse, &dqkv});
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// gelu / swiglu / elementwise
+
+TEST(gelu_forward_and_gradients) {
+  const int n = 80;
+  Vec x = random_vector(n, 1, 4.0f), r = random_vector(n, 2), out(n), dx(n);
+  x[0] = 0.0f;
+  x[1] = -12.0f;
+  x[2] = 12.0f;
+  moe::cpu::gelu_forward(pool(2), out.data(), x.data(), n);
+  DVec ref(n);
+  for (int i = 0; i < n; ++i) ref[i] = ref_gelu(x[i]);
+  expect_below("gelu forward", max_err(out, ref), kForwardTol);
+  auto loss = [&] {
+    moe::cpu::gelu_forward(pool(2), out.data(), x.data(), n);
+    return weighted_sum(out, r);
+  };
+  moe::cpu::gelu_backward(pool(2), dx.data(), x.data(), r.data(), n);
+  check_grad("gelu dinp", x, dx, loss, kGradTolNonlinear);
+  Vec dx2 = dx;
+  moe::cpu::gelu_backward(pool(2), dx2.data(), x.data(), r.data(), n);
+  expect_doubles("gelu dinp", dx, dx2);
+}
+
+TEST(swiglu_forward_and_gradients) {
+  const int N = 10, F = 8;
+  Vec gu = random_vector(N * 2 * F, 1, 3.0f), r = random_vector(N * F, 2), out(N * F), dgu(N * 2 * F);
+  moe::cpu::swiglu_forward(pool(2), out.data(), gu.data(), N, F);
+  DVec ref(N * F);
+  for (int n = 0; n < N; ++n)
+    for (int f = 0; f < F; ++f) {
+      double g = gu[n * 2 * F + f], u = gu[n * 2 * F + F + f];
+      ref[n * F + f] = g / (1.0 + std::exp(-g)) * u;
+    }
+  expect_below("swiglu forward", max_err(out, ref), kForwardTol);
+  auto loss = [&] {
+    moe::cpu::swiglu_forward(pool(2), out.data(), gu.data(), N, F);
+    return weighted_sum(out, r);
+  };
+  moe::cpu::swiglu_backward(pool(2), dgu.data(), r.data(), gu.data(), N, F);
+  check_grad("swiglu dgate_up", gu, dgu, loss, kGradTolNonlinear);
+  Vec dgu2 = dgu;
+  moe::cpu::swiglu_backward(pool(2), dgu2.data(), r.data(), gu.data(), N, F);
+  expect_doubles("swiglu dgate_up", dgu, dgu2);
+}
+
+TEST(elementwise_add_and_accumulate) {
+  const int n = 10007;
+  Vec a = random_vector(n, 1), b = random_vector(n, 2), out(n), dst = random_vector(n, 3), before = dst;
+  moe::cpu::add_forward(pool(2), out.data(), a.data(), b.data(), n);
+  moe::cpu::accumulate(pool(2), dst.data(), a.data(), n);
+  for (int i = 0; i < n; ++i) {
+    CHECK(out[i] == a[i] + b[i]);
+    CHECK(dst[i] == before[i] + a[i]);
+  }
+}
+
+TEST(pointwise_thread_independent) {
+  const int n = 3 * 4096 + 77, N = 67, F = 96;
+  Vec x = random_vector(n, 1, 4.0f), dout = random_vector(n, 2);
+  Vec gu = random_vector(N * 2 * F, 3, 3.0f), dsw = random_vector(N * F, 4);
+  expect_thread_independent("gelu/swiglu/add", [&](ThreadPool& tp) {
+    Vec g(n), dg(n), s(N * F), ds(N * 2 * F), sum(n), acc = dout;
+    moe::cpu::gelu_forward(tp, g.data(), x.data(), n);
+    moe::cpu::gelu_backward(tp, dg.data(), x.data(), dout.data(), n);
+    moe::cpu::swiglu_forward(tp, s.data(), gu.data(), N, F);
+    moe::cpu::swiglu_backward(tp, ds.data(), dsw.data(), gu.data(), N, F);
+    moe::cpu::add_forward(tp, sum.data(), x.data(), dout.data(), n);
+    moe::cpu::accumulate(tp, acc.data(), x.data(), n);
+    return concat({&g, &dg, &s, &ds, &sum, &acc});
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// crossentropy
+
+namespace {
+DVec ref_crossentropy(const Vec& logits, const std::vector<int32_t>& targets, int N, int V) {
+  DVec ref(N, 0.0);
+  for (int n = 0; n < N; ++n) {
+    if (targets[n] < 0) continue;
+    double m = -1e300, s = 0;
+    for (int v = 0; v < V; ++v) m = std::fmax(m, logits[n * V + v]);
+    for (int v = 0; v < V; ++v) s += std::exp(logits[n * V + v] - m);
+    ref[n] = m + std::log(s) - logits[n * V + targets[n]];
+  }
+  return ref;
+}
+}  // namespace
+
+TEST(crossentropy_forward_and_gradients) {
+  const int N = 10, V = 37;
+  const float scale = 0.7f;
+  Vec logits = random_vector(N * V, 1, 2.0f), losses(N), dlogits(N * V);
+  std::vector<int32_t> targets = {3, 0, -1, 36, 5, -100, 7, 7, 20, 1};
+  moe::cpu::crossentropy_forward(pool(2), losses.data(), logits.data(), targets.data(), N, V);
+  expect_below("crossentropy forward", max_err(losses, ref_crossentropy(logits, targets, N, V)), kForwardTol);
+  CHECK(losses[2] == 0.0f && losses[5] == 0.0f);
+
+  auto loss = [&] {
+    moe::cpu::crossentropy_forward(pool(2), losses.data(), logits.data(), targets.data(), N, V);
+    double s = 0;
+    for (float l : losses) s += scale * (double)l;
+    return s;
+  };
+  moe::cpu::crossentropy_backward(pool(2), dlogits.data(), logits.data(), targets.data(), scale, N, V);
+  check_grad("crossentropy dlogits", logits, dlogits, loss, kGradTolNonlinear, 1 << 20);
+  for (int v = 0; v < V; ++v) CHECK(dlogits[2 * V + v] == 0.0f && dlogits[5 * V + v] == 0.0f);
+  Vec d2 = dlogits;
+  moe::cpu::crossentropy_backward(pool(2), d2.data(), logits.data(), targets.data(), scale, N, V);
+  expect_doubles("crossentropy dlogits", dlogits, d2);
+}
+
+TEST(crossentropy_large_logits_stable) {
+  // exp(200) overflows float: only a max-subtracted log-sum-exp stays finite and exact.
+  const int N = 3, V = 37;
+  Vec logits = random_vector(N * V, 1, 5.0f), losses(N), dlogits(N * V);
+  logits[3] = 200.0f;
+  logits[V + 4] = -200.0f;
+  for (int v = 0; v < V; ++v) logits[2 * V + v] += 150.0f;
+  std::vector<int32_t> targets = {3, 4, 9};
+  moe::cpu::crossentropy_forward(pool(2), losses.data(), logits.data(), targets.data(), N, V);
+  expect_below("crossentropy forward, |logits| ~ 200", max_err(losses, ref_crossentropy(logits, targets, N, V)),
+               kForwardTol);
+  moe::cpu::crossentropy_backward(pool(2), dlogits.data(), logits.data(), targets.data(), 1.0f, N, V);
+  for (int n = 0; n < N; ++n) {
+    double row = 0;
+    for (int v = 0; v < V; ++v) {
+      CHECK(std::isfinite(dlogits[n * V + v]));
+      row += dlogits[n * V + v];
+    }
+    CHECK_NEAR(row, 0.0, 1e-5);  // softmax sums to one, minus the one-hot
+  }
+}
+
+TEST(crossentropy_thread_independent) {
+  const int N = 29, V = 1001;
+  Vec logits = random_vector(N * V, 1, 5.0f);
+  std::vector<int32_t> targets(N);
+  for (int n = 0; n < N; ++n) targets[n] = n % 5 == 0 ? -1 : (n * 97) % V;
+  expect_thread_independent("crossentropy", [&](ThreadPool& tp) {
+    Vec losses(N), d(N * V);
+    moe::cpu::crossentropy_forward(tp, losses.data(), logits.data(), targets.data(), N, V);
+    moe::cpu::crossentropy_backward(tp, d.data(), logits.data(), targets.data(), 0.5f, N, V);
+    return concat({&losses, &d});
+  });
+}
+
+TEST_MAIN()
