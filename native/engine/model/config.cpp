@@ -1,0 +1,263 @@
+#include "model/config.h"
+
+#include <cmath>
+#include <set>
+
+#include "core/error.h"
+
+namespace moe {
+namespace {
+
+// Reads the members of one JSON object, checking type and range, and remembers which names were
+// used so that unknown (misspelt) fields can be rejected by name.
+class FieldReader {
+ public:
+  FieldReader(const json::Value& obj, std::string section) : obj_(obj), section_(std::move(section)) {
+    check(obj.is_object(), section_ + ": must be a JSON object");
+  }
+
+  const json::Value* get(const std::string& key, json::Type type) {
+    used_.insert(key);
+    const json::Value* v = obj_.find(key);
+    if (!v) return nullptr;
+    if (v->type != type)
+      fail(field(key) + ": must be " + json::type_name(type) + ", got " + json::type_name(v->type));
+    return v;
+  }
+
+  int integer(const std::string& key, int def, int min, int max) {
+    const json::Value* v = get(key, json::Type::Number);
+    if (!v) return def;
+    return checked_int(key, v->number, min, max);
+  }
+
+  double number(const std::string& key, double def, double min, double max) {
+    const json::Value* v = get(key, json::Type::Number);
+    if (!v) return def;
+    if (v->number < min || v->number > max)
+      fail(field(key) + ": " + json::dump(*v) + " is out of range [" + json::dump(json::Value::of(min)) + ", " +
+           json::dump(json::Value::of(max)) + "]");
+    return v->number;
+  }
+
+  bool boolean(const std::string& key, bool def) {
+    const json::Value* v = get(key, json::Type::Bool);
+    return v ? v->boolean : def;
+  }
+
+  const json::Value* raw(const std::string& key) {
+    used_.insert(key);
+    return obj_.find(key);
+  }
+
+  int checked_int(const std::string& key, double d, int min, int max) {
+    if (d != std::floor(d)) fail(field(key) + ": must be a whole number, got " + json::dump(json::Value::of(d)));
+    if (d < min || d > max)
+      fail(field(key) + ": " + json::dump(json::Value::of(d)) + " is out of range [" + std::to_string(min) + ", " +
+           std::to_string(max) + "]");
+    return static_cast<int>(d);
+  }
+
+  void reject_unknown() {
+    for (const auto& [k, v] : obj_.object)
+      if (!used_.count(k)) fail(field(k) + ": unknown field (check the spelling; see docs/model.md for the fields)");
+  }
+
+  std::string field(const std::string& key) const { return section_ + "." + key; }
+
+ private:
+  const json::Value& obj_;
+  std::string section_;
+  std::set<std::string> used_;
+};
+
+constexpr int kBig = 1 << 24;
+
+}  // namespace
+
+const char* arch_name(Arch a) { return a == Arch::GptMoe ? "gpt-moe" : "mixtral"; }
+
+ModelConfig parse_model_config(const json::Value& obj) {
+  FieldReader r(obj, "model");
+  ModelConfig m;
+  const json::Value* arch = r.get("arch", json::Type::String);
+  check(arch != nullptr, "model.arch: required (\"gpt-moe\" or \"mixtral\")");
+  if (arch->string == "gpt-moe") m.arch = Arch::GptMoe;
+  else if (arch->string == "mixtral") m.arch = Arch::Mixtral;
+  else fail("model.arch: \"" + arch->string + "\" is not supported; use \"gpt-moe\" or \"mixtral\"");
+
+  m.vocab_size = r.integer("vocab_size", m.vocab_size, 2, kBig);
+  m.d_model = r.integer("d_model", m.d_model, 2, 1 << 16);
+  m.n_layers = r.integer("n_layers", m.n_layers, 1, 1024);
+  m.n_heads = r.integer("n_heads", m.n_heads, 1, 1024);
+  m.n_kv_heads = r.integer("n_kv_heads", m.n_heads, 1, 1024);
+  m.max_seq_len = r.integer("max_seq_len", m.max_seq_len, 1, 1 << 20);
+  m.d_ff = r.integer("d_ff", m.d_ff, 1, 1 << 20);
+  m.expert_d_ff = r.integer("expert_d_ff", m.d_ff, 1, 1 << 20);
+  m.top_k = r.integer("top_k", m.top_k, 1, 64);
+  m.moe_every = r.integer("moe_every", m.moe_every, 1, 1024);
+  m.renormalize = r.boolean("renormalize", m.renormalize);
+  m.shared_expert_d_ff = r.integer("shared_expert_d_ff", 0, 0, 1 << 20);
+  m.shared_expert_gate = r.boolean("shared_expert_gate", false);
+  m.residual_mlp = r.boolean("residual_mlp", false);
+  m.aux_loss_coef = r.number("aux_loss_coef", m.aux_loss_coef, 0.0, 1e3);
+  m.z_loss_coef = r.number("z_loss_coef", m.z_loss_coef, 0.0, 1e3);
+  m.rope_theta = r.number("rope_theta", m.rope_theta, 1.0, 1e12);
+  m.norm_eps = r.number("norm_eps", m.norm_eps, 1e-12, 1.0);
+  m.tie_embeddings = r.boolean("tie_embeddings", m.arch == Arch::GptMoe);
+  m.qkv_bias = r.boolean("qkv_bias", m.arch == Arch::GptMoe);
+  m.init_std = r.number("init_std", m.init_std, 0.0, 10.0);
+
+  if (const json::Value* cf = r.raw("capacity_factor"); cf && !cf->is_null()) {
+    if (!cf->is_number() || cf->number <= 0.0)
+      fail("model.capacity_factor: must be null (dropless) or a positive number");
+    m.capacity_factor = cf->number;
+  }
+
+  if (m.d_model % m.n_heads != 0)
+    fail("model.n_heads: " + std::to_string(m.n_heads) + " does not divide d_model " + std::to_string(m.d_model));
+  if (m.n_heads % m.n_kv_heads != 0)
+    fail("model.n_kv_heads: " + std::to_string(m.n_kv_heads) + " does not divide n_heads " +
+         std::to_string(m.n_heads));
+  if (m.arch == Arch::GptMoe && m.n_kv_heads != m.n_heads)
+    fail("model.n_kv_heads: gpt-moe uses full multi-head attention; n_kv_heads must equal n_heads");
+  if (m.arch == Arch::Mixtral && m.head_size() % 2 != 0)
+    fail("model.n_heads: RoPE needs an even head size, d_model / n_heads = " + std::to_string(m.head_size()));
+  if (m.arch == Arch::GptMoe && !m.qkv_bias) fail("model.qkv_bias: gpt-moe always has biases; remove the field");
+  if (m.shared_expert_gate && m.shared_expert_d_ff == 0)
+    fail("model.shared_expert_gate: needs a shared expert (set model.shared_expert_d_ff > 0)");
+  if (m.n_moe_layers() == 0)
+    fail("model.moe_every: " + std::to_string(m.moe_every) + " leaves no MoE layer among " +
+         std::to_string(m.n_layers) + " layers");
+
+  const json::Value* ne = r.raw("n_experts");
+  if (!ne) {
+    m.n_experts.assign(m.n_moe_layers(), 8);
+  } else if (ne->is_number()) {
+    m.n_experts.assign(m.n_moe_layers(), r.checked_int("n_experts", ne->number, 1, 1 << 16));
+  } else if (ne->is_array()) {
+    if (static_cast<int>(ne->array.size()) != m.n_moe_layers())
+      fail("model.n_experts: the list has " + std::to_string(ne->array.size()) + " entries but the model has " +
+           std::to_string(m.n_moe_layers()) + " MoE layers (one entry per MoE layer)");
+    for (size_t i = 0; i < ne->array.size(); ++i) {
+      const json::Value& e = ne->array[i];
+      std::string key = "n_experts[" + std::to_string(i) + "]";
+      if (!e.is_number()) fail("model." + key + ": must be a number");
+      m.n_experts.push_back(r.checked_int(key, e.number, 1, 1 << 16));
+    }
+  } else {
+    fail("model.n_experts: must be a number or a list with one number per MoE layer");
+  }
+  for (size_t i = 0; i < m.n_experts.size(); ++i)
+    if (m.top_k > m.n_experts[i])
+      fail("model.top_k: " + std::to_string(m.top_k) + " exceeds the " + std::to_string(m.n_experts[i]) +
+           " experts of MoE layer " + std::to_string(i));
+  r.reject_unknown();
+  return m;
+}
+
+TrainConfig parse_train_config(const json::Value& obj) {
+  FieldReader r(obj, "train");
+  TrainConfig t;
+  t.batch_size = r.integer("batch_size", t.batch_size, 1, 1 << 16);
+  t.seq_len = r.integer("seq_len", t.seq_len, 1, 1 << 20);
+  t.steps = r.integer("steps", t.steps, 0, 1 << 30);
+  t.grad_accum = r.integer("grad_accum", t.grad_accum, 1, 1 << 16);
+  t.lr = r.number("lr", t.lr, 0.0, 10.0);
+  t.min_lr = r.number("min_lr", t.lr * 0.1, 0.0, 10.0);
+  t.warmup_steps = r.integer("warmup_steps", t.warmup_steps, 0, 1 << 30);
+  t.weight_decay = r.number("weight_decay", t.weight_decay, 0.0, 10.0);
+  t.beta1 = r.number("beta1", t.beta1, 0.0, 0.999999);
+  t.beta2 = r.number("beta2", t.beta2, 0.0, 0.999999999);
+  t.eps = r.number("eps", t.eps, 0.0, 1.0);
+  t.grad_clip = r.number("grad_clip", t.grad_clip, 0.0, 1e9);
+  double seed = r.number("seed", static_cast<double>(t.seed), 0.0, 9007199254740991.0);
+  if (seed != std::floor(seed)) fail("train.seed: must be a whole number");
+  t.seed = static_cast<uint64_t>(seed);
+  t.threads = r.integer("threads", t.threads, 1, 1024);
+  t.checkpoint_every = r.integer("checkpoint_every", t.checkpoint_every, 0, 1 << 30);
+  r.reject_unknown();
+  if (t.min_lr > t.lr) fail("train.min_lr: must not exceed train.lr");
+  return t;
+}
+
+EngineConfig parse_config(const json::Value& root) {
+  check(root.is_object(), "config: must be a JSON object with \"model\" and optional \"train\"");
+  EngineConfig c;
+  for (const auto& [k, v] : root.object)
+    if (k != "model" && k != "train") fail(k + ": unknown top-level field (expected \"model\" and \"train\")");
+  const json::Value* model = root.find("model");
+  check(model != nullptr, "model: required section is missing");
+  c.model = parse_model_config(*model);
+  if (const json::Value* train = root.find("train")) c.train = parse_train_config(*train);
+  if (c.train.seq_len > c.model.max_seq_len)
+    fail("train.seq_len: " + std::to_string(c.train.seq_len) + " exceeds model.max_seq_len " +
+         std::to_string(c.model.max_seq_len));
+  return c;
+}
+
+EngineConfig parse_config_text(const std::string& text, const std::string& source) {
+  return parse_config(json::parse(text, source));
+}
+
+json::Value model_config_to_json(const ModelConfig& m) {
+  using json::Value;
+  Value o = Value::make_object();
+  o.set("arch", Value::of(arch_name(m.arch)));
+  o.set("vocab_size", Value::of(m.vocab_size));
+  o.set("d_model", Value::of(m.d_model));
+  o.set("n_layers", Value::of(m.n_layers));
+  o.set("n_heads", Value::of(m.n_heads));
+  o.set("n_kv_heads", Value::of(m.n_kv_heads));
+  o.set("max_seq_len", Value::of(m.max_seq_len));
+  o.set("d_ff", Value::of(m.d_ff));
+  o.set("expert_d_ff", Value::of(m.expert_d_ff));
+  Value experts = Value::make_array();
+  for (int e : m.n_experts) experts.push(Value::of(e));
+  o.set("n_experts", experts);
+  o.set("top_k", Value::of(m.top_k));
+  o.set("moe_every", Value::of(m.moe_every));
+  o.set("renormalize", Value::of(m.renormalize));
+  o.set("shared_expert_d_ff", Value::of(m.shared_expert_d_ff));
+  o.set("shared_expert_gate", Value::of(m.shared_expert_gate));
+  o.set("residual_mlp", Value::of(m.residual_mlp));
+  o.set("aux_loss_coef", Value::of(m.aux_loss_coef));
+  o.set("z_loss_coef", Value::of(m.z_loss_coef));
+  o.set("capacity_factor", m.capacity_factor > 0 ? Value::of(m.capacity_factor) : Value::null());
+  o.set("rope_theta", Value::of(m.rope_theta));
+  o.set("norm_eps", Value::of(m.norm_eps));
+  o.set("tie_embeddings", Value::of(m.tie_embeddings));
+  o.set("qkv_bias", Value::of(m.qkv_bias));
+  o.set("init_std", Value::of(m.init_std));
+  return o;
+}
+
+json::Value train_config_to_json(const TrainConfig& t) {
+  using json::Value;
+  Value o = Value::make_object();
+  o.set("batch_size", Value::of(t.batch_size));
+  o.set("seq_len", Value::of(t.seq_len));
+  o.set("steps", Value::of(t.steps));
+  o.set("grad_accum", Value::of(t.grad_accum));
+  o.set("lr", Value::of(t.lr));
+  o.set("min_lr", Value::of(t.min_lr));
+  o.set("warmup_steps", Value::of(t.warmup_steps));
+  o.set("weight_decay", Value::of(t.weight_decay));
+  o.set("beta1", Value::of(t.beta1));
+  o.set("beta2", Value::of(t.beta2));
+  o.set("eps", Value::of(t.eps));
+  o.set("grad_clip", Value::of(t.grad_clip));
+  o.set("seed", Value::of(static_cast<double>(t.seed)));
+  o.set("threads", Value::of(t.threads));
+  o.set("checkpoint_every", Value::of(t.checkpoint_every));
+  return o;
+}
+
+json::Value config_to_json(const EngineConfig& c) {
+  json::Value o = json::Value::make_object();
+  o.set("model", model_config_to_json(c.model));
+  o.set("train", train_config_to_json(c.train));
+  return o;
+}
+
+}  // namespace moe

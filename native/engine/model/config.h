@@ -1,0 +1,64 @@
+// Run configuration: the model shape and the training hyper-parameters, parsed once from JSON and
+// validated field by field (an error names the field, e.g. "model.top_k"). See docs/model.md.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+
+namespace moe {
+
+enum class Arch { GptMoe, Mixtral };
+
+struct ModelConfig {
+  Arch arch = Arch::GptMoe;
+  int vocab_size = 256, d_model = 256, n_layers = 4, n_heads = 4, n_kv_heads = 4, max_seq_len = 256;
+  int d_ff = 1024, expert_d_ff = 1024;
+  std::vector<int> n_experts;  // one entry per MoE layer
+  int top_k = 2, moe_every = 1;
+  bool renormalize = true;
+  int shared_expert_d_ff = 0;
+  bool shared_expert_gate = false, residual_mlp = false;
+  double aux_loss_coef = 0.01, z_loss_coef = 0.0;
+  double capacity_factor = 0.0;  // 0: dropless (JSON null)
+  double rope_theta = 10000.0, norm_eps = 1e-5;
+  bool tie_embeddings = true;
+  bool qkv_bias = true;  // bias on the qkv projection (gpt-moe, Qwen2-MoE)
+  double init_std = 0.02;
+
+  int head_size() const { return d_model / n_heads; }
+  int qkv_width() const { return (n_heads + 2 * n_kv_heads) * head_size(); }
+  bool is_moe_layer(int l) const { return (l + 1) % moe_every == 0; }
+  int moe_index(int l) const { return (l + 1) / moe_every - 1; }  // valid for MoE layers
+  int n_moe_layers() const { return n_layers / moe_every; }
+  int experts_at(int l) const { return n_experts[moe_index(l)]; }
+  bool has_bias() const { return arch == Arch::GptMoe; }
+};
+
+struct TrainConfig {
+  int batch_size = 8, seq_len = 256, steps = 1000, grad_accum = 1;
+  double lr = 3e-4, min_lr = 3e-5;
+  int warmup_steps = 100;
+  double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, grad_clip = 1.0;
+  uint64_t seed = 1337;
+  int threads = 2, checkpoint_every = 0;
+};
+
+struct EngineConfig {
+  ModelConfig model;
+  TrainConfig train;
+};
+
+// Parses {"model": {...}, "train": {...}} (train optional). Throws EngineError naming the field.
+EngineConfig parse_config(const json::Value& root);
+EngineConfig parse_config_text(const std::string& text, const std::string& source);
+ModelConfig parse_model_config(const json::Value& model);
+TrainConfig parse_train_config(const json::Value& train);
+json::Value model_config_to_json(const ModelConfig& m);
+json::Value train_config_to_json(const TrainConfig& t);
+json::Value config_to_json(const EngineConfig& c);
+
+const char* arch_name(Arch a);
+
+}  // namespace moe

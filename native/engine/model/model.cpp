@@ -1,0 +1,188 @@
+#include "model/model.h"
+
+#include "core/error.h"
+
+namespace moe {
+
+Model::Model(const ModelConfig& cfg, Backend& be) : cfg_(cfg), be_(be), layout_(cfg_) {
+  reserve_floats(be_, params_, layout_.total());
+  reserve_floats(be_, grads_, layout_.total());
+  p_ = layout_.bind(params_.f());
+  g_ = layout_.bind(grads_.f());
+  for (int l = 0; l < cfg_.n_layers; ++l)
+    if (cfg_.is_moe_layer(l)) moe_layers_.push_back(std::make_unique<MoeLayer>(MoeShape::from_config(cfg_, l)));
+}
+
+void Model::init(uint64_t seed) {
+  std::vector<float> host(layout_.total(), 0.0f);
+  init_params(layout_, host.data(), seed);
+  be_.copy(params_.f(), host.data(), host.size() * sizeof(float));
+}
+
+void Model::zero_grads() { grads_.zero(); }
+
+void Model::reserve_activations(int B, int T) {
+  if (B == B_ && T == T_) return;
+  check(T <= cfg_.max_seq_len, "sequence length " + std::to_string(T) + " exceeds model.max_seq_len " +
+                                   std::to_string(cfg_.max_seq_len));
+  B_ = B;
+  T_ = T;
+  const size_t N = (size_t)B * T, C = cfg_.d_model, V = cfg_.vocab_size;
+  tokens_.reserve(be_, N * sizeof(int32_t));
+  targets_.reserve(be_, N * sizeof(int32_t));
+  resid_.resize(cfg_.n_layers + 1);
+  for (auto& r : resid_) reserve_floats(be_, r, N * C);
+  acts_.resize(cfg_.n_layers);
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    LayerActs& a = acts_[l];
+    for (DeviceBuffer* b : {&a.ln1, &a.att, &a.x_mid, &a.ln2, &a.ffn_out}) reserve_floats(be_, *b, N * C);
+    for (DeviceBuffer* b : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) reserve_floats(be_, *b, N);
+    reserve_floats(be_, a.qkv, N * cfg_.qkv_width());
+    if (cfg_.arch == Arch::Mixtral) reserve_floats(be_, a.qkv_rot, N * cfg_.qkv_width());
+    reserve_floats(be_, a.lse, (size_t)B * cfg_.n_heads * T);
+    if (!cfg_.is_moe_layer(l)) {
+      FfnShape fs{cfg_.d_model, cfg_.d_ff, cfg_.arch == Arch::Mixtral};
+      reserve_floats(be_, a.h, N * fs.in_rows());
+      reserve_floats(be_, a.act, N * fs.F);
+    }
+  }
+  for (DeviceBuffer* b : {&lnf_, &dresid_, &dtmp_, &dtmp2_}) reserve_floats(be_, *b, N * C);
+  for (DeviceBuffer* b : {&lnf_mean_, &lnf_rstd_, &losses_}) reserve_floats(be_, *b, N);
+  reserve_floats(be_, logits_, N * V);
+  reserve_floats(be_, dlogits_, N * V);
+  reserve_floats(be_, dqkv_, N * cfg_.qkv_width() * 2);
+}
+
+void Model::norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b, int N) {
+  if (cfg_.arch == Arch::GptMoe) be_.layernorm_forward(out, mean, rstd, x, w, b, N, cfg_.d_model, (float)cfg_.norm_eps);
+  else be_.rmsnorm_forward(out, rstd, x, w, N, cfg_.d_model, (float)cfg_.norm_eps);
+}
+
+void Model::norm_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w,
+                          const float* mean, const float* rstd, int N) {
+  if (cfg_.arch == Arch::GptMoe) be_.layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, cfg_.d_model);
+  else be_.rmsnorm_backward(dx, dw, dout, x, w, rstd, N, cfg_.d_model);
+}
+
+ForwardResult Model::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
+  reserve_activations(B, T);
+  const int N = B * T, C = cfg_.d_model, V = cfg_.vocab_size;
+  for (int i = 0; i < N; ++i)
+    if (inputs[i] < 0 || inputs[i] >= V)
+      fail("token " + std::to_string(inputs[i]) + " at position " + std::to_string(i) +
+           " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  be_.copy(tokens_.i32(), inputs, N * sizeof(int32_t));
+  be_.embedding_forward(resid_[0].f(), tokens_.i32(), p_.wte, p_.wpe, B, T, C);
+
+  ForwardResult r;
+  for (int l = 0; l < cfg_.n_layers; ++l) r.aux_loss += layer_forward(l, B, T);
+  norm_forward(lnf_.f(), lnf_mean_.f(), lnf_rstd_.f(), resid_[cfg_.n_layers].f(), p_.norm_f_w, p_.norm_f_b, N);
+  be_.matmul_forward(logits_.f(), lnf_.f(), p_.lm_head, nullptr, N, C, V);
+
+  has_targets_ = targets != nullptr;
+  n_targets_ = 0;
+  if (has_targets_) {
+    for (int i = 0; i < N; ++i) {
+      if (targets[i] >= V)
+        fail("target " + std::to_string(targets[i]) + " at position " + std::to_string(i) +
+             " is outside the vocabulary [0, " + std::to_string(V) + ")");
+      n_targets_ += targets[i] >= 0;
+    }
+    be_.copy(targets_.i32(), targets, N * sizeof(int32_t));
+    be_.crossentropy_forward(losses_.f(), logits_.f(), targets_.i32(), N, V);
+    std::vector<float> losses(N);
+    be_.copy(losses.data(), losses_.f(), N * sizeof(float));
+    double sum = 0;
+    for (float x : losses) sum += x;
+    r.loss = n_targets_ ? sum / n_targets_ : 0.0;
+    r.targets = n_targets_;
+  }
+  return r;
+}
+
+double Model::layer_forward(int l, int B, int T) {
+  const int N = B * T, C = cfg_.d_model, Q = cfg_.qkv_width();
+  const LayerParams& p = p_.layers[l];
+  LayerActs& a = acts_[l];
+  const float* x = resid_[l].f();
+  norm_forward(a.ln1.f(), a.ln1_mean.f(), a.ln1_rstd.f(), x, p.norm1_w, p.norm1_b, N);
+  be_.matmul_forward(a.qkv.f(), a.ln1.f(), p.qkv_w, p.qkv_b, N, C, Q);
+  const float* qkv = a.qkv.f();
+  if (cfg_.arch == Arch::Mixtral) {
+    be_.rope_forward(a.qkv_rot.f(), a.qkv.f(), B, T, cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_size(),
+                     (float)cfg_.rope_theta);
+    qkv = a.qkv_rot.f();
+  }
+  be_.attention_forward(a.att.f(), a.lse.f(), qkv, B, T, cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_size());
+  be_.matmul_forward(a.x_mid.f(), a.att.f(), p.out_w, p.out_b, N, C, C);
+  be_.accumulate(a.x_mid.f(), x, (int64_t)N * C);
+  norm_forward(a.ln2.f(), a.ln2_mean.f(), a.ln2_rstd.f(), a.x_mid.f(), p.norm2_w, p.norm2_b, N);
+
+  double aux = 0;
+  if (cfg_.is_moe_layer(l)) {
+    RouterLosses rl = moe_layers_[cfg_.moe_index(l)]->forward(be_, p, a.ffn_out.f(), a.ln2.f(), N);
+    aux = cfg_.aux_loss_coef * rl.aux + cfg_.z_loss_coef * rl.z;
+  } else {
+    FfnShape fs{C, cfg_.d_ff, cfg_.arch == Arch::Mixtral};
+    ffn_forward(be_, p.mlp, fs, a.ffn_out.f(), a.ln2.f(), a.h.f(), a.act.f(), N);
+  }
+  be_.add_forward(resid_[l + 1].f(), a.x_mid.f(), a.ffn_out.f(), (int64_t)N * C);
+  return aux;
+}
+
+void Model::backward(float loss_scale) {
+  check(B_ > 0, "backward() called before forward()");
+  const int N = B_ * T_, C = cfg_.d_model, V = cfg_.vocab_size;
+  dlogits_.zero();
+  if (has_targets_ && n_targets_ > 0)
+    be_.crossentropy_backward(dlogits_.f(), logits_.f(), targets_.i32(), loss_scale / (float)n_targets_, N, V);
+  dtmp_.zero();
+  be_.matmul_backward(dtmp_.f(), g_.lm_head, nullptr, dlogits_.f(), lnf_.f(), p_.lm_head, N, C, V);
+  dresid_.zero();
+  norm_backward(dresid_.f(), g_.norm_f_w, g_.norm_f_b, dtmp_.f(), resid_[cfg_.n_layers].f(), p_.norm_f_w,
+                lnf_mean_.f(), lnf_rstd_.f(), N);
+  for (int l = cfg_.n_layers - 1; l >= 0; --l) layer_backward(l, B_, T_, loss_scale);
+  be_.embedding_backward(g_.wte, g_.wpe, dresid_.f(), tokens_.i32(), B_, T_, C);
+}
+
+void Model::layer_backward(int l, int B, int T, float loss_scale) {
+  const int N = B * T, C = cfg_.d_model, Q = cfg_.qkv_width();
+  const int NH = cfg_.n_heads, NKV = cfg_.n_kv_heads, HS = cfg_.head_size();
+  const LayerParams& p = p_.layers[l];
+  const LayerParams& g = g_.layers[l];
+  LayerActs& a = acts_[l];
+  float* dres = dresid_.f();
+
+  // Feed-forward sublayer: resid[l+1] = x_mid + ffn(norm2(x_mid)).
+  dtmp_.zero();
+  if (cfg_.is_moe_layer(l)) {
+    moe_layers_[cfg_.moe_index(l)]->backward(be_, p, g, dtmp_.f(), dres, a.ln2.f(), N,
+                                             loss_scale * (float)cfg_.aux_loss_coef,
+                                             loss_scale * (float)cfg_.z_loss_coef, scratch_);
+  } else {
+    FfnShape fs{C, cfg_.d_ff, cfg_.arch == Arch::Mixtral};
+    reserve_floats(be_, scratch_.c, (size_t)N * fs.in_rows());
+    reserve_floats(be_, scratch_.d, (size_t)N * fs.F);
+    ffn_backward(be_, p.mlp, g.mlp, fs, dtmp_.f(), dres, a.ln2.f(), a.h.f(), a.act.f(), scratch_.c.f(),
+                 scratch_.d.f(), N);
+  }
+  norm_backward(dres, g.norm2_w, g.norm2_b, dtmp_.f(), a.x_mid.f(), p.norm2_w, a.ln2_mean.f(), a.ln2_rstd.f(), N);
+
+  // Attention sublayer: x_mid = x + out(attention(rope(qkv(norm1(x))))).
+  dtmp_.zero();
+  be_.matmul_backward(dtmp_.f(), g.out_w, g.out_b, dres, a.att.f(), p.out_w, N, C, C);
+  dqkv_.zero();
+  float* dqkv = dqkv_.f();
+  if (cfg_.arch == Arch::Mixtral) {
+    float* dqkv_rot = dqkv + (size_t)N * Q;
+    be_.attention_backward(dqkv_rot, dtmp_.f(), a.qkv_rot.f(), a.att.f(), a.lse.f(), B, T, NH, NKV, HS);
+    be_.rope_backward(dqkv, dqkv_rot, B, T, NH, NKV, HS, (float)cfg_.rope_theta);
+  } else {
+    be_.attention_backward(dqkv, dtmp_.f(), a.qkv.f(), a.att.f(), a.lse.f(), B, T, NH, NKV, HS);
+  }
+  dtmp2_.zero();
+  be_.matmul_backward(dtmp2_.f(), g.qkv_w, g.qkv_b, dqkv, a.ln1.f(), p.qkv_w, N, C, Q);
+  norm_backward(dres, g.norm1_w, g.norm1_b, dtmp2_.f(), resid_[l].f(), p.norm1_w, a.ln1_mean.f(), a.ln1_rstd.f(), N);
+}
+
+}  // namespace moe

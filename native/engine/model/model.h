@@ -1,0 +1,76 @@
+// The decoder-only MoE transformer (both families, one code path): parameters, gradients, saved
+// activations, forward with loss, and hand-written backward through every layer.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/buffer.h"
+#include "model/config.h"
+#include "model/params.h"
+#include "moe/moe_layer.h"
+
+namespace moe {
+
+struct ForwardResult {
+  double loss = 0;       // mean cross-entropy over unmasked targets (0 when there are none)
+  double aux_loss = 0;   // Σ over MoE layers of aux_loss_coef·aux + z_loss_coef·z
+  int64_t targets = 0;   // unmasked targets
+};
+
+class Model {
+ public:
+  Model(const ModelConfig& cfg, Backend& be);
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return cfg_; }
+  const ParamLayout& layout() const { return layout_; }
+  Backend& backend() { return be_; }
+  float* params() { return params_.f(); }
+  float* grads() { return grads_.f(); }
+  size_t num_params() const { return layout_.total(); }
+
+  void init(uint64_t seed);
+  void zero_grads();
+
+  // inputs/targets: [B, T] token ids (targets may be null: logits only; -1 masks a target).
+  ForwardResult forward(const int32_t* inputs, const int32_t* targets, int B, int T);
+  // Accumulates into grads() the gradient of (loss + aux_loss) of the last forward, times loss_scale.
+  void backward(float loss_scale);
+
+  const float* logits() const { return logits_.f(); }  // [B, T, V] of the last forward
+  int moe_layer_count() const { return static_cast<int>(moe_layers_.size()); }
+  const MoeLayer& moe_layer(int i) const { return *moe_layers_[i]; }
+
+ private:
+  struct LayerActs {
+    DeviceBuffer ln1, ln1_mean, ln1_rstd, qkv, qkv_rot, att, lse, x_mid, ln2, ln2_mean, ln2_rstd, ffn_out, h, act;
+  };
+
+  void reserve_activations(int B, int T);
+  void norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b, int N);
+  void norm_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w,
+                     const float* mean, const float* rstd, int N);
+  double layer_forward(int l, int B, int T);  // returns the layer's aux-loss contribution
+  void layer_backward(int l, int B, int T, float loss_scale);
+
+  ModelConfig cfg_;
+  Backend& be_;
+  ParamLayout layout_;
+  DeviceBuffer params_, grads_;
+  ModelParams p_, g_;
+  std::vector<std::unique_ptr<MoeLayer>> moe_layers_;  // indexed by MoE-layer index
+  int B_ = 0, T_ = 0;
+
+  DeviceBuffer tokens_, targets_;
+  std::vector<DeviceBuffer> resid_;  // resid_[l]: residual stream entering layer l; resid_[L] the output
+  std::vector<LayerActs> acts_;
+  DeviceBuffer lnf_, lnf_mean_, lnf_rstd_, logits_, losses_;
+  DeviceBuffer dresid_, dtmp_, dtmp2_, dqkv_, dlogits_;
+  BackwardScratch scratch_;
+  int64_t n_targets_ = 0;
+  bool has_targets_ = false;
+};
+
+}  // namespace moe

@@ -1,0 +1,141 @@
+#include "model/params.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace moe {
+
+ParamLayout::ParamLayout(const ModelConfig& cfg) : cfg_(cfg) {
+  const int64_t C = cfg.d_model, V = cfg.vocab_size;
+  const float std = static_cast<float>(cfg.init_std);
+  const float out_std = static_cast<float>(cfg.init_std / std::sqrt(2.0 * cfg.n_layers));
+  const bool bias = cfg.has_bias();
+  add("wte", {V, C}, std);
+  if (cfg.arch == Arch::GptMoe) add("wpe", {cfg.max_seq_len, C}, std);
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    std::string p = "layers." + std::to_string(l) + ".";
+    add(p + "norm1.weight", {C}, 0, true);
+    if (bias) add(p + "norm1.bias", {C}, 0);
+    add(p + "attn.qkv.weight", {cfg.qkv_width(), C}, std);
+    if (cfg.qkv_bias) add(p + "attn.qkv.bias", {cfg.qkv_width()}, 0);
+    add(p + "attn.out.weight", {C, C}, out_std);
+    if (bias) add(p + "attn.out.bias", {C}, 0);
+    add(p + "norm2.weight", {C}, 0, true);
+    if (bias) add(p + "norm2.bias", {C}, 0);
+    if (!cfg.is_moe_layer(l)) {
+      add_ffn(p + "mlp.", cfg.d_ff, out_std);
+      continue;
+    }
+    const int E = cfg.experts_at(l);
+    add(p + "moe.router.weight", {E, C}, std);
+    for (int e = 0; e < E; ++e) {
+      size_t begin = total_;
+      add_ffn(p + "moe.experts." + std::to_string(e) + ".", cfg.expert_d_ff, out_std);
+      experts_.push_back({l, e, begin, total_});
+    }
+    if (cfg.shared_expert_d_ff > 0) add_ffn(p + "moe.shared.", cfg.shared_expert_d_ff, out_std);
+    if (cfg.shared_expert_gate) add(p + "moe.shared_gate.weight", {1, C}, std);
+    if (cfg.residual_mlp) add_ffn(p + "moe.residual.", cfg.d_ff, out_std);
+  }
+  add("norm_f.weight", {C}, 0, true);
+  if (bias) add("norm_f.bias", {C}, 0);
+  if (!cfg.tie_embeddings) add("lm_head.weight", {V, C}, std);
+}
+
+void ParamLayout::add(const std::string& name, std::vector<int64_t> shape, float init_std, bool init_one) {
+  ParamTensor t;
+  t.name = name;
+  t.numel = 1;
+  for (int64_t d : shape) t.numel *= static_cast<size_t>(d);
+  t.shape = std::move(shape);
+  t.offset = total_;
+  t.decay = t.shape.size() >= 2;
+  t.init_std = init_std;
+  t.init_one = init_one;
+  // Keep every tensor 64-byte aligned so vector kernels can assume it.
+  total_ += (t.numel + 15) / 16 * 16;
+  index_[name] = tensors_.size();
+  tensors_.push_back(std::move(t));
+}
+
+void ParamLayout::add_ffn(const std::string& prefix, int F, float out_std) {
+  const int64_t C = cfg_.d_model;
+  const float std = static_cast<float>(cfg_.init_std);
+  if (cfg_.arch == Arch::GptMoe) {
+    add(prefix + "fc.weight", {F, C}, std);
+    add(prefix + "fc.bias", {F}, 0);
+    add(prefix + "proj.weight", {C, F}, out_std);
+    add(prefix + "proj.bias", {C}, 0);
+  } else {
+    add(prefix + "gate_up.weight", {2 * static_cast<int64_t>(F), C}, std);
+    add(prefix + "down.weight", {C, F}, out_std);
+  }
+}
+
+const ParamTensor* ParamLayout::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+ModelParams ParamLayout::bind(float* arena) const {
+  auto ptr = [&](const std::string& name) -> float* {
+    const ParamTensor* t = find(name);
+    return t ? arena + t->offset : nullptr;
+  };
+  auto ffn = [&](const std::string& prefix) {
+    FfnParams f;
+    if (cfg_.arch == Arch::GptMoe) {
+      f.w_in = ptr(prefix + "fc.weight");
+      f.b_in = ptr(prefix + "fc.bias");
+      f.w_out = ptr(prefix + "proj.weight");
+      f.b_out = ptr(prefix + "proj.bias");
+    } else {
+      f.w_in = ptr(prefix + "gate_up.weight");
+      f.w_out = ptr(prefix + "down.weight");
+    }
+    return f;
+  };
+  ModelParams m;
+  m.wte = ptr("wte");
+  m.wpe = ptr("wpe");
+  m.norm_f_w = ptr("norm_f.weight");
+  m.norm_f_b = ptr("norm_f.bias");
+  m.lm_head = cfg_.tie_embeddings ? m.wte : ptr("lm_head.weight");
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    std::string p = "layers." + std::to_string(l) + ".";
+    LayerParams lp;
+    lp.norm1_w = ptr(p + "norm1.weight");
+    lp.norm1_b = ptr(p + "norm1.bias");
+    lp.qkv_w = ptr(p + "attn.qkv.weight");
+    lp.qkv_b = ptr(p + "attn.qkv.bias");
+    lp.out_w = ptr(p + "attn.out.weight");
+    lp.out_b = ptr(p + "attn.out.bias");
+    lp.norm2_w = ptr(p + "norm2.weight");
+    lp.norm2_b = ptr(p + "norm2.bias");
+    if (cfg_.is_moe_layer(l)) {
+      lp.router_w = ptr(p + "moe.router.weight");
+      for (int e = 0; e < cfg_.experts_at(l); ++e) lp.experts.push_back(ffn(p + "moe.experts." + std::to_string(e) + "."));
+      if (cfg_.shared_expert_d_ff > 0) lp.shared = ffn(p + "moe.shared.");
+      lp.shared_gate_w = ptr(p + "moe.shared_gate.weight");
+      if (cfg_.residual_mlp) lp.residual = ffn(p + "moe.residual.");
+    } else {
+      lp.mlp = ffn(p + "mlp.");
+    }
+    m.layers.push_back(std::move(lp));
+  }
+  return m;
+}
+
+void init_params(const ParamLayout& layout, float* arena, uint64_t seed) {
+  for (const ParamTensor& t : layout.tensors()) {
+    float* p = arena + t.offset;
+    uint64_t stream = 0xcbf29ce484222325ull;  // FNV-1a of the name: a stable per-tensor stream
+    for (char c : t.name) stream = (stream ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+    for (size_t i = 0; i < t.numel; ++i)
+      p[i] = t.init_one ? 1.0f : t.init_std > 0 ? t.init_std * random_normal(seed, stream, i) : 0.0f;
+  }
+}
+
+}  // namespace moe

@@ -1,0 +1,75 @@
+// Parameter layout: every tensor of the model by name, shape and offset in one flat fp32 arena.
+// Each expert's tensors are adjacent (one contiguous range per (layer, expert)), so later memory
+// tiers can move an expert's whole state as one block.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "model/config.h"
+
+namespace moe {
+
+struct ParamTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  size_t offset = 0;  // in floats
+  size_t numel = 0;
+  bool decay = false;   // weight decay applies (rank >= 2)
+  float init_std = 0;   // 0 with init_one false: zeros
+  bool init_one = false;
+};
+
+struct ExpertRange {
+  int layer, expert;
+  size_t begin, end;  // float offsets
+};
+
+// Pointers into the arena for one FFN block: in-projection (F rows, or 2F for SwiGLU) and out-projection.
+struct FfnParams {
+  float *w_in = nullptr, *b_in = nullptr, *w_out = nullptr, *b_out = nullptr;
+};
+
+struct LayerParams {
+  float *norm1_w = nullptr, *norm1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *out_w = nullptr, *out_b = nullptr;
+  float *norm2_w = nullptr, *norm2_b = nullptr;
+  FfnParams mlp;                   // dense layers
+  float* router_w = nullptr;       // MoE layers
+  std::vector<FfnParams> experts;  // MoE layers
+  FfnParams shared, residual;
+  float* shared_gate_w = nullptr;
+};
+
+struct ModelParams {
+  float *wte = nullptr, *wpe = nullptr, *norm_f_w = nullptr, *norm_f_b = nullptr, *lm_head = nullptr;
+  std::vector<LayerParams> layers;
+};
+
+class ParamLayout {
+ public:
+  explicit ParamLayout(const ModelConfig& cfg);
+
+  const std::vector<ParamTensor>& tensors() const { return tensors_; }
+  const ParamTensor* find(const std::string& name) const;
+  size_t total() const { return total_; }
+  const std::vector<ExpertRange>& expert_ranges() const { return experts_; }
+
+  // Resolves every tensor to a pointer inside `arena` (params, or grads with the same layout).
+  ModelParams bind(float* arena) const;
+
+ private:
+  void add(const std::string& name, std::vector<int64_t> shape, float init_std, bool init_one = false);
+  void add_ffn(const std::string& prefix, int F, float out_std);
+
+  const ModelConfig& cfg_;
+  std::vector<ParamTensor> tensors_;
+  std::unordered_map<std::string, size_t> index_;
+  std::vector<ExpertRange> experts_;
+  size_t total_ = 0;
+};
+
+// Deterministic initialisation (docs/model.md): values depend only on (seed, tensor name, index).
+void init_params(const ParamLayout& layout, float* arena, uint64_t seed);
+
+}  // namespace moe

@@ -1,0 +1,133 @@
+#include "moe/moe_layer.h"
+
+#include <cmath>
+
+namespace moe {
+
+MoeShape MoeShape::from_config(const ModelConfig& cfg, int layer) {
+  MoeShape s;
+  const bool swiglu = cfg.arch == Arch::Mixtral;
+  s.C = cfg.d_model;
+  s.E = cfg.experts_at(layer);
+  s.K = cfg.top_k;
+  s.expert = {cfg.d_model, cfg.expert_d_ff, swiglu};
+  s.shared = {cfg.d_model, cfg.shared_expert_d_ff, swiglu};
+  s.residual = {cfg.d_model, cfg.residual_mlp ? cfg.d_ff : 0, swiglu};
+  s.renormalize = cfg.renormalize;
+  s.shared_gate = cfg.shared_expert_gate;
+  s.capacity_factor = cfg.capacity_factor;
+  return s;
+}
+
+int MoeShape::capacity(int N) const {
+  if (capacity_factor <= 0) return 0;
+  return static_cast<int>(std::ceil(capacity_factor * N * K / E));
+}
+
+RouterLosses MoeLayer::forward(Backend& be, const LayerParams& p, float* y, const float* x, int N) {
+  const int C = s_.C, E = s_.E, K = s_.K;
+  reserve_floats(be, logits_, (size_t)N * E);
+  reserve_floats(be, probs_, (size_t)N * E);
+  topk_idx_.reserve(be, sizeof(int32_t) * N * K);
+  reserve_floats(be, topk_w_, (size_t)N * K);
+
+  be.matmul_forward(logits_.f(), x, p.router_w, nullptr, N, C, E);
+  RouterLosses losses = be.router_forward(probs_.f(), topk_idx_.i32(), topk_w_.f(), logits_.f(), N, E, K, s_.renormalize);
+  be.dispatch_plan(plan_, topk_idx_.i32(), N, E, K, s_.capacity(N));
+
+  const size_t S = plan_.total_slots();
+  reserve_floats(be, xs_, S * C);
+  reserve_floats(be, h_, S * s_.expert.in_rows());
+  reserve_floats(be, act_, S * s_.expert.F);
+  reserve_floats(be, ys_, S * C);
+  be.permute_forward(xs_.f(), x, plan_, C);
+  for (int e = 0; e < E; ++e) {
+    const size_t off = plan_.offsets[e];
+    ffn_forward(be, p.experts[e], s_.expert, ys_.f() + off * C, xs_.f() + off * C, h_.f() + off * s_.expert.in_rows(),
+                act_.f() + off * s_.expert.F, rows(e));
+  }
+  be.combine_forward(y, ys_.f(), topk_w_.f(), plan_, C);
+
+  if (s_.shared.F > 0) {
+    reserve_floats(be, shared_h_, (size_t)N * s_.shared.in_rows());
+    reserve_floats(be, shared_act_, (size_t)N * s_.shared.F);
+    reserve_floats(be, shared_out_, (size_t)N * C);
+    ffn_forward(be, p.shared, s_.shared, shared_out_.f(), x, shared_h_.f(), shared_act_.f(), N);
+    if (s_.shared_gate) {
+      reserve_floats(be, gate_logit_, N);
+      be.matmul_forward(gate_logit_.f(), x, p.shared_gate_w, nullptr, N, C, 1);
+      reserve_floats(be, gated_shared_, (size_t)N * C);
+      be.sigmoid_gate_forward(gated_shared_.f(), gate_logit_.f(), shared_out_.f(), N, C);
+      be.accumulate(y, gated_shared_.f(), (int64_t)N * C);
+    } else {
+      be.accumulate(y, shared_out_.f(), (int64_t)N * C);
+    }
+  }
+  if (s_.residual.F > 0) {
+    reserve_floats(be, residual_h_, (size_t)N * s_.residual.in_rows());
+    reserve_floats(be, residual_act_, (size_t)N * s_.residual.F);
+    reserve_floats(be, residual_out_, (size_t)N * C);
+    ffn_forward(be, p.residual, s_.residual, residual_out_.f(), x, residual_h_.f(), residual_act_.f(), N);
+    be.accumulate(y, residual_out_.f(), (int64_t)N * C);
+  }
+  return losses;
+}
+
+void MoeLayer::backward(Backend& be, const LayerParams& p, const LayerParams& g, float* dx, const float* dy,
+                        const float* x, int N, float aux_scale, float z_scale, BackwardScratch& scratch) {
+  const int C = s_.C, E = s_.E, K = s_.K;
+  const size_t S = plan_.total_slots();
+
+  // Dense side paths first: they read only x and dy.
+  auto dense_backward = [&](const FfnParams& w, const FfnParams& gw, const FfnShape& fs, const float* d_out,
+                            const float* h, const float* act) {
+    reserve_floats(be, scratch.c, (size_t)N * fs.in_rows());
+    reserve_floats(be, scratch.d, (size_t)N * fs.F);
+    ffn_backward(be, w, gw, fs, dx, d_out, x, h, act, scratch.c.f(), scratch.d.f(), N);
+  };
+  if (s_.residual.F > 0) dense_backward(p.residual, g.residual, s_.residual, dy, residual_h_.f(), residual_act_.f());
+  if (s_.shared.F > 0) {
+    if (s_.shared_gate) {
+      reserve_floats(be, scratch.e, (size_t)N * C + N);
+      float* dshared = scratch.e.f();
+      float* dgate = dshared + (size_t)N * C;
+      be.zero(scratch.e.f(), scratch.e.bytes());
+      be.sigmoid_gate_backward(dgate, dshared, dy, gate_logit_.f(), shared_out_.f(), N, C);
+      be.matmul_backward(dx, g.shared_gate_w, nullptr, dgate, x, p.shared_gate_w, N, C, 1);
+      dense_backward(p.shared, g.shared, s_.shared, dshared, shared_h_.f(), shared_act_.f());
+    } else {
+      dense_backward(p.shared, g.shared, s_.shared, dy, shared_h_.f(), shared_act_.f());
+    }
+  }
+
+  // Routed experts: combine -> experts (per segment) -> permute.
+  reserve_floats(be, scratch.a, S * C + (size_t)N * K);
+  be.zero(scratch.a.f(), scratch.a.bytes());
+  float* dys = scratch.a.f();
+  float* dtopk_w = dys + S * C;
+  be.combine_backward(dys, dtopk_w, dy, ys_.f(), topk_w_.f(), plan_, C);
+
+  reserve_floats(be, scratch.b, S * C);
+  be.zero(scratch.b.f(), scratch.b.bytes());
+  float* dxs = scratch.b.f();
+  const size_t max_rows = plan_.capacity ? plan_.capacity : N;
+  reserve_floats(be, scratch.c, max_rows * s_.expert.in_rows());
+  reserve_floats(be, scratch.d, max_rows * s_.expert.F);
+  for (int e = E - 1; e >= 0; --e) {
+    const size_t off = plan_.offsets[e];
+    ffn_backward(be, p.experts[e], g.experts[e], s_.expert, dxs + off * C, dys + off * C, xs_.f() + off * C,
+                 h_.f() + off * s_.expert.in_rows(), act_.f() + off * s_.expert.F, scratch.c.f(), scratch.d.f(),
+                 rows(e));
+  }
+  be.permute_backward(dx, dxs, plan_, C);
+
+  // Router: gradients from the combine weights plus the aux and z regularisers.
+  reserve_floats(be, scratch.b, (size_t)N * E);
+  be.zero(scratch.b.f(), (size_t)N * E * sizeof(float));
+  float* dlogits = scratch.b.f();
+  be.router_backward(dlogits, dtopk_w, probs_.f(), topk_idx_.i32(), topk_w_.f(), logits_.f(), N, E, K, s_.renormalize,
+                     aux_scale, z_scale);
+  be.matmul_backward(dx, g.router_w, nullptr, dlogits, x, p.router_w, N, C, E);
+}
+
+}  // namespace moe

@@ -1,0 +1,51 @@
+// One MoE feed-forward layer: router -> softmax/top-k -> tokens sorted by expert into contiguous
+// segments -> expert FFN per segment -> weighted combine, plus the optional shared expert (with its
+// sigmoid gate) and PR-MoE residual MLP. Backward mirrors it. Owns the activations it saves.
+#pragma once
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/buffer.h"
+#include "model/config.h"
+#include "model/ffn.h"
+#include "model/params.h"
+
+namespace moe {
+
+struct MoeShape {
+  int C = 0, E = 0, K = 0;
+  FfnShape expert, shared, residual;  // shared.F / residual.F == 0 when absent
+  bool renormalize = true, shared_gate = false;
+  double capacity_factor = 0;  // 0: dropless
+
+  static MoeShape from_config(const ModelConfig& cfg, int layer);
+  int capacity(int N) const;  // 0 when dropless
+};
+
+// Scratch shared by all layers during backward (sized to the largest user).
+struct BackwardScratch {
+  DeviceBuffer a, b, c, d, e;
+};
+
+class MoeLayer {
+ public:
+  explicit MoeLayer(const MoeShape& shape) : s_(shape) {}
+
+  RouterLosses forward(Backend& be, const LayerParams& p, float* y, const float* x, int N);
+  void backward(Backend& be, const LayerParams& p, const LayerParams& grads, float* dx, const float* dy,
+                const float* x, int N, float aux_scale, float z_scale, BackwardScratch& scratch);
+
+  const DispatchPlan& plan() const { return plan_; }
+  const MoeShape& shape() const { return s_; }
+  // Rows an expert computes: its tokens (dropless) or the full padded segment (capacity).
+  int rows(int e) const { return plan_.capacity ? plan_.capacity : plan_.counts[e]; }
+
+ private:
+  MoeShape s_;
+  DispatchPlan plan_;
+  DeviceBuffer logits_, probs_, topk_idx_, topk_w_, xs_, h_, act_, ys_;
+  DeviceBuffer shared_h_, shared_act_, shared_out_, gate_logit_, gated_shared_;
+  DeviceBuffer residual_h_, residual_act_, residual_out_;
+};
+
+}  // namespace moe
