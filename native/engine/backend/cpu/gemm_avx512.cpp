@@ -1,0 +1,161 @@
+// AVX-512 sgemm kernels: 32-wide B panels (two zmm), up to 12 broadcast A rows per tile (24 accumulators),
+// masked stores for the N edge, and a 16x16 in-register transpose for packing Bᵀ.
+// GCC 12 flags _mm512_undefined_ps() inside the shuffle intrinsics as uninitialised (GCC PR 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <array>
+#include <utility>
+
+#include "backend/cpu/gemm_kernels.h"
+
+namespace moe::cpu::gemm {
+namespace {
+
+constexpr int kNV = 2;  // zmm vectors across N
+constexpr int kNR = 16 * kNV;
+constexpr int kMRMax = 12;
+
+template <int MR>
+void tile(int kc, const float* a, const float* b, float* c, int64_t ldc, int nr, float alpha, float beta, bool load_c) {
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+  __m512 acc[MR][kNV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int k = 0; k < kc; ++k) {
+    __m512 bv[kNV];
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) bv[v] = _mm512_load_ps(b + 16 * v);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      __m512 ai = _mm512_set1_ps(a[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
+    }
+    a += MR;
+    b += kNR;
+  }
+  __mmask16 mask[kNV];
+#pragma GCC unroll 4
+  for (int v = 0; v < kNV; ++v) {
+    int left = nr - 16 * v;
+    mask[v] = left >= 16 ? __mmask16(0xFFFF) : left > 0 ? __mmask16((1u << left) - 1) : __mmask16(0);
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) {
+      float* p = c + i * ldc + 16 * v;
+      __m512 r = load_c ? _mm512_fmadd_ps(va, acc[i][v], _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(mask[v], p)))
+                        : _mm512_mul_ps(va, acc[i][v]);
+      _mm512_mask_storeu_ps(p, mask[v], r);
+    }
+  }
+}
+
+using TileFn = void (*)(int, const float*, const float*, float*, int64_t, int, float, float, bool);
+template <int... I>
+constexpr auto make_tiles(std::integer_sequence<int, I...>) {
+  return std::array<TileFn, sizeof...(I)>{&tile<I + 1>...};
+}
+
+void kernel(int mr, int nr, int kc, const float* a, const float* b, float* c, int64_t ldc, float alpha, float beta,
+            bool load_c) {
+  static constexpr auto tiles = make_tiles(std::make_integer_sequence<int, kMRMax>{});
+  tiles[mr - 1](kc, a, b, c, ldc, nr, alpha, beta, load_c);
+}
+
+void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, float* dst) {
+  if (trans) {
+    // op(A)[i][k] = a[k*lda + i]: each k is a contiguous run of `rows` floats.
+    __mmask16 m = __mmask16((1u << (rows > 16 ? 16 : rows)) - 1);
+    for (int k = 0; k < kc; ++k) {
+      const float* src = a + k * lda;
+      float* d = dst + k * rows;
+      if (rows <= 16) {
+        _mm512_mask_storeu_ps(d, m, _mm512_maskz_loadu_ps(m, src));
+      } else {
+        for (int i = 0; i < rows; ++i) d[i] = src[i];
+      }
+    }
+    return;
+  }
+  for (int i = 0; i < rows; ++i) {
+    const float* src = a + i * lda;
+    for (int k = 0; k < kc; ++k) dst[k * rows + i] = src[k];
+  }
+}
+
+// Transposes 16 rows of 16 floats in registers (r[i][j] -> r[j][i]).
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    __m512 u0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);
+    __m512 u1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xDD);
+    __m512 u2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+    __m512 u3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xDD);
+    t[c] = _mm512_shuffle_f32x4(u0, u2, 0x88);
+    t[4 + c] = _mm512_shuffle_f32x4(u1, u3, 0x88);
+    t[8 + c] = _mm512_shuffle_f32x4(u0, u2, 0xDD);
+    t[12 + c] = _mm512_shuffle_f32x4(u1, u3, 0xDD);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+void pack_b(bool trans, const float* b, int64_t ldb, int kc, int cols, float* dst) {
+  if (!trans) {
+    __mmask16 mask[kNV];
+    for (int v = 0; v < kNV; ++v) {
+      int left = cols - 16 * v;
+      mask[v] = left >= 16 ? __mmask16(0xFFFF) : left > 0 ? __mmask16((1u << left) - 1) : __mmask16(0);
+    }
+    for (int k = 0; k < kc; ++k) {
+      const float* src = b + k * ldb;
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v)
+        _mm512_store_ps(dst + k * kNR + 16 * v, _mm512_maskz_loadu_ps(mask[v], src + 16 * v));
+    }
+    return;
+  }
+  // op(B)[k][j] = b[j*ldb + k]: 16x16 blocks of rows j, columns k, transposed in registers.
+  for (int v = 0; v < kNV; ++v) {
+    int j0 = 16 * v;
+    for (int k0 = 0; k0 < kc; k0 += 16) {
+      int kn = kc - k0 < 16 ? kc - k0 : 16;
+      __mmask16 km = __mmask16((1u << kn) - 1);
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j)
+        r[j] = j0 + j < cols ? _mm512_maskz_loadu_ps(km, b + (j0 + j) * ldb + k0) : _mm512_setzero_ps();
+      transpose16(r);
+      for (int k = 0; k < kn; ++k) _mm512_store_ps(dst + (k0 + k) * kNR + j0, r[k]);
+    }
+  }
+}
+
+}  // namespace
+
+const Kernels& avx512_kernels() {
+  static const Kernels k{"avx512", kNR, kMRMax, &pack_a, &pack_b, &kernel};
+  return k;
+}
+
+}  // namespace moe::cpu::gemm

@@ -1,0 +1,174 @@
+// sgemm: accuracy against a double-precision reference on odd shapes, every transpose combination,
+// alpha/beta and padded leading dimensions; and the exactness contract checked bit for bit (row and
+// column sub-blocks, thread counts, kernel families).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/gemm_kernels.h"
+#include "core/error.h"
+#include "testing.h"
+
+using moe::ThreadPool;
+using moe::cpu::sgemm;
+
+namespace {
+
+struct Operands {
+  bool ta, tb;
+  int M, N, K, lda, ldb, ldc;
+  std::vector<float> A, B, C;
+};
+
+Operands make(bool ta, bool tb, int M, int N, int K, int pad, uint64_t stream) {
+  Operands o{ta, tb, M, N, K, (ta ? M : K) + pad, (tb ? K : N) + 2 * pad, N + 3 * pad, {}, {}, {}};
+  o.A = moe_test::random_vector(size_t(ta ? K : M) * o.lda, stream * 3 + 0);
+  o.B = moe_test::random_vector(size_t(tb ? N : K) * o.ldb, stream * 3 + 1);
+  o.C = moe_test::random_vector(size_t(M) * o.ldc, stream * 3 + 2);
+  return o;
+}
+
+float a_at(const Operands& o, int i, int k) { return o.ta ? o.A[size_t(k) * o.lda + i] : o.A[size_t(i) * o.lda + k]; }
+float b_at(const Operands& o, int k, int j) { return o.tb ? o.B[size_t(j) * o.ldb + k] : o.B[size_t(k) * o.ldb + j]; }
+
+bool bits_equal(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+std::string shape_name(const Operands& o) {
+  return std::string("ta=") + (o.ta ? "1" : "0") + " tb=" + (o.tb ? "1" : "0") + " M=" + std::to_string(o.M) +
+         " N=" + std::to_string(o.N) + " K=" + std::to_string(o.K);
+}
+
+// Runs the full product on `tp` and returns C.
+std::vector<float> run(ThreadPool& tp, const Operands& o, float alpha, float beta) {
+  std::vector<float> C = o.C;
+  sgemm(tp, o.ta, o.tb, o.M, o.N, o.K, alpha, o.A.data(), o.lda, o.B.data(), o.ldb, beta, C.data(), o.ldc);
+  return C;
+}
+
+}  // namespace
+
+TEST(sgemm_matches_double_reference) {
+  ThreadPool tp(2);
+  const int sizes[] = {1, 7, 17, 33, 100, 257};
+  const float alphas[] = {1.0f, 0.5f, -1.25f, 2.0f};
+  const float betas[] = {0.0f, 1.0f, 0.75f, -0.5f};
+  int case_id = 0, failures = 0;
+  for (int M : sizes)
+    for (int N : sizes)
+      for (int K : sizes)
+        for (int t = 0; t < 4; ++t, ++case_id) {
+          const float alpha = alphas[case_id % 4], beta = betas[(case_id / 4) % 4];
+          Operands o = make(t & 1, t & 2, M, N, K, case_id % 3 * 5, case_id);
+          std::vector<float> C = o.C;
+          // beta == 0 must ignore C entirely, NaNs included.
+          if (beta == 0.0f)
+            for (int i = 0; i < M; ++i)
+              for (int j = 0; j < N; ++j) C[size_t(i) * o.ldc + j] = std::numeric_limits<float>::quiet_NaN();
+          sgemm(tp, o.ta, o.tb, M, N, K, alpha, o.A.data(), o.lda, o.B.data(), o.ldb, beta, C.data(), o.ldc);
+          double worst = 0.0;
+          for (int i = 0; i < M; ++i)
+            for (int j = 0; j < N; ++j) {
+              double dot = 0.0, mag = 0.0;
+              for (int k = 0; k < K; ++k) {
+                double p = double(a_at(o, i, k)) * b_at(o, k, j);
+                dot += p;
+                mag += std::fabs(p);
+              }
+              double c0 = o.C[size_t(i) * o.ldc + j];
+              double ref = alpha * dot + (beta == 0.0f ? 0.0 : beta * c0);
+              // fp32 fma chain: at most about (K + 2) roundings of size 2^-24 relative to the magnitudes involved.
+              double bound = (K + 3) * std::ldexp(1.0, -24) * (std::fabs(alpha) * mag + std::fabs(beta * c0)) + 1e-30;
+              worst = std::fmax(worst, std::fabs(C[size_t(i) * o.ldc + j] - ref) / bound);
+            }
+          // Padding columns of C (beyond N) must be untouched.
+          bool pad_ok = true;
+          for (int i = 0; i < M; ++i)
+            for (int j = N; j < o.ldc; ++j) pad_ok &= std::memcmp(&C[size_t(i) * o.ldc + j], &o.C[size_t(i) * o.ldc + j], 4) == 0;
+          if ((!(worst <= 1.0) || !pad_ok) && ++failures <= 10)
+            CHECK_MSG(false, shape_name(o) + " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta) +
+                                 " error/bound=" + std::to_string(worst) + (pad_ok ? "" : " (wrote past N)"));
+        }
+  CHECK(failures == 0);
+}
+
+TEST(sgemm_bitwise_independent_of_rows_columns_and_threads) {
+  ThreadPool tp1(1), tp2(2), tp3(3);
+  const int shapes[][3] = {{100, 257, 600}, {64, 96, 1000}, {37, 50, 257}, {130, 33, 2048}};
+  for (auto& s : shapes)
+    for (int t = 0; t < 4; ++t)
+      for (float beta : {0.0f, 0.5f}) {
+        Operands o = make(t & 1, t & 2, s[0], s[1], s[2], 3, 1000 + t);
+        const float alpha = 0.75f;
+        std::vector<float> ref = run(tp2, o, alpha, beta);
+        CHECK_MSG(bits_equal(ref, run(tp1, o, alpha, beta)), "1 thread differs: " + shape_name(o));
+        CHECK_MSG(bits_equal(ref, run(tp3, o, alpha, beta)), "3 threads differ: " + shape_name(o));
+
+        // Row blocks of 1..7 rows, each its own call (as a token segment would be).
+        std::vector<float> rows = o.C;
+        for (int i0 = 0, len = 1; i0 < o.M; i0 += len, len = len % 7 + 1) {
+          int m = std::min(len, o.M - i0);
+          const float* A = o.ta ? o.A.data() + i0 : o.A.data() + size_t(i0) * o.lda;
+          sgemm(i0 % 2 ? tp3 : tp2, o.ta, o.tb, m, o.N, o.K, alpha, A, o.lda, o.B.data(), o.ldb, beta,
+                rows.data() + size_t(i0) * o.ldc, o.ldc);
+        }
+        CHECK_MSG(bits_equal(ref, rows), "row sub-blocks differ: " + shape_name(o));
+
+        // Column blocks of odd widths.
+        std::vector<float> cols = o.C;
+        for (int j0 = 0, len = 1; j0 < o.N; j0 += len, len = len * 3 % 41 + 1) {
+          int n = std::min(len, o.N - j0);
+          const float* B = o.tb ? o.B.data() + size_t(j0) * o.ldb : o.B.data() + j0;
+          sgemm(tp2, o.ta, o.tb, o.M, n, o.K, alpha, o.A.data(), o.lda, B, o.ldb, beta, cols.data() + j0, o.ldc);
+        }
+        CHECK_MSG(bits_equal(ref, cols), "column sub-blocks differ: " + shape_name(o));
+      }
+}
+
+TEST(sgemm_kernel_families_agree_bitwise) {
+  using namespace moe::cpu::gemm;
+  ThreadPool tp(2);
+  std::vector<const Kernels*> families = {&scalar_kernels()};
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) families.push_back(&avx2_kernels());
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq"))
+    families.push_back(&avx512_kernels());
+  std::printf("  sgemm uses %s; comparing %zu kernel families\n", moe::cpu::sgemm_isa(), families.size());
+  const int shapes[][3] = {{29, 45, 300}, {5, 70, 17}, {64, 64, 513}};
+  for (auto& s : shapes)
+    for (int t = 0; t < 4; ++t) {
+      Operands o = make(t & 1, t & 2, s[0], s[1], s[2], 1, 2000 + t);
+      std::vector<float> ref = run(tp, o, 1.5f, -0.25f);
+      for (const Kernels* k : families) {
+        std::vector<float> C = o.C;
+        sgemm_with(*k, tp, o.ta, o.tb, o.M, o.N, o.K, 1.5f, o.A.data(), o.lda, o.B.data(), o.ldb, -0.25f, C.data(),
+                   o.ldc);
+        CHECK_MSG(bits_equal(ref, C), std::string(k->name) + " differs from sgemm: " + shape_name(o));
+      }
+    }
+}
+
+TEST(sgemm_edge_cases) {
+  ThreadPool tp(2);
+  std::vector<float> C = {1.0f, 2.0f, 3.0f, 4.0f};
+  sgemm(tp, false, false, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 2, 0.5f, C.data(), 2);
+  CHECK(C[0] == 0.5f && C[3] == 2.0f);
+  sgemm(tp, false, false, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 2, 0.0f, C.data(), 2);
+  CHECK(C[0] == 0.0f && C[3] == 0.0f);
+  bool threw = false;
+  try {
+    sgemm(tp, false, false, 2, 2, 3, 1.0f, C.data(), 2, C.data(), 2, 0.0f, C.data(), 2);
+  } catch (const moe::EngineError&) {
+    threw = true;
+  }
+  CHECK_MSG(threw, "lda smaller than K must be rejected");
+}
+
+TEST_MAIN();
