@@ -1,0 +1,236 @@
+// The C API over Trainer: converts arguments, catches every exception into a status code plus
+// message, and keeps the last step record's arrays alive for the caller.
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "include/moe_engine.h"
+#include "train/hf_interchange.h"
+#include "train/trainer.h"
+
+struct moe_engine {
+  std::unique_ptr<moe::Backend> backend;
+  std::unique_ptr<moe::Trainer> trainer;
+  std::string last_error, config_json, backend_name;
+  std::vector<int32_t> experts_per_layer, expert_tokens;
+  std::atomic<bool> stop{false};
+  std::mutex pause_mutex;
+  std::condition_variable pause_cv;
+  bool paused = false;
+};
+
+namespace {
+
+template <typename Fn>
+int guarded(moe_engine* engine, Fn&& fn) {
+  if (!engine) return MOE_ERROR;
+  try {
+    engine->last_error.clear();
+    return fn();
+  } catch (const std::exception& e) {
+    engine->last_error = e.what();
+    return MOE_ERROR;
+  }
+}
+
+void copy_error(char* err, size_t err_len, const std::string& msg) {
+  if (!err || err_len == 0) return;
+  size_t n = std::min(err_len - 1, msg.size());
+  std::memcpy(err, msg.data(), n);
+  err[n] = '\0';
+}
+
+moe::EngineConfig config_from(const char* config_json, const char* init_dir) {
+  moe::json::Value root = moe::json::parse(config_json ? config_json : "", "config");
+  if (root.is_object() && !root.find("model") && init_dir && *init_dir) {
+    // Fine-tuning from a checkpoint: its model config, this config's training settings.
+    root.set("model", moe::model_config_to_json(moe::read_checkpoint_model_config(init_dir)));
+  }
+  return moe::parse_config(root);
+}
+
+const moe::ParamTensor& tensor_named(moe_engine* engine, const char* name) {
+  const moe::ParamTensor* t = engine->trainer->model().layout().find(name ? name : "");
+  if (!t) moe::fail(std::string("no tensor named '") + (name ? name : "") + "' in this model");
+  return *t;
+}
+
+}  // namespace
+
+extern "C" {
+
+moe_engine* moe_engine_create(const char* config_json, const char* init_dir, char* err, size_t err_len) {
+  try {
+    auto engine = std::make_unique<moe_engine>();
+    moe::EngineConfig cfg = config_from(config_json, init_dir);
+    engine->backend = moe::make_cpu_backend(cfg.train.threads);
+    engine->backend_name = engine->backend->name();
+    engine->trainer = std::make_unique<moe::Trainer>(cfg, *engine->backend);
+    return engine.release();
+  } catch (const std::exception& e) {
+    copy_error(err, err_len, e.what());
+    return nullptr;
+  }
+}
+
+void moe_engine_destroy(moe_engine* engine) { delete engine; }
+
+const char* moe_engine_last_error(const moe_engine* engine) { return engine ? engine->last_error.c_str() : "no engine"; }
+
+const char* moe_engine_backend_name(const moe_engine* engine) { return engine->backend_name.c_str(); }
+
+int64_t moe_engine_num_params(const moe_engine* engine) {
+  int64_t n = 0;
+  for (const auto& t : engine->trainer->model().layout().tensors()) n += static_cast<int64_t>(t.numel);
+  return n;
+}
+
+int64_t moe_engine_step_count(const moe_engine* engine) { return engine->trainer->state().step; }
+
+int32_t moe_engine_vocab_size(const moe_engine* engine) { return engine->trainer->config().model.vocab_size; }
+
+const char* moe_engine_config_json(moe_engine* engine) {
+  engine->config_json = moe::json::dump(moe::config_to_json(engine->trainer->config()), 2);
+  return engine->config_json.c_str();
+}
+
+int moe_engine_init_from(moe_engine* engine, const char* dir) {
+  return guarded(engine, [&] {
+    engine->trainer->init_from(dir ? dir : "");
+    return MOE_OK;
+  });
+}
+
+int moe_engine_resume_from(moe_engine* engine, const char* dir) {
+  return guarded(engine, [&] {
+    engine->trainer->resume_from(dir ? dir : "");
+    return MOE_OK;
+  });
+}
+
+int moe_engine_save_checkpoint(moe_engine* engine, const char* dir) {
+  return guarded(engine, [&] {
+    engine->trainer->save_checkpoint(dir ? dir : "");
+    return MOE_OK;
+  });
+}
+
+int moe_engine_set_data(moe_engine* engine, const char* token_file) {
+  return guarded(engine, [&] {
+    engine->trainer->set_data(token_file ? token_file : "");
+    return MOE_OK;
+  });
+}
+
+int moe_engine_feed_batch(moe_engine* engine, const int32_t* inputs, const int32_t* targets, int32_t B, int32_t T) {
+  return guarded(engine, [&] {
+    moe::check(inputs && targets, "feed_batch: inputs and targets are required");
+    engine->trainer->feed_batch(inputs, targets, B, T);
+    return MOE_OK;
+  });
+}
+
+int moe_engine_step(moe_engine* engine, moe_step_record* out) {
+  return guarded(engine, [&] {
+    {
+      std::unique_lock<std::mutex> lock(engine->pause_mutex);
+      engine->pause_cv.wait(lock, [&] { return !engine->paused || engine->stop.load(); });
+    }
+    if (engine->stop.load()) return static_cast<int>(MOE_STOPPED);
+    if (engine->trainer->finished()) return static_cast<int>(MOE_FINISHED);
+    moe::StepRecord r = engine->trainer->step();
+    engine->experts_per_layer.clear();
+    engine->expert_tokens.clear();
+    for (const auto& layer : r.expert_tokens) {
+      engine->experts_per_layer.push_back(static_cast<int32_t>(layer.size()));
+      engine->expert_tokens.insert(engine->expert_tokens.end(), layer.begin(), layer.end());
+    }
+    if (out) {
+      *out = moe_step_record{r.step,        r.loss,       r.aux_loss,        r.lr,
+                             r.grad_norm,   r.tokens,     r.step_ms,         r.forward_ms,
+                             r.backward_ms, r.optimizer_ms, static_cast<int32_t>(engine->experts_per_layer.size()),
+                             engine->experts_per_layer.data(), engine->expert_tokens.data()};
+    }
+    return static_cast<int>(MOE_OK);
+  });
+}
+
+int moe_engine_forward(moe_engine* engine, const int32_t* inputs, const int32_t* targets, int32_t B, int32_t T,
+                       float* logits_out, double* loss_out, double* aux_loss_out) {
+  return guarded(engine, [&] {
+    moe::check(inputs != nullptr && B > 0 && T > 0, "forward: inputs with positive B and T are required");
+    moe::Model& model = engine->trainer->model();
+    moe::ForwardResult r = model.forward(inputs, targets, B, T);
+    if (logits_out)
+      model.backend().copy(logits_out, model.logits(), sizeof(float) * B * T * model.config().vocab_size);
+    if (loss_out) *loss_out = r.loss;
+    if (aux_loss_out) *aux_loss_out = r.aux_loss;
+    return MOE_OK;
+  });
+}
+
+int moe_engine_compute_gradients(moe_engine* engine, const int32_t* inputs, const int32_t* targets, int32_t B,
+                                 int32_t T, double* loss_out, double* objective_out) {
+  return guarded(engine, [&] {
+    moe::check(inputs && targets && B > 0 && T > 0, "compute_gradients: inputs and targets are required");
+    moe::Model& model = engine->trainer->model();
+    model.zero_grads();
+    moe::ForwardResult r = model.forward(inputs, targets, B, T);
+    model.backward(1.0f);
+    if (loss_out) *loss_out = r.loss;
+    if (objective_out) *objective_out = r.loss + r.aux_loss;
+    return MOE_OK;
+  });
+}
+
+int moe_engine_read_tensor(moe_engine* engine, const char* name, int which, float* dst, int64_t numel) {
+  return guarded(engine, [&] {
+    const moe::ParamTensor& t = tensor_named(engine, name);
+    moe::check(numel == static_cast<int64_t>(t.numel), std::string("read_tensor '") + name + "': expected " +
+                                                          std::to_string(t.numel) + " elements, got " +
+                                                          std::to_string(numel));
+    moe::Model& model = engine->trainer->model();
+    const float* base = which == 0 ? model.params() : model.grads();
+    model.backend().copy(dst, base + t.offset, t.numel * sizeof(float));
+    return MOE_OK;
+  });
+}
+
+int32_t moe_engine_tensor_count(const moe_engine* engine) {
+  return static_cast<int32_t>(engine->trainer->model().layout().tensors().size());
+}
+
+int moe_engine_tensor_info(const moe_engine* engine, int32_t i, const char** name, int32_t* rank, int64_t dims[8]) {
+  const auto& tensors = engine->trainer->model().layout().tensors();
+  if (i < 0 || i >= static_cast<int32_t>(tensors.size())) return MOE_ERROR;
+  const moe::ParamTensor& t = tensors[i];
+  if (name) *name = t.name.c_str();
+  if (rank) *rank = static_cast<int32_t>(t.shape.size());
+  for (size_t d = 0; d < t.shape.size() && d < 8; ++d) dims[d] = t.shape[d];
+  return MOE_OK;
+}
+
+int moe_engine_export_hf(moe_engine* engine, const char* dir, const char* model_type, int bf16) {
+  return guarded(engine, [&] {
+    moe::export_hf(dir ? dir : "", engine->trainer->model(), model_type ? model_type : "mixtral",
+                   bf16 ? moe::st::DType::BF16 : moe::st::DType::F32);
+    return MOE_OK;
+  });
+}
+
+void moe_engine_request_stop(moe_engine* engine) {
+  engine->stop.store(true);
+  std::lock_guard<std::mutex> lock(engine->pause_mutex);
+  engine->pause_cv.notify_all();
+}
+
+void moe_engine_set_paused(moe_engine* engine, int paused) {
+  std::lock_guard<std::mutex> lock(engine->pause_mutex);
+  engine->paused = paused != 0;
+  engine->pause_cv.notify_all();
+}
+
+}  // extern "C"

@@ -1,0 +1,91 @@
+/* moe_engine: the C API of the MoE training engine. The Node addon and the moe-engine CLI are thin
+ * clients of it, so the engine can be driven without Node.
+ *
+ * Threading: one thread drives an engine (create, load, step, save, destroy). moe_engine_request_stop
+ * and moe_engine_set_paused may be called from any thread; they take effect at step boundaries.
+ * Errors: functions returning int give MOE_OK or an error code; moe_engine_last_error() then names the
+ * field, file or offset at fault. Nothing on disk is changed by a failed call. */
+#ifndef MOE_ENGINE_H
+#define MOE_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MOE_ENGINE_API_VERSION 1
+
+typedef struct moe_engine moe_engine;
+
+enum moe_status {
+  MOE_OK = 0,
+  MOE_ERROR = 1,    /* see moe_engine_last_error */
+  MOE_STOPPED = 2,  /* a stop was requested; no step was taken */
+  MOE_FINISHED = 3  /* train.steps reached; no step was taken */
+};
+
+/* One training step's telemetry. Array pointers stay valid until the next call on the engine. */
+typedef struct moe_step_record {
+  int64_t step; /* 1-based */
+  double loss, aux_loss, lr, grad_norm;
+  int64_t tokens;
+  double step_ms, forward_ms, backward_ms, optimizer_ms;
+  int32_t n_moe_layers;
+  const int32_t* experts_per_layer; /* [n_moe_layers] */
+  const int32_t* expert_tokens;     /* tokens per expert, layers concatenated: [sum(experts_per_layer)] */
+} moe_step_record;
+
+/* Creates an engine from a JSON config ({"model": ..., "train": ...}). With model omitted, init_dir
+ * (may be NULL) supplies the model config from a checkpoint. Returns NULL and writes a message to err. */
+moe_engine* moe_engine_create(const char* config_json, const char* init_dir, char* err, size_t err_len);
+void moe_engine_destroy(moe_engine* engine);
+const char* moe_engine_last_error(const moe_engine* engine);
+
+const char* moe_engine_backend_name(const moe_engine* engine);
+int64_t moe_engine_num_params(const moe_engine* engine);
+int64_t moe_engine_step_count(const moe_engine* engine);
+int32_t moe_engine_vocab_size(const moe_engine* engine);
+/* The effective config (defaults filled in) as JSON; valid until the next call. */
+const char* moe_engine_config_json(moe_engine* engine);
+
+/* Weights from a checkpoint (ours or Hugging Face mixtral/qwen2_moe/olmoe); optimizer starts fresh. */
+int moe_engine_init_from(moe_engine* engine, const char* dir);
+/* Weights, optimizer moments, step and data cursor from a checkpoint of the same model. */
+int moe_engine_resume_from(moe_engine* engine, const char* dir);
+int moe_engine_save_checkpoint(moe_engine* engine, const char* dir);
+
+/* Training data: a token shard file (memory-mapped), and/or micro-batches fed ahead of it
+ * (inputs and targets are [B, T]; a target of -1 is masked). */
+int moe_engine_set_data(moe_engine* engine, const char* token_file);
+int moe_engine_feed_batch(moe_engine* engine, const int32_t* inputs, const int32_t* targets, int32_t B, int32_t T);
+
+/* One optimizer step (blocks while paused). */
+int moe_engine_step(moe_engine* engine, moe_step_record* out);
+
+/* Forward only: logits_out ([B, T, V] floats) may be NULL; targets may be NULL (then loss_out is 0). */
+int moe_engine_forward(moe_engine* engine, const int32_t* inputs, const int32_t* targets, int32_t B, int32_t T,
+                       float* logits_out, double* loss_out, double* aux_loss_out);
+/* Forward + backward of one batch without an update; grads are then readable by name. */
+int moe_engine_compute_gradients(moe_engine* engine, const int32_t* inputs, const int32_t* targets, int32_t B,
+                                 int32_t T, double* loss_out, double* objective_out);
+/* Copies the parameter (which = 0) or gradient (which = 1) tensor `name` into dst (numel floats).
+ * Tensor names and shapes: moe_engine_tensor_count / moe_engine_tensor_info. */
+int moe_engine_read_tensor(moe_engine* engine, const char* name, int which, float* dst, int64_t numel);
+int32_t moe_engine_tensor_count(const moe_engine* engine);
+/* Name, rank and dims (up to 8) of tensor i; returns MOE_ERROR when i is out of range. */
+int moe_engine_tensor_info(const moe_engine* engine, int32_t i, const char** name, int32_t* rank, int64_t dims[8]);
+
+/* Exports the weights as a Hugging Face checkpoint (model_type "mixtral", "qwen2_moe" or "olmoe";
+ * bf16 != 0 stores BF16). */
+int moe_engine_export_hf(moe_engine* engine, const char* dir, const char* model_type, int bf16);
+
+void moe_engine_request_stop(moe_engine* engine);
+void moe_engine_set_paused(moe_engine* engine, int paused);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,24 @@
+// Whole-model finite-difference gradient check: the analytic gradient of the objective (loss + aux)
+// against central differences on sampled coordinates of every parameter tensor. Used by the native
+// tests and by `moe-engine selftest`.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/config.h"
+
+namespace moe {
+
+struct TensorGradcheck {
+  std::string name;
+  double worst_rel_err = 0;  // over the sampled coordinates, |num - ana| / max(|num|, |ana|, floor)
+  int samples = 0;
+};
+
+// Random tokens (B sequences of T), a perturbation h, and `samples` coordinates per tensor. Coordinates
+// whose ±h perturbation changes a routing decision are skipped (the objective is not differentiable there).
+std::vector<TensorGradcheck> model_gradcheck(const ModelConfig& cfg, Backend& be, int B, int T, int samples,
+                                             float h, uint64_t seed);
+
+}  // namespace moe

@@ -1,0 +1,124 @@
+#include "train/trainer.h"
+
+#include <chrono>
+
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/json.h"
+#include "optim/schedule.h"
+
+namespace moe {
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+Trainer::Trainer(const EngineConfig& cfg, Backend& be) : cfg_(cfg), be_(be), model_(cfg_.model, be), opt_(model_) {
+  model_.init(cfg_.train.seed);
+  state_.seed = cfg_.train.seed;
+}
+
+void Trainer::set_data(const std::string& path) {
+  auto data = std::make_unique<TokenData>(path);
+  data->validate_max_token(cfg_.model.vocab_size);
+  const uint64_t window = (uint64_t)cfg_.train.batch_size * cfg_.train.seq_len + 1;
+  if (data->size() < window)
+    fail(path + ": holds " + std::to_string(data->size()) + " tokens but one batch needs " + std::to_string(window) +
+         " (train.batch_size × train.seq_len + 1); use more data or a smaller batch");
+  data_ = std::move(data);
+  state_.data_path = path;
+}
+
+void Trainer::feed_batch(const int32_t* inputs, const int32_t* targets, int B, int T) {
+  check(B > 0 && T > 0, "feed_batch: B and T must be positive");
+  check(T <= cfg_.model.max_seq_len, "feed_batch: T = " + std::to_string(T) + " exceeds model.max_seq_len");
+  Batch b;
+  b.B = B;
+  b.T = T;
+  b.inputs.assign(inputs, inputs + (size_t)B * T);
+  b.targets.assign(targets, targets + (size_t)B * T);
+  fed_.push_back(std::move(b));
+}
+
+Trainer::Batch Trainer::next_batch() {
+  if (!fed_.empty()) {
+    Batch b = std::move(fed_.front());
+    fed_.pop_front();
+    return b;
+  }
+  check(data_ != nullptr, "no training data: set a token file (or feed batches) before stepping");
+  Batch b;
+  b.B = cfg_.train.batch_size;
+  b.T = cfg_.train.seq_len;
+  b.inputs.resize((size_t)b.B * b.T);
+  b.targets.resize((size_t)b.B * b.T);
+  state_.data_cursor = data_->next_batch(state_.data_cursor, b.B, b.T, b.inputs.data(), b.targets.data());
+  return b;
+}
+
+StepRecord Trainer::step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int A = cfg_.train.grad_accum;
+  StepRecord rec;
+  rec.step = state_.step + 1;
+  rec.expert_tokens.resize(model_.moe_layer_count());
+  for (int i = 0; i < model_.moe_layer_count(); ++i) rec.expert_tokens[i].assign(model_.moe_layer(i).shape().E, 0);
+
+  model_.zero_grads();
+  for (int micro = 0; micro < A; ++micro) {
+    Batch b = next_batch();
+    auto tf = std::chrono::steady_clock::now();
+    ForwardResult fr = model_.forward(b.inputs.data(), b.targets.data(), b.B, b.T);
+    rec.forward_ms += ms_since(tf);
+    auto tb = std::chrono::steady_clock::now();
+    model_.backward(1.0f / A);
+    rec.backward_ms += ms_since(tb);
+    rec.loss += fr.loss / A;
+    rec.aux_loss += fr.aux_loss / A;
+    rec.tokens += (int64_t)b.B * b.T;
+    for (int i = 0; i < model_.moe_layer_count(); ++i) {
+      const DispatchPlan& plan = model_.moe_layer(i).plan();
+      for (int e = 0; e < plan.E; ++e) rec.expert_tokens[i][e] += plan.counts[e];
+    }
+  }
+
+  auto to = std::chrono::steady_clock::now();
+  rec.lr = lr_at(cfg_.train, state_.step);
+  OptimizerStepInfo info = opt_.step(static_cast<int>(rec.step), rec.lr, cfg_.train);
+  rec.optimizer_ms = ms_since(to);
+  rec.grad_norm = info.grad_norm;
+
+  state_.step = rec.step;
+  state_.tokens_seen += rec.tokens;
+  rec.step_ms = ms_since(t0);
+  return rec;
+}
+
+void Trainer::check_model_matches(const std::string& dir) {
+  ModelConfig theirs = read_checkpoint_model_config(dir);
+  const std::string a = json::dump(model_config_to_json(theirs)), b = json::dump(model_config_to_json(cfg_.model));
+  if (a != b)
+    fail(dir + ": the checkpoint's model config differs from this run's model config; start from a config whose "
+               "\"model\" section equals the checkpoint's config.json");
+}
+
+void Trainer::init_from(const std::string& dir) { load_weights(dir, model_); }
+
+void Trainer::resume_from(const std::string& dir) {
+  check_model_matches(dir);
+  if (!fs::exists(fs::join(dir, "optimizer.safetensors")) || !fs::exists(fs::join(dir, "trainer_state.json")))
+    fail(dir + ": has no optimizer.safetensors / trainer_state.json to resume from; use it with --init instead");
+  TrainerState st;
+  load_weights(dir, model_);
+  load_optimizer_state(dir, opt_, st);
+  const std::string data_path = state_.data_path;
+  state_ = st;
+  if (!data_path.empty()) state_.data_path = data_path;
+}
+
+void Trainer::save_checkpoint(const std::string& dir) { moe::save_checkpoint(dir, cfg_, model_, &opt_, &state_); }
+
+}  // namespace moe

@@ -1,0 +1,62 @@
+// The training loop of one run: data, micro-batches with gradient accumulation, clipping, AdamW,
+// the lr schedule, checkpoints and one StepRecord per step. Single-threaded caller; the ops inside
+// run on the backend's workers.
+#pragma once
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/config.h"
+#include "model/model.h"
+#include "optim/optimizer.h"
+#include "telemetry/step_record.h"
+#include "train/checkpoint.h"
+#include "train/token_data.h"
+
+namespace moe {
+
+class Trainer {
+ public:
+  Trainer(const EngineConfig& cfg, Backend& be);
+
+  const EngineConfig& config() const { return cfg_; }
+  Model& model() { return model_; }
+  AdamWOptimizer& optimizer() { return opt_; }
+  const TrainerState& state() const { return state_; }
+  bool finished() const { return state_.step >= cfg_.train.steps; }
+
+  // Memory-maps a token shard and checks every token against the vocabulary.
+  void set_data(const std::string& path);
+  // Queues one micro-batch ([B, T] inputs and targets, -1 = masked) to be used before the shard.
+  void feed_batch(const int32_t* inputs, const int32_t* targets, int B, int T);
+
+  // Starts from a checkpoint's weights (ours or Hugging Face; names and shapes must match this model);
+  // optimizer and step start fresh, so training knobs (aux loss, capacity, ...) may differ.
+  void init_from(const std::string& dir);
+  // Continues a checkpoint of this run (same model config): weights, AdamW moments, step and data cursor.
+  void resume_from(const std::string& dir);
+  void save_checkpoint(const std::string& dir);
+
+  // One optimizer step over grad_accum micro-batches.
+  StepRecord step();
+
+ private:
+  struct Batch {
+    std::vector<int32_t> inputs, targets;
+    int B = 0, T = 0;
+  };
+  Batch next_batch();
+  void check_model_matches(const std::string& dir);
+
+  EngineConfig cfg_;
+  Backend& be_;
+  Model model_;
+  AdamWOptimizer opt_;
+  std::unique_ptr<TokenData> data_;
+  std::deque<Batch> fed_;
+  TrainerState state_;
+};
+
+}  // namespace moe

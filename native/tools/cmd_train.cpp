@@ -1,0 +1,125 @@
+// moe-engine train: runs a training job from a JSON config and a token shard, printing one progress
+// line per step, appending every step record to OUT/log.jsonl and writing checkpoints into OUT
+// (OUT/checkpoint-<step> every train.checkpoint_every steps, OUT/final at the end or on Ctrl-C).
+#include <csignal>
+#include <filesystem>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "args.h"
+#include "commands.h"
+#include "core/fsutil.h"
+#include "core/json.h"
+#include "engine_handle.h"
+
+namespace {
+
+moe_engine* g_engine_for_signal = nullptr;
+
+void on_signal(int) {
+  if (g_engine_for_signal) moe_engine_request_stop(g_engine_for_signal);
+}
+
+std::string record_json(const moe_step_record& r) {
+  using moe::json::Value;
+  Value o = Value::make_object();
+  o.set("step", Value::of(static_cast<double>(r.step)));
+  o.set("loss", Value::of(r.loss));
+  o.set("aux_loss", Value::of(r.aux_loss));
+  o.set("lr", Value::of(r.lr));
+  o.set("grad_norm", Value::of(r.grad_norm));
+  o.set("tokens", Value::of(static_cast<double>(r.tokens)));
+  o.set("step_ms", Value::of(r.step_ms));
+  o.set("forward_ms", Value::of(r.forward_ms));
+  o.set("backward_ms", Value::of(r.backward_ms));
+  o.set("optimizer_ms", Value::of(r.optimizer_ms));
+  Value layers = Value::make_array();
+  const int32_t* counts = r.expert_tokens;
+  for (int l = 0; l < r.n_moe_layers; ++l) {
+    Value layer = Value::make_array();
+    for (int e = 0; e < r.experts_per_layer[l]; ++e) layer.push(Value::of(*counts++));
+    layers.push(layer);
+  }
+  o.set("expert_tokens", layers);
+  return moe::json::dump(o);
+}
+
+// A run directory given to --resume means its newest checkpoint.
+std::string resolve_checkpoint(const std::string& dir) {
+  if (moe::fs::exists(moe::fs::join(dir, "trainer_state.json"))) return dir;
+  std::string best;
+  int64_t best_step = -1;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::string state = moe::fs::join(entry.path().string(), "trainer_state.json");
+    if (!moe::fs::exists(state)) continue;
+    moe::json::Value v = moe::json::parse(moe::fs::read_file(state, 1 << 20), state);
+    const moe::json::Value* step = v.find("step");
+    if (step && step->is_number() && step->number > best_step) {
+      best_step = static_cast<int64_t>(step->number);
+      best = entry.path().string();
+    }
+  }
+  if (best.empty()) throw std::runtime_error(dir + ": no checkpoint (trainer_state.json) found to resume from");
+  return best;
+}
+
+}  // namespace
+
+int cmd_train(int argc, char** argv) {
+  cli::Args args(argc, argv, {"--config", "--data", "--out", "--init", "--resume", "--steps"}, {"--quiet"});
+  const std::string out = args.require("--out");
+  std::string config_text = moe::fs::read_file(args.require("--config"), 16 << 20);
+  if (args.has("--steps")) {
+    moe::json::Value cfg = moe::json::parse(config_text, args.get("--config"));
+    moe::json::Value train = cfg.find("train") ? *cfg.find("train") : moe::json::Value::make_object();
+    train.set("steps", moe::json::Value::of(std::stod(args.get("--steps"))));
+    cfg.set("train", train);
+    config_text = moe::json::dump(cfg);
+  }
+  if (args.has("--init") && args.has("--resume")) throw std::runtime_error("use either --init or --resume, not both");
+  const std::string resume = args.has("--resume") ? resolve_checkpoint(args.get("--resume")) : "";
+  const std::string source = args.has("--init") ? args.get("--init") : resume;
+
+  cli::Engine engine(config_text, source);
+  if (args.has("--init")) engine.check(moe_engine_init_from(engine.get(), args.get("--init").c_str()));
+  if (!resume.empty()) engine.check(moe_engine_resume_from(engine.get(), resume.c_str()));
+  engine.check(moe_engine_set_data(engine.get(), args.require("--data").c_str()));
+
+  moe::fs::mkdirs(out);
+  moe::fs::write_file_atomic(moe::fs::join(out, "config.json"), moe_engine_config_json(engine.get()));
+  const moe::json::Value cfg = moe::json::parse(moe_engine_config_json(engine.get()), "config");
+  const int total = static_cast<int>(cfg.find("train")->find("steps")->number);
+  const int every = static_cast<int>(cfg.find("train")->find("checkpoint_every")->number);
+  std::ofstream log(moe::fs::join(out, "log.jsonl"), std::ios::app);
+  const bool quiet = args.has("--quiet");
+  if (!quiet)
+    std::printf("moe-engine train: %lld parameters, backend %s, steps %lld -> %d\n",
+                static_cast<long long>(moe_engine_num_params(engine.get())), moe_engine_backend_name(engine.get()),
+                static_cast<long long>(moe_engine_step_count(engine.get())), total);
+
+  g_engine_for_signal = engine.get();
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  moe_step_record r{};
+  int status = MOE_OK;
+  while ((status = engine.check(moe_engine_step(engine.get(), &r))) == MOE_OK) {
+    log << record_json(r) << '\n';
+    log.flush();
+    if (!quiet) {
+      std::printf("step %lld/%d | loss %.4f | aux %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | %.0f ms\n",
+                  static_cast<long long>(r.step), total, r.loss, r.aux_loss, r.lr, r.grad_norm,
+                  r.tokens / (r.step_ms / 1000.0), r.step_ms);
+      std::fflush(stdout);
+    }
+    if (every > 0 && r.step % every == 0 && r.step < total) {
+      std::string dir = moe::fs::join(out, "checkpoint-" + std::to_string(r.step));
+      engine.check(moe_engine_save_checkpoint(engine.get(), dir.c_str()));
+    }
+  }
+  g_engine_for_signal = nullptr;
+  engine.check(moe_engine_save_checkpoint(engine.get(), moe::fs::join(out, "final").c_str()));
+  if (!quiet) std::printf("saved %s\n", moe::fs::join(out, "final").c_str());
+  return status == MOE_STOPPED ? 130 : 0;
+}

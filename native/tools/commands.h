@@ -1,0 +1,9 @@
+// Subcommands of the moe-engine CLI; each takes its argv with argv[0] = the subcommand name.
+#pragma once
+
+int cmd_train(int argc, char** argv);
+int cmd_forward(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+int cmd_selftest(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_export(int argc, char** argv);
