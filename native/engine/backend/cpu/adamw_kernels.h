@@ -1,0 +1,18 @@
+// Internal interface between adamw.cpp (constants, dispatch, partitioning) and its AVX-512 kernels.
+#pragma once
+#include <cstdint>
+
+namespace moe::cpu::adamw_detail {
+
+// Per-update constants, applied per element as (all fp32):
+//   g = grad·grad_scale ; m = fma(1-β1, g, β1·m) ; v = fma((1-β2)·g, g, β2·v)
+//   p = p·decay + (neg_step·m) / (sqrt(v)/bias2_sqrt + eps)
+struct Consts {
+  float grad_scale, beta1, one_minus_beta1, beta2, one_minus_beta2, decay, neg_step, bias2_sqrt, eps;
+};
+
+void update_avx512(const Consts& c, float* p, const float* g, float* m, float* v, int64_t n);
+// Σx² over one chunk: 16 interleaved double lanes (index mod 16) added in lane order at the end.
+double chunk_sum_squares_avx512(const float* x, int64_t n);
+
+}  // namespace moe::cpu::adamw_detail
