@@ -1,0 +1,77 @@
+"""Minimal safetensors reader/writer with numpy.
+
+Layout: u64 LE header length, a JSON header (name -> dtype, shape, data_offsets; padded with spaces to a multiple
+of 8), then the tensors' little-endian bytes back to back in insertion order. Writes F32 and I32; reads F32, I32,
+F16 and BF16 (the half types widened to float32).
+"""
+
+import json
+import struct
+
+import numpy as np
+
+_WRITE_DTYPES = {np.dtype(np.float32): "F32", np.dtype(np.int32): "I32"}
+_READ_DTYPES = {"F32": np.dtype("<f4"), "I32": np.dtype("<i4"), "F16": np.dtype("<f2")}
+
+
+def write(path, tensors, metadata=None):
+    """Write a dict name -> array (float32 or int32; scalars allowed) to `path`."""
+    header = {}
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    blobs = []
+    offset = 0
+    for name, value in tensors.items():
+        array = np.ascontiguousarray(value)
+        if array.dtype not in _WRITE_DTYPES:
+            raise TypeError(f"{name}: cannot write dtype {array.dtype} (F32 and I32 only)")
+        blob = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
+        header[name] = {"dtype": _WRITE_DTYPES[array.dtype], "shape": list(array.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    header_bytes = json.dumps(header, separators=(",", ":")).encode()
+    header_bytes += b" " * (-len(header_bytes) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(header_bytes)))
+        f.write(header_bytes)
+        for blob in blobs:
+            f.write(blob)
+
+
+def read(path):
+    """Read every tensor of `path` into a dict name -> numpy array, in file order."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 8:
+        raise ValueError(f"{path}: too short for a safetensors file")
+    (header_len,) = struct.unpack_from("<Q", data, 0)
+    if 8 + header_len > len(data):
+        raise ValueError(f"{path}: header length {header_len} exceeds the file")
+    header = json.loads(data[8:8 + header_len])
+    base = 8 + header_len
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = info["data_offsets"]
+        if not 0 <= start <= end <= len(data) - base:
+            raise ValueError(f"{path}: {name} data_offsets {start}..{end} out of range")
+        tensors[name] = _decode(name, info["dtype"], info["shape"], data[base + start:base + end])
+    return tensors
+
+
+def _decode(name, dtype, shape, raw):
+    count = int(np.prod(shape, dtype=np.int64))
+    if dtype == "BF16":
+        # bfloat16 is the top half of a float32
+        values = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+    elif dtype in _READ_DTYPES:
+        values = np.frombuffer(raw, dtype=_READ_DTYPES[dtype])
+    else:
+        raise TypeError(f"{name}: unsupported dtype {dtype}")
+    if values.size != count:
+        raise ValueError(f"{name}: {values.size} values for shape {shape}")
+    if dtype in ("F16", "BF16"):
+        values = values.astype(np.float32)
+    return values.astype(values.dtype.newbyteorder("="), copy=True).reshape(shape)
