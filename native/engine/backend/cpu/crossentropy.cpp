@@ -1,48 +1,53 @@
-// Softmax cross-entropy over V classes, one row per token; log-sum-exp is max-subtracted, and the
-// backward recomputes it (two vectorised passes over the row) instead of keeping an [N] buffer.
+// Softmax cross-entropy over V classes, one row per token (parallel over rows). The backward
+// recomputes each row's log-sum-exp instead of keeping an [N] buffer; the row kernels run with
+// AVX-512 where the CPU has it.
 #include "backend/cpu/crossentropy.h"
 
-#include <cmath>
-
-#include "backend/cpu/kernel_util.h"
+#include "backend/cpu/crossentropy_rows.h"
 
 namespace moe::cpu {
+
+float crossentropy_row_lse_avx512(const float* x, int V);
+void crossentropy_row_grad_avx512(float* dx, const float* x, int target, float scale, int V);
+
 namespace {
 
-float row_logsumexp(const float* x, int V) {
-  float m = lane_max(x, V);
-  float s = lane_sum(V, [x, m](int i) { return vexp(x[i] - m); });
-  return m + std::log(s);
+struct RowKernels {
+  float (*lse)(const float*, int);
+  void (*grad)(float*, const float*, int, float, int);
+};
+
+const RowKernels& row_kernels() {
+  static const RowKernels kernels = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return RowKernels{crossentropy_row_lse_avx512, crossentropy_row_grad_avx512};
+    return RowKernels{crossentropy_row_lse, crossentropy_row_grad};
+  }();
+  return kernels;
 }
 
 }  // namespace
 
 void crossentropy_forward(ThreadPool& tp, float* losses, const float* logits, const int32_t* targets, int N, int V) {
-  tp.parallel_for(N, [=](int64_t n0, int64_t n1, int) {
+  const RowKernels& k = row_kernels();
+  tp.parallel_for(N, [=, &k](int64_t n0, int64_t n1, int) {
     for (int64_t n = n0; n < n1; ++n) {
       if (targets[n] < 0) {
         losses[n] = 0.0f;
         continue;
       }
       const float* x = logits + n * V;
-      losses[n] = row_logsumexp(x, V) - x[targets[n]];
+      losses[n] = k.lse(x, V) - x[targets[n]];
     }
   });
 }
 
 void crossentropy_backward(ThreadPool& tp, float* dlogits, const float* logits, const int32_t* targets, float scale,
                            int N, int V) {
-  tp.parallel_for(N, [=](int64_t n0, int64_t n1, int) {
-    for (int64_t n = n0; n < n1; ++n) {
-      if (targets[n] < 0) continue;
-      const float* x = logits + n * V;
-      float* dx = dlogits + n * V;
-      int target = targets[n];
-      float lse = row_logsumexp(x, V);
-      float before = dx[target];
-      for (int v = 0; v < V; ++v) dx[v] += scale * vexp(x[v] - lse);
-      dx[target] = before + scale * (vexp(x[target] - lse) - 1.0f);
-    }
+  const RowKernels& k = row_kernels();
+  tp.parallel_for(N, [=, &k](int64_t n0, int64_t n1, int) {
+    for (int64_t n = n0; n < n1; ++n)
+      if (targets[n] >= 0) k.grad(dlogits + n * V, logits + n * V, targets[n], scale, V);
   });
 }
 

@@ -7,17 +7,36 @@
 
 #include "core/threadpool.h"
 
-namespace moe::cpu {
+// These inline helpers are compiled both for the baseline ISA and inside *_avx512.cpp files. An
+// ISA-named inline namespace gives each build its own symbols, so the linker can never hand an
+// AVX-512 copy to baseline code (an ODR clash that would fault on older CPUs).
+#if defined(__AVX512F__)
+#define MOE_KERNEL_ISA isa_avx512
+#else
+#define MOE_KERNEL_ISA isa_base
+#endif
 
-// e^x to ~2 ulp (Cephes polynomial after range reduction by ln 2); 0 below -87.3, +inf above 88.72.
+namespace moe::cpu {
+inline namespace MOE_KERNEL_ISA {
+
+// c ? a : b as a bit mask. A plain ?: feeding float arithmetic is turned back into a branch (the
+// arithmetic could trap), which stops GCC vectorising the loop; the masked form always vectorises.
+inline float select(bool c, float a, float b) {
+  int32_t m = -static_cast<int32_t>(c);
+  return std::bit_cast<float>((std::bit_cast<int32_t>(a) & m) | (std::bit_cast<int32_t>(b) & ~m));
+}
+
+// e^x to ~2 ulp for x in [-87.3, 88.7] (Cephes polynomial after range reduction by ln 2). Outside it
+// the result saturates instead of branching (branches would stop GCC vectorising callers): x < -104
+// gives 0 (through denormals), x > 88.72 gives 3.4e38 or +inf; NaN propagates.
 inline float vexp(float x) {
-  const float lo = -87.33654f, hi = 88.72283f;
-  float xc = x < lo ? lo : (x > hi ? hi : x);
+  x = select(x < -104.0f, -104.0f, x);
+  x = select(x > 88.72283f, 88.72283f, x);
   // Round x·log2(e) to nearest with the 1.5·2^23 trick so no rounding intrinsic is needed.
   const float shifter = 12582912.0f;
-  float t = xc * 1.44269504088896341f + shifter;
+  float t = x * 1.44269504088896341f + shifter;
   float n = t - shifter;
-  float r = xc - n * 0.693359375f;
+  float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -26,14 +45,12 @@ inline float vexp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  // n lies in [-126, 128]; build 2^n in two halves so n = 128 does not overflow the exponent field.
+  // n lies in [-150, 128]: build 2^n as two in-range halves so neither exponent field overflows.
   int32_t ni = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(shifter);
   int32_t half = ni >> 1;
   float s1 = std::bit_cast<float>((half + 127) << 23);
   float s2 = std::bit_cast<float>((ni - half + 127) << 23);
-  float y = p * s1 * s2;
-  y = x < lo ? 0.0f : y;
-  return x > hi ? __builtin_inff() : y;
+  return p * s1 * s2;
 }
 
 // 1 / (1 + e^-x), stable for any x.
@@ -81,4 +98,5 @@ void for_each_block(ThreadPool& tp, int64_t n, int64_t block, Body&& body) {
   });
 }
 
+}  // namespace MOE_KERNEL_ISA
 }  // namespace moe::cpu
