@@ -16,8 +16,9 @@ namespace {
 
 using gemm::Kernels;
 
-constexpr int kKcMax = 256;   // A panel (12 x kc) stays in L1
+constexpr int kKcMax = 256;   // A panel (14 x kc) stays in L1
 constexpr int kNcMax = 512;   // B block (kc x nc = 512 KiB) stays in L2
+constexpr int kDirectBRows = 28;  // up to two full A panels
 constexpr double kSerialMacs = 1 << 18;  // below this, waking the pool costs more than it saves
 
 const Kernels& pick_kernels() {
@@ -80,11 +81,14 @@ int block_k(int K) {
 void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, int n1) {
   if (m0 >= m1 || n0 >= n1) return;
   const int nr = kern.nr;
-  const int nc_max = std::min(kNcMax / nr * nr, (n1 - n0 + nr - 1) / nr * nr);
-  float* bp = tl_pack_b.get(static_cast<size_t>(p.kc) * nc_max);
-  float* ap = tl_pack_a.get(static_cast<size_t>(p.kc) * kern.mr_max);
-  // Balanced panel heights: 64 rows become 11,11,11,11,10,10 rather than 12x5 + 4.
   const int rows = m1 - m0;
+  // With few rows each B element is used by one or two tiles: reading a non-transposed B in place beats
+  // copying it first.
+  const bool pack_b = p.tb || rows > kDirectBRows;
+  const int nc_max = std::min(kNcMax / nr * nr, (n1 - n0 + nr - 1) / nr * nr);
+  float* bp = pack_b ? tl_pack_b.get(static_cast<size_t>(p.kc) * nc_max) : nullptr;
+  float* ap = tl_pack_a.get(static_cast<size_t>(p.kc) * kern.mr_max);
+  // Balanced panel heights: 64 rows become 13,13,13,13,12 rather than 14x4 + 8.
   const int panels = (rows + kern.mr_max - 1) / kern.mr_max;
   for (int jc = n0; jc < n1; jc += nc_max) {
     const int nc = std::min(nc_max, n1 - jc);
@@ -93,14 +97,17 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
       const bool first = k0 == 0;
       const float beta = first ? p.beta : 1.0f;
       const bool load_c = !first || p.beta != 0.0f;
-      for (int jr = 0; jr < nc; jr += nr)
-        kern.pack_b(p.tb, p.b_at(k0, jc + jr), p.ldb, kc, std::min(nr, nc - jr), bp + static_cast<int64_t>(jr) * kc);
+      if (pack_b)
+        for (int jr = 0; jr < nc; jr += nr)
+          kern.pack_b(p.tb, p.b_at(k0, jc + jr), p.ldb, kc, std::min(nr, nc - jr), bp + static_cast<int64_t>(jr) * kc);
+      const float* b = pack_b ? bp : p.b_at(k0, jc);
+      const int64_t panel_stride = pack_b ? int64_t{kc} * nr : nr, k_stride = pack_b ? nr : p.ldb;
       for (int ip = 0; ip < panels; ++ip) {
         const int i0 = m0 + rows * ip / panels, i1 = m0 + rows * (ip + 1) / panels;
         kern.pack_a(p.ta, p.a_at(i0, k0), p.lda, i1 - i0, kc, ap);
-        for (int jr = 0; jr < nc; jr += nr)
-          kern.kernel(i1 - i0, std::min(nr, nc - jr), kc, ap, bp + static_cast<int64_t>(jr) * kc,
-                      p.C + i0 * p.ldc + jc + jr, p.ldc, p.alpha, beta, load_c);
+        for (int jr = 0; jr < nc;)
+          jr += kern.kernel(i1 - i0, nc - jr, kc, ap, b + jr / nr * panel_stride, panel_stride, k_stride,
+                            p.C + i0 * p.ldc + jc + jr, p.ldc, p.alpha, beta, load_c);
       }
     }
   }

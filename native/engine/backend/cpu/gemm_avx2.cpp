@@ -14,12 +14,16 @@ constexpr int kNR = 16;
 constexpr int kMRMax = 6;
 
 template <int MR>
-void tile(int kc, const float* a, const float* b, float* c, int64_t ldc, int nr, float alpha, float beta, bool load_c) {
+void tile(int kc, const float* a, const float* b, int64_t k_stride, float* c, int64_t ldc, int nr, float alpha, float beta,
+          bool load_c) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i mask[2] = {_mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane),
+                           _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane)};
   __m256 acc[MR][2];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   for (int k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+    const __m256 b0 = _mm256_maskload_ps(b, mask[0]), b1 = _mm256_maskload_ps(b + 8, mask[1]);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       const __m256 ai = _mm256_broadcast_ss(a + i);
@@ -27,11 +31,8 @@ void tile(int kc, const float* a, const float* b, float* c, int64_t ldc, int nr,
       acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
     }
     a += MR;
-    b += kNR;
+    b += k_stride;
   }
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i mask[2] = {_mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane),
-                           _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane)};
   const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
@@ -44,16 +45,18 @@ void tile(int kc, const float* a, const float* b, float* c, int64_t ldc, int nr,
   }
 }
 
-using TileFn = void (*)(int, const float*, const float*, float*, int64_t, int, float, float, bool);
+using TileFn = void (*)(int, const float*, const float*, int64_t, float*, int64_t, int, float, float, bool);
 template <int... I>
 constexpr auto make_tiles(std::integer_sequence<int, I...>) {
   return std::array<TileFn, sizeof...(I)>{&tile<I + 1>...};
 }
 
-void kernel(int mr, int nr, int kc, const float* a, const float* b, float* c, int64_t ldc, float alpha, float beta,
-            bool load_c) {
+int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t, int64_t k_stride, float* c, int64_t ldc,
+           float alpha, float beta, bool load_c) {
   static constexpr auto tiles = make_tiles(std::make_integer_sequence<int, kMRMax>{});
-  tiles[mr - 1](kc, a, b, c, ldc, nr, alpha, beta, load_c);
+  const int n = cols < kNR ? cols : kNR;
+  tiles[mr - 1](kc, a, b, k_stride, c, ldc, n, alpha, beta, load_c);
+  return n;
 }
 
 }  // namespace

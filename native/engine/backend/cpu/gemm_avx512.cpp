@@ -1,9 +1,10 @@
-// AVX-512 sgemm kernels: 32-wide B panels (two zmm), up to 12 broadcast A rows per tile (24 accumulators),
+// AVX-512 sgemm kernels: 32-wide B panels (two zmm), up to 14 broadcast A rows per tile (28 accumulators),
 // masked stores for the N edge, and a 16x16 in-register transpose for packing Bᵀ.
 // GCC 12 flags _mm512_undefined_ps() inside the shuffle intrinsics as uninitialised (GCC PR 105593).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -14,41 +15,51 @@ namespace {
 
 constexpr int kNV = 2;  // zmm vectors across N
 constexpr int kNR = 16 * kNV;
-constexpr int kMRMax = 12;
+constexpr int kMRMax = 14;
 
-template <int MR>
-void tile(int kc, const float* a, const float* b, float* c, int64_t ldc, int nr, float alpha, float beta, bool load_c) {
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-  __m512 acc[MR][kNV];
+// MR rows x NP panels of 32 columns; panel p of B starts at b + p*panel_stride, its rows k at + k*k_stride
+// (packed: kc*32 and 32; unpacked Bᵀ-free B read in place: 32 and ldb). Loads and stores are masked to
+// `cols`, so the same code serves interior tiles, the N edge and unpacked B.
+template <int MR, int NP>
+void tile(int kc, const float* a, const float* b, int64_t panel_stride, int64_t k_stride, float* c, int64_t ldc,
+          int cols, float alpha, float beta, bool load_c) {
+  constexpr int NV = NP * kNV;
+  __mmask16 mask[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) {
+    int left = cols - 16 * v;
+    mask[v] = left >= 16 ? __mmask16(0xFFFF) : left > 0 ? __mmask16((1u << left) - 1) : __mmask16(0);
+  }
+  __m512 acc[MR][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < kNV; ++v) acc[i][v] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  const float* cpf = c;
   for (int k = 0; k < kc; ++k) {
-    __m512 bv[kNV];
-#pragma GCC unroll 4
-    for (int v = 0; v < kNV; ++v) bv[v] = _mm512_load_ps(b + 16 * v);
+    // Pull the C tile toward L1 during the first iterations so the final update does not stall on it.
+    if (k < MR) {
+      _mm_prefetch(reinterpret_cast<const char*>(cpf), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(cpf + 16 * NV - 1), _MM_HINT_T0);
+      cpf += ldc;
+    }
+    __m512 bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v)
+      bv[v] = _mm512_maskz_loadu_ps(mask[v], b + (v / kNV) * panel_stride + k * k_stride + 16 * (v % kNV));
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       __m512 ai = _mm512_set1_ps(a[i]);
-#pragma GCC unroll 4
-      for (int v = 0; v < kNV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
     }
     a += MR;
-    b += kNR;
-  }
-  __mmask16 mask[kNV];
-#pragma GCC unroll 4
-  for (int v = 0; v < kNV; ++v) {
-    int left = nr - 16 * v;
-    mask[v] = left >= 16 ? __mmask16(0xFFFF) : left > 0 ? __mmask16((1u << left) - 1) : __mmask16(0);
   }
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
-#pragma GCC unroll 4
-    for (int v = 0; v < kNV; ++v) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
       float* p = c + i * ldc + 16 * v;
       __m512 r = load_c ? _mm512_fmadd_ps(va, acc[i][v], _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(mask[v], p)))
                         : _mm512_mul_ps(va, acc[i][v]);
@@ -57,16 +68,21 @@ void tile(int kc, const float* a, const float* b, float* c, int64_t ldc, int nr,
   }
 }
 
-using TileFn = void (*)(int, const float*, const float*, float*, int64_t, int, float, float, bool);
+// Panels per call for an mr-row tile: enough accumulators (up to 24) to cover the FMA latency.
+constexpr int panels_for(int mr) { return mr <= 3 ? 4 : mr <= 6 ? 2 : 1; }
+
+using TileFn = void (*)(int, const float*, const float*, int64_t, int64_t, float*, int64_t, int, float, float, bool);
 template <int... I>
 constexpr auto make_tiles(std::integer_sequence<int, I...>) {
-  return std::array<TileFn, sizeof...(I)>{&tile<I + 1>...};
+  return std::array<TileFn, sizeof...(I)>{&tile<I + 1, panels_for(I + 1)>...};
 }
 
-void kernel(int mr, int nr, int kc, const float* a, const float* b, float* c, int64_t ldc, float alpha, float beta,
-            bool load_c) {
+int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t panel_stride, int64_t k_stride, float* c,
+           int64_t ldc, float alpha, float beta, bool load_c) {
   static constexpr auto tiles = make_tiles(std::make_integer_sequence<int, kMRMax>{});
-  tiles[mr - 1](kc, a, b, c, ldc, nr, alpha, beta, load_c);
+  const int done = std::min(cols, panels_for(mr) * kNR);
+  tiles[mr - 1](kc, a, b, panel_stride, k_stride, c, ldc, done, alpha, beta, load_c);
+  return done;
 }
 
 void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, float* dst) {

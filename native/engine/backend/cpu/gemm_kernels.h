@@ -1,7 +1,8 @@
 // Internal interface between the ISA-independent sgemm driver (gemm.cpp) and its per-ISA kernels.
 // Packed layouts:
 //   A panel of `mr` rows:  a[k*mr + i] = op(A)[i][k]            (tight, no padding in M)
-//   B panel of width NR:   b[k*NR + j] = op(B)[k][j], zero-padded for j >= nr
+//   B panel of width NR:   b[k*NR + j] = op(B)[k][j], zero-padded for j >= nr (small-M calls may read a
+//                          non-transposed B in place instead)
 // Every microkernel computes, for each C element of its tile, acc = 0; acc = fma(a_k, b_k, acc) for k in
 // ascending order, then c = alpha·acc (load_c false) or c = fma(alpha, acc, beta·c) (load_c true).
 // All kernels and tile sizes share that sequence, which is what makes sgemm's result independent of
@@ -21,9 +22,11 @@ struct Kernels {
   void (*pack_a)(bool trans, const float* a, int64_t lda, int rows, int kc, float* dst);
   // Packs k in [0, kc) x cols [0, cols) of op(B) starting at `b`, cols <= nr, zero-padding to nr.
   void (*pack_b)(bool trans, const float* b, int64_t ldb, int kc, int cols, float* dst);
-  // C tile [mr x nr_valid] update from one A panel (mr rows) and one packed B panel.
-  void (*kernel)(int mr, int nr_valid, int kc, const float* a, const float* b, float* c, int64_t ldc, float alpha,
-                 float beta, bool load_c);
+  // Updates C[0, mr) x [0, n) for some n <= cols of the kernel's choosing (whole panels, or all of cols) and
+  // returns n. B panel p starts at b + p*panel_stride and its row k at + k*k_stride: packed panels use
+  // (kc*nr, nr); a non-transposed B read in place uses (nr, ldb).
+  int (*kernel)(int mr, int cols, int kc, const float* a, const float* b, int64_t panel_stride, int64_t k_stride,
+                float* c, int64_t ldc, float alpha, float beta, bool load_c);
 };
 
 const Kernels& avx512_kernels();

@@ -21,17 +21,19 @@ void pack_b(bool trans, const float* b, int64_t ldb, int kc, int cols, float* ds
     for (int j = 0; j < kNR; ++j) dst[k * kNR + j] = j >= cols ? 0.0f : trans ? b[j * ldb + k] : b[k * ldb + j];
 }
 
-void kernel(int mr, int nr, int kc, const float* a, const float* b, float* c, int64_t ldc, float alpha, float beta,
-            bool load_c) {
+int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t panel_stride, int64_t k_stride, float* c,
+           int64_t ldc, float alpha, float beta, bool load_c) {
+  const int n = cols < kNR ? cols : kNR;
   float acc[kMRMax][kNR] = {};
   for (int k = 0; k < kc; ++k)
     for (int i = 0; i < mr; ++i)
-      for (int j = 0; j < kNR; ++j) acc[i][j] = std::fma(a[k * mr + i], b[k * kNR + j], acc[i][j]);
+      for (int j = 0; j < n; ++j) acc[i][j] = std::fma(a[k * mr + i], b[k * k_stride + j], acc[i][j]);
   for (int i = 0; i < mr; ++i)
-    for (int j = 0; j < nr; ++j) {
+    for (int j = 0; j < n; ++j) {
       float& out = c[i * ldc + j];
       out = load_c ? std::fma(alpha, acc[i][j], beta * out) : alpha * acc[i][j];
     }
+  return n;
 }
 
 }  // namespace

@@ -1,0 +1,277 @@
+// `moe-engine bench`: micro-benchmarks of the CPU kernels the training step leans on.
+//   --gemm    sgemm GFLOP/s on the expert-FFN shapes (forward up/down, backward dx/dW), median of reps
+//   --adamw   fused AdamW parameters/s on one 50M-parameter tensor
+//   --stream  STREAM triad bytes/s (a = b + s·c, arrays far larger than the caches), best of reps
+//   --threads N (default 2), --json (one JSON object per line instead of a table)
+// With none of --gemm/--adamw/--stream, all three run. The FMA peak (register-only loop) is always printed.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/adamw.h"
+#include "backend/cpu/gemm.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/threadpool.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct Options {
+  int threads = 2;
+  bool gemm = false, adamw = false, stream = false, json = false;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc) {
+      o.threads = std::atoi(argv[++i]);
+      moe::check(o.threads >= 1, "bench: --threads must be at least 1, got '" + std::string(argv[i]) + "'");
+    } else if (a == "--gemm") {
+      o.gemm = true;
+    } else if (a == "--adamw") {
+      o.adamw = true;
+    } else if (a == "--stream") {
+      o.stream = true;
+    } else if (a == "--json") {
+      o.json = true;
+    } else {
+      moe::fail("bench: unknown argument '" + a + "' (expected --threads N, --gemm, --adamw, --stream, --json)");
+    }
+  }
+  if (!o.gemm && !o.adamw && !o.stream) o.gemm = o.adamw = o.stream = true;
+  return o;
+}
+
+// Page-aligned, uninitialised float array (std::vector would zero 800 MB serially).
+struct FloatArray {
+  std::unique_ptr<float, decltype(&std::free)> ptr{nullptr, &std::free};
+  explicit FloatArray(size_t n) : ptr(static_cast<float*>(std::aligned_alloc(4096, (n * sizeof(float) + 4095) / 4096 * 4096)), &std::free) {
+    if (!ptr) moe::fail("bench: cannot allocate " + std::to_string(n * sizeof(float)) + " bytes");
+  }
+  float* get() const { return ptr.get(); }
+};
+
+void fill_random(moe::ThreadPool& tp, float* x, int64_t n, uint64_t stream, float scale) {
+  tp.parallel_for(n, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) x[i] = (2.0f * moe::random_uniform(7, stream, uint64_t(i)) - 1.0f) * scale;
+  });
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Median seconds of fn() after one warm-up call; enough reps for ~0.3 s of timing, between 3 and 15.
+template <class Fn>
+double time_median(Fn&& fn) {
+  auto t0 = Clock::now();
+  fn();
+  const double first = seconds_since(t0);
+  const int reps = std::clamp(static_cast<int>(0.3 / std::max(first, 1e-9)), 3, 15);
+  std::vector<double> t(reps);
+  for (auto& s : t) {
+    t0 = Clock::now();
+    fn();
+    s = seconds_since(t0);
+  }
+  return median(t);
+}
+
+// ---- FMA peak: independent FMA chains that never touch memory ----
+
+constexpr long kPeakIters = 50'000'000;
+
+__attribute__((target("avx512f"))) float fma_loop_avx512(long iters) {
+  __m512 a0 = _mm512_set1_ps(0.f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0,
+         a10 = a0, a11 = a0;
+  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+  for (long i = 0; i < iters; ++i) {
+    a0 = _mm512_fmadd_ps(a0, x, y), a1 = _mm512_fmadd_ps(a1, x, y), a2 = _mm512_fmadd_ps(a2, x, y);
+    a3 = _mm512_fmadd_ps(a3, x, y), a4 = _mm512_fmadd_ps(a4, x, y), a5 = _mm512_fmadd_ps(a5, x, y);
+    a6 = _mm512_fmadd_ps(a6, x, y), a7 = _mm512_fmadd_ps(a7, x, y), a8 = _mm512_fmadd_ps(a8, x, y);
+    a9 = _mm512_fmadd_ps(a9, x, y), a10 = _mm512_fmadd_ps(a10, x, y), a11 = _mm512_fmadd_ps(a11, x, y);
+  }
+  __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                           _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+  s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+  return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx2,fma"))) float fma_loop_avx2(long iters) {
+  __m256 a0 = _mm256_set1_ps(0.f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0,
+         a10 = a0, a11 = a0;
+  const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+  for (long i = 0; i < iters; ++i) {
+    a0 = _mm256_fmadd_ps(a0, x, y), a1 = _mm256_fmadd_ps(a1, x, y), a2 = _mm256_fmadd_ps(a2, x, y);
+    a3 = _mm256_fmadd_ps(a3, x, y), a4 = _mm256_fmadd_ps(a4, x, y), a5 = _mm256_fmadd_ps(a5, x, y);
+    a6 = _mm256_fmadd_ps(a6, x, y), a7 = _mm256_fmadd_ps(a7, x, y), a8 = _mm256_fmadd_ps(a8, x, y);
+    a9 = _mm256_fmadd_ps(a9, x, y), a10 = _mm256_fmadd_ps(a10, x, y), a11 = _mm256_fmadd_ps(a11, x, y);
+  }
+  __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                           _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+  s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, s);
+  float r = 0;
+  for (float l : lanes) r += l;
+  return r;
+}
+
+// GFLOP/s of all pool threads running the widest FMA loop this CPU has (0 when it has no FMA).
+double fma_peak(moe::ThreadPool& tp, const char*& isa) {
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  isa = avx512 ? "avx512" : avx2 ? "avx2" : "none";
+  if (!avx512 && !avx2) return 0.0;
+  std::vector<float> sink(tp.threads());
+  auto run = [&](long iters) {
+    tp.run_on_all([&](int w) { sink[w] = avx512 ? fma_loop_avx512(iters) : fma_loop_avx2(iters); });
+  };
+  run(kPeakIters / 10);
+  double best = 0.0;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = Clock::now();
+    run(kPeakIters);
+    const double flops = 2.0 * 12 * (avx512 ? 16 : 8) * double(kPeakIters) * tp.threads();
+    best = std::max(best, flops / seconds_since(t0) / 1e9);
+  }
+  return best;
+}
+
+// ---- sgemm on the expert-FFN shapes ----
+
+struct GemmCase {
+  const char* op;  // up: x·W1ᵀ, down: h·W2ᵀ, dx: dy·W1, dh: dy·W2, dw_up: dyᵀ·x, dw_down: dyᵀ·h
+  int T, C, F;
+  bool ta, tb;
+  int M, N, K;
+};
+
+std::vector<GemmCase> gemm_cases() {
+  std::vector<GemmCase> cases;
+  for (int T : {64, 256, 1024, 4096})
+    for (auto [C, F] : {std::pair{512, 2048}, std::pair{1024, 4096}}) {
+      cases.push_back({"up", T, C, F, false, true, T, F, C});
+      cases.push_back({"down", T, C, F, false, true, T, C, F});
+      cases.push_back({"dx", T, C, F, false, false, T, C, F});
+      cases.push_back({"dh", T, C, F, false, false, T, F, C});
+      cases.push_back({"dw_up", T, C, F, true, false, F, C, T});
+      cases.push_back({"dw_down", T, C, F, true, false, C, F, T});
+    }
+  return cases;
+}
+
+void bench_gemm(moe::ThreadPool& tp, const Options& o) {
+  if (!o.json) std::printf("%-8s %5s %5s %5s  %-6s %6s %6s %6s  %9s\n", "op", "T", "C", "F", "trans", "M", "N", "K", "GFLOP/s");
+  for (const GemmCase& c : gemm_cases()) {
+    const int64_t a_rows = c.ta ? c.K : c.M, a_cols = c.ta ? c.M : c.K;
+    const int64_t b_rows = c.tb ? c.N : c.K, b_cols = c.tb ? c.K : c.N;
+    FloatArray A(a_rows * a_cols), B(b_rows * b_cols), Cm(int64_t(c.M) * c.N);
+    fill_random(tp, A.get(), a_rows * a_cols, 1, 1.0f);
+    fill_random(tp, B.get(), b_rows * b_cols, 2, 1.0f);
+    const double t = time_median([&] {
+      moe::cpu::sgemm(tp, c.ta, c.tb, c.M, c.N, c.K, 1.0f, A.get(), int(a_cols), B.get(), int(b_cols), 0.0f, Cm.get(), c.N);
+    });
+    const double gflops = 2.0 * c.M * c.N * c.K / t / 1e9;
+    const char* trans = c.ta ? "T,N" : c.tb ? "N,T" : "N,N";
+    if (o.json)
+      std::printf("{\"bench\":\"gemm\",\"op\":\"%s\",\"T\":%d,\"C\":%d,\"F\":%d,\"trans_a\":%d,\"trans_b\":%d,\"M\":%d,"
+                  "\"N\":%d,\"K\":%d,\"seconds\":%.6g,\"gflops\":%.2f}\n",
+                  c.op, c.T, c.C, c.F, int(c.ta), int(c.tb), c.M, c.N, c.K, t, gflops);
+    else
+      std::printf("%-8s %5d %5d %5d  %-6s %6d %6d %6d  %9.1f\n", c.op, c.T, c.C, c.F, trans, c.M, c.N, c.K, gflops);
+    std::fflush(stdout);
+  }
+}
+
+// ---- AdamW on one 50M-parameter tensor ----
+
+void bench_adamw(moe::ThreadPool& tp, const Options& o) {
+  const int64_t n = 50'000'000;
+  FloatArray p(n), g(n), m(n), v(n);
+  fill_random(tp, p.get(), n, 3, 1.0f);
+  fill_random(tp, g.get(), n, 4, 0.01f);
+  fill_random(tp, m.get(), n, 5, 0.001f);
+  fill_random(tp, v.get(), n, 6, 1e-6f);
+  moe::cpu::AdamWParams hp;
+  hp.weight_decay = 0.01f;
+  std::vector<double> t;
+  for (int step = 1; step <= 11; ++step) {
+    hp.step = step;
+    auto t0 = Clock::now();
+    moe::cpu::adamw_update(tp, p.get(), g.get(), m.get(), v.get(), n, hp);
+    if (step > 1) t.push_back(seconds_since(t0));
+  }
+  const double s = median(t);
+  if (o.json)
+    std::printf("{\"bench\":\"adamw\",\"params\":%lld,\"seconds\":%.6g,\"params_per_s\":%.6g}\n", (long long)n, s, n / s);
+  else
+    std::printf("adamw    %lld params  %.2f ms/step  %.3f Gparam/s\n", (long long)n, s * 1e3, n / s / 1e9);
+}
+
+// ---- STREAM triad ----
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void triad(float* a, const float* b, const float* c,
+                                                                         float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+}
+
+void bench_stream(moe::ThreadPool& tp, const Options& o) {
+  const int64_t n = int64_t(1) << 26;  // 256 MiB per array
+  FloatArray a(n), b(n), c(n);
+  fill_random(tp, a.get(), n, 7, 1.0f);
+  fill_random(tp, b.get(), n, 8, 1.0f);
+  fill_random(tp, c.get(), n, 9, 1.0f);
+  double best = 1e30;
+  for (int rep = 0; rep < 8; ++rep) {
+    auto t0 = Clock::now();
+    tp.parallel_for(n, [&](int64_t b0, int64_t e, int) { triad(a.get() + b0, b.get() + b0, c.get() + b0, 3.0f, e - b0); });
+    best = std::min(best, seconds_since(t0));
+  }
+  const double bytes = 3.0 * sizeof(float) * n;  // STREAM convention: no write-allocate traffic counted
+  if (o.json)
+    std::printf("{\"bench\":\"stream_triad\",\"bytes\":%.0f,\"seconds\":%.6g,\"bytes_per_s\":%.6g}\n", bytes, best, bytes / best);
+  else
+    std::printf("stream triad  %.1f GB/s (best of 8, 3 x %lld MiB arrays)\n", bytes / best / 1e9, (long long)(n * 4 >> 20));
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  try {
+    const Options o = parse(argc, argv);
+    moe::ThreadPool tp(o.threads);
+    const char* fma_isa = "none";
+    const double peak = fma_peak(tp, fma_isa);
+    if (o.json)
+      std::printf("{\"bench\":\"info\",\"threads\":%d,\"sgemm_isa\":\"%s\",\"fma_isa\":\"%s\",\"fma_peak_gflops\":%.2f}\n",
+                  o.threads, moe::cpu::sgemm_isa(), fma_isa, peak);
+    else
+      std::printf("threads %d, sgemm kernels %s, FMA peak %.1f GFLOP/s (%s register-only loop)\n", o.threads,
+                  moe::cpu::sgemm_isa(), peak, fma_isa);
+    std::fflush(stdout);
+    if (o.gemm) bench_gemm(tp, o);
+    if (o.adamw) bench_adamw(tp, o);
+    if (o.stream) bench_stream(tp, o);
+    return 0;
+  } catch (const moe::EngineError& e) {
+    std::fprintf(stderr, "moe-engine bench: %s\n", e.what());
+    return 2;
+  }
+}
