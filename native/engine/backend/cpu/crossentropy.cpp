@@ -18,11 +18,9 @@ struct RowKernels {
 };
 
 const RowKernels& row_kernels() {
-  static const RowKernels kernels = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return RowKernels{crossentropy_row_lse_avx512, crossentropy_row_grad_avx512};
-    return RowKernels{crossentropy_row_lse, crossentropy_row_grad};
-  }();
+  static const RowKernels kernels = cpu_has_avx512()
+                                        ? RowKernels{crossentropy_row_lse_avx512, crossentropy_row_grad_avx512}
+                                        : RowKernels{crossentropy_row_lse, crossentropy_row_grad};
   return kernels;
 }
 

@@ -85,6 +85,15 @@ inline float lane_max(const float* x, int n) {
   return acc[0];
 }
 
+// Whether this CPU runs the *_avx512.cpp kernel variants.
+inline bool cpu_has_avx512() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return yes;
+}
+
 // Runs body(i0, i1) over [0, n) in fixed blocks of `block` elements spread across the pool, so every
 // element takes the same code path (vector body or scalar tail) for any thread count.
 template <class Body>

@@ -1,37 +1,34 @@
-// SwiGLU: out = silu(gate)·up with silu(g) = g·σ(g); rows are independent, so parallel over N.
+// SwiGLU over gate_up rows [gate | up]; rows are independent, so parallel over N. The row kernels
+// run with AVX-512 where the CPU has it.
 #include "backend/cpu/swiglu.h"
 
 #include <cstdint>
 
-#include "backend/cpu/kernel_util.h"
+#include "backend/cpu/swiglu_kernels.h"
 
 namespace moe::cpu {
 
+void swiglu_forward_row_avx512(float* out, const float* gate, const float* up, int F);
+void swiglu_backward_row_avx512(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                                int F);
+
 void swiglu_forward(ThreadPool& tp, float* out, const float* gate_up, int N, int F) {
+  auto row = cpu_has_avx512() ? swiglu_forward_row_avx512 : swiglu_forward_row;
   tp.parallel_for(N, [=](int64_t n0, int64_t n1, int) {
     for (int64_t n = n0; n < n1; ++n) {
       const float* g = gate_up + n * 2 * F;
-      const float* u = g + F;
-      float* o = out + n * F;
-      for (int f = 0; f < F; ++f) o[f] = g[f] * vsigmoid(g[f]) * u[f];
+      row(out + n * F, g, g + F, F);
     }
   });
 }
 
-// d silu(g)/dg = σ(g)·(1 + g·(1 - σ(g)))
 void swiglu_backward(ThreadPool& tp, float* dgate_up, const float* dout, const float* gate_up, int N, int F) {
+  auto row = cpu_has_avx512() ? swiglu_backward_row_avx512 : swiglu_backward_row;
   tp.parallel_for(N, [=](int64_t n0, int64_t n1, int) {
     for (int64_t n = n0; n < n1; ++n) {
       const float* g = gate_up + n * 2 * F;
-      const float* u = g + F;
-      const float* d = dout + n * F;
       float* dg = dgate_up + n * 2 * F;
-      float* du = dg + F;
-      for (int f = 0; f < F; ++f) {
-        float s = vsigmoid(g[f]);
-        dg[f] += d[f] * u[f] * s * (1.0f + g[f] * (1.0f - s));
-        du[f] += d[f] * g[f] * s;
-      }
+      row(dg, dg + F, dout + n * F, g, g + F, F);
     }
   });
 }

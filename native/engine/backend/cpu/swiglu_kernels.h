@@ -1,0 +1,26 @@
+// SwiGLU row kernels, compiled for the baseline ISA in swiglu.cpp and with AVX-512 in
+// swiglu_avx512.cpp (picked at run time): the sigmoid's exp makes this op compute-bound.
+// out = silu(g)·up with silu(g) = g·σ(g).
+#pragma once
+
+#include "backend/cpu/kernel_util.h"
+
+namespace moe::cpu {
+inline namespace MOE_KERNEL_ISA {
+
+inline void swiglu_forward_row(float* out, const float* gate, const float* up, int F) {
+  for (int f = 0; f < F; ++f) out[f] = gate[f] * vsigmoid(gate[f]) * up[f];
+}
+
+// d silu(g)/dg = σ(g)·(1 + g·(1 - σ(g)))
+inline void swiglu_backward_row(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                                int F) {
+  for (int f = 0; f < F; ++f) {
+    float g = gate[f], s = vsigmoid(g);
+    dgate[f] += dout[f] * up[f] * s * (1.0f + g * (1.0f - s));
+    dup[f] += dout[f] * g * s;
+  }
+}
+
+}  // namespace MOE_KERNEL_ISA
+}  // namespace moe::cpu
