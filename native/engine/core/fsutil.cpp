@@ -60,6 +60,13 @@ void fsync_tree(const std::string& root) {
   fsync_path(root, true);
 }
 
+// `.NAME<suffix>` beside NAME in dir; built with append because GCC 12 falsely warns (-Wrestrict) on "." + string.
+std::string hidden_sibling(const std::string& dir, const std::string& name, const std::string& suffix) {
+  std::string s = ".";
+  s.append(name).append(suffix);
+  return join(dir, s);
+}
+
 void remove_quietly(const std::string& path) noexcept {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);
@@ -143,8 +150,8 @@ void FileSink::write(const void* data, size_t n) {
 void write_file_atomic(const std::string& path, const std::function<void(FileSink&)>& fill) {
   static std::atomic<uint64_t> counter{0};  // distinct temp names for concurrent writers in one process
   std::string dir = parent_dir(path);
-  std::string tmp = join(dir, "." + base_name(path) + ".tmp-" + std::to_string(::getpid()) + "-" +
-                                  std::to_string(counter.fetch_add(1)));
+  std::string tmp = hidden_sibling(dir, base_name(path),
+                                   ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)));
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
     fail(path + ": cannot create temp file " + tmp + ": " + errno_text(errno) +
@@ -178,8 +185,8 @@ void write_dir_atomic(const std::string& dir, const std::function<void(const std
   if (name.empty() || name == "." || name == ".." || target == "/")
     fail(dir + ": cannot replace this directory atomically; name a subdirectory");
   std::string pid = std::to_string(::getpid());
-  std::string tmp = join(parent, "." + name + ".tmp-" + pid);
-  std::string old = join(parent, "." + name + ".old-" + pid);
+  std::string tmp = hidden_sibling(parent, name, ".tmp-" + pid);
+  std::string old = hidden_sibling(parent, name, ".old-" + pid);
 
   mkdirs(parent);
   remove_all(tmp);  // a leftover of an earlier crashed writer that had the same pid
