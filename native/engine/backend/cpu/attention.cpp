@@ -3,17 +3,22 @@
 // softmax is exact in one pass (no online rescaling) and both products run on sgemm.
 // sgemm is called with a single-thread pool from inside pool workers: the parallelism is over
 // (batch, head) here, which keeps every reduction order fixed and the output thread-count
-// independent.
+// independent. The per-row softmax work (attention_rows.h) runs with AVX-512 where available.
 #include "backend/cpu/attention.h"
 
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
+#include "backend/cpu/attention_rows.h"
 #include "backend/cpu/gemm.h"
-#include "backend/cpu/kernel_util.h"
 
 namespace moe::cpu {
+
+float attention_softmax_row_avx512(float* p, int visible, int nk);
+void attention_grad_row_avx512(float* p, float* ds, const float* dout, const float* out, int HS, float lse,
+                               float scale, int visible, int nk);
+
 namespace {
 
 constexpr int kTile = 64;
@@ -55,6 +60,7 @@ void attention_forward(ThreadPool& tp, float* out, float* lse, const float* qkv,
                        int HS) {
   const Layout L = make_layout(T, NH, NKV, HS);
   const float scale = 1.0f / std::sqrt((float)HS);
+  auto softmax_row = cpu_has_avx512() ? attention_softmax_row_avx512 : attention_softmax_row;
   tp.parallel_for((int64_t)B * NH, [&](int64_t t0, int64_t t1, int) {
     float* p = thread_scratch(0, (size_t)kTile * T);
     for (int64_t task = t0; task < t1; ++task) {
@@ -64,17 +70,7 @@ void attention_forward(ThreadPool& tp, float* out, float* lse, const float* qkv,
         int mq = q0 + kTile < T ? kTile : T - q0;
         int nk = q0 + mq;
         tile_scores(p, qkv, L, b, h, q0, mq, nk, scale);
-        for (int i = 0; i < mq; ++i) {
-          float* pi = p + (int64_t)i * nk;
-          int visible = q0 + i + 1;
-          float m = lane_max(pi, visible);
-          for (int j = 0; j < visible; ++j) pi[j] = vexp(pi[j] - m);
-          float l = lane_sum(visible, [pi](int j) { return pi[j]; });
-          float inv = 1.0f / l;
-          for (int j = 0; j < visible; ++j) pi[j] *= inv;
-          for (int j = visible; j < nk; ++j) pi[j] = 0.0f;
-          lse_bh[q0 + i] = m + std::log(l);
-        }
+        for (int i = 0; i < mq; ++i) lse_bh[q0 + i] = softmax_row(p + (int64_t)i * nk, q0 + i + 1, nk);
         sgemm(serial_pool(), false, false, mq, HS, nk, 1.0f, p, nk, qkv + L.v(b, 0, g), L.row, 0.0f,
               out + L.o(b, q0, h), L.out_row);
       }
@@ -90,6 +86,7 @@ void attention_backward(ThreadPool& tp, float* dqkv, const float* dout, const fl
                         const float* lse, int B, int T, int NH, int NKV, int HS) {
   const Layout L = make_layout(T, NH, NKV, HS);
   const float scale = 1.0f / std::sqrt((float)HS);
+  auto grad_row = cpu_has_avx512() ? attention_grad_row_avx512 : attention_grad_row;
   tp.parallel_for((int64_t)B * NKV, [&](int64_t t0, int64_t t1, int) {
     float* p = thread_scratch(0, (size_t)kTile * T);
     float* ds = thread_scratch(1, (size_t)kTile * T);
@@ -104,20 +101,9 @@ void attention_backward(ThreadPool& tp, float* dqkv, const float* dout, const fl
           const float* do_tile = dout + L.o(b, q0, h);
           tile_scores(p, qkv, L, b, h, q0, mq, nk, scale);
           sgemm(serial, false, true, mq, nk, HS, 1.0f, do_tile, L.out_row, qkv + L.v(b, 0, g), L.row, 0.0f, ds, nk);
-          for (int i = 0; i < mq; ++i) {
-            float* pi = p + (int64_t)i * nk;
-            float* dsi = ds + (int64_t)i * nk;
-            const float* doi = do_tile + (int64_t)i * L.out_row;
-            const float* oi = out + L.o(b, q0 + i, h);
-            float D = lane_sum(HS, [doi, oi](int d) { return doi[d] * oi[d]; });
-            float row_lse = lse_bh[q0 + i];
-            int visible = q0 + i + 1;
-            for (int j = 0; j < visible; ++j) {
-              pi[j] = vexp(pi[j] - row_lse);
-              dsi[j] = pi[j] * (dsi[j] - D) * scale;
-            }
-            for (int j = visible; j < nk; ++j) pi[j] = dsi[j] = 0.0f;
-          }
+          for (int i = 0; i < mq; ++i)
+            grad_row(p + (int64_t)i * nk, ds + (int64_t)i * nk, do_tile + (int64_t)i * L.out_row,
+                     out + L.o(b, q0 + i, h), HS, lse_bh[q0 + i], scale, q0 + i + 1, nk);
           sgemm(serial, false, false, mq, HS, nk, 1.0f, ds, nk, qkv + L.k(b, 0, g), L.row, 1.0f,
                 dqkv + L.q(b, q0, h), L.row);
           sgemm(serial, true, false, nk, HS, mq, 1.0f, ds, nk, qkv + L.q(b, q0, h), L.row, 1.0f,

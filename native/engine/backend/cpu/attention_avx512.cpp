@@ -1,0 +1,13 @@
+// AVX-512 build of attention's row kernels (see attention_rows.h).
+#include "backend/cpu/attention_rows.h"
+
+namespace moe::cpu {
+
+float attention_softmax_row_avx512(float* p, int visible, int nk) { return attention_softmax_row(p, visible, nk); }
+
+void attention_grad_row_avx512(float* p, float* ds, const float* dout, const float* out, int HS, float lse,
+                               float scale, int visible, int nk) {
+  attention_grad_row(p, ds, dout, out, HS, lse, scale, visible, nk);
+}
+
+}  // namespace moe::cpu
