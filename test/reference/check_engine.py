@@ -15,6 +15,7 @@ import glob
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -212,8 +213,10 @@ def write_checkpoint(directory, config, params):
 
 # ------------------------------------------------------------------------------------------------------ engine runs
 
-def run_engine(cli, args, log_path):
-    """Run the engine; returns None on success, else a short error message (the full output is in log_path)."""
+def run_engine(cli, args, out_dir, log_path):
+    """Run the engine into a fresh out_dir; returns None on success, else a short error message (the full output
+    is in log_path)."""
+    shutil.rmtree(out_dir, ignore_errors=True)  # the engine appends to log.jsonl: start from nothing
     command = [cli, *args]
     try:
         with open(log_path, "w") as log:
@@ -245,7 +248,7 @@ def check_forward(cli, case_dir, m, ref, report):
     out_dir = os.path.join(case_dir, "forward")
     error = run_engine(cli, ["forward", "--checkpoint", os.path.join(case_dir, "checkpoint"),
                              "--tokens", os.path.join(case_dir, "tokens.safetensors"), "--out", out_dir, "--grads"],
-                       os.path.join(case_dir, "forward.log"))
+                       out_dir, os.path.join(case_dir, "forward.log"))
     if error:
         report.fail("forward run", error)
         return
@@ -318,7 +321,7 @@ def check_train(cli, case_dir, case, inputs, report):
         json.dump(inputs.config, f, indent=2)
     run_dir = os.path.join(case_dir, "run")
     error = run_engine(cli, ["train", "--config", config_path, "--data", data_path, "--out", run_dir,
-                             "--init", os.path.join(case_dir, "checkpoint")], os.path.join(case_dir, "train.log"))
+                             "--init", os.path.join(case_dir, "checkpoint")], run_dir, os.path.join(case_dir, "train.log"))
     if error:
         report.fail("train run", error)
         return
@@ -431,12 +434,12 @@ def main():
     parser.add_argument("--case", default="", help="only cases whose name contains this")
     parser.add_argument("--self-test", action="store_true", help="check the reference itself (no engine)")
     args = parser.parse_args()
-    torch.set_num_threads(2)
     if args.self_test:
         import self_test
         sys.exit(self_test.main())
     if not args.cli:
         parser.error("--cli is required (or --self-test)")
+    torch.set_num_threads(2)
     cli = os.path.abspath(args.cli) if os.path.exists(args.cli) else args.cli
     workdir = args.workdir or tempfile.mkdtemp(prefix="moe-check-")
     os.makedirs(workdir, exist_ok=True)

@@ -373,11 +373,13 @@ def make_optimizer(params, t):
 
 
 def clip_grad_norm(params, max_norm):
-    """Global L2 norm of the gradients (before clipping); scales them down to `max_norm` when above (0 = off)."""
+    """Global L2 norm of the gradients (returned, before clipping); when max_norm > 0 scales them by
+    max_norm / (norm + 1e-6) if that is below 1, exactly like torch.nn.utils.clip_grad_norm_."""
     total = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in params.values()))
-    if max_norm > 0 and total > max_norm:
+    coef = max_norm / (total + 1e-6)
+    if max_norm > 0 and coef < 1:
         for p in params.values():
-            p.grad.mul_(max_norm / total)
+            p.grad.mul_(coef)
     return total
 
 

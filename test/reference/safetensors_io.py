@@ -22,10 +22,10 @@ def write(path, tensors, metadata=None):
     blobs = []
     offset = 0
     for name, value in tensors.items():
-        array = np.ascontiguousarray(value)
+        array = np.asarray(value)  # not ascontiguousarray: it would turn a scalar into shape [1]
         if array.dtype not in _WRITE_DTYPES:
             raise TypeError(f"{name}: cannot write dtype {array.dtype} (F32 and I32 only)")
-        blob = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
+        blob = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes(order="C")
         header[name] = {"dtype": _WRITE_DTYPES[array.dtype], "shape": list(array.shape),
                         "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
