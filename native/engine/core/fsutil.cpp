@@ -91,10 +91,10 @@ bool is_dir(const std::string& path) {
 }
 
 void mkdirs(const std::string& path) {
+  if (exists(path) && !is_dir(path)) fail(path + ": exists but is not a directory; remove it or choose another path");
   std::error_code ec;
   std::filesystem::create_directories(path, ec);
   if (ec) fail(path + ": cannot create directory: " + ec.message() + "; check permissions and that no parent is a file");
-  if (!is_dir(path)) fail(path + ": exists but is not a directory; remove it or choose another path");
 }
 
 void remove_all(const std::string& path) {
