@@ -1,0 +1,249 @@
+#include "train/checkpoint.h"
+
+#include <cmath>
+#include <map>
+
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/json.h"
+#include "train/hf_interchange.h"
+#include "train/safetensors.h"
+
+namespace moe {
+namespace {
+
+constexpr uint64_t kMaxJsonBytes = 64ull << 20;
+constexpr const char* kFormat = "moe-engine-checkpoint";
+constexpr int kVersion = 1;
+constexpr double kMaxExactInt = 9007199254740992.0;  // 2^53: larger JSON numbers are not exact integers
+
+json::Value read_json(const std::string& path) { return json::parse(fs::read_file(path, kMaxJsonBytes), path); }
+
+std::vector<float> copy_to_host(Backend& be, const float* src, size_t n) {
+  std::vector<float> host(n);
+  be.synchronize();
+  be.copy(host.data(), src, n * sizeof(float));
+  return host;
+}
+
+std::vector<TensorSource> identity_sources(const ParamLayout& layout, const std::string& prefix) {
+  std::vector<TensorSource> out;
+  for (const ParamTensor& t : layout.tensors()) out.push_back({&t, {{prefix + t.name, t.shape, 0}}});
+  return out;
+}
+
+void add_arena(st::Writer& w, const ParamLayout& layout, const float* arena, const std::string& prefix) {
+  for (const ParamTensor& t : layout.tensors()) w.add_f32(prefix + t.name, arena + t.offset, t.shape);
+}
+
+json::Value state_to_json(const TrainerState& s) {
+  auto exact = [](const char* field, double v) {
+    if (v < 0 || v > kMaxExactInt)
+      fail(std::string("trainer state: ") + field + " = " + json::dump(json::Value::of(v)) +
+           " is outside [0, 2^53] and cannot be stored exactly in trainer_state.json");
+    return json::Value::of(v);
+  };
+  json::Value o = json::Value::make_object();
+  o.set("format", json::Value::of(kFormat));
+  o.set("version", json::Value::of(kVersion));
+  o.set("step", exact("step", static_cast<double>(s.step)));
+  o.set("data_cursor", exact("data_cursor", static_cast<double>(s.data_cursor)));
+  o.set("tokens_seen", exact("tokens_seen", static_cast<double>(s.tokens_seen)));
+  o.set("seed", exact("seed", static_cast<double>(s.seed)));
+  o.set("data_path", json::Value::of(s.data_path));
+  return o;
+}
+
+TrainerState state_from_json(const json::Value& o, const std::string& path) {
+  if (!o.is_object()) fail(path + ": expected a JSON object; the checkpoint is corrupt");
+  const json::Value* format = o.find("format");
+  if (!format || !format->is_string() || format->string != kFormat)
+    fail(path + ": field 'format' must be \"" + kFormat + "\"; this is not an engine trainer state");
+  const json::Value* version = o.find("version");
+  if (!version || !version->is_number() || version->number != kVersion)
+    fail(path + ": field 'version' must be " + std::to_string(kVersion) +
+         "; the checkpoint was written by another engine version");
+  auto whole = [&](const char* field) {
+    const json::Value* v = o.find(field);
+    if (!v || !v->is_number() || v->number != std::floor(v->number) || v->number < 0 || v->number > kMaxExactInt)
+      fail(path + ": field '" + field + "' must be a whole number in [0, 2^53]" +
+           (v ? ", got " + json::dump(*v) : std::string(", but it is missing")) + "; the checkpoint is corrupt");
+    return v->number;
+  };
+  TrainerState s;
+  s.step = static_cast<int64_t>(whole("step"));
+  s.data_cursor = static_cast<uint64_t>(whole("data_cursor"));
+  s.tokens_seen = static_cast<int64_t>(whole("tokens_seen"));
+  s.seed = static_cast<uint64_t>(whole("seed"));
+  const json::Value* dp = o.find("data_path");
+  if (!dp || !dp->is_string()) fail(path + ": field 'data_path' must be a string; the checkpoint is corrupt");
+  s.data_path = dp->string;
+  for (const auto& [key, v] : o.object)
+    if (key != "format" && key != "version" && key != "step" && key != "data_cursor" && key != "tokens_seen" &&
+        key != "seed" && key != "data_path")
+      fail(path + ": unknown field '" + key + "'; the checkpoint was written by another engine version");
+  return s;
+}
+
+bool is_float_dtype(st::DType t) {
+  return t == st::DType::F32 || t == st::DType::BF16 || t == st::DType::F16 || t == st::DType::F64;
+}
+
+// Stored tensors a Hugging Face checkpoint may carry that are derived from the config, not weights.
+bool is_derived_buffer(const std::string& name) {
+  const std::string suffix = ".rotary_emb.inv_freq";
+  return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+struct ArenaTarget {
+  const std::vector<TensorSource>* sources;
+  float* arena;
+};
+
+// Checks the whole stored set against the expected parts (each present once, float dtype, exact shape, and
+// nothing else stored) before reading anything, then converts every part into its arena.
+void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targets, bool hf) {
+  const std::string fix = "; the checkpoint does not match the model config: build the model from the checkpoint's "
+                          "own config.json (read_checkpoint_model_config) or pick the matching checkpoint";
+  struct Want {
+    const StoredPart* part;
+    const ParamTensor* param;
+  };
+  std::map<std::string, Want> want;
+  for (const ArenaTarget& t : targets)
+    for (const TensorSource& s : *t.sources)
+      for (const StoredPart& p : s.parts) want[p.name] = {&p, s.param};
+
+  for (const auto& [name, e] : ts.entries())
+    if (!want.count(name) && !(hf && is_derived_buffer(name)))
+      fail(e.reader->path() + ": unexpected tensor '" + name + "' (" + st::dtype_name(e.info->dtype) + " " +
+           st::shape_str(e.info->shape) + "): the model has no place for it" + fix);
+  for (const auto& [name, w] : want) {
+    const st::TensorSet::Entry* e = ts.find(name);
+    const std::string target = name == w.param->name ? "" : " (part of model tensor '" + w.param->name + "')";
+    if (!e)
+      fail(ts.path() + ": tensor '" + name + "'" + target + " is missing; expected shape " +
+           st::shape_str(w.part->shape) + fix);
+    if (!is_float_dtype(e->info->dtype))
+      fail(e->reader->path() + ": tensor '" + name + "' has dtype " + st::dtype_name(e->info->dtype) +
+           "; weights must be F32, BF16, F16 or F64: re-export the checkpoint with float weights");
+    if (e->info->shape != w.part->shape)
+      fail(e->reader->path() + ": tensor '" + name + "'" + target + " has shape " + st::shape_str(e->info->shape) +
+           ", expected " + st::shape_str(w.part->shape) + fix);
+  }
+  for (const ArenaTarget& t : targets)
+    for (const TensorSource& s : *t.sources)
+      for (const StoredPart& p : s.parts) {
+        const st::TensorSet::Entry* e = ts.find(p.name);
+        e->reader->read_f32(*e->info, t.arena + s.param->offset + p.offset, p.shape);
+      }
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& dir, const EngineConfig& cfg, Model& model, AdamWOptimizer* opt,
+                     const TrainerState* state) {
+  if (json::dump(model_config_to_json(cfg.model)) != json::dump(model_config_to_json(model.config())))
+    fail(dir + ": cannot save: the config's model section differs from the model's own config; pass the config "
+               "the model was built from");
+  const std::string config_text = json::dump(config_to_json(cfg), 2) + "\n";
+  const std::string state_text = state ? json::dump(state_to_json(*state), 2) + "\n" : "";
+  Backend& be = model.backend();
+  const ParamLayout& layout = model.layout();
+  const size_t n = model.num_params();
+
+  // One host copy at a time (params, then the moments), not all three at once.
+  fs::write_dir_atomic(dir, [&](const std::string& tmp) {
+    fs::write_file_atomic(fs::join(tmp, "config.json"), config_text);
+    {
+      const std::vector<float> params = copy_to_host(be, model.params(), n);
+      st::Writer w;
+      w.set_metadata("format", "pt");
+      add_arena(w, layout, params.data(), "");
+      w.write(fs::join(tmp, "model.safetensors"));
+    }
+    if (opt) {
+      const std::vector<float> m = copy_to_host(be, opt->m(), n);
+      const std::vector<float> v = copy_to_host(be, opt->v(), n);
+      st::Writer w;
+      w.set_metadata("format", "pt");
+      add_arena(w, layout, m.data(), "m.");
+      add_arena(w, layout, v.data(), "v.");
+      w.write(fs::join(tmp, "optimizer.safetensors"));
+    }
+    if (state) fs::write_file_atomic(fs::join(tmp, "trainer_state.json"), state_text);
+  });
+}
+
+bool is_hf_checkpoint(const std::string& dir) {
+  const std::string path = fs::join(dir, "config.json");
+  if (!fs::exists(path)) return false;
+  const json::Value root = read_json(path);
+  return root.is_object() && root.find("model_type") != nullptr;
+}
+
+ModelConfig read_checkpoint_model_config(const std::string& dir) {
+  const std::string path = fs::join(dir, "config.json");
+  if (!fs::exists(path))
+    fail(dir + ": no config.json; pass a checkpoint directory written by the engine or a Hugging Face model "
+               "directory");
+  const json::Value root = read_json(path);
+  if (root.is_object() && root.find("model_type")) return hf_to_model_config(root, path);
+  try {
+    return parse_config(root).model;
+  } catch (const EngineError& e) {
+    fail(path + ": " + e.what());
+  }
+}
+
+void load_weights(const std::string& dir, Model& model) {
+  const ParamLayout& layout = model.layout();
+  const st::TensorSet ts(dir);
+  std::vector<TensorSource> sources;
+  const bool hf = is_hf_checkpoint(dir);
+  if (hf) {
+    const std::string path = fs::join(dir, "config.json");
+    HfType type = HfType::Mixtral;
+    try {
+      type = parse_hf_model_type(read_json(path).find("model_type")->string);
+      model_to_hf_config(model.config(), type, st::DType::F32);
+    } catch (const EngineError& e) {
+      fail(path + ": cannot load this Hugging Face checkpoint into the model: " + e.what());
+    }
+    check_hf_tensors_supported(ts, type);
+    sources = hf_tensor_sources(model.config(), layout, type);
+  } else {
+    sources = identity_sources(layout, "");
+  }
+  std::vector<float> host(model.num_params(), 0.0f);
+  read_checked(ts, {{&sources, host.data()}}, hf);
+  model.backend().copy(model.params(), host.data(), host.size() * sizeof(float));
+}
+
+bool read_trainer_state(const std::string& dir, TrainerState& state) {
+  const std::string path = fs::join(dir, "trainer_state.json");
+  if (!fs::exists(path)) return false;
+  state = state_from_json(read_json(path), path);
+  return true;
+}
+
+bool load_optimizer_state(const std::string& dir, Model& model, AdamWOptimizer& opt, TrainerState& state) {
+  const std::string path = fs::join(dir, "optimizer.safetensors");
+  if (!fs::exists(path)) return false;
+  TrainerState s;
+  if (!read_trainer_state(dir, s))
+    fail(dir + ": has optimizer.safetensors but no trainer_state.json, so the step and data position are unknown; "
+               "resume from a complete checkpoint, or start from its weights only");
+  const st::TensorSet ts(path);
+  const std::vector<TensorSource> m_src = identity_sources(model.layout(), "m.");
+  const std::vector<TensorSource> v_src = identity_sources(model.layout(), "v.");
+  std::vector<float> m(model.num_params(), 0.0f), v(model.num_params(), 0.0f);
+  read_checked(ts, {{&m_src, m.data()}, {&v_src, v.data()}}, false);
+  Backend& be = model.backend();
+  be.copy(opt.m(), m.data(), m.size() * sizeof(float));
+  be.copy(opt.v(), v.data(), v.size() * sizeof(float));
+  state = s;
+  return true;
+}
+
+}  // namespace moe

@@ -1,0 +1,405 @@
+#include "train/hf_interchange.h"
+
+#include <cmath>
+#include <cstdint>
+#include <set>
+
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/half.h"
+
+namespace moe {
+namespace {
+
+constexpr const char* kTypes = "\"mixtral\", \"qwen2_moe\" or \"olmoe\"";
+
+// Reads HF config fields; a JSON null counts as absent, as it does for transformers' config classes.
+class HfFields {
+ public:
+  HfFields(const json::Value& obj, const std::string& source, HfType type)
+      : obj_(obj), source_(source), type_(type) {}
+
+  const json::Value* get(const std::string& key) const {
+    const json::Value* v = obj_.find(key);
+    return v && !v->is_null() ? v : nullptr;
+  }
+  std::string where(const std::string& key) const { return source_ + ": field '" + key + "'"; }
+
+  int integer(const std::string& key) const {
+    const json::Value* v = get(key);
+    if (!v)
+      fail(where(key) + " is required for model_type \"" + hf_model_type_name(type_) +
+           "\"; the config.json is incomplete: re-save it with transformers' save_pretrained");
+    return to_int(key, *v);
+  }
+  int integer(const std::string& key, int def) const {
+    const json::Value* v = get(key);
+    return v ? to_int(key, *v) : def;
+  }
+  double number(const std::string& key, double def) const {
+    const json::Value* v = get(key);
+    if (!v) return def;
+    if (!v->is_number()) fail(where(key) + " must be a number, got " + json::type_name(v->type));
+    return v->number;
+  }
+  bool boolean(const std::string& key, bool def) const {
+    const json::Value* v = get(key);
+    if (!v) return def;
+    if (!v->is_bool()) fail(where(key) + " must be true or false, got " + json::type_name(v->type));
+    return v->boolean;
+  }
+
+ private:
+  int to_int(const std::string& key, const json::Value& v) const {
+    if (!v.is_number() || v.number != std::floor(v.number) || v.number < 0 || v.number > (1 << 30))
+      fail(where(key) + " must be a non-negative whole number, got " + json::dump(v));
+    return static_cast<int>(v.number);
+  }
+
+  const json::Value& obj_;
+  const std::string& source_;
+  HfType type_;
+};
+
+// HF fields whose non-default values change the forward math in ways this engine does not implement.
+void reject_unsupported(const HfFields& f, const ModelConfig& m, int max_pos) {
+  const std::string fix = "; the engine cannot reproduce this model, so it cannot be imported";
+  if (const json::Value* v = f.get("hidden_act"); v && !(v->is_string() && v->string == "silu"))
+    fail(f.where("hidden_act") + " is " + json::dump(*v) + "; only \"silu\" (SwiGLU) is supported" + fix);
+  if (f.get("rope_scaling"))
+    fail(f.where("rope_scaling") + " is set; RoPE scaling is not supported, only plain RoPE with rope_theta" + fix);
+  if (const json::Value* v = f.get("rope_parameters")) {
+    const json::Value* rt = v->is_object() ? v->find("rope_type") : nullptr;
+    if (!v->is_object() || (rt && !(rt->is_string() && rt->string == "default")))
+      fail(f.where("rope_parameters") + " is " + json::dump(*v) +
+           "; only {\"rope_type\": \"default\", \"rope_theta\": ...} is supported" + fix);
+  }
+  const bool sliding = f.boolean("use_sliding_window", true);
+  if (const json::Value* v = f.get("sliding_window"); sliding && v && (!v->is_number() || v->number < max_pos))
+    fail(f.where("sliding_window") + " is " + json::dump(*v) + ", smaller than max_position_embeddings " +
+         std::to_string(max_pos) + "; sliding-window attention is not supported" + fix);
+  if (const json::Value* v = f.get("head_dim"); v && !(v->is_number() && v->number == m.d_model / m.n_heads))
+    fail(f.where("head_dim") + " is " + json::dump(*v) + " but hidden_size / num_attention_heads is " +
+         std::to_string(m.d_model / m.n_heads) + "; a separate head size is not supported" + fix);
+  if (f.boolean("attention_bias", false))
+    fail(f.where("attention_bias") + " is true; biases on the attention projections are not supported" + fix);
+  if (const json::Value* v = f.get("clip_qkv"))
+    fail(f.where("clip_qkv") + " is " + json::dump(*v) + "; clipping q/k/v is not supported" + fix);
+  if (const json::Value* v = f.get("mlp_only_layers"); v && !(v->is_array() && v->array.empty()))
+    fail(f.where("mlp_only_layers") + " is " + json::dump(*v) +
+         "; dense layers are only supported every decoder_sparse_step (use an empty list)" + fix);
+  if (f.number("partial_rotary_factor", 1.0) != 1.0)
+    fail(f.where("partial_rotary_factor") + " is not 1; partial RoPE is not supported" + fix);
+  for (const char* key : {"use_qk_norm", "qk_layernorm"})
+    if (f.boolean(key, false)) fail(f.where(key) + " is true; QK-norm is not supported" + fix);
+  // Training-time noise: the weights would import, but training would silently differ from the HF model's.
+  if (f.number("router_jitter_noise", 0.0) != 0.0)
+    fail(f.where("router_jitter_noise") + " is not 0; router jitter is not supported: set it to 0 to import");
+  if (f.number("attention_dropout", 0.0) != 0.0)
+    fail(f.where("attention_dropout") + " is not 0; attention dropout is not supported: set it to 0 to import");
+}
+
+double rope_theta(const HfFields& f, double def) {
+  if (const json::Value* p = f.get("rope_parameters"))
+    if (const json::Value* t = p->find("rope_theta"); t && t->is_number()) return t->number;
+  return f.number("rope_theta", def);
+}
+
+}  // namespace
+
+HfType parse_hf_model_type(const std::string& model_type) {
+  if (model_type == "mixtral") return HfType::Mixtral;
+  if (model_type == "qwen2_moe") return HfType::Qwen2Moe;
+  if (model_type == "olmoe") return HfType::Olmoe;
+  fail("Hugging Face model_type \"" + model_type + "\" is not supported; use " + kTypes);
+}
+
+const char* hf_model_type_name(HfType t) {
+  switch (t) {
+    case HfType::Mixtral: return "mixtral";
+    case HfType::Qwen2Moe: return "qwen2_moe";
+    case HfType::Olmoe: return "olmoe";
+  }
+  return "?";
+}
+
+ModelConfig hf_to_model_config(const json::Value& hf, const std::string& source) {
+  if (!hf.is_object()) fail(source + ": expected a JSON object (a Hugging Face config.json)");
+  const json::Value* mt = hf.find("model_type");
+  if (!mt || !mt->is_string()) fail(source + ": field 'model_type' must be a string, one of " + kTypes);
+  HfType type;
+  try {
+    type = parse_hf_model_type(mt->string);
+  } catch (const EngineError& e) {
+    fail(source + ": " + e.what());
+  }
+  HfFields f(hf, source, type);
+
+  // Defaults are those of the transformers config classes, for fields a saved config.json may omit.
+  ModelConfig m;
+  m.arch = Arch::Mixtral;
+  m.vocab_size = f.integer("vocab_size");
+  m.d_model = f.integer("hidden_size");
+  m.n_layers = f.integer("num_hidden_layers");
+  m.n_heads = f.integer("num_attention_heads");
+  if (m.n_heads == 0) fail(f.where("num_attention_heads") + " must be positive");
+  const int kv_default = type == HfType::Mixtral ? 8 : type == HfType::Qwen2Moe ? 16 : m.n_heads;
+  m.n_kv_heads = f.integer("num_key_value_heads", kv_default);
+  m.max_seq_len = f.integer("max_position_embeddings",
+                            type == HfType::Mixtral ? 4096 * 32 : type == HfType::Qwen2Moe ? 32768 : 4096);
+  m.norm_eps = f.number("rms_norm_eps", type == HfType::Qwen2Moe ? 1e-6 : 1e-5);
+  m.rope_theta = rope_theta(f, type == HfType::Mixtral ? 1e6 : 10000.0);
+  m.tie_embeddings = f.boolean("tie_word_embeddings", false);
+  m.init_std = f.number("initializer_range", 0.02);
+  m.aux_loss_coef = f.number("router_aux_loss_coef", type == HfType::Olmoe ? 0.01 : 0.001);
+  m.z_loss_coef = 0.0;
+  m.top_k = f.integer("num_experts_per_tok");
+  int experts = 0;
+  switch (type) {
+    case HfType::Mixtral:
+      m.d_ff = m.expert_d_ff = f.integer("intermediate_size");
+      experts = f.integer("num_local_experts");
+      m.renormalize = true;
+      m.moe_every = 1;
+      m.qkv_bias = false;
+      break;
+    case HfType::Qwen2Moe:
+      m.d_ff = f.integer("intermediate_size");
+      m.expert_d_ff = f.integer("moe_intermediate_size");
+      m.shared_expert_d_ff = f.integer("shared_expert_intermediate_size");
+      if (m.shared_expert_d_ff == 0)
+        fail(f.where("shared_expert_intermediate_size") +
+             " is 0; a Qwen2-MoE without a shared expert is not supported (the HF layout always has one)");
+      m.shared_expert_gate = true;
+      experts = f.integer("num_experts");
+      m.renormalize = f.boolean("norm_topk_prob", false);
+      m.moe_every = f.integer("decoder_sparse_step", 1);
+      if (m.moe_every == 0) fail(f.where("decoder_sparse_step") + " must be at least 1");
+      m.qkv_bias = true;
+      break;
+    case HfType::Olmoe:
+      m.d_ff = m.expert_d_ff = f.integer("intermediate_size");
+      experts = f.integer("num_experts");
+      m.renormalize = f.boolean("norm_topk_prob", false);
+      m.moe_every = 1;
+      m.qkv_bias = false;
+      break;
+  }
+  m.n_experts.assign(m.n_layers / m.moe_every, experts);
+  reject_unsupported(f, m, m.max_seq_len);
+
+  // Our own validation (divisibility, ranges, top_k <= experts) on the converted config.
+  try {
+    return parse_model_config(model_config_to_json(m));
+  } catch (const EngineError& e) {
+    fail(source + ": the converted config is invalid: " + e.what() +
+         " (hidden_size is model.d_model, num_hidden_layers model.n_layers, num_attention_heads model.n_heads, "
+         "num_experts_per_tok model.top_k)");
+  }
+}
+
+json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtype) {
+  const std::string name = hf_model_type_name(type);
+  auto bad = [&](const std::string& field, const std::string& why) {
+    fail("model." + field + ": " + why + "; the Hugging Face " + name +
+         " layout cannot express it: change the model config or pick another --model-type");
+  };
+  if (m.arch != Arch::Mixtral)
+    bad("arch", "\"gpt-moe\" (learned positions, LayerNorm, GELU) has no counterpart; only arch \"mixtral\" exports");
+  if (m.residual_mlp) bad("residual_mlp", "is true (PR-MoE residual MLP)");
+  for (int e : m.n_experts)
+    if (e != m.n_experts.front()) bad("n_experts", "varies per layer; the layout has one expert count for all layers");
+  if (type != HfType::Qwen2Moe) {
+    if (m.moe_every != 1) bad("moe_every", "is " + std::to_string(m.moe_every) + "; every layer must be an MoE layer");
+    if (m.shared_expert_d_ff != 0) bad("shared_expert_d_ff", "is not 0; there is no shared expert");
+    if (m.qkv_bias) bad("qkv_bias", "is true; the attention projections have no biases");
+  } else {
+    if (!m.qkv_bias) bad("qkv_bias", "is false; Qwen2-MoE attention always has q/k/v biases");
+    if (m.shared_expert_d_ff == 0) bad("shared_expert_d_ff", "is 0; Qwen2-MoE always has a shared expert");
+    if (!m.shared_expert_gate) bad("shared_expert_gate", "is false; Qwen2-MoE always gates its shared expert");
+  }
+  if (type == HfType::Mixtral && !m.renormalize) bad("renormalize", "is false; Mixtral always renormalises top-k");
+  if (dtype != st::DType::F32 && dtype != st::DType::BF16)
+    fail(std::string("Hugging Face export: dtype ") + st::dtype_name(dtype) + " is not supported; use F32 or BF16");
+
+  using json::Value;
+  Value o = Value::make_object();
+  Value arch = Value::make_array();
+  arch.push(Value::of(type == HfType::Mixtral    ? "MixtralForCausalLM"
+                      : type == HfType::Qwen2Moe ? "Qwen2MoeForCausalLM"
+                                                 : "OlmoeForCausalLM"));
+  o.set("architectures", arch);
+  o.set("model_type", Value::of(name));
+  o.set("vocab_size", Value::of(m.vocab_size));
+  o.set("hidden_size", Value::of(m.d_model));
+  o.set("num_hidden_layers", Value::of(m.n_layers));
+  o.set("num_attention_heads", Value::of(m.n_heads));
+  o.set("num_key_value_heads", Value::of(m.n_kv_heads));
+  o.set("hidden_act", Value::of("silu"));
+  o.set("max_position_embeddings", Value::of(m.max_seq_len));
+  o.set("initializer_range", Value::of(m.init_std));
+  o.set("rms_norm_eps", Value::of(m.norm_eps));
+  o.set("rope_theta", Value::of(m.rope_theta));
+  o.set("rope_scaling", Value::null());
+  o.set("attention_dropout", Value::of(0.0));
+  o.set("tie_word_embeddings", Value::of(m.tie_embeddings));
+  o.set("num_experts_per_tok", Value::of(m.top_k));
+  o.set("router_aux_loss_coef", Value::of(m.aux_loss_coef));
+  o.set("output_router_logits", Value::of(false));
+  o.set("use_cache", Value::of(true));
+  const int E = m.n_experts.front();
+  switch (type) {
+    case HfType::Mixtral:
+      o.set("intermediate_size", Value::of(m.expert_d_ff));
+      o.set("num_local_experts", Value::of(E));
+      o.set("sliding_window", Value::null());
+      o.set("router_jitter_noise", Value::of(0.0));
+      break;
+    case HfType::Qwen2Moe: {
+      o.set("intermediate_size", Value::of(m.d_ff));
+      o.set("moe_intermediate_size", Value::of(m.expert_d_ff));
+      o.set("shared_expert_intermediate_size", Value::of(m.shared_expert_d_ff));
+      o.set("num_experts", Value::of(E));
+      o.set("norm_topk_prob", Value::of(m.renormalize));
+      o.set("decoder_sparse_step", Value::of(m.moe_every));
+      o.set("mlp_only_layers", Value::make_array());
+      o.set("use_sliding_window", Value::of(false));
+      o.set("sliding_window", Value::null());
+      o.set("max_window_layers", Value::of(m.n_layers));
+      break;
+    }
+    case HfType::Olmoe:
+      o.set("intermediate_size", Value::of(m.expert_d_ff));
+      o.set("num_experts", Value::of(E));
+      o.set("norm_topk_prob", Value::of(m.renormalize));
+      o.set("attention_bias", Value::of(false));
+      o.set("clip_qkv", Value::null());
+      break;
+  }
+  o.set("torch_dtype", Value::of(dtype == st::DType::BF16 ? "bfloat16" : "float32"));
+  return o;
+}
+
+std::vector<TensorSource> hf_tensor_sources(const ModelConfig& m, const ParamLayout& layout, HfType type) {
+  std::vector<TensorSource> out;
+  auto param = [&](const std::string& ours) {
+    const ParamTensor* p = layout.find(ours);
+    if (!p) fail("Hugging Face mapping: the model has no tensor '" + ours + "'; the layout does not match its config");
+    return p;
+  };
+  auto whole = [&](const std::string& ours, const std::string& hf) {
+    const ParamTensor* p = param(ours);
+    out.push_back({p, {{hf, p->shape, 0}}});
+  };
+  // Row blocks concatenated into one of our tensors (each block is contiguous in row-major storage).
+  auto rows = [&](const std::string& ours, const std::vector<std::pair<std::string, int64_t>>& blocks) {
+    const ParamTensor* p = param(ours);
+    const int64_t cols = p->shape.size() == 2 ? p->shape[1] : 1;
+    TensorSource s{p, {}};
+    size_t offset = 0;
+    for (const auto& [hf, n] : blocks) {
+      std::vector<int64_t> shape = p->shape.size() == 2 ? std::vector<int64_t>{n, cols} : std::vector<int64_t>{n};
+      s.parts.push_back({hf, shape, offset});
+      offset += static_cast<size_t>(n * cols);
+    }
+    out.push_back(std::move(s));
+  };
+  auto ffn = [&](const std::string& ours, const std::string& gate, const std::string& up, const std::string& down,
+                 int64_t F) {
+    rows(ours + "gate_up.weight", {{gate, F}, {up, F}});
+    whole(ours + "down.weight", down);
+  };
+
+  const int64_t HS = m.head_size(), q = m.n_heads * HS, kv = m.n_kv_heads * HS;
+  whole("wte", "model.embed_tokens.weight");
+  for (int l = 0; l < m.n_layers; ++l) {
+    const std::string o = "layers." + std::to_string(l) + ".", h = "model.layers." + std::to_string(l) + ".";
+    const std::string a = h + "self_attn.";
+    whole(o + "norm1.weight", h + "input_layernorm.weight");
+    rows(o + "attn.qkv.weight", {{a + "q_proj.weight", q}, {a + "k_proj.weight", kv}, {a + "v_proj.weight", kv}});
+    if (m.qkv_bias)
+      rows(o + "attn.qkv.bias", {{a + "q_proj.bias", q}, {a + "k_proj.bias", kv}, {a + "v_proj.bias", kv}});
+    whole(o + "attn.out.weight", a + "o_proj.weight");
+    whole(o + "norm2.weight", h + "post_attention_layernorm.weight");
+    if (!m.is_moe_layer(l)) {
+      ffn(o + "mlp.", h + "mlp.gate_proj.weight", h + "mlp.up_proj.weight", h + "mlp.down_proj.weight", m.d_ff);
+      continue;
+    }
+    if (type == HfType::Mixtral) {
+      whole(o + "moe.router.weight", h + "block_sparse_moe.gate.weight");
+      for (int e = 0; e < m.experts_at(l); ++e) {
+        const std::string x = h + "block_sparse_moe.experts." + std::to_string(e) + ".";
+        ffn(o + "moe.experts." + std::to_string(e) + ".", x + "w1.weight", x + "w3.weight", x + "w2.weight",
+            m.expert_d_ff);
+      }
+    } else {
+      whole(o + "moe.router.weight", h + "mlp.gate.weight");
+      for (int e = 0; e < m.experts_at(l); ++e) {
+        const std::string x = h + "mlp.experts." + std::to_string(e) + ".";
+        ffn(o + "moe.experts." + std::to_string(e) + ".", x + "gate_proj.weight", x + "up_proj.weight",
+            x + "down_proj.weight", m.expert_d_ff);
+      }
+    }
+    if (m.shared_expert_d_ff > 0) {
+      const std::string x = h + "mlp.shared_expert.";
+      ffn(o + "moe.shared.", x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight",
+          m.shared_expert_d_ff);
+    }
+    if (m.shared_expert_gate) whole(o + "moe.shared_gate.weight", h + "mlp.shared_expert_gate.weight");
+  }
+  whole("norm_f.weight", "model.norm.weight");
+  if (!m.tie_embeddings) whole("lm_head.weight", "lm_head.weight");
+
+  std::set<const ParamTensor*> covered;
+  for (const TensorSource& s : out) covered.insert(s.param);
+  for (const ParamTensor& t : layout.tensors())
+    if (!covered.count(&t))
+      fail("Hugging Face mapping: model tensor '" + t.name + "' has no counterpart in the " +
+           hf_model_type_name(type) + " layout; the model config cannot be expressed in it");
+  return out;
+}
+
+void check_hf_tensors_supported(const st::TensorSet& tensors, HfType type) {
+  if (type != HfType::Olmoe) return;
+  for (const auto& [name, entry] : tensors.entries()) {
+    auto ends_with = [&](const std::string& s) {
+      return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+    };
+    if (ends_with(".self_attn.q_norm.weight") || ends_with(".self_attn.k_norm.weight"))
+      fail(entry.reader->path() + ": tensor '" + name +
+           "': OLMoE q_norm/k_norm are not supported yet (the engine's attention has no QK-norm), so this "
+           "checkpoint cannot be imported");
+  }
+}
+
+void export_hf(const std::string& dir, Model& model, const std::string& model_type, st::DType dtype) {
+  const HfType type = parse_hf_model_type(model_type);
+  const ModelConfig& m = model.config();
+  const json::Value config = model_to_hf_config(m, type, dtype);
+  const std::vector<TensorSource> sources = hf_tensor_sources(m, model.layout(), type);
+
+  Backend& be = model.backend();
+  std::vector<float> host(model.num_params());
+  be.synchronize();
+  be.copy(host.data(), model.params(), host.size() * sizeof(float));
+  std::vector<uint16_t> bf16;
+  if (dtype == st::DType::BF16) {
+    bf16.resize(host.size());
+    for (size_t i = 0; i < host.size(); ++i) bf16[i] = f32_to_bf16(host[i]);
+  }
+
+  st::Writer w;
+  w.set_metadata("format", "pt");  // transformers refuses safetensors files without it
+  for (const TensorSource& s : sources)
+    for (const StoredPart& p : s.parts) {
+      const size_t at = s.param->offset + p.offset;
+      w.add(p.name, dtype, dtype == st::DType::BF16 ? static_cast<const void*>(bf16.data() + at) : host.data() + at,
+            p.shape);
+    }
+  fs::write_dir_atomic(dir, [&](const std::string& tmp) {
+    fs::write_file_atomic(fs::join(tmp, "config.json"), json::dump(config, 2) + "\n");
+    w.write(fs::join(tmp, "model.safetensors"));
+  });
+}
+
+}  // namespace moe

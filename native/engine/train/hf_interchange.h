@@ -1,0 +1,38 @@
+// Hugging Face interchange for the mixtral arch: config.json and tensor names of the "mixtral",
+// "qwen2_moe" and "olmoe" model types, both ways. Import is load_weights (train/checkpoint.h) on an HF
+// directory; export_hf writes one. Anything that would change the math and has no counterpart here
+// (sliding window, rope scaling, another activation, QK-norm, ...) is an error naming the field or tensor.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "model/config.h"
+#include "model/model.h"
+#include "train/checkpoint.h"
+#include "train/safetensors.h"
+
+namespace moe {
+
+enum class HfType { Mixtral, Qwen2Moe, Olmoe };
+
+// "mixtral" | "qwen2_moe" | "olmoe"; anything else fails listing these.
+HfType parse_hf_model_type(const std::string& model_type);
+const char* hf_model_type_name(HfType t);
+
+// An HF config.json object to our model config (validated like ours); `source` names the file in errors.
+ModelConfig hf_to_model_config(const json::Value& hf, const std::string& source);
+// Our model config as an HF config.json; fails naming the model field the layout cannot express.
+json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtype);
+
+// For every tensor of `layout` (built from m), the HF tensors it is made of, in HF checkpoint order.
+std::vector<TensorSource> hf_tensor_sources(const ModelConfig& m, const ParamLayout& layout, HfType type);
+// Fails on stored tensors that the HF model type defines but the engine cannot run (OLMoE QK-norm).
+void check_hf_tensors_supported(const st::TensorSet& tensors, HfType type);
+
+// Writes dir/config.json and dir/model.safetensors (F32 or BF16) as a unit, replacing an existing dir only
+// once complete. OLMoE note: transformers' OlmoeAttention always applies q_norm/k_norm, which this engine
+// does not have, so an "olmoe" export round-trips here but is not numerically equivalent in transformers.
+void export_hf(const std::string& dir, Model& model, const std::string& model_type, st::DType dtype);
+
+}  // namespace moe
