@@ -113,7 +113,7 @@ void Trainer::resume_from(const std::string& dir) {
     fail(dir + ": has no optimizer.safetensors / trainer_state.json to resume from; use it with --init instead");
   TrainerState st;
   load_weights(dir, model_);
-  load_optimizer_state(dir, opt_, st);
+  load_optimizer_state(dir, model_, opt_, st);
   const std::string data_path = state_.data_path;
   state_ = st;
   if (!data_path.empty()) state_.data_path = data_path;
