@@ -120,7 +120,7 @@ void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targe
            st::shape_str(e.info->shape) + "): the model has no place for it" + fix);
   for (const auto& [name, w] : want) {
     const st::TensorSet::Entry* e = ts.find(name);
-    const std::string target = name == w.param->name ? "" : " (part of model tensor '" + w.param->name + "')";
+    const std::string target = name == w.param->name ? "" : " (for model tensor '" + w.param->name + "')";
     if (!e)
       fail(ts.path() + ": tensor '" + name + "'" + target + " is missing; expected shape " +
            st::shape_str(w.part->shape) + fix);
