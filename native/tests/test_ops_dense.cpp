@@ -8,15 +8,19 @@
 #include <vector>
 
 #include "backend/cpu/attention.h"
+#include "backend/cpu/attention_rows.h"
 #include "backend/cpu/crossentropy.h"
+#include "backend/cpu/crossentropy_rows.h"
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/embedding.h"
 #include "backend/cpu/gelu.h"
+#include "backend/cpu/gelu_kernels.h"
 #include "backend/cpu/layernorm.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/rmsnorm.h"
 #include "backend/cpu/rope.h"
 #include "backend/cpu/swiglu.h"
+#include "backend/cpu/swiglu_kernels.h"
 #include "testing.h"
 
 using moe::ThreadPool;
@@ -604,6 +608,61 @@ TEST(crossentropy_thread_independent) {
     moe::cpu::crossentropy_backward(tp, d.data(), logits.data(), targets.data(), 0.5f, N, V);
     return concat({&losses, &d});
   });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The ops dispatch their row kernels to an AVX-512 build where the CPU has one, so on such a CPU
+// the tests above never run the baseline build. This test compiles the kernels for the baseline ISA
+// (as this file is) and checks them against the dispatched ops.
+
+TEST(baseline_kernels_match_dispatched_ops) {
+  const int n = 1000, F = 100, V = 300;
+  Vec x = random_vector(n, 1, 4.0f), dy = random_vector(n, 2);
+  Vec a(n), b(n), da(n), db(n);
+  moe::cpu::gelu_forward(pool(2), a.data(), x.data(), n);
+  moe::cpu::isa_base::gelu_forward_span(b.data(), x.data(), n);
+  moe::cpu::gelu_backward(pool(2), da.data(), x.data(), dy.data(), n);
+  moe::cpu::isa_base::gelu_backward_span(db.data(), x.data(), dy.data(), n);
+  expect_below("baseline gelu forward", max_err(b, DVec(a.begin(), a.end())), 1e-6);
+  expect_below("baseline gelu backward", max_err(db, DVec(da.begin(), da.end())), 1e-6);
+
+  Vec gu = random_vector(2 * F, 3, 3.0f), d = random_vector(F, 4), s1(F), s2(F), g1(2 * F), g2(2 * F);
+  moe::cpu::swiglu_forward(pool(2), s1.data(), gu.data(), 1, F);
+  moe::cpu::isa_base::swiglu_forward_row(s2.data(), gu.data(), gu.data() + F, F);
+  moe::cpu::swiglu_backward(pool(2), g1.data(), d.data(), gu.data(), 1, F);
+  moe::cpu::isa_base::swiglu_backward_row(g2.data(), g2.data() + F, d.data(), gu.data(), gu.data() + F, F);
+  expect_below("baseline swiglu forward", max_err(s2, DVec(s1.begin(), s1.end())), 1e-6);
+  expect_below("baseline swiglu backward", max_err(g2, DVec(g1.begin(), g1.end())), 1e-6);
+
+  Vec logits = random_vector(V, 5, 5.0f), loss(1), c1(V), c2(V);
+  int32_t target = 17;
+  moe::cpu::crossentropy_forward(pool(2), loss.data(), logits.data(), &target, 1, V);
+  float base_loss = moe::cpu::isa_base::crossentropy_row_lse(logits.data(), V) - logits[target];
+  CHECK_NEAR(base_loss, loss[0], 1e-5);
+  moe::cpu::crossentropy_backward(pool(2), c1.data(), logits.data(), &target, 0.5f, 1, V);
+  moe::cpu::isa_base::crossentropy_row_grad(c2.data(), logits.data(), target, 0.5f, V);
+  expect_below("baseline crossentropy grad", max_err(c2, DVec(c1.begin(), c1.end())), 1e-6);
+
+  // Attention's rows are checked against their double-precision definitions.
+  const int nk = 70, visible = 50, HS = 16;
+  Vec scores = random_vector(nk, 6, 3.0f), p = scores, dp = random_vector(nk, 7), ds = dp;
+  Vec dout = random_vector(HS, 8), out = random_vector(HS, 9);
+  float lse = moe::cpu::isa_base::attention_softmax_row(p.data(), visible, nk);
+  double m = -1e300, l = 0, D = 0;
+  for (int j = 0; j < visible; ++j) m = std::fmax(m, scores[j]);
+  for (int j = 0; j < visible; ++j) l += std::exp(scores[j] - m);
+  CHECK_NEAR(lse, m + std::log(l), 1e-5);
+  DVec ref_p(nk, 0.0), ref_ds(nk, 0.0);
+  for (int e = 0; e < HS; ++e) D += (double)dout[e] * out[e];
+  for (int j = 0; j < visible; ++j) {
+    ref_p[j] = std::exp(scores[j] - m) / l;
+    ref_ds[j] = ref_p[j] * (dp[j] - D) * 0.25;
+  }
+  expect_below("baseline attention softmax row", max_err(p, ref_p), 1e-6);
+  Vec p2 = scores;
+  moe::cpu::isa_base::attention_grad_row(p2.data(), ds.data(), dout.data(), out.data(), HS, lse, 0.25f, visible, nk);
+  expect_below("baseline attention P row", max_err(p2, ref_p), 1e-6);
+  expect_below("baseline attention dS row", max_err(ds, ref_ds), 1e-5);
 }
 
 TEST_MAIN()
