@@ -467,6 +467,20 @@ TEST(failed_save_keeps_the_old_checkpoint) {
   CHECK(slurp(fs::join(dir, "model.safetensors")) != old_weights);
 }
 
+TEST(save_refuses_to_replace_a_non_checkpoint_directory) {
+  auto be = make_cpu_backend(2);
+  Model a(tiny_mixtral(), *be);
+  const std::string dir = tmp_path("not-a-checkpoint");
+  fs::mkdirs(dir);
+  fs::write_file_atomic(fs::join(dir, "notes.txt"), std::string("keep me"));
+  expect_error([&] { save_checkpoint(dir, engine_config(a.config()), a, nullptr, nullptr); },
+               {"not-a-checkpoint", "not a checkpoint"}, "guard");
+  CHECK(slurp(fs::join(dir, "notes.txt")) == "keep me");
+  fs::remove_all(fs::join(dir, "notes.txt"));
+  save_checkpoint(dir, engine_config(a.config()), a, nullptr, nullptr);  // empty: fine
+  CHECK(fs::exists(fs::join(dir, "model.safetensors")));
+}
+
 TEST(cleanup) { fs::remove_all(tmp_root()); }
 
 TEST_MAIN()

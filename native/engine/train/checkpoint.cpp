@@ -1,6 +1,7 @@
 #include "train/checkpoint.h"
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 
 #include "core/error.h"
@@ -141,8 +142,20 @@ void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targe
 
 }  // namespace
 
+void check_checkpoint_target(const std::string& dir) {
+  if (!fs::exists(dir)) return;
+  if (!fs::is_dir(dir)) fail(dir + ": exists and is not a directory; choose another checkpoint path");
+  std::error_code ec;
+  const bool empty = std::filesystem::is_empty(dir, ec);
+  if (ec) fail(dir + ": cannot list the directory: " + ec.message() + "; check permissions");
+  if (!empty && !fs::exists(fs::join(dir, "config.json")))
+    fail(dir + ": exists and is not a checkpoint (no config.json), so it will not be replaced; choose a new path "
+               "or remove the directory");
+}
+
 void save_checkpoint(const std::string& dir, const EngineConfig& cfg, Model& model, AdamWOptimizer* opt,
                      const TrainerState* state) {
+  check_checkpoint_target(dir);
   if (json::dump(model_config_to_json(cfg.model)) != json::dump(model_config_to_json(model.config())))
     fail(dir + ": cannot save: the config's model section differs from the model's own config; pass the config "
                "the model was built from");

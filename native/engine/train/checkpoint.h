@@ -29,6 +29,10 @@ struct TrainerState {
 void save_checkpoint(const std::string& dir, const EngineConfig& cfg, Model& model, AdamWOptimizer* opt,
                      const TrainerState* state);
 
+// Guards the directory replacement of save_checkpoint and export_hf: fails unless dir is absent, empty, or
+// holds a config.json (a checkpoint), so a mistyped path never deletes an unrelated directory.
+void check_checkpoint_target(const std::string& dir);
+
 // True when dir/config.json names a Hugging Face "model_type"; false for ours or when there is no config.json.
 bool is_hf_checkpoint(const std::string& dir);
 // The model section of our config.json, or the converted Hugging Face config.

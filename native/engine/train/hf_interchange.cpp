@@ -202,7 +202,7 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
   const std::string name = hf_model_type_name(type);
   auto bad = [&](const std::string& field, const std::string& why) {
     fail("model." + field + ": " + why + "; the Hugging Face " + name +
-         " layout cannot express it: change the model config or pick another --model-type");
+         " layout cannot express it: change the model config or export as another model type");
   };
   if (m.arch != Arch::Mixtral)
     bad("arch", "\"gpt-moe\" (learned positions, LayerNorm, GELU) has no counterpart; only arch \"mixtral\" exports");
@@ -377,6 +377,7 @@ void export_hf(const std::string& dir, Model& model, const std::string& model_ty
   const ModelConfig& m = model.config();
   const json::Value config = model_to_hf_config(m, type, dtype);
   const std::vector<TensorSource> sources = hf_tensor_sources(m, model.layout(), type);
+  check_checkpoint_target(dir);
 
   Backend& be = model.backend();
   std::vector<float> host(model.num_params());
