@@ -85,27 +85,6 @@ int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t pan
   return done;
 }
 
-void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, float* dst) {
-  if (trans) {
-    // op(A)[i][k] = a[k*lda + i]: each k is a contiguous run of `rows` floats.
-    __mmask16 m = __mmask16((1u << (rows > 16 ? 16 : rows)) - 1);
-    for (int k = 0; k < kc; ++k) {
-      const float* src = a + k * lda;
-      float* d = dst + k * rows;
-      if (rows <= 16) {
-        _mm512_mask_storeu_ps(d, m, _mm512_maskz_loadu_ps(m, src));
-      } else {
-        for (int i = 0; i < rows; ++i) d[i] = src[i];
-      }
-    }
-    return;
-  }
-  for (int i = 0; i < rows; ++i) {
-    const float* src = a + i * lda;
-    for (int k = 0; k < kc; ++k) dst[k * rows + i] = src[k];
-  }
-}
-
 // Transposes 16 rows of 16 floats in registers (r[i][j] -> r[j][i]).
 inline void transpose16(__m512 r[16]) {
   __m512 t[16];
@@ -134,6 +113,25 @@ inline void transpose16(__m512 r[16]) {
   }
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, float* dst) {
+  const __mmask16 row_mask = __mmask16((1u << rows) - 1);
+  if (trans) {
+    // op(A)[i][k] = a[k*lda + i]: each k is a contiguous run of `rows` floats.
+    for (int k = 0; k < kc; ++k) _mm512_mask_storeu_ps(dst + k * rows, row_mask, _mm512_maskz_loadu_ps(row_mask, a + k * lda));
+    return;
+  }
+  // op(A)[i][k] = a[i*lda + k]: 16 k of every row, transposed in registers into 16 runs of `rows` floats.
+  for (int k0 = 0; k0 < kc; k0 += 16) {
+    const int kn = kc - k0 < 16 ? kc - k0 : 16;
+    const __mmask16 km = __mmask16((1u << kn) - 1);
+    __m512 r[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_maskz_loadu_ps(km, a + i * lda + k0) : _mm512_setzero_ps();
+    transpose16(r);
+    for (int k = 0; k < kn; ++k) _mm512_mask_storeu_ps(dst + (k0 + k) * rows, row_mask, r[k]);
+  }
 }
 
 void pack_b(bool trans, const float* b, int64_t ldb, int kc, int cols, float* dst) {
