@@ -251,10 +251,12 @@ def main():
     train_steps(model, optimizer, t, batches, args.warmup, args.steps)
     elapsed = time.perf_counter() - start
     tokens = args.steps * A * B * T
+    # the load average and BLAS/OpenMP settings decide whether a number is meaningful (README.md), so record them
+    environment = {k: os.environ.get(k) for k in ("LD_LIBRARY_PATH", "LD_PRELOAD", "OMP_WAIT_POLICY")}
     print(json.dumps({"tokens_per_s": tokens / elapsed, "step_ms": 1000 * elapsed / args.steps,
                       "timed_steps": args.steps, "warmup_steps": args.warmup, "tokens_per_step": A * B * T,
                       "threads": args.threads, "params": sum(p.numel() for p in params.values()),
-                      "torch": torch.__version__}))
+                      "torch": torch.__version__, "loadavg_1min": os.getloadavg()[0], "env": environment}))
 
 
 if __name__ == "__main__":
