@@ -17,7 +17,7 @@ namespace {
 using gemm::Kernels;
 
 constexpr int kKcMax = 256;   // A panel (14 x kc) stays in L1
-constexpr int kNcMax = 384;   // B block (kc x nc = 512 KiB) stays in L2
+constexpr int kNcMax = 384;   // B block (kc x nc = 384 KiB) stays in L2
 constexpr int kDirectBRows = 28;  // up to two full A panels
 constexpr double kSerialMacs = 1 << 18;  // below this, waking the pool costs more than it saves
 
