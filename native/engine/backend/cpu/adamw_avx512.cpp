@@ -1,4 +1,4 @@
-// AVX-512 AdamW and Σx² kernels; the tail is handled with masks so every element takes the same path.
+// AVX-512 AdamW and Σx² kernels; tails are handled with masks so every element takes the same arithmetic path.
 // GCC 12 flags _mm512_undefined_ps() inside the sqrt/convert intrinsics as uninitialised (GCC PR 105593).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -11,27 +11,31 @@ namespace moe::cpu::adamw_detail {
 
 namespace {
 
+// Full vectors use plain loads and stores; only the tail pays for masking.
+template <bool Masked>
 inline void update16(const Consts& c, float* p, const float* grad, float* m, float* v, __mmask16 k) {
-  const __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, grad), _mm512_set1_ps(c.grad_scale));
+  const auto load = [k](const float* x) { return Masked ? _mm512_maskz_loadu_ps(k, x) : _mm512_loadu_ps(x); };
+  const auto store = [k](float* x, __m512 y) { Masked ? _mm512_mask_storeu_ps(x, k, y) : _mm512_storeu_ps(x, y); };
+  const __m512 g = _mm512_mul_ps(load(grad), _mm512_set1_ps(c.grad_scale));
   const __m512 mn = _mm512_fmadd_ps(_mm512_set1_ps(c.one_minus_beta1), g,
-                                    _mm512_mul_ps(_mm512_set1_ps(c.beta1), _mm512_maskz_loadu_ps(k, m)));
+                                    _mm512_mul_ps(_mm512_set1_ps(c.beta1), load(m)));
   const __m512 vn = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(c.one_minus_beta2), g), g,
-                                    _mm512_mul_ps(_mm512_set1_ps(c.beta2), _mm512_maskz_loadu_ps(k, v)));
+                                    _mm512_mul_ps(_mm512_set1_ps(c.beta2), load(v)));
   const __m512 denom =
       _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vn), _mm512_set1_ps(c.bias2_sqrt)), _mm512_set1_ps(c.eps));
-  const __m512 pn = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, p), _mm512_set1_ps(c.decay)),
+  const __m512 pn = _mm512_add_ps(_mm512_mul_ps(load(p), _mm512_set1_ps(c.decay)),
                                   _mm512_div_ps(_mm512_mul_ps(_mm512_set1_ps(c.neg_step), mn), denom));
-  _mm512_mask_storeu_ps(m, k, mn);
-  _mm512_mask_storeu_ps(v, k, vn);
-  _mm512_mask_storeu_ps(p, k, pn);
+  store(m, mn);
+  store(v, vn);
+  store(p, pn);
 }
 
 }  // namespace
 
 void update_avx512(const Consts& c, float* p, const float* grad, float* m, float* v, int64_t n) {
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) update16(c, p + i, grad + i, m + i, v + i, 0xFFFF);
-  if (i < n) update16(c, p + i, grad + i, m + i, v + i, __mmask16((1u << (n - i)) - 1));
+  for (; i + 16 <= n; i += 16) update16<false>(c, p + i, grad + i, m + i, v + i, 0xFFFF);
+  if (i < n) update16<true>(c, p + i, grad + i, m + i, v + i, __mmask16((1u << (n - i)) - 1));
 }
 
 double chunk_sum_squares_avx512(const float* x, int64_t n) {
