@@ -31,6 +31,7 @@ const std::string& tmp_dir() {
 std::string tmp_path(const std::string& name) { return fs::join(tmp_dir(), name); }
 
 void write_raw(const std::string& path, const std::string& bytes) {
+  ::unlink(path.c_str());  // a fresh file: rewriting a truncated one makes some filesystems flush on close
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }

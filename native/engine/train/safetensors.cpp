@@ -291,7 +291,7 @@ void Reader::read_f32(const TensorInfo& t, float* dst, const std::vector<int64_t
   const size_t n = static_cast<size_t>(t.numel());
   switch (t.dtype) {
     case DType::F32:
-      std::memcpy(dst, src, n * 4);
+      if (n) std::memcpy(dst, src, n * 4);
       break;
     case DType::F16:
       for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(load_u16(src + 2 * i));

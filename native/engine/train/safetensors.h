@@ -37,6 +37,7 @@ class Reader {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }  // in header order
   const TensorInfo* find(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // Raw little-endian bytes; may be unaligned for the dtype (offsets are packed), so copy rather than cast.
   const uint8_t* data(const TensorInfo& t) const { return file_.data() + data_start_ + t.begin; }
 
   // Converts an F32/F16/BF16/F64 tensor to float into dst (numel floats). Fails naming the tensor when it
