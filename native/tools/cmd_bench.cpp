@@ -17,6 +17,7 @@
 
 #include "backend/cpu/adamw.h"
 #include "backend/cpu/gemm.h"
+#include "commands.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/threadpool.h"
