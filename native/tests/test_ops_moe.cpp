@@ -186,9 +186,9 @@ TEST(router_backward_gradcheck) {
         std::vector<float> dl((size_t)N * E, 0.0f);
         cpu::router_backward(tp, dl.data(), sc.topk ? r.data() : nullptr, base.probs.data(), base.idx.data(),
                              base.w.data(), logits.data(), N, E, K, renorm, sc.aux, sc.z);
-        double err = gradcheck(logits, dl, loss, N * E);
+        double err = gradcheck(logits, dl, loss, N * E, 3e-2f);  // larger h: the losses come back as float
         CHECK(!selection_changed);
-        CHECK_MSG(err < 2e-3, "K=" + std::to_string(K) + " renorm=" + std::to_string(renorm) + " aux=" +
+        CHECK_MSG(err < 3e-3, "K=" + std::to_string(K) + " renorm=" + std::to_string(renorm) + " aux=" +
                                   std::to_string(sc.aux) + " z=" + std::to_string(sc.z) +
                                   " err=" + std::to_string(err));
       }
@@ -371,7 +371,7 @@ TEST(dispatch_plan_rejects_bad_expert_index) {
 // ---------------------------------------------------------------- permute / combine
 
 namespace {
-// A plan with drops and padding: exercises every branch of the row ops.
+// Expert loads 5, 5, 5, 7: capacity 6 gives both drops and padding, exercising every branch of the row ops.
 struct PlanCase {
   int N = 11, E = 4, K = 2, C = 13;
   std::vector<int32_t> idx = random_choices(11, 4, 2, 70);
@@ -382,9 +382,9 @@ struct PlanCase {
 
 TEST(permute_combine_forward_match_naive) {
   ThreadPool tp(2);
-  for (int cap : {0, 4}) {
+  for (int cap : {0, 6}) {
     PlanCase pc(cap);
-    if (cap) CHECK(pc.plan.dropped > 0);
+    if (cap) CHECK(pc.plan.dropped > 0 && std::count(pc.plan.slot_token.begin(), pc.plan.slot_token.end(), -1) > 0);
     const int N = pc.N, K = pc.K, C = pc.C, S = pc.plan.total_slots();
     auto x = random_vector((size_t)N * C, 71);
     std::vector<float> xs((size_t)S * C, NAN);
@@ -412,7 +412,7 @@ TEST(permute_combine_forward_match_naive) {
 
 TEST(permute_backward_gradcheck) {
   ThreadPool tp(2);
-  for (int cap : {0, 4}) {
+  for (int cap : {0, 6}) {
     PlanCase pc(cap);
     const int N = pc.N, C = pc.C, S = pc.plan.total_slots();
     auto x = random_vector((size_t)N * C, 80);
@@ -430,7 +430,7 @@ TEST(permute_backward_gradcheck) {
 
 TEST(combine_backward_gradcheck) {
   ThreadPool tp(2);
-  for (int cap : {0, 4}) {
+  for (int cap : {0, 6}) {
     PlanCase pc(cap);
     const int N = pc.N, K = pc.K, C = pc.C, S = pc.plan.total_slots();
     auto ys = random_vector((size_t)S * C, 90);
@@ -452,7 +452,7 @@ TEST(combine_backward_gradcheck) {
 
 TEST(permute_combine_backward_accumulate_and_accept_null) {
   ThreadPool tp(2);
-  PlanCase pc(4);
+  PlanCase pc(6);
   const int N = pc.N, K = pc.K, C = pc.C, S = pc.plan.total_slots();
   auto ys = random_vector((size_t)S * C, 100);
   auto w = random_vector((size_t)N * K, 101);

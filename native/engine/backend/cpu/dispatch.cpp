@@ -35,9 +35,9 @@ void dispatch_plan(DispatchPlan& plan, const int32_t* topk_idx, int N, int E, in
   const int64_t S = capacity == 0 ? NK : (int64_t)E * capacity;
   check(S <= INT32_MAX, "dispatch_plan: " + std::to_string(S) + " slots overflow int32; lower the capacity or N");
   for (int64_t i = 0; i < NK; ++i)
-    check(topk_idx[i] >= 0 && topk_idx[i] < E, "dispatch_plan: topk_idx[" + std::to_string(i) + "] = " +
-                                                   std::to_string(topk_idx[i]) + " is outside [0, " +
-                                                   std::to_string(E) + ")");
+    if (topk_idx[i] < 0 || topk_idx[i] >= E)
+      fail("dispatch_plan: topk_idx[" + std::to_string(i) + "] = " + std::to_string(topk_idx[i]) +
+           " is outside [0, " + std::to_string(E) + ")");
   plan.N = N;
   plan.E = E;
   plan.K = K;
