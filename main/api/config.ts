@@ -1,0 +1,88 @@
+// The run config schema (docs/model.md), defined once: the New-run form is generated from it, the
+// host validates with it, and the engine receives exactly what passed. Field names match the engine's.
+import { z } from 'zod'
+
+const int = (min: number, max: number) => z.number().int().min(min).max(max)
+
+export const ModelConfigSchema = z
+  .object({
+    arch: z.enum(['gpt-moe', 'mixtral']).describe('gpt-moe: LayerNorm, learned positions, GELU experts; mixtral: RMSNorm, RoPE, GQA, SwiGLU experts'),
+    vocab_size: int(2, 1 << 24).default(256).describe('Vocabulary size (256 for the byte tokenizer)'),
+    d_model: int(2, 1 << 16).default(256).describe('Model width'),
+    n_layers: int(1, 1024).default(4).describe('Transformer layers'),
+    n_heads: int(1, 1024).default(4).describe('Attention heads'),
+    n_kv_heads: int(1, 1024).optional().describe('Key/value heads (GQA, mixtral); defaults to n_heads'),
+    max_seq_len: int(1, 1 << 20).default(256).describe('Longest sequence'),
+    d_ff: int(1, 1 << 20).default(1024).describe('Dense FFN width (dense layers, PR-MoE residual)'),
+    expert_d_ff: int(1, 1 << 20).optional().describe("Each expert's FFN width; defaults to d_ff"),
+    n_experts: z.union([int(1, 1 << 16), z.array(int(1, 1 << 16)).min(1)]).default(8)
+      .describe('Experts per MoE layer, or one number per MoE layer (PR-MoE pyramid)'),
+    top_k: int(1, 64).default(2).describe('Experts per token'),
+    moe_every: int(1, 1024).default(1).describe('Layer l is MoE iff (l + 1) % moe_every == 0; others are dense'),
+    renormalize: z.boolean().default(true).describe('Renormalise the top-k weights to sum to 1'),
+    shared_expert_d_ff: int(0, 1 << 20).default(0).describe('Width of a shared expert (Qwen2-MoE); 0 = none'),
+    shared_expert_gate: z.boolean().default(false).describe('Sigmoid gate on the shared expert'),
+    residual_mlp: z.boolean().default(false).describe('PR-MoE residual: a dense MLP added to the routed output'),
+    aux_loss_coef: z.number().min(0).max(1000).default(0.01).describe('Switch load-balancing loss coefficient'),
+    z_loss_coef: z.number().min(0).max(1000).default(0).describe('Router z-loss coefficient'),
+    capacity_factor: z.number().positive().nullable().default(null)
+      .describe('null: dropless; a number: GShard capacity with padding and dropping (baseline)'),
+    rope_theta: z.number().min(1).max(1e12).default(10000).describe('RoPE base (mixtral)'),
+    norm_eps: z.number().min(1e-12).max(1).default(1e-5).describe('Norm epsilon'),
+    tie_embeddings: z.boolean().optional().describe('Share the token embedding with the output head'),
+    qkv_bias: z.boolean().optional().describe('Bias on the qkv projection (Qwen2-MoE; gpt-moe always has biases)'),
+    init_std: z.number().min(0).max(10).default(0.02).describe('Initialisation standard deviation'),
+  })
+  .strict()
+
+export const TrainConfigSchema = z
+  .object({
+    batch_size: int(1, 1 << 16).default(8).describe('Sequences per micro-batch'),
+    seq_len: int(1, 1 << 20).default(256).describe('Tokens per sequence'),
+    steps: int(0, 1 << 30).default(1000).describe('Optimizer steps'),
+    grad_accum: int(1, 1 << 16).default(1).describe('Micro-batches per step'),
+    lr: z.number().min(0).max(10).default(3e-4).describe('Peak learning rate'),
+    min_lr: z.number().min(0).max(10).optional().describe('Learning rate at the end of the cosine decay (default lr / 10)'),
+    warmup_steps: int(0, 1 << 30).default(100).describe('Linear warmup steps'),
+    weight_decay: z.number().min(0).max(10).default(0.1).describe('AdamW decoupled weight decay (matrices only)'),
+    beta1: z.number().min(0).max(0.999999).default(0.9),
+    beta2: z.number().min(0).max(0.999999999).default(0.95),
+    eps: z.number().min(0).max(1).default(1e-8),
+    grad_clip: z.number().min(0).max(1e9).default(1).describe('Global gradient-norm clip (0 = off)'),
+    seed: int(0, Number.MAX_SAFE_INTEGER).default(1337).describe('Initialisation and data seed'),
+    threads: int(1, 1024).default(2).describe('CPU threads of the engine'),
+    checkpoint_every: int(0, 1 << 30).default(0).describe('Checkpoint every N steps (0 = only at the end)'),
+  })
+  .strict()
+
+export const RunConfigSchema = z
+  .object({ model: ModelConfigSchema, train: TrainConfigSchema })
+  .strict()
+  .superRefine((c, ctx) => {
+    const m = c.model
+    if (m.d_model % m.n_heads !== 0)
+      ctx.addIssue({ code: 'custom', path: ['model', 'n_heads'], message: `must divide d_model (${m.d_model})` })
+    const kv = m.n_kv_heads ?? m.n_heads
+    if (m.n_heads % kv !== 0)
+      ctx.addIssue({ code: 'custom', path: ['model', 'n_kv_heads'], message: `must divide n_heads (${m.n_heads})` })
+    if (m.arch === 'gpt-moe' && kv !== m.n_heads)
+      ctx.addIssue({ code: 'custom', path: ['model', 'n_kv_heads'], message: 'gpt-moe needs n_kv_heads == n_heads' })
+    const moeLayers = Math.floor(m.n_layers / m.moe_every)
+    if (moeLayers === 0)
+      ctx.addIssue({ code: 'custom', path: ['model', 'moe_every'], message: 'leaves no MoE layer' })
+    const experts = Array.isArray(m.n_experts) ? m.n_experts : [m.n_experts]
+    if (Array.isArray(m.n_experts) && m.n_experts.length !== moeLayers)
+      ctx.addIssue({ code: 'custom', path: ['model', 'n_experts'], message: `needs one entry per MoE layer (${moeLayers})` })
+    if (experts.some((e) => m.top_k > e))
+      ctx.addIssue({ code: 'custom', path: ['model', 'top_k'], message: 'exceeds the experts of a layer' })
+    if (m.shared_expert_gate && m.shared_expert_d_ff === 0)
+      ctx.addIssue({ code: 'custom', path: ['model', 'shared_expert_gate'], message: 'needs shared_expert_d_ff > 0' })
+    if (c.train.seq_len > m.max_seq_len)
+      ctx.addIssue({ code: 'custom', path: ['train', 'seq_len'], message: `exceeds model.max_seq_len (${m.max_seq_len})` })
+    if (c.train.min_lr !== undefined && c.train.min_lr > c.train.lr)
+      ctx.addIssue({ code: 'custom', path: ['train', 'min_lr'], message: 'must not exceed lr' })
+  })
+
+export type ModelConfig = z.infer<typeof ModelConfigSchema>
+export type TrainConfig = z.infer<typeof TrainConfigSchema>
+export type RunConfig = z.infer<typeof RunConfigSchema>

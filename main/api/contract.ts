@@ -1,0 +1,216 @@
+// The one typed contract between renderer, preload and main: every request with its params and
+// result, and every pushed event. Both transports (Electron IPC and the browser-mode WebSocket)
+// derive their channel names from these keys and validate every input against these schemas.
+import { z } from 'zod'
+
+import { RunConfigSchema } from './config'
+
+export const RunIdSchema = z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, 'a run id: lowercase letters, digits and dashes')
+export const RunStatusSchema = z.enum(['queued', 'running', 'paused', 'stopping', 'stopped', 'finished', 'failed'])
+
+export const DatasetSpecSchema = z
+  .object({
+    path: z.string().min(1).describe('A .txt, .jsonl ({"text"} or {"prompt","completion"}) or token shard (.bin) file'),
+    tokenizer: z.string().min(1).optional().describe('A Hugging Face tokenizer.json; default: bytes (vocab 256)'),
+  })
+  .strict()
+
+export const RunSpecSchema = z
+  .object({
+    name: z.string().trim().min(1).max(200),
+    config: RunConfigSchema,
+    dataset: DatasetSpecSchema,
+    init: z.string().min(1).optional().describe('Start from the weights of this checkpoint directory (ours or Hugging Face)'),
+  })
+  .strict()
+
+export const RunSummarySchema = z.object({
+  id: RunIdSchema,
+  name: z.string(),
+  status: RunStatusSchema,
+  createdAt: z.number(),
+  startedAt: z.number().nullable(),
+  finishedAt: z.number().nullable(),
+  step: z.number().int(),
+  totalSteps: z.number().int(),
+  lastLoss: z.number().nullable(),
+  tokensPerSec: z.number().nullable(),
+  model: z.string().describe('Short model description, e.g. "mixtral L4 d256 8x top-2"'),
+  strategy: z.string().describe('Short strategy description'),
+  error: z.string().nullable(),
+})
+
+export const RunEventSchema = z.object({
+  runId: RunIdSchema,
+  at: z.number(),
+  kind: z.enum(['queued', 'started', 'paused', 'resumed', 'checkpoint', 'stopped', 'finished', 'failed', 'log']),
+  message: z.string(),
+})
+
+export const CheckpointSchema = z.object({
+  runId: RunIdSchema,
+  step: z.number().int(),
+  path: z.string(),
+  createdAt: z.number(),
+  bytes: z.number(),
+})
+
+export const RunDetailSchema = z.object({
+  summary: RunSummarySchema,
+  config: RunConfigSchema,
+  dataset: DatasetSpecSchema,
+  init: z.string().nullable(),
+  events: z.array(RunEventSchema),
+  checkpoints: z.array(CheckpointSchema),
+})
+
+export const ScalarMetricSchema = z.enum([
+  'loss', 'aux_loss', 'lr', 'grad_norm', 'tokens', 'tokens_per_s', 'step_ms', 'forward_ms', 'backward_ms', 'optimizer_ms',
+])
+
+export const StepMetricsSchema = z.object({
+  step: z.number().int(),
+  wallTime: z.number().describe('ms since the epoch when the step ended'),
+  loss: z.number(),
+  aux_loss: z.number(),
+  lr: z.number(),
+  grad_norm: z.number(),
+  tokens: z.number(),
+  tokens_per_s: z.number(),
+  step_ms: z.number(),
+  forward_ms: z.number(),
+  backward_ms: z.number(),
+  optimizer_ms: z.number(),
+})
+
+export const SeriesSchema = z.object({
+  step: z.array(z.number()),
+  wallTime: z.array(z.number()),
+  values: z.record(z.string(), z.array(z.number())),
+})
+
+export const ExpertLoadSchema = z.object({
+  layer: z.number().int(),
+  experts: z.number().int(),
+  steps: z.array(z.number().int()),
+  counts: z.array(z.number()).describe('steps.length × experts, row-major (tokens per expert per step)'),
+})
+
+export const PresetSchema = z.object({ name: z.string(), description: z.string(), config: RunConfigSchema })
+
+export const ValidationIssueSchema = z.object({ path: z.string(), message: z.string() })
+
+const noParams = z.object({}).strict()
+const byRun = z.object({ id: RunIdSchema }).strict()
+const ok = z.object({ ok: z.literal(true) })
+
+// Request name -> params schema and result schema.
+export const requests = {
+  'runs.list': { params: noParams, result: z.array(RunSummarySchema) },
+  'runs.get': { params: byRun, result: RunDetailSchema },
+  'runs.create': { params: z.object({ spec: RunSpecSchema }).strict(), result: RunSummarySchema },
+  'runs.pause': { params: byRun, result: ok },
+  'runs.resume': { params: byRun, result: ok },
+  'runs.stop': { params: byRun, result: ok },
+  'runs.delete': { params: byRun, result: ok },
+  'runs.checkpoint': { params: byRun, result: ok },
+  'metrics.series': {
+    params: z
+      .object({
+        id: RunIdSchema,
+        metrics: z.array(ScalarMetricSchema).min(1),
+        fromStep: z.number().int().min(0).optional(),
+        toStep: z.number().int().min(0).optional(),
+        maxPoints: z.number().int().min(2).max(2000).default(2000),
+      })
+      .strict(),
+    result: SeriesSchema,
+  },
+  'metrics.expertLoad': {
+    params: z
+      .object({
+        id: RunIdSchema,
+        layer: z.number().int().min(0),
+        fromStep: z.number().int().min(0).optional(),
+        toStep: z.number().int().min(0).optional(),
+        maxSteps: z.number().int().min(1).max(2000).default(2000),
+      })
+      .strict(),
+    result: ExpertLoadSchema,
+  },
+  'checkpoints.export': {
+    params: z
+      .object({
+        id: RunIdSchema,
+        step: z.number().int().min(0).optional().describe('default: the latest checkpoint'),
+        dir: z.string().min(1),
+        modelType: z.enum(['mixtral', 'qwen2_moe', 'olmoe']).default('mixtral'),
+        dtype: z.enum(['f32', 'bf16']).default('f32'),
+      })
+      .strict(),
+    result: z.object({ dir: z.string() }),
+  },
+  'presets.list': { params: noParams, result: z.array(PresetSchema) },
+  'config.validate': {
+    params: z.object({ config: z.unknown() }).strict(),
+    result: z.object({ ok: z.boolean(), issues: z.array(ValidationIssueSchema) }),
+  },
+} as const
+
+// Event name -> payload schema (pushed from main to every renderer).
+export const events = {
+  'run.status': RunSummarySchema,
+  'run.step': z.object({
+    id: RunIdSchema,
+    metrics: StepMetricsSchema,
+    expertTokens: z.array(z.array(z.number())).describe('[MoE layer][expert] tokens of this step'),
+  }),
+  'run.event': RunEventSchema,
+} as const
+
+export type RequestName = keyof typeof requests
+export type EventName = keyof typeof events
+export type Params<N extends RequestName> = z.input<(typeof requests)[N]['params']>
+export type ParsedParams<N extends RequestName> = z.output<(typeof requests)[N]['params']>
+export type Result<N extends RequestName> = z.output<(typeof requests)[N]['result']>
+export type EventPayload<E extends EventName> = z.output<(typeof events)[E]>
+
+export type RunSpec = z.output<typeof RunSpecSchema>
+export type RunSummary = z.output<typeof RunSummarySchema>
+export type RunStatus = z.output<typeof RunStatusSchema>
+export type RunEvent = z.output<typeof RunEventSchema>
+export type Checkpoint = z.output<typeof CheckpointSchema>
+export type StepMetrics = z.output<typeof StepMetricsSchema>
+export type ScalarMetric = z.output<typeof ScalarMetricSchema>
+
+// Channel names derive from the contract keys, never retyped.
+export const requestChannel = (name: RequestName) => `api:${name}` as const
+export const eventChannel = (name: EventName) => `event:${name}` as const
+export const requestNames = Object.keys(requests) as RequestName[]
+export const eventNames = Object.keys(events) as EventName[]
+
+// A contract violation at the boundary, with the failing field's path.
+export class ApiInputError extends Error {
+  constructor(
+    readonly method: string,
+    readonly issues: { path: string; message: string }[],
+  ) {
+    super(`${method}: ${issues.map((i) => `${i.path || '(params)'}: ${i.message}`).join('; ')}`)
+  }
+}
+
+export function issuesOf(error: z.ZodError): { path: string; message: string }[] {
+  return error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message }))
+}
+
+export function parseParams<N extends RequestName>(name: N, raw: unknown): ParsedParams<N> {
+  const spec = requests[name]
+  if (!spec) throw new ApiInputError(String(name), [{ path: '', message: 'unknown request' }])
+  const r = spec.params.safeParse(raw ?? {})
+  if (!r.success) throw new ApiInputError(name, issuesOf(r.error))
+  return r.data as ParsedParams<N>
+}
+
+// The host implements this; transports only route and validate.
+export type ApiHandlers = { [N in RequestName]: (params: ParsedParams<N>) => Promise<Result<N>> }
+export type EventSink = <E extends EventName>(name: E, payload: EventPayload<E>) => void
