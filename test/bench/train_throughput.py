@@ -1,0 +1,78 @@
+#!/usr/bin/python3
+"""Training throughput of a preset, the engine against PyTorch eager, measured side by side in one run.
+
+    /usr/bin/python3 test/bench/train_throughput.py --cli native/build/moe-engine [--config resources/presets/tiny.json]
+        [--threads 2] [--steps 8] [--rounds 2]
+
+Ours: `moe-engine train` on the bundled corpus, tokens/s = tokens / step time, median over the steps after the first two.
+PyTorch: test/reference/torch_train_bench.py on the same config, fp32, at its strongest on this machine (OpenMP OpenBLAS,
+tcmalloc preloaded, torch.set_num_threads). The two alternate for `rounds` rounds (the machine's speed drifts) and each
+side keeps its best round. Prints a table and one JSON line {"ours": ..., "torch": ..., "ratio": ...}.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TORCH_ENV = {
+    "LD_LIBRARY_PATH": "/usr/lib/x86_64-linux-gnu/openblas-openmp",
+    "LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
+}
+
+
+def ours_tokens_per_s(cli, config, tokens, threads, steps, work):
+    with open(config) as f:
+        cfg = json.load(f)
+    cfg["train"]["threads"] = threads
+    cfg["train"]["checkpoint_every"] = 0
+    cfg_path = os.path.join(work, "config.json")
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f)
+    out = tempfile.mkdtemp(dir=work)
+    subprocess.run([cli, "train", "--config", cfg_path, "--data", tokens, "--out", out, "--steps", str(steps), "--quiet"],
+                   check=True)
+    with open(os.path.join(out, "log.jsonl")) as f:
+        records = [json.loads(line) for line in f]
+    return statistics.median(r["tokens"] / (r["step_ms"] / 1000.0) for r in records[2:])
+
+
+def torch_tokens_per_s(config, threads, steps):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), **TORCH_ENV)
+    env.pop("OPENBLAS_CORETYPE", None)
+    env.pop("OPENBLAS_L2_SIZE", None)
+    script = os.path.join(ROOT, "test", "reference", "torch_train_bench.py")
+    run = subprocess.run(["/usr/bin/python3", script, config, "--threads", str(threads), "--warmup", "2",
+                          "--steps", str(steps)], check=True, capture_output=True, text=True, env=env)
+    return json.loads(run.stdout.strip().splitlines()[-1])["tokens_per_s"]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cli", required=True)
+    parser.add_argument("--config", default=os.path.join(ROOT, "resources", "presets", "tiny.json"))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as work:
+        tokens = os.path.join(work, "corpus.bin")
+        subprocess.run([args.cli, "tokenize", "--bytes", os.path.join(ROOT, "resources", "corpus", "python-tutorial.txt"),
+                        "--out", tokens], check=True, capture_output=True)
+        ours, theirs = [], []
+        for r in range(args.rounds):
+            ours.append(ours_tokens_per_s(args.cli, args.config, tokens, args.threads, args.steps, work))
+            theirs.append(torch_tokens_per_s(args.config, args.threads, args.steps))
+            print(f"round {r + 1}: ours {ours[-1]:8.0f} tok/s   pytorch {theirs[-1]:8.0f} tok/s", file=sys.stderr)
+    best_ours, best_torch = max(ours), max(theirs)
+    print(f"training {os.path.basename(args.config)}: ours {best_ours:.0f} tok/s, PyTorch eager fp32 {best_torch:.0f} "
+          f"tok/s (OpenMP OpenBLAS, tcmalloc, {args.threads} threads), ratio {best_ours / best_torch:.2f}", file=sys.stderr)
+    print(json.dumps({"ours": best_ours, "torch": best_torch, "ratio": best_ours / best_torch}))
+
+
+if __name__ == "__main__":
+    main()
