@@ -98,8 +98,10 @@ double time_median(Fn&& fn) {
 constexpr long kPeakIters = 50'000'000;
 
 __attribute__((target("avx512f"))) float fma_loop_avx512(long iters) {
-  __m512 a0 = _mm512_set1_ps(0.f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0,
-         a10 = a0, a11 = a0;
+  // Distinct starting values: identical chains would be merged into one by the compiler.
+  __m512 a0 = _mm512_set1_ps(0.f), a1 = _mm512_set1_ps(1.f), a2 = _mm512_set1_ps(2.f), a3 = _mm512_set1_ps(3.f),
+         a4 = _mm512_set1_ps(4.f), a5 = _mm512_set1_ps(5.f), a6 = _mm512_set1_ps(6.f), a7 = _mm512_set1_ps(7.f),
+         a8 = _mm512_set1_ps(8.f), a9 = _mm512_set1_ps(9.f), a10 = _mm512_set1_ps(10.f), a11 = _mm512_set1_ps(11.f);
   const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
   for (long i = 0; i < iters; ++i) {
     a0 = _mm512_fmadd_ps(a0, x, y), a1 = _mm512_fmadd_ps(a1, x, y), a2 = _mm512_fmadd_ps(a2, x, y);
@@ -114,8 +116,9 @@ __attribute__((target("avx512f"))) float fma_loop_avx512(long iters) {
 }
 
 __attribute__((target("avx2,fma"))) float fma_loop_avx2(long iters) {
-  __m256 a0 = _mm256_set1_ps(0.f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0,
-         a10 = a0, a11 = a0;
+  __m256 a0 = _mm256_set1_ps(0.f), a1 = _mm256_set1_ps(1.f), a2 = _mm256_set1_ps(2.f), a3 = _mm256_set1_ps(3.f),
+         a4 = _mm256_set1_ps(4.f), a5 = _mm256_set1_ps(5.f), a6 = _mm256_set1_ps(6.f), a7 = _mm256_set1_ps(7.f),
+         a8 = _mm256_set1_ps(8.f), a9 = _mm256_set1_ps(9.f), a10 = _mm256_set1_ps(10.f), a11 = _mm256_set1_ps(11.f);
   const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
   for (long i = 0; i < iters; ++i) {
     a0 = _mm256_fmadd_ps(a0, x, y), a1 = _mm256_fmadd_ps(a1, x, y), a2 = _mm256_fmadd_ps(a2, x, y);
