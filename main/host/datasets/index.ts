@@ -1,0 +1,8 @@
+export { byteTokenizer } from './byte-tokenizer'
+export { DatasetError } from './errors'
+export { loadHfTokenizer } from './hf-tokenizer'
+export { isTokenShard, loadTokenizer, prepareDataset } from './prepare'
+export type { DatasetSpec, PreparedDataset } from './prepare'
+export type { TextTokenizer } from './tokenizer'
+export { readShardHeader, writeTokenShard, SHARD_HEADER_BYTES } from './token-shard'
+export type { ShardHeader, TokenShard } from './token-shard'

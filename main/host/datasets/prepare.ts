@@ -1,0 +1,84 @@
+// DatasetSpec -> a token shard the engine can map. Text and JSONL files are tokenized once per
+// (file content, tokenizer) into a content-addressed cache; a .bin shard is used where it is, after
+// its header is checked against its size.
+import { createHash } from 'node:crypto'
+import { createReadStream } from 'node:fs'
+import { mkdir, readFile, stat } from 'node:fs/promises'
+import { join, resolve } from 'node:path'
+
+import type { z } from 'zod'
+
+import type { DatasetSpecSchema } from '../../api/contract'
+import { byteTokenizer } from './byte-tokenizer'
+import { DatasetError } from './errors'
+import { loadHfTokenizer } from './hf-tokenizer'
+import type { TextTokenizer } from './tokenizer'
+import { tokenizeFile } from './tokenize-file'
+import { readShardHeader, writeTokenShard } from './token-shard'
+
+export type DatasetSpec = z.output<typeof DatasetSpecSchema>
+
+export interface PreparedDataset {
+  path: string
+  vocabSize: number // 0 when a .bin shard does not record it
+  tokens: number
+}
+
+// Bumped whenever tokenization changes what a cached shard would contain.
+const CACHE_FORMAT = 1
+
+export const isTokenShard = (file: string) => file.toLowerCase().endsWith('.bin')
+
+export async function loadTokenizer(tokenizerFile: string | undefined): Promise<TextTokenizer> {
+  return tokenizerFile === undefined ? byteTokenizer : loadHfTokenizer(resolve(tokenizerFile))
+}
+
+async function sha256OfFile(file: string): Promise<string> {
+  const hash = createHash('sha256')
+  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer)
+  return hash.digest('hex')
+}
+
+async function requireFile(file: string): Promise<void> {
+  let info
+  try {
+    info = await stat(file)
+  } catch (e) {
+    throw new DatasetError(file, (e as NodeJS.ErrnoException).code === 'ENOENT' ? 'does not exist' : (e as Error).message)
+  }
+  if (!info.isFile()) throw new DatasetError(file, 'is not a regular file')
+}
+
+async function cachedShard(path: string): Promise<PreparedDataset | null> {
+  try {
+    const header = await readShardHeader(path)
+    return { path, vocabSize: header.vocabSize, tokens: header.tokens }
+  } catch {
+    // Missing, or damaged by something outside us: tokenize again and replace it atomically.
+    return null
+  }
+}
+
+export async function prepareDataset(spec: DatasetSpec, cacheDir: string): Promise<PreparedDataset> {
+  const file = resolve(spec.path)
+  await requireFile(file)
+  if (isTokenShard(file)) {
+    if (spec.tokenizer !== undefined)
+      throw new DatasetError(file, 'is already tokenized; leave the tokenizer out for a .bin token shard', undefined, 'tokenizer')
+    const header = await readShardHeader(file)
+    return { path: file, vocabSize: header.vocabSize, tokens: header.tokens }
+  }
+  const tokenizer = await loadTokenizer(spec.tokenizer)
+  const kind = file.toLowerCase().endsWith('.jsonl') ? 'jsonl' : 'text'
+  const key = createHash('sha256')
+    .update(`${CACHE_FORMAT}\0${kind}\0${tokenizer.id}\0${await sha256OfFile(file)}`)
+    .digest('hex')
+  const path = join(cacheDir, `${key}.bin`)
+  const cached = await cachedShard(path)
+  if (cached) return cached
+
+  const shard = tokenizeFile(file, await readFile(file), tokenizer)
+  await mkdir(cacheDir, { recursive: true })
+  const header = await writeTokenShard(path, shard)
+  return { path, vocabSize: header.vocabSize, tokens: header.tokens }
+}
