@@ -1,0 +1,86 @@
+// Per-step, per-MoE-layer integer arrays (tokens per expert, expert->device placement, tiers, pins,
+// spilled tokens) packed into one blob per step: one row per step writes and reads far faster than a
+// (step, layer, expert) table (DESIGN.md §9). Layout, all little-endian:
+//   i32 elementBytes (1, 2 or 4), i32 L (MoE layers), i32 offsets[L + 1] (in elements, offsets[0] = 0),
+//   then offsets[L] signed integers of elementBytes each; layer l is elements offsets[l] .. offsets[l+1].
+// The header is a whole number of 4-byte words, so the payload stays 4-byte aligned.
+export type ElementBytes = 1 | 2 | 4
+
+const RANGE: Record<ElementBytes, [number, number]> = {
+  1: [-0x80, 0x7f],
+  2: [-0x8000, 0x7fff],
+  4: [-0x80000000, 0x7fffffff],
+}
+
+export function encodeLayered(layers: readonly ArrayLike<number>[], elementBytes: ElementBytes): Uint8Array {
+  const headerBytes = 4 * (3 + layers.length)
+  const total = layers.reduce((n, a) => n + a.length, 0)
+  const out = new Uint8Array(headerBytes + total * elementBytes)
+  const view = new DataView(out.buffer)
+  view.setInt32(0, elementBytes, true)
+  view.setInt32(4, layers.length, true)
+  const [min, max] = RANGE[elementBytes]
+  let element = 0
+  let at = headerBytes
+  view.setInt32(8, 0, true)
+  layers.forEach((values, l) => {
+    for (let i = 0; i < values.length; i++, at += elementBytes) {
+      const v = values[i]
+      if (!Number.isInteger(v) || v < min || v > max)
+        throw new RangeError(`layer ${l} element ${i}: ${v} is not an integer in [${min}, ${max}]`)
+      if (elementBytes === 4) view.setInt32(at, v, true)
+      else if (elementBytes === 2) view.setInt16(at, v, true)
+      else view.setInt8(at, v)
+    }
+    element += values.length
+    view.setInt32(12 + 4 * l, element, true)
+  })
+  return out
+}
+
+/** A parsed header: how to find each layer's elements inside the blob. */
+export interface LayeredView {
+  layers: number
+  elementBytes: ElementBytes
+  /** Number of elements of layer l. */
+  length(l: number): number
+  /** Element i of layer l. */
+  at(l: number, i: number): number
+}
+
+/** Parses and bounds-checks the header; throws a RangeError describing what is wrong. */
+export function viewLayered(blob: Uint8Array): LayeredView {
+  const view = new DataView(blob.buffer, blob.byteOffset, blob.byteLength)
+  if (blob.byteLength < 12) throw new RangeError(`${blob.byteLength} bytes is shorter than the header`)
+  const elementBytes = view.getInt32(0, true)
+  const layers = view.getInt32(4, true)
+  if (elementBytes !== 1 && elementBytes !== 2 && elementBytes !== 4)
+    throw new RangeError(`element size ${elementBytes} is not 1, 2 or 4`)
+  const headerBytes = 4 * (3 + layers)
+  if (layers < 0 || headerBytes > blob.byteLength) throw new RangeError(`${layers} layers do not fit ${blob.byteLength} bytes`)
+  const offsets = new Int32Array(layers + 1)
+  for (let l = 0; l <= layers; l++) {
+    offsets[l] = view.getInt32(8 + 4 * l, true)
+    if (l === 0 ? offsets[0] !== 0 : offsets[l] < offsets[l - 1])
+      throw new RangeError(`layer offsets are not increasing from 0 (offset ${l} is ${offsets[l]})`)
+  }
+  if (headerBytes + offsets[layers] * elementBytes !== blob.byteLength)
+    throw new RangeError(`${blob.byteLength} bytes, expected ${headerBytes + offsets[layers] * elementBytes}`)
+  const read =
+    elementBytes === 4
+      ? (at: number) => view.getInt32(at, true)
+      : elementBytes === 2
+        ? (at: number) => view.getInt16(at, true)
+        : (at: number) => view.getInt8(at)
+  return {
+    layers,
+    elementBytes,
+    length: (l) => offsets[l + 1] - offsets[l],
+    at: (l, i) => read(headerBytes + (offsets[l] + i) * elementBytes),
+  }
+}
+
+/** Every layer's elements as one Int32Array per layer. */
+export function layeredArrays(v: LayeredView): Int32Array[] {
+  return Array.from({ length: v.layers }, (_, l) => Int32Array.from({ length: v.length(l) }, (_, i) => v.at(l, i)))
+}

@@ -1,0 +1,95 @@
+// The telemetry schema as an ordered list of migrations. The database's PRAGMA user_version is the
+// number of the last migration applied. Never edit a released migration: append a new one (see
+// docs/telemetry-schema.md, "Migration policy").
+export interface Migration {
+  version: number
+  description: string
+  sql: string
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    description: 'runs, steps, expert_loads, events, checkpoints',
+    sql: `
+      CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        status TEXT NOT NULL,
+        config TEXT NOT NULL,
+        dataset TEXT NOT NULL,
+        init TEXT,
+        run_dir TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        started_at REAL,
+        finished_at REAL,
+        step INTEGER NOT NULL DEFAULT 0,
+        total_steps INTEGER NOT NULL,
+        last_loss REAL,
+        tokens_per_s REAL,
+        error TEXT
+      );
+      CREATE INDEX runs_by_created ON runs (created_at);
+
+      CREATE TABLE steps (
+        run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        step INTEGER NOT NULL,
+        wall_time REAL NOT NULL,
+        loss REAL,
+        aux_loss REAL,
+        lr REAL,
+        grad_norm REAL,
+        tokens INTEGER,
+        tokens_per_s REAL,
+        step_ms REAL,
+        forward_ms REAL,
+        backward_ms REAL,
+        optimizer_ms REAL,
+        upload_ms REAL,
+        upload_hidden_ms REAL,
+        stall_ms REAL,
+        ssd_ms REAL,
+        bytes_h2d INTEGER,
+        bytes_d2h INTEGER,
+        bytes_ssd_read INTEGER,
+        bytes_ssd_write INTEGER,
+        cache_hits INTEGER,
+        cache_misses INTEGER,
+        peak_device_bytes INTEGER,
+        peak_host_bytes INTEGER,
+        peak_ssd_bytes INTEGER,
+        PRIMARY KEY (run_id, step)
+      ) WITHOUT ROWID;
+
+      CREATE TABLE expert_loads (
+        run_id TEXT NOT NULL,
+        step INTEGER NOT NULL,
+        tokens BLOB NOT NULL,
+        placement BLOB,
+        tiers BLOB,
+        pins BLOB,
+        spilled BLOB,
+        PRIMARY KEY (run_id, step),
+        FOREIGN KEY (run_id, step) REFERENCES steps (run_id, step) ON DELETE CASCADE
+      );
+
+      CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        at REAL NOT NULL,
+        kind TEXT NOT NULL,
+        message TEXT NOT NULL
+      );
+      CREATE INDEX events_by_run ON events (run_id, at);
+
+      CREATE TABLE checkpoints (
+        run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        step INTEGER NOT NULL,
+        path TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        bytes INTEGER NOT NULL,
+        PRIMARY KEY (run_id, step)
+      ) WITHOUT ROWID;
+    `,
+  },
+]

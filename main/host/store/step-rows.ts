@@ -1,0 +1,62 @@
+// StepTelemetry -> the values of one `steps` row and one `expert_loads` row.
+import { encodeLayered } from './blobs'
+import type { SqlValue } from './db'
+import { StoreError } from './errors'
+import type { StepTelemetry } from './types'
+
+// Columns filled from the record as-is (NULL when the field is absent), in insert order.
+const MEASURED = [
+  'loss', 'aux_loss', 'lr', 'grad_norm', 'tokens', 'step_ms', 'forward_ms', 'backward_ms', 'optimizer_ms',
+  'upload_ms', 'upload_hidden_ms', 'stall_ms', 'ssd_ms', 'bytes_h2d', 'bytes_d2h', 'bytes_ssd_read',
+  'bytes_ssd_write', 'cache_hits', 'cache_misses', 'peak_device_bytes', 'peak_host_bytes', 'peak_ssd_bytes',
+] as const satisfies readonly (keyof StepTelemetry)[]
+
+const STEP_COLUMNS = ['run_id', 'step', 'wall_time', 'tokens_per_s', ...MEASURED]
+export const INSERT_STEP_SQL =
+  `INSERT INTO steps (${STEP_COLUMNS.join(', ')}) VALUES (${STEP_COLUMNS.map(() => '?').join(', ')})`
+export const INSERT_LOADS_SQL =
+  'INSERT INTO expert_loads (run_id, step, tokens, placement, tiers, pins, spilled) VALUES (?, ?, ?, ?, ?, ?, ?)'
+
+/** Throughput of a step, or null when its time is not positive. */
+export function tokensPerSecond(r: StepTelemetry): number | null {
+  return r.step_ms > 0 ? r.tokens / (r.step_ms / 1000) : null
+}
+
+export interface EncodedStep {
+  step: number
+  stepValues: SqlValue[]
+  loadValues: SqlValue[]
+}
+
+// The optional per-layer arrays must describe the same layers and experts as the token counts.
+function sameShape(runId: string, r: StepTelemetry, name: string, layers: readonly ArrayLike<number>[]): void {
+  const ok = layers.length === r.expertTokens.length && layers.every((a, l) => a.length === r.expertTokens[l].length)
+  if (!ok) throw new StoreError(`run ${runId} step ${r.step}: ${name} does not have the shape of expertTokens`)
+}
+
+export function encodeStep(runId: string, r: StepTelemetry, wallTime: number): EncodedStep {
+  if (!Number.isSafeInteger(r.step) || r.step < 0) throw new StoreError(`run ${runId}: step ${r.step} is not a step number`)
+  if (!Number.isFinite(wallTime)) throw new StoreError(`run ${runId} step ${r.step}: wall time ${wallTime} is not finite`)
+  const layered = (name: string, layers: readonly ArrayLike<number>[] | undefined, bytes: 1 | 2 | 4): Uint8Array | null => {
+    if (!layers) return null
+    sameShape(runId, r, name, layers)
+    try {
+      return encodeLayered(layers, bytes)
+    } catch (e) {
+      throw new StoreError(`run ${runId} step ${r.step}: ${name}: ${(e as Error).message}`)
+    }
+  }
+  return {
+    step: r.step,
+    stepValues: [runId, r.step, wallTime, tokensPerSecond(r), ...MEASURED.map((k) => r[k] ?? null)],
+    loadValues: [
+      runId,
+      r.step,
+      layered('expertTokens', r.expertTokens, 4),
+      layered('placement', r.placement, 2),
+      layered('tiers', r.tiers, 1),
+      layered('pins', r.pins, 1),
+      layered('spilledTokens', r.spilledTokens, 4),
+    ],
+  }
+}

@@ -1,0 +1,343 @@
+// The telemetry store: every read and write of the project's SQLite database goes through this
+// class. The engine process appends steps (one transaction per call) while the main process writes
+// run metadata and reads history; WAL keeps readers and the single writer out of each other's way.
+import { z } from 'zod'
+
+import { CheckpointSchema, RunEventSchema, ScalarMetricSchema } from '../../api/contract'
+import type { Checkpoint, ExpertLoadSchema, RunEvent, ScalarMetric, SeriesSchema } from '../../api/contract'
+import { layeredArrays, viewLayered, type LayeredView } from './blobs'
+import { openDatabase, type DriverName, type SqlDatabase, type SqlRow } from './db'
+import { bucketStart, minMaxIndices } from './downsample'
+import { StoreError } from './errors'
+import { assertCurrentSchema, migrate } from './migrate'
+import { RUN_COLUMNS, patchToColumns, runFromRow, runToRow } from './run-rows'
+import { INSERT_LOADS_SQL, INSERT_STEP_SQL, encodeStep, tokensPerSecond } from './step-rows'
+import type { RunRecord, StepTelemetry } from './types'
+
+export type { DatasetSpec, RunRecord, StepTelemetry } from './types'
+export { EXPERT_TIER } from './types'
+export { StoreError } from './errors'
+
+export type Series = z.output<typeof SeriesSchema>
+export type ExpertLoad = z.output<typeof ExpertLoadSchema>
+
+/** Everything recorded per MoE layer for one step; arrays absent from the step are null. */
+export interface StepLoads {
+  tokens: Int32Array[]
+  placement: Int32Array[] | null
+  tiers: Int32Array[] | null
+  pins: Int32Array[] | null
+  spilledTokens: Int32Array[] | null
+}
+
+interface StepRange {
+  fromStep?: number
+  toStep?: number
+}
+
+const MetricsSchema = z.array(ScalarMetricSchema).min(1)
+const INSERT_RUN_SQL = `INSERT INTO runs (id, ${Object.values(RUN_COLUMNS).join(', ')}) VALUES (${['id', ...Object.values(RUN_COLUMNS)].map(() => '?').join(', ')})`
+const LAST_STEP_SQL = 'SELECT max(step) AS step FROM steps WHERE run_id = ?'
+const SET_PROGRESS_SQL = 'UPDATE runs SET step = ?, last_loss = ?, tokens_per_s = ? WHERE id = ?'
+
+// runs.last_loss / tokens_per_s feed run summaries, whose numbers must be finite.
+const finiteOrNull = (v: number | null): number | null => (v !== null && Number.isFinite(v) ? v : null)
+
+function stepBounds(runId: string, range: StepRange): [number, number] {
+  const from = range.fromStep ?? 0
+  const to = range.toStep ?? Number.MAX_SAFE_INTEGER
+  if (!Number.isSafeInteger(from) || !Number.isSafeInteger(to) || from < 0 || to < 0)
+    throw new StoreError(`run ${runId}: fromStep/toStep must be non-negative integers (got ${range.fromStep}, ${range.toStep})`)
+  return [from, to]
+}
+
+export class TelemetryStore {
+  private constructor(private readonly db: SqlDatabase) {}
+
+  /** Opens (creating and migrating when writable) the database at dbPath. */
+  static open(dbPath: string, options: { readonly?: boolean } = {}): TelemetryStore {
+    const db = openDatabase(dbPath, { readonly: options.readonly ?? false })
+    try {
+      if (db.readonly) assertCurrentSchema(db)
+      else migrate(db)
+    } catch (e) {
+      db.close()
+      throw e
+    }
+    return new TelemetryStore(db)
+  }
+
+  /** The SQLite binding in use (better-sqlite3 under Node, node:sqlite where only that loads). */
+  get driver(): DriverName {
+    return this.db.driver
+  }
+
+  insertRun(r: RunRecord): void {
+    const values = runToRow(r)
+    this.db.transaction(() => {
+      if (this.hasRun(r.id)) throw new StoreError(`run ${r.id} already exists`)
+      this.db.prepare(INSERT_RUN_SQL).run(...values)
+    })
+  }
+
+  updateRun(id: string, patch: Partial<Omit<RunRecord, 'id'>>): void {
+    const { columns, values } = patchToColumns(id, patch)
+    if (columns.length === 0) {
+      this.requireRun(id)
+      return
+    }
+    const sql = `UPDATE runs SET ${columns.map((c) => `${c} = ?`).join(', ')} WHERE id = ?`
+    if (this.db.prepare(sql).run(...values, id).changes === 0) throw this.unknownRun(id)
+  }
+
+  getRun(id: string): RunRecord | undefined {
+    const row = this.db.prepare('SELECT * FROM runs WHERE id = ?').get(id)
+    return row && runFromRow(row)
+  }
+
+  /** Newest first. */
+  listRuns(): RunRecord[] {
+    return this.db.prepare('SELECT * FROM runs ORDER BY created_at DESC, rowid DESC').all().map(runFromRow)
+  }
+
+  /** Removes the run with its steps, expert loads, events and checkpoint records (foreign-key cascades). */
+  deleteRun(id: string): void {
+    if (this.db.prepare('DELETE FROM runs WHERE id = ?').run(id).changes === 0) throw this.unknownRun(id)
+  }
+
+  addEvent(e: RunEvent): void {
+    const event = this.validate(RunEventSchema, e, `event of run ${String(e.runId)}`)
+    this.db.transaction(() => {
+      this.requireRun(event.runId)
+      this.db.prepare('INSERT INTO events (run_id, at, kind, message) VALUES (?, ?, ?, ?)')
+        .run(event.runId, event.at, event.kind, event.message)
+    })
+  }
+
+  /** Oldest first. */
+  listEvents(runId: string): RunEvent[] {
+    return this.db
+      .prepare('SELECT run_id AS runId, at, kind, message FROM events WHERE run_id = ? ORDER BY at, id')
+      .all(runId)
+      .map((row) => this.validateStored(RunEventSchema, row, runId, 'event'))
+  }
+
+  /** Records a checkpoint; a second checkpoint at the same step (after a resume) replaces the first. */
+  addCheckpoint(c: Checkpoint): void {
+    const checkpoint = this.validate(CheckpointSchema, c, `checkpoint of run ${String(c.runId)}`)
+    this.db.transaction(() => {
+      this.requireRun(checkpoint.runId)
+      this.db
+        .prepare(
+          `INSERT INTO checkpoints (run_id, step, path, created_at, bytes) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (run_id, step) DO UPDATE SET path = excluded.path, created_at = excluded.created_at, bytes = excluded.bytes`,
+        )
+        .run(checkpoint.runId, checkpoint.step, checkpoint.path, checkpoint.createdAt, checkpoint.bytes)
+    })
+  }
+
+  /** Ascending by step. */
+  listCheckpoints(runId: string): Checkpoint[] {
+    return this.db
+      .prepare('SELECT run_id AS runId, step, path, created_at AS createdAt, bytes FROM checkpoints WHERE run_id = ? ORDER BY step')
+      .all(runId)
+      .map((row) => this.validateStored(CheckpointSchema, row, runId, 'checkpoint'))
+  }
+
+  /**
+   * Appends steps (numbered from 1, strictly increasing, after the last stored step) with their expert
+   * loads, and moves runs.step / last_loss / tokens_per_s to the last of them, all in one transaction:
+   * a reader sees all of a batch or none of it. wallTimes[i] is when records[i] ended (ms since epoch).
+   */
+  appendSteps(runId: string, records: readonly StepTelemetry[], wallTimes: readonly number[]): void {
+    if (records.length !== wallTimes.length)
+      throw new StoreError(`run ${runId}: ${records.length} step records but ${wallTimes.length} wall times`)
+    if (records.length === 0) return
+    // Encode before taking the write lock, so the lock is held only for the inserts.
+    const encoded = records.map((r, i) => encodeStep(runId, r, wallTimes[i]))
+    encoded.forEach((e, i) => {
+      if (e.step < 1 || (i > 0 && e.step <= encoded[i - 1].step))
+        throw new StoreError(`run ${runId}: step ${e.step} does not follow ${i > 0 ? encoded[i - 1].step : 0} in this batch`)
+    })
+    const insertStep = this.db.prepare(INSERT_STEP_SQL)
+    const insertLoads = this.db.prepare(INSERT_LOADS_SQL)
+    const last = encoded[encoded.length - 1]
+    const lastRecord = records[records.length - 1]
+    this.db.transaction(() => {
+      this.requireRun(runId)
+      const stored = this.lastStep(runId)
+      if (encoded[0].step <= stored)
+        throw new StoreError(
+          `run ${runId}: step ${encoded[0].step} is not after the last stored step ${stored}; truncateSteps before rewriting steps`,
+        )
+      for (const e of encoded) {
+        insertStep.run(...e.stepValues)
+        insertLoads.run(...e.loadValues)
+      }
+      this.db
+        .prepare(SET_PROGRESS_SQL)
+        .run(last.step, finiteOrNull(lastRecord.loss), finiteOrNull(tokensPerSecond(lastRecord)), runId)
+    })
+  }
+
+  /** Deletes the steps (and their expert loads) after afterStep, and rewinds the run's progress to it. */
+  truncateSteps(runId: string, afterStep: number): void {
+    if (!Number.isSafeInteger(afterStep) || afterStep < 0)
+      throw new StoreError(`run ${runId}: cannot truncate after step ${afterStep}`)
+    this.db.transaction(() => {
+      this.requireRun(runId)
+      this.db.prepare('DELETE FROM steps WHERE run_id = ? AND step > ?').run(runId, afterStep)
+      const last = this.db
+        .prepare('SELECT step, loss, tokens_per_s FROM steps WHERE run_id = ? ORDER BY step DESC LIMIT 1')
+        .get(runId)
+      this.db.prepare(SET_PROGRESS_SQL).run(
+        last ? Number(last.step) : 0,
+        finiteOrNull((last?.loss as number | null | undefined) ?? null),
+        finiteOrNull((last?.tokens_per_s as number | null | undefined) ?? null),
+        runId,
+      )
+    })
+  }
+
+  /** The last stored step of the run, 0 when it has none. */
+  lastStep(runId: string): number {
+    return Number(this.db.prepare(LAST_STEP_SQL).get(runId)?.step ?? 0)
+  }
+
+  /**
+   * Scalar metrics over a step range, at most maxPoints rows: bucketed min/max of every metric plus the
+   * first and last step (see downsample.ts). Non-finite or missing values read as NaN.
+   */
+  series(runId: string, metrics: ScalarMetric[], opts: StepRange & { maxPoints: number }): Series {
+    const parsed = MetricsSchema.safeParse(metrics)
+    if (!parsed.success)
+      throw new StoreError(
+        `run ${runId}: metrics must be a non-empty list of ${ScalarMetricSchema.options.join(', ')} (got ${JSON.stringify(metrics)})`,
+      )
+    if (!Number.isInteger(opts.maxPoints) || opts.maxPoints < 2)
+      throw new StoreError(`run ${runId}: maxPoints must be an integer >= 2 (got ${opts.maxPoints})`)
+    const [from, to] = stepBounds(runId, opts)
+    this.requireRun(runId)
+    // Column names come from the validated metric enum, never from the caller's text.
+    const columns = [...new Set(parsed.data)]
+    const rows = this.db
+      .prepare(`SELECT step, wall_time, ${columns.join(', ')} FROM steps WHERE run_id = ? AND step BETWEEN ? AND ? ORDER BY step`)
+      .all(runId, from, to)
+    const numeric = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : NaN)
+    const valueColumns = columns.map((c) => Float64Array.from(rows, (row) => numeric(row[c])))
+    const picked = minMaxIndices(valueColumns, rows.length, opts.maxPoints)
+    const values: Record<string, number[]> = {}
+    columns.forEach((c, k) => (values[c] = picked.map((i) => valueColumns[k][i])))
+    return {
+      step: picked.map((i) => Number(rows[i].step)),
+      wallTime: picked.map((i) => Number(rows[i].wall_time)),
+      values,
+    }
+  }
+
+  /**
+   * Tokens per expert of one MoE layer over a step range. With more than maxSteps steps, steps are
+   * grouped into maxSteps contiguous buckets: counts are the bucket's mean and steps[b] its first step.
+   */
+  expertLoad(runId: string, layer: number, opts: StepRange & { maxSteps: number }): ExpertLoad {
+    if (!Number.isInteger(layer) || layer < 0) throw new StoreError(`run ${runId}: layer ${layer} is not a layer index`)
+    if (!Number.isInteger(opts.maxSteps) || opts.maxSteps < 1)
+      throw new StoreError(`run ${runId}: maxSteps must be an integer >= 1 (got ${opts.maxSteps})`)
+    const [from, to] = stepBounds(runId, opts)
+    this.requireRun(runId)
+    const rows = this.db
+      .prepare('SELECT step, tokens FROM expert_loads WHERE run_id = ? AND step BETWEEN ? AND ? ORDER BY step')
+      .all(runId, from, to)
+    if (rows.length === 0) return { layer, experts: this.configuredExperts(runId, layer), steps: [], counts: [] }
+
+    const views = rows.map((row) => this.storedLayers(runId, row, 'tokens'))
+    views.forEach((v, i) => {
+      if (layer >= v.layers)
+        throw new StoreError(`run ${runId} step ${Number(rows[i].step)}: layer ${layer} is out of range (${v.layers} MoE layers)`)
+    })
+    const experts = views[0].length(layer)
+    views.forEach((v, i) => {
+      if (v.length(layer) !== experts)
+        throw new StoreError(`run ${runId} step ${Number(rows[i].step)}: layer ${layer} has ${v.length(layer)} experts, not ${experts}`)
+    })
+
+    const n = rows.length
+    const buckets = Math.min(n, opts.maxSteps)
+    const steps: number[] = []
+    const counts = new Array<number>(buckets * experts).fill(0)
+    for (let b = 0; b < buckets; b++) {
+      const lo = bucketStart(n, buckets, b)
+      const hi = bucketStart(n, buckets, b + 1)
+      steps.push(Number(rows[lo].step))
+      for (let i = lo; i < hi; i++) for (let e = 0; e < experts; e++) counts[b * experts + e] += views[i].at(layer, e)
+      if (hi - lo > 1) for (let e = 0; e < experts; e++) counts[b * experts + e] /= hi - lo
+    }
+    return { layer, experts, steps, counts }
+  }
+
+  /** Every per-layer array recorded for one step (for replay), or undefined when the step has none. */
+  stepLoads(runId: string, step: number): StepLoads | undefined {
+    const row = this.db
+      .prepare('SELECT step, tokens, placement, tiers, pins, spilled FROM expert_loads WHERE run_id = ? AND step = ?')
+      .get(runId, step)
+    if (!row) return undefined
+    const decode = (column: string) => (row[column] == null ? null : layeredArrays(this.storedLayers(runId, row, column)))
+    return {
+      tokens: layeredArrays(this.storedLayers(runId, row, 'tokens')),
+      placement: decode('placement'),
+      tiers: decode('tiers'),
+      pins: decode('pins'),
+      spilledTokens: decode('spilled'),
+    }
+  }
+
+  close(): void {
+    this.db.close()
+  }
+
+  private hasRun(id: string): boolean {
+    return this.db.prepare('SELECT 1 AS found FROM runs WHERE id = ?').get(id) !== undefined
+  }
+
+  private requireRun(id: string): void {
+    if (!this.hasRun(id)) throw this.unknownRun(id)
+  }
+
+  private unknownRun(id: string): StoreError {
+    return new StoreError(`unknown run ${JSON.stringify(id)}`)
+  }
+
+  private validate<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
+    const parsed = schema.safeParse(value)
+    if (!parsed.success)
+      throw new StoreError(`${what}: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(value)'}: ${i.message}`).join('; ')}`)
+    return parsed.data
+  }
+
+  private validateStored<T>(schema: z.ZodType<T>, row: SqlRow, runId: string, what: string): T {
+    return this.validate(schema, row, `run ${runId}: stored ${what} is invalid`)
+  }
+
+  private storedBlob(runId: string, row: SqlRow, column: string): Uint8Array {
+    const blob = row[column]
+    if (!(blob instanceof Uint8Array)) throw new StoreError(`run ${runId} step ${Number(row.step)}: expert_loads.${column} is not a blob`)
+    return blob
+  }
+
+  private storedLayers(runId: string, row: SqlRow, column: string): LayeredView {
+    try {
+      return viewLayered(this.storedBlob(runId, row, column))
+    } catch (e) {
+      if (e instanceof StoreError) throw e
+      throw new StoreError(`run ${runId} step ${Number(row.step)}: expert_loads.${column} is corrupt: ${(e as Error).message}`)
+    }
+  }
+
+  // A run with no steps yet still has a shape: its config's experts for that layer.
+  private configuredExperts(runId: string, layer: number): number {
+    const m = (this.getRun(runId) as RunRecord).config.model
+    const moeLayers = Math.floor(m.n_layers / m.moe_every)
+    if (layer >= moeLayers) throw new StoreError(`run ${runId}: layer ${layer} is out of range (${moeLayers} MoE layers)`)
+    return Array.isArray(m.n_experts) ? m.n_experts[layer] : m.n_experts
+  }
+}
