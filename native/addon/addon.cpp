@@ -1,0 +1,63 @@
+// The moe_engine_addon module: the Engine class and packStepRecord (the C++ packing, exposed so the
+// TS decoder can be tested against it).
+#include <napi.h>
+
+#include <cstring>
+#include <vector>
+
+#include "engine_wrap.h"
+#include "step_record_pack.h"
+
+namespace moe_addon {
+namespace {
+
+double NumberField(Napi::Object o, const char* key) {
+  Napi::Value v = o.Get(key);
+  if (!v.IsNumber()) throw Napi::TypeError::New(o.Env(), std::string("packStepRecord: ") + key + " must be a number");
+  return v.As<Napi::Number>().DoubleValue();
+}
+
+// packStepRecord({step, loss, ..., expertTokens: ArrayLike<number>[]}) -> ArrayBuffer
+Napi::Value PackStepRecord(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "packStepRecord: a record object");
+  Napi::Object r = info[0].As<Napi::Object>();
+  if (!r.Get("expertTokens").IsArray()) throw Napi::TypeError::New(env, "packStepRecord: expertTokens must be an array");
+  Napi::Array layers = r.Get("expertTokens").As<Napi::Array>();
+  std::vector<int32_t> experts_per_layer, expert_tokens;
+  for (uint32_t l = 0; l < layers.Length(); ++l) {
+    Napi::Object layer = layers.Get(l).As<Napi::Object>();
+    const uint32_t n = layer.Get("length").As<Napi::Number>().Uint32Value();
+    experts_per_layer.push_back(static_cast<int32_t>(n));
+    for (uint32_t e = 0; e < n; ++e) expert_tokens.push_back(layer.Get(e).As<Napi::Number>().Int32Value());
+  }
+  const moe_step_record record{static_cast<int64_t>(NumberField(r, "step")),
+                               NumberField(r, "loss"),
+                               NumberField(r, "aux_loss"),
+                               NumberField(r, "lr"),
+                               NumberField(r, "grad_norm"),
+                               static_cast<int64_t>(NumberField(r, "tokens")),
+                               NumberField(r, "step_ms"),
+                               NumberField(r, "forward_ms"),
+                               NumberField(r, "backward_ms"),
+                               NumberField(r, "optimizer_ms"),
+                               static_cast<int32_t>(experts_per_layer.size()),
+                               experts_per_layer.data(),
+                               expert_tokens.data()};
+  const std::vector<uint8_t> packed = pack_step_record(record);
+  Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(env, packed.size());
+  std::memcpy(buffer.Data(), packed.data(), packed.size());
+  return buffer;
+}
+
+}  // namespace
+}  // namespace moe_addon
+
+static Napi::Object InitModule(Napi::Env env, Napi::Object exports) {
+  exports.Set("Engine", moe_addon::Engine::Define(env));
+  exports.Set("packStepRecord", Napi::Function::New<moe_addon::PackStepRecord>(env, "packStepRecord"));
+  exports.Set("apiVersion", Napi::Number::New(env, MOE_ENGINE_API_VERSION));
+  return exports;
+}
+
+NODE_API_MODULE(moe_engine_addon, InitModule)

@@ -1,0 +1,265 @@
+#include "engine_wrap.h"
+
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace moe_addon {
+
+namespace {
+
+// Steps the training thread may run ahead of JS before it blocks (back-pressure, bounded memory).
+constexpr size_t kQueuedMessages = 64;
+constexpr size_t kErrorBytes = 4096;
+
+std::string StringArg(const Napi::CallbackInfo& info, size_t i, const char* name) {
+  if (info.Length() <= i || !info[i].IsString())
+    throw Napi::TypeError::New(info.Env(), std::string(name) + " must be a string");
+  return info[i].As<Napi::String>().Utf8Value();
+}
+
+int64_t CountOption(Napi::Object options, const char* key) {
+  Napi::Value v = options.Get(key);
+  if (v.IsUndefined()) return 0;
+  const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
+  if (!(d >= 0 && d <= 9007199254740991.0 && d == static_cast<double>(static_cast<int64_t>(d))))
+    throw Napi::TypeError::New(options.Env(), std::string("start: ") + key + " must be a non-negative integer");
+  return static_cast<int64_t>(d);
+}
+
+}  // namespace
+
+struct Engine::Session {
+  using Channel = Napi::TypedThreadSafeFunction<std::shared_ptr<Session>, TrainMessage, &Engine::Deliver>;
+
+  explicit Session(moe_engine* engine) : control(engine) {}
+
+  // Training thread: blocks while the queue is full; false once the channel is closing.
+  bool Post(TrainMessage&& message) {
+    std::lock_guard<std::mutex> lock(channel_mutex);
+    if (channel_closed) return false;
+    auto* queued = new TrainMessage(std::move(message));
+    if (channel.BlockingCall(queued) != napi_ok) {
+      delete queued;
+      channel_closed = true;  // Node-API already dropped this thread's use of the channel
+      return false;
+    }
+    return true;
+  }
+
+  void ReleaseChannel() {
+    std::lock_guard<std::mutex> lock(channel_mutex);
+    if (!channel_closed) channel.Release();
+    channel_closed = true;
+  }
+
+  TrainControl control;
+  Engine* owner = nullptr;
+  Napi::FunctionReference on_step, on_checkpoint, on_done;
+  std::thread thread;
+  std::mutex channel_mutex;  // orders the thread's channel calls against ChannelClosed
+  bool channel_closed = false;
+  Channel channel;
+};
+
+Napi::Function Engine::Define(Napi::Env env) {
+  return DefineClass(env, "Engine",
+                     {
+                         InstanceMethod<&Engine::InitFrom>("initFrom"),
+                         InstanceMethod<&Engine::ResumeFrom>("resumeFrom"),
+                         InstanceMethod<&Engine::SaveCheckpoint>("saveCheckpoint"),
+                         InstanceMethod<&Engine::SetData>("setData"),
+                         InstanceMethod<&Engine::ExportHf>("exportHf"),
+                         InstanceMethod<&Engine::Start>("start"),
+                         InstanceMethod<&Engine::Pause>("pause"),
+                         InstanceMethod<&Engine::Resume>("resume"),
+                         InstanceMethod<&Engine::Stop>("stop"),
+                         InstanceMethod<&Engine::RequestCheckpoint>("requestCheckpoint"),
+                         InstanceAccessor<&Engine::NumParams>("numParams"),
+                         InstanceAccessor<&Engine::StepCount>("stepCount"),
+                         InstanceAccessor<&Engine::BackendName>("backendName"),
+                         InstanceAccessor<&Engine::ConfigJson>("configJson"),
+                         InstanceAccessor<&Engine::Training>("training"),
+                     });
+}
+
+Engine::Engine(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Engine>(info) {
+  const std::string config = StringArg(info, 0, "configJson");
+  const bool has_init = info.Length() > 1 && !info[1].IsUndefined() && !info[1].IsNull();
+  const std::string init_dir = has_init ? StringArg(info, 1, "initDir") : std::string();
+  char error[kErrorBytes] = {0};
+  engine_ = moe_engine_create(config.c_str(), has_init ? init_dir.c_str() : nullptr, error, sizeof error);
+  if (!engine_) throw Napi::Error::New(info.Env(), error[0] ? error : "the engine could not be created");
+  num_params_ = static_cast<double>(moe_engine_num_params(engine_));
+  backend_name_ = moe_engine_backend_name(engine_);
+  config_json_ = moe_engine_config_json(engine_);
+}
+
+Engine::~Engine() {
+  // Only reached with a live session when the environment is torn down mid-run (a running engine
+  // holds a strong reference to itself): the channel is already closing, so the thread cannot block.
+  if (session_) {
+    session_->control.stop();
+    if (session_->thread.joinable()) session_->thread.join();
+    session_.reset();
+  }
+  moe_engine_destroy(engine_);
+}
+
+void Engine::InitFrom(const Napi::CallbackInfo& info) {
+  RequireIdle(info.Env(), "initFrom");
+  Check(info.Env(), moe_engine_init_from(engine_, StringArg(info, 0, "dir").c_str()));
+}
+
+void Engine::ResumeFrom(const Napi::CallbackInfo& info) {
+  RequireIdle(info.Env(), "resumeFrom");
+  Check(info.Env(), moe_engine_resume_from(engine_, StringArg(info, 0, "dir").c_str()));
+}
+
+void Engine::SaveCheckpoint(const Napi::CallbackInfo& info) {
+  RequireIdle(info.Env(), "saveCheckpoint");
+  Check(info.Env(), moe_engine_save_checkpoint(engine_, StringArg(info, 0, "dir").c_str()));
+}
+
+void Engine::SetData(const Napi::CallbackInfo& info) {
+  RequireIdle(info.Env(), "setData");
+  Check(info.Env(), moe_engine_set_data(engine_, StringArg(info, 0, "path").c_str()));
+}
+
+void Engine::ExportHf(const Napi::CallbackInfo& info) {
+  RequireIdle(info.Env(), "exportHf");
+  const std::string dir = StringArg(info, 0, "dir");
+  const std::string model_type = StringArg(info, 1, "modelType");
+  const bool bf16 = info.Length() > 2 && info[2].ToBoolean().Value();
+  Check(info.Env(), moe_engine_export_hf(engine_, dir.c_str(), model_type.c_str(), bf16 ? 1 : 0));
+}
+
+void Engine::Start(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  RequireIdle(env, "start");
+  if (info.Length() < 4 || !info[0].IsObject() || !info[1].IsFunction() || !info[2].IsFunction() ||
+      !info[3].IsFunction())
+    throw Napi::TypeError::New(env, "start(options, onStep, onCheckpoint, onDone): an object and three functions");
+  Napi::Object options_object = info[0].As<Napi::Object>();
+  if (!options_object.Get("runDir").IsString()) throw Napi::TypeError::New(env, "start: runDir must be a string");
+  TrainOptions options;
+  options.run_dir = options_object.Get("runDir").As<Napi::String>().Utf8Value();
+  options.checkpoint_every = CountOption(options_object, "checkpointEvery");
+  options.total_steps = CountOption(options_object, "totalSteps");
+
+  auto session = std::make_shared<Session>(engine_);
+  session->owner = this;
+  session->on_step = Napi::Persistent(info[1].As<Napi::Function>());
+  session->on_checkpoint = Napi::Persistent(info[2].As<Napi::Function>());
+  session->on_done = Napi::Persistent(info[3].As<Napi::Function>());
+  session->channel = Session::Channel::New(env, "moe-engine-training", kQueuedMessages, 1,
+                                           new std::shared_ptr<Session>(session), &Engine::ChannelClosed,
+                                           static_cast<void*>(nullptr));
+  // Kept alive while training even if JS drops it; ChannelClosed lets go.
+  Ref();
+  session_ = session;
+  try {
+    session->thread = std::thread([s = session.get(), engine = engine_, options] {
+      TrainLoop(engine, options, s->control, [s](TrainMessage&& m) { return s->Post(std::move(m)); }).run();
+      s->ReleaseChannel();
+    });
+  } catch (const std::exception& e) {
+    session_.reset();
+    session->ReleaseChannel();
+    throw Napi::Error::New(env, std::string("start: cannot create the training thread: ") + e.what());
+  }
+}
+
+void Engine::Pause(const Napi::CallbackInfo&) {
+  if (session_) session_->control.pause();
+}
+
+void Engine::Resume(const Napi::CallbackInfo&) {
+  if (session_) session_->control.resume();
+}
+
+void Engine::Stop(const Napi::CallbackInfo&) {
+  if (session_) session_->control.stop();
+}
+
+void Engine::RequestCheckpoint(const Napi::CallbackInfo& info) {
+  if (!session_) throw Napi::Error::New(info.Env(), "requestCheckpoint: the engine is not training; use saveCheckpoint");
+  session_->control.request_checkpoint();
+}
+
+Napi::Value Engine::NumParams(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), num_params_); }
+
+Napi::Value Engine::StepCount(const Napi::CallbackInfo& info) {
+  const int64_t step = session_ ? session_->control.last_step.load() : moe_engine_step_count(engine_);
+  return Napi::Number::New(info.Env(), static_cast<double>(step));
+}
+
+Napi::Value Engine::BackendName(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), backend_name_); }
+
+Napi::Value Engine::ConfigJson(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), config_json_); }
+
+Napi::Value Engine::Training(const Napi::CallbackInfo& info) {
+  return Napi::Boolean::New(info.Env(), session_ != nullptr);
+}
+
+void Engine::EndSession() {
+  if (session_ && session_->thread.joinable()) session_->thread.join();
+  session_.reset();
+}
+
+void Engine::RequireIdle(Napi::Env env, const char* what) const {
+  if (session_) throw Napi::Error::New(env, std::string(what) + ": the engine is training; stop it first");
+}
+
+void Engine::Check(Napi::Env env, int status) const {
+  if (status != MOE_OK) throw Napi::Error::New(env, moe_engine_last_error(engine_));
+}
+
+void Engine::Deliver(Napi::Env env, Napi::Function, std::shared_ptr<Session>* context, TrainMessage* raw) {
+  std::unique_ptr<TrainMessage> message(raw);
+  if (env == nullptr || !message) return;  // the channel is being torn down
+  Session& s = **context;
+  try {
+    DeliverMessage(env, s, *message);
+  } catch (const Napi::Error& e) {
+    // A throwing callback is the caller's bug: surface it as an uncaught exception (Node 20 would
+    // otherwise only print a deprecation warning for errors thrown from thread-safe calls).
+    napi_fatal_exception(env, e.Value());
+  }
+}
+
+void Engine::DeliverMessage(Napi::Env env, Session& s, TrainMessage& message) {
+  switch (message.kind) {
+    case TrainMessage::Kind::Step: {
+      // A copy into a V8-owned buffer: Electron's memory cage forbids external array buffers.
+      Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(env, message.record.size());
+      std::memcpy(buffer.Data(), message.record.data(), message.record.size());
+      s.on_step.Call({buffer});
+      break;
+    }
+    case TrainMessage::Kind::Checkpoint:
+      s.on_checkpoint.Call(
+          {Napi::Number::New(env, static_cast<double>(message.step)), Napi::String::New(env, message.text)});
+      break;
+    case TrainMessage::Kind::Done: {
+      s.owner->EndSession();
+      std::vector<napi_value> args{Napi::String::New(env, message.text)};
+      if (!message.error.empty()) args.push_back(Napi::String::New(env, message.error));
+      s.on_done.Call(args);
+      break;
+    }
+  }
+}
+
+void Engine::ChannelClosed(Napi::Env, void*, std::shared_ptr<Session>* context) {
+  std::unique_ptr<std::shared_ptr<Session>> holder(context);
+  Session& s = **context;
+  {
+    std::lock_guard<std::mutex> lock(s.channel_mutex);
+    s.channel_closed = true;
+  }
+  s.owner->Unref();
+}
+
+}  // namespace moe_addon

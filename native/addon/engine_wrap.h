@@ -1,0 +1,56 @@
+// Engine: the JS class over the C API (moe_engine.h). Methods convert arguments and forward; training
+// runs on a std::thread (TrainLoop) that reports through a bounded ThreadSafeFunction.
+#pragma once
+#include <napi.h>
+
+#include <memory>
+#include <string>
+
+#include "moe_engine.h"
+#include "train_loop.h"
+
+namespace moe_addon {
+
+class Engine : public Napi::ObjectWrap<Engine> {
+ public:
+  static Napi::Function Define(Napi::Env env);
+  explicit Engine(const Napi::CallbackInfo& info);
+  ~Engine() override;
+
+  struct Session;  // one start(): the thread, its control flags and the channel to JS
+
+ private:
+  void InitFrom(const Napi::CallbackInfo& info);
+  void ResumeFrom(const Napi::CallbackInfo& info);
+  void SaveCheckpoint(const Napi::CallbackInfo& info);
+  void SetData(const Napi::CallbackInfo& info);
+  void ExportHf(const Napi::CallbackInfo& info);
+  void Start(const Napi::CallbackInfo& info);
+  void Pause(const Napi::CallbackInfo& info);
+  void Resume(const Napi::CallbackInfo& info);
+  void Stop(const Napi::CallbackInfo& info);
+  void RequestCheckpoint(const Napi::CallbackInfo& info);
+  Napi::Value NumParams(const Napi::CallbackInfo& info);
+  Napi::Value StepCount(const Napi::CallbackInfo& info);
+  Napi::Value BackendName(const Napi::CallbackInfo& info);
+  Napi::Value ConfigJson(const Napi::CallbackInfo& info);
+  Napi::Value Training(const Napi::CallbackInfo& info);
+
+  // Called on the JS thread when the loop has reported its outcome.
+  void EndSession();
+  // The engine is driven by one thread: synchronous calls are refused while training.
+  void RequireIdle(Napi::Env env, const char* what) const;
+  void Check(Napi::Env env, int status) const;
+
+  moe_engine* engine_ = nullptr;
+  std::shared_ptr<Session> session_;
+  double num_params_ = 0;
+  std::string backend_name_, config_json_;
+
+  // ThreadSafeFunction callbacks (JS thread): one message from the loop; the channel closed.
+  static void Deliver(Napi::Env env, Napi::Function, std::shared_ptr<Session>* session, TrainMessage* message);
+  static void DeliverMessage(Napi::Env env, Session& session, TrainMessage& message);
+  static void ChannelClosed(Napi::Env env, void*, std::shared_ptr<Session>* session);
+};
+
+}  // namespace moe_addon
