@@ -1,0 +1,137 @@
+import { join } from 'node:path'
+
+import { afterEach, beforeEach, describe, expect, test } from 'vitest'
+
+import { encodeLayered, layeredArrays, viewLayered, type ElementBytes } from '../../main/host/store/blobs'
+import { openDatabase } from '../../main/host/store/db'
+import { EXPERT_TIER, TelemetryStore } from '../../main/host/store/store'
+import { TINY_CONFIG, runRecord, stepRecord, tempDir, tokensAt, wallTimeOf } from './store-fixtures'
+
+describe('layered blob codec', () => {
+  const layers = [Int32Array.of(5, -3, 0), Int32Array.of(), Int32Array.of(127, -128, 1, 2)]
+
+  test.each([1, 2, 4] as ElementBytes[])('round trips %i-byte elements and has the documented layout', (bytes) => {
+    const blob = encodeLayered(layers, bytes)
+    const header = new DataView(blob.buffer)
+    expect([0, 4, 8, 12, 16, 20].map((at) => header.getInt32(at, true))).toEqual([bytes, 3, 0, 3, 3, 7])
+    expect(blob.byteLength).toBe(24 + 7 * bytes)
+    expect(layeredArrays(viewLayered(blob))).toEqual(layers)
+    expect(viewLayered(blob).at(2, 0)).toBe(127)
+  })
+
+  test('reads a blob that does not start at offset 0 of its buffer (as drivers may return)', () => {
+    const blob = encodeLayered(layers, 4)
+    const shifted = new Uint8Array(blob.byteLength + 3)
+    shifted.set(blob, 3)
+    expect(layeredArrays(viewLayered(shifted.subarray(3)))).toEqual(layers)
+  })
+
+  test('values outside the element type are refused', () => {
+    expect(() => encodeLayered([Int32Array.of(128)], 1)).toThrow('layer 0 element 0: 128 is not an integer in [-128, 127]')
+    expect(() => encodeLayered([[1, 2.5]], 4)).toThrow(/element 1: 2.5/)
+  })
+
+  test('corrupt headers are refused', () => {
+    const good = encodeLayered(layers, 4)
+    const withWord = (at: number, value: number) => {
+      const copy = good.slice()
+      new DataView(copy.buffer).setInt32(at, value, true)
+      return copy
+    }
+    expect(() => viewLayered(good.subarray(0, 8))).toThrow(/shorter than the header/)
+    expect(() => viewLayered(withWord(0, 3))).toThrow(/element size 3/)
+    expect(() => viewLayered(withWord(4, 1000))).toThrow(/1000 layers/)
+    expect(() => viewLayered(withWord(12, 9))).toThrow(/not increasing/)
+    expect(() => viewLayered(good.subarray(0, good.byteLength - 4))).toThrow(/expected/)
+  })
+})
+
+describe('expert loads through the store', () => {
+  let cleanup: () => void
+  let path: string
+  let store: TelemetryStore
+  beforeEach(() => {
+    let dir: string
+    ;({ dir, cleanup } = tempDir())
+    path = join(dir, 'telemetry.sqlite')
+    store = TelemetryStore.open(path)
+    store.insertRun(runRecord('r1'))
+  })
+  afterEach(() => {
+    store.close()
+    cleanup()
+  })
+
+  // A PR-MoE pyramid: layers with different expert counts, to catch slicing at the wrong offsets.
+  const PYRAMID = [4, 6, 8]
+  const appendPyramid = (steps: number) =>
+    store.appendSteps(
+      'r1',
+      Array.from({ length: steps }, (_, i) => stepRecord(i + 1, {}, PYRAMID)),
+      Array.from({ length: steps }, (_, i) => wallTimeOf(i + 1)),
+    )
+
+  test('each layer reads back exactly when the range fits maxSteps', () => {
+    appendPyramid(30)
+    for (const [layer, experts] of PYRAMID.entries()) {
+      const load = store.expertLoad('r1', layer, { fromStep: 11, toStep: 20, maxSteps: 10 })
+      expect(load.layer).toBe(layer)
+      expect(load.experts).toBe(experts)
+      expect(load.steps).toEqual([11, 12, 13, 14, 15, 16, 17, 18, 19, 20])
+      expect(load.counts).toEqual(load.steps.flatMap((s) => Array.from({ length: experts }, (_, e) => tokensAt(s, layer, e))))
+    }
+  })
+
+  test('more steps than maxSteps are averaged per bucket, labelled by the bucket first step', () => {
+    appendPyramid(10)
+    const load = store.expertLoad('r1', 1, { maxSteps: 4 })
+    // 10 steps in 4 buckets: [1,2] [3,4,5] [6,7] [8,9,10].
+    const buckets = [[1, 2], [3, 4, 5], [6, 7], [8, 9, 10]]
+    expect(load.steps).toEqual([1, 3, 6, 8])
+    const mean = (steps: number[], e: number) => steps.reduce((a, s) => a + tokensAt(s, 1, e), 0) / steps.length
+    expect(load.counts).toHaveLength(4 * 6)
+    buckets.forEach((steps, b) => {
+      for (let e = 0; e < 6; e++) expect(load.counts[b * 6 + e]).toBeCloseTo(mean(steps, e), 12)
+    })
+  })
+
+  test('a run without steps answers with its configured shape', () => {
+    expect(store.expertLoad('r1', 3, { maxSteps: 100 })).toEqual({ layer: 3, experts: TINY_CONFIG.model.n_experts, steps: [], counts: [] })
+    expect(() => store.expertLoad('r1', 4, { maxSteps: 100 })).toThrow('run r1: layer 4 is out of range (4 MoE layers)')
+  })
+
+  test('bad arguments are refused', () => {
+    appendPyramid(2)
+    expect(() => store.expertLoad('r1', 3, { maxSteps: 10 })).toThrow('run r1 step 1: layer 3 is out of range (3 MoE layers)')
+    expect(() => store.expertLoad('r1', -1, { maxSteps: 10 })).toThrow(/layer -1/)
+    expect(() => store.expertLoad('r1', 0, { maxSteps: 0 })).toThrow(/maxSteps/)
+    expect(() => store.expertLoad('ghost', 0, { maxSteps: 10 })).toThrow('unknown run "ghost"')
+  })
+
+  test('placement, tiers, pins and spilled tokens round trip per step', () => {
+    const experts = [4, 4]
+    const placement = [Int32Array.of(0, 1, 0, 1), Int32Array.of(1, 1, 0, 300)]
+    const tiers = [Int32Array.of(EXPERT_TIER.device, EXPERT_TIER.host, EXPERT_TIER.ssd, 0), Int32Array.of(1, 1, 1, 1)]
+    const pins = [Int32Array.of(1, 0, 0, 0), Int32Array.of(0, 0, 0, 1)]
+    const spilledTokens = [Int32Array.of(0, 0, 1024, 0), Int32Array.of(5_000_000, 0, 0, 0)]
+    store.appendSteps('r1', [stepRecord(1, { placement, tiers, pins, spilledTokens }, experts), stepRecord(2, {}, experts)], [1, 2])
+    expect(store.stepLoads('r1', 1)).toEqual({
+      tokens: experts.map((n, l) => Int32Array.from({ length: n }, (_, e) => tokensAt(1, l, e))),
+      placement,
+      tiers,
+      pins,
+      spilledTokens,
+    })
+    expect(store.stepLoads('r1', 2)).toMatchObject({ placement: null, tiers: null, pins: null, spilledTokens: null })
+    expect(store.stepLoads('r1', 3)).toBeUndefined()
+  })
+
+  test('a corrupt blob is reported with its run and step', () => {
+    appendPyramid(3)
+    const db = openDatabase(path)
+    db.prepare("UPDATE expert_loads SET tokens = x'0400000001000000' WHERE step = 2").run()
+    db.close()
+    expect(() => store.expertLoad('r1', 0, { maxSteps: 10 })).toThrow(/^run r1 step 2: expert_loads.tokens is corrupt: /)
+    expect(() => store.stepLoads('r1', 2)).toThrow(/^run r1 step 2: expert_loads.tokens is corrupt/)
+  })
+})

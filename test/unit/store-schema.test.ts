@@ -1,0 +1,132 @@
+import { join } from 'node:path'
+
+import { afterEach, beforeEach, describe, expect, test } from 'vitest'
+
+import { openDatabase, type SqlDatabase } from '../../main/host/store/db'
+import { StoreError } from '../../main/host/store/errors'
+import { migrate, schemaVersion } from '../../main/host/store/migrate'
+import { MIGRATIONS, type Migration } from '../../main/host/store/schema'
+import { TelemetryStore } from '../../main/host/store/store'
+import { runRecord, stepRecords, tempDir, wallTimeOf } from './store-fixtures'
+
+let dir: string
+let cleanup: () => void
+beforeEach(() => ({ dir, cleanup } = tempDir()))
+afterEach(() => cleanup())
+
+function columns(db: SqlDatabase, table: string): string[] {
+  return db.prepare(`SELECT name FROM pragma_table_info('${table}') ORDER BY cid`).all().map((r) => String(r.name))
+}
+
+function withRaw<T>(path: string, fn: (db: SqlDatabase) => T): T {
+  const db = openDatabase(path)
+  try {
+    return fn(db)
+  } finally {
+    db.close()
+  }
+}
+
+describe('schema creation', () => {
+  test('an empty file gets every table and column at the latest version, in WAL mode', () => {
+    const path = join(dir, 'telemetry.sqlite')
+    TelemetryStore.open(path).close()
+    withRaw(path, (db) => {
+      expect(schemaVersion(db)).toBe(MIGRATIONS.length)
+      expect(db.prepare('PRAGMA journal_mode').get()?.journal_mode).toBe('wal')
+      expect(columns(db, 'runs')).toEqual([
+        'id', 'name', 'status', 'config', 'dataset', 'init', 'run_dir', 'created_at', 'started_at', 'finished_at',
+        'step', 'total_steps', 'last_loss', 'tokens_per_s', 'error',
+      ])
+      expect(columns(db, 'steps')).toEqual([
+        'run_id', 'step', 'wall_time', 'loss', 'aux_loss', 'lr', 'grad_norm', 'tokens', 'tokens_per_s', 'step_ms',
+        'forward_ms', 'backward_ms', 'optimizer_ms', 'upload_ms', 'upload_hidden_ms', 'stall_ms', 'ssd_ms', 'bytes_h2d',
+        'bytes_d2h', 'bytes_ssd_read', 'bytes_ssd_write', 'cache_hits', 'cache_misses', 'peak_device_bytes',
+        'peak_host_bytes', 'peak_ssd_bytes',
+      ])
+      expect(columns(db, 'expert_loads')).toEqual(['run_id', 'step', 'tokens', 'placement', 'tiers', 'pins', 'spilled'])
+      expect(columns(db, 'events')).toEqual(['id', 'run_id', 'at', 'kind', 'message'])
+      expect(columns(db, 'checkpoints')).toEqual(['run_id', 'step', 'path', 'created_at', 'bytes'])
+      const steps = db.prepare("SELECT sql FROM sqlite_schema WHERE name = 'steps'").get()?.sql
+      expect(steps).toMatch(/PRIMARY KEY \(run_id, step\)\s*\)\s*WITHOUT ROWID/)
+    })
+  })
+
+  test('connections run with foreign keys on, NORMAL sync and a busy timeout', () => {
+    const path = join(dir, 'telemetry.sqlite')
+    withRaw(path, (db) => {
+      expect(db.prepare('PRAGMA foreign_keys').get()?.foreign_keys).toBe(1)
+      expect(db.prepare('PRAGMA synchronous').get()?.synchronous).toBe(1)
+      expect(Number(db.prepare('PRAGMA busy_timeout').get()?.timeout)).toBeGreaterThanOrEqual(1000)
+    })
+  })
+
+  test('re-opening is idempotent and keeps the data', () => {
+    const path = join(dir, 'telemetry.sqlite')
+    const store = TelemetryStore.open(path)
+    store.insertRun(runRecord('r1'))
+    store.appendSteps('r1', stepRecords(1, 3), [1, 2, 3].map(wallTimeOf))
+    store.close()
+    withRaw(path, (db) => expect(migrate(db)).toEqual({ from: MIGRATIONS.length, to: MIGRATIONS.length }))
+    const again = TelemetryStore.open(path)
+    expect(again.getRun('r1')?.step).toBe(3)
+    expect(again.lastStep('r1')).toBe(3)
+    again.close()
+  })
+})
+
+describe('migrations', () => {
+  const v1: Migration = { version: 1, description: 'a', sql: 'CREATE TABLE a (x INTEGER)' }
+  const v2: Migration = { version: 2, description: 'b', sql: 'ALTER TABLE a ADD COLUMN y TEXT; CREATE TABLE b (z INTEGER)' }
+
+  test('pending migrations apply in order; applied ones are not re-run', () => {
+    withRaw(join(dir, 'm.sqlite'), (db) => {
+      expect(migrate(db, [v1])).toEqual({ from: 0, to: 1 })
+      db.exec('INSERT INTO a (x) VALUES (7)')
+      expect(migrate(db, [v1, v2])).toEqual({ from: 1, to: 2 })
+      expect(columns(db, 'a')).toEqual(['x', 'y'])
+      expect(db.prepare('SELECT x FROM a').all()).toEqual([{ x: 7 }])
+      expect(migrate(db, [v1, v2])).toEqual({ from: 2, to: 2 })
+    })
+  })
+
+  test('a failing migration rolls back completely and leaves the version where it was', () => {
+    const broken: Migration = { version: 2, description: 'broken', sql: 'CREATE TABLE c (x INTEGER); SELECT * FROM missing' }
+    withRaw(join(dir, 'm.sqlite'), (db) => {
+      migrate(db, [v1])
+      expect(() => migrate(db, [v1, broken])).toThrow(/missing/)
+      expect(schemaVersion(db)).toBe(1)
+      expect(db.prepare("SELECT name FROM sqlite_schema WHERE name = 'c'").get()).toBeUndefined()
+    })
+  })
+
+  test('a list with a gap or out of order is refused before touching the database', () => {
+    withRaw(join(dir, 'm.sqlite'), (db) => {
+      expect(() => migrate(db, [v2])).toThrow(/out of order/)
+      expect(schemaVersion(db)).toBe(0)
+    })
+  })
+
+  test('a database from a newer build is refused with a clear message and left unchanged', () => {
+    const path = join(dir, 'newer.sqlite')
+    withRaw(path, (db) => db.exec(`PRAGMA user_version = ${MIGRATIONS.length + 1}`))
+    expect(() => TelemetryStore.open(path)).toThrow(StoreError)
+    expect(() => TelemetryStore.open(path)).toThrow(`schema version ${MIGRATIONS.length + 1} is newer than this build supports (${MIGRATIONS.length})`)
+    expect(() => TelemetryStore.open(path, { readonly: true })).toThrow(/newer/)
+    withRaw(path, (db) => {
+      expect(schemaVersion(db)).toBe(MIGRATIONS.length + 1)
+      expect(db.prepare("SELECT name FROM sqlite_schema WHERE name = 'runs'").get()).toBeUndefined()
+    })
+  })
+
+  test('a read-only connection does not migrate an older database', () => {
+    const path = join(dir, 'old.sqlite')
+    withRaw(path, () => undefined)
+    expect(() => TelemetryStore.open(path, { readonly: true })).toThrow(`version 0 is older than this build's ${MIGRATIONS.length}; open it read-write`)
+    TelemetryStore.open(path).close()
+    const reader = TelemetryStore.open(path, { readonly: true })
+    expect(reader.listRuns()).toEqual([])
+    expect(() => reader.insertRun(runRecord('r1'))).toThrow(/readonly/)
+    reader.close()
+  })
+})
