@@ -15,25 +15,18 @@
 #include "core/json.h"
 #include "model/model.h"
 #include "optim/optimizer.h"
+#include "test_files.h"
 #include "testing.h"
 #include "train/checkpoint.h"
 #include "train/safetensors.h"
 
 using namespace moe;
+using moe_test::expect_error;
+using moe_test::tmp_dir;
+using moe_test::tmp_path;
+
 
 namespace {
-
-const std::string& tmp_root() {
-  static std::string dir = [] {
-    std::string base = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
-    std::string templ = base + "/moe_test_ckpt_XXXXXX";
-    if (!::mkdtemp(templ.data())) fail("cannot create a temp dir under " + base);
-    return templ;
-  }();
-  return dir;
-}
-
-std::string tmp_path(const std::string& name) { return fs::join(tmp_root(), name); }
 
 ModelConfig tiny_mixtral() {
   ModelConfig m;
@@ -103,18 +96,6 @@ bool same_tensors(const ParamLayout& layout, const std::vector<float>& a, const 
 void fill_random(Backend& be, float* dst, size_t n, uint64_t stream) {
   std::vector<float> h = moe_test::random_vector(n, stream);
   be.copy(dst, h.data(), n * sizeof(float));
-}
-
-template <typename F>
-void expect_error(F&& f, const std::vector<std::string>& needles, const std::string& label) {
-  try {
-    f();
-    CHECK_MSG(false, label + ": expected an error");
-  } catch (const EngineError& e) {
-    for (const std::string& n : needles)
-      CHECK_MSG(std::string(e.what()).find(n) != std::string::npos,
-                label + ": error '" + e.what() + "' lacks '" + n + "'");
-  }
 }
 
 std::vector<std::string> list_dir(const std::string& dir) {
@@ -451,7 +432,7 @@ TEST(failed_save_keeps_the_old_checkpoint) {
   CHECK(slurp(fs::join(dir, "optimizer.safetensors")) == old_optim);
   TrainerState got;
   CHECK(read_trainer_state(dir, got) && got.step == 10);
-  std::vector<std::string> names = list_dir(tmp_root());
+  std::vector<std::string> names = list_dir(tmp_dir());
   for (const std::string& n : names) CHECK_MSG(n.find("atomic.") == std::string::npos, "leftover " + n);
 
   // A state that JSON cannot hold exactly fails before anything is written.
@@ -481,6 +462,6 @@ TEST(save_refuses_to_replace_a_non_checkpoint_directory) {
   CHECK(fs::exists(fs::join(dir, "model.safetensors")));
 }
 
-TEST(cleanup) { fs::remove_all(tmp_root()); }
+TEST(cleanup) { fs::remove_all(tmp_dir()); }
 
 TEST_MAIN()

@@ -9,39 +9,21 @@
 
 #include "core/error.h"
 #include "core/fsutil.h"
+#include "test_files.h"
 #include "testing.h"
 
 using namespace moe;
+using moe_test::expect_error;
+using moe_test::tmp_dir;
+using moe_test::tmp_path;
+
 
 namespace {
-
-const std::string& tmp_dir() {
-  static std::string dir = [] {
-    std::string base = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
-    std::string templ = base + "/moe_test_fs_XXXXXX";
-    if (!::mkdtemp(templ.data())) fail("cannot create a temp dir under " + base);
-    return templ;
-  }();
-  return dir;
-}
-
-std::string tmp_path(const std::string& name) { return fs::join(tmp_dir(), name); }
 
 std::set<std::string> list_dir(const std::string& dir) {
   std::set<std::string> names;
   for (const auto& e : std::filesystem::directory_iterator(dir)) names.insert(e.path().filename().string());
   return names;
-}
-
-template <typename F>
-void expect_error(F&& f, const std::string& needle, const std::string& label) {
-  try {
-    f();
-    CHECK_MSG(false, label + ": expected an error containing '" + needle + "'");
-  } catch (const EngineError& e) {
-    CHECK_MSG(std::string(e.what()).find(needle) != std::string::npos,
-              label + ": error '" + e.what() + "' lacks '" + needle + "'");
-  }
 }
 
 }  // namespace

@@ -16,38 +16,19 @@
 #include "core/half.h"
 #include "core/json.h"
 #include "model/model.h"
+#include "test_files.h"
 #include "testing.h"
 #include "train/checkpoint.h"
 #include "train/hf_interchange.h"
 #include "train/safetensors.h"
 
 using namespace moe;
+using moe_test::expect_error;
+using moe_test::tmp_dir;
+using moe_test::tmp_path;
+
 
 namespace {
-
-const std::string& tmp_root() {
-  static std::string dir = [] {
-    std::string base = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
-    std::string templ = base + "/moe_test_hf_XXXXXX";
-    if (!::mkdtemp(templ.data())) fail("cannot create a temp dir under " + base);
-    return templ;
-  }();
-  return dir;
-}
-
-std::string tmp_path(const std::string& name) { return fs::join(tmp_root(), name); }
-
-template <typename F>
-void expect_error(F&& f, const std::vector<std::string>& needles, const std::string& label) {
-  try {
-    f();
-    CHECK_MSG(false, label + ": expected an error");
-  } catch (const EngineError& e) {
-    for (const std::string& n : needles)
-      CHECK_MSG(std::string(e.what()).find(n) != std::string::npos,
-                label + ": error '" + e.what() + "' lacks '" + n + "'");
-  }
-}
 
 std::vector<float> host_params(Model& m) {
   std::vector<float> h(m.num_params());
@@ -518,6 +499,6 @@ TEST(hf_config_rejections) {
   CHECK(ok.max_seq_len == 64);
 }
 
-TEST(cleanup) { fs::remove_all(tmp_root()); }
+TEST(cleanup) { fs::remove_all(tmp_dir()); }
 
 TEST_MAIN()

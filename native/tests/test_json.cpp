@@ -4,24 +4,12 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "test_files.h"
 #include "testing.h"
 
 using namespace moe;
+using moe_test::expect_error;
 
-namespace {
-
-template <typename F>
-void expect_error(F&& f, const std::string& needle, const std::string& label) {
-  try {
-    f();
-    CHECK_MSG(false, label + ": expected an error containing '" + needle + "'");
-  } catch (const EngineError& e) {
-    CHECK_MSG(std::string(e.what()).find(needle) != std::string::npos,
-              label + ": error '" + e.what() + "' lacks '" + needle + "'");
-  }
-}
-
-}  // namespace
 
 TEST(parses_scalars_and_containers) {
   json::Value v = json::parse(R"( {"a": 1, "b": [true, false, null, -2.5e3, "x"], "c": {}, "d": []} )");

@@ -11,30 +11,18 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/half.h"
+#include "test_files.h"
 #include "testing.h"
 #include "train/safetensors.h"
 
 using namespace moe;
+using moe_test::expect_error;
+using moe_test::tmp_dir;
+using moe_test::tmp_path;
+using moe_test::write_raw;
+
 
 namespace {
-
-const std::string& tmp_dir() {
-  static std::string dir = [] {
-    std::string base = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
-    std::string templ = base + "/moe_test_st_XXXXXX";
-    if (!::mkdtemp(templ.data())) fail("cannot create a temp dir under " + base);
-    return templ;
-  }();
-  return dir;
-}
-
-std::string tmp_path(const std::string& name) { return fs::join(tmp_dir(), name); }
-
-void write_raw(const std::string& path, const std::string& bytes) {
-  ::unlink(path.c_str());  // a fresh file: rewriting a truncated one makes some filesystems flush on close
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 std::string u64le(uint64_t n) {
   std::string s(8, '\0');
@@ -46,17 +34,6 @@ std::string u64le(uint64_t n) {
 std::string st_bytes(const std::string& header, const std::string& data) { return u64le(header.size()) + header + data; }
 
 // Runs f, expecting an EngineError whose message contains `needle`.
-template <typename F>
-void expect_error(F&& f, const std::string& needle, const std::string& label) {
-  try {
-    f();
-    CHECK_MSG(false, label + ": expected an error containing '" + needle + "'");
-  } catch (const EngineError& e) {
-    CHECK_MSG(std::string(e.what()).find(needle) != std::string::npos,
-              label + ": error '" + e.what() + "' lacks '" + needle + "'");
-  }
-}
-
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 
 }  // namespace

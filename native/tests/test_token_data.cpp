@@ -8,41 +8,18 @@
 
 #include "core/error.h"
 #include "core/fsutil.h"
+#include "test_files.h"
 #include "testing.h"
 #include "train/token_data.h"
 
 using namespace moe;
+using moe_test::expect_error;
+using moe_test::tmp_dir;
+using moe_test::tmp_path;
+using moe_test::write_raw;
+
 
 namespace {
-
-const std::string& tmp_dir() {
-  static std::string dir = [] {
-    std::string base = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
-    std::string templ = base + "/moe_test_tok_XXXXXX";
-    if (!::mkdtemp(templ.data())) fail("cannot create a temp dir under " + base);
-    return templ;
-  }();
-  return dir;
-}
-
-std::string tmp_path(const std::string& name) { return fs::join(tmp_dir(), name); }
-
-void write_raw(const std::string& path, const std::string& bytes) {
-  ::unlink(path.c_str());  // a fresh file: rewriting a truncated one makes some filesystems flush on close
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-template <typename F>
-void expect_error(F&& f, const std::string& needle, const std::string& label) {
-  try {
-    f();
-    CHECK_MSG(false, label + ": expected an error containing '" + needle + "'");
-  } catch (const EngineError& e) {
-    CHECK_MSG(std::string(e.what()).find(needle) != std::string::npos,
-              label + ": error '" + e.what() + "' lacks '" + needle + "'");
-  }
-}
 
 template <typename T>
 void put(std::string& s, size_t offset, T v) {

@@ -1,0 +1,60 @@
+// File helpers shared by the native tests: a per-process temp directory, raw file writes for
+// corrupted-input cases, and a check that a call fails with an error naming what it should.
+#pragma once
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <initializer_list>
+#include <vector>
+
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "testing.h"
+
+namespace moe_test {
+
+inline const std::string& tmp_dir() {
+  static std::string dir = [] {
+    std::string base = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
+    std::string templ = base + "/" + program_invocation_short_name + "_XXXXXX";
+    if (!::mkdtemp(templ.data())) moe::fail("cannot create a temp dir under " + base);
+    return templ;
+  }();
+  return dir;
+}
+
+inline std::string tmp_path(const std::string& name) { return moe::fs::join(tmp_dir(), name); }
+
+inline void write_raw(const std::string& path, const std::string& bytes) {
+  ::unlink(path.c_str());  // a fresh file: rewriting a truncated one makes some filesystems flush on close
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// f() must throw an EngineError whose message contains every needle.
+template <typename F>
+void expect_error(F&& f, const std::vector<std::string>& needles, const std::string& label) {
+  try {
+    f();
+    CHECK_MSG(false, label + ": expected an error containing '" + (needles.empty() ? "" : needles[0]) + "'");
+  } catch (const moe::EngineError& e) {
+    for (const std::string& n : needles)
+      CHECK_MSG(std::string(e.what()).find(n) != std::string::npos,
+                label + ": error '" + e.what() + "' lacks '" + n + "'");
+  }
+}
+
+template <typename F>
+void expect_error(F&& f, std::initializer_list<std::string> needles, const std::string& label) {
+  expect_error(std::forward<F>(f), std::vector<std::string>(needles), label);
+}
+
+template <typename F>
+void expect_error(F&& f, const std::string& needle, const std::string& label) {
+  expect_error(std::forward<F>(f), std::vector<std::string>{needle}, label);
+}
+
+}  // namespace moe_test
