@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "backend/cpu/kernel_util.h"
 #include "core/error.h"
 
 namespace moe::cpu {
@@ -14,16 +15,6 @@ namespace {
 
 // Rows per parallel chunk, so small C does not pay a wake-up per handful of floats.
 int64_t row_grain(int C) { return std::max<int64_t>(1, 16384 / std::max(C, 1)); }
-
-// Dot product with eight fixed lanes: vectorisable, and its rounding depends only on C.
-float dot(const float* a, const float* b, int C) {
-  float acc[8] = {};
-  int c = 0;
-  for (; c + 8 <= C; c += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[c + j] * b[c + j];
-  for (int j = 0; c < C; ++c, ++j) acc[j] += a[c] * b[c];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
 
 }  // namespace
 
@@ -155,7 +146,7 @@ void combine_backward(ThreadPool& tp, float* dys, float* dtopk_w, const float* d
           for (int k = 0; k < K; ++k) {
             int32_t slot = assign[n * K + k];
             if (slot < 0) continue;
-            if (dtopk_w) dtopk_w[n * K + k] += dot(g, ys + (int64_t)slot * C, C);
+            if (dtopk_w) dtopk_w[n * K + k] += lane_sum(C, [&](int c) { return g[c] * ys[(int64_t)slot * C + c]; });
             if (dys) {
               const float w = topk_w[n * K + k];
               float* d = dys + (int64_t)slot * C;

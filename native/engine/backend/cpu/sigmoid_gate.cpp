@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cpu/kernel_util.h"
+
 namespace moe::cpu {
 namespace {
 
@@ -12,16 +14,6 @@ int64_t row_grain(int C) { return std::max<int64_t>(1, 16384 / std::max(C, 1)); 
 
 // exp(-g) overflowing to inf for g < -88 still yields the right limit, 0.
 float sigmoid(float g) { return 1.0f / (1.0f + std::exp(-g)); }
-
-// Dot product with eight fixed lanes: vectorisable, and its rounding depends only on C.
-float dot(const float* a, const float* b, int C) {
-  float acc[8] = {};
-  int c = 0;
-  for (; c + 8 <= C; c += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[c + j] * b[c + j];
-  for (int j = 0; c < C; ++c, ++j) acc[j] += a[c] * b[c];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
 
 }  // namespace
 
@@ -48,7 +40,7 @@ void sigmoid_gate_backward(ThreadPool& tp, float* dgate_logit, float* ds, const 
         for (int64_t n = n0; n < n1; ++n) {
           const float g = sigmoid(gate_logit[n]);
           const float* d = dout + n * C;
-          if (dgate_logit) dgate_logit[n] += g * (1.0f - g) * dot(d, s + n * C, C);
+          if (dgate_logit) dgate_logit[n] += g * (1.0f - g) * lane_sum(C, [&](int c) { return d[c] * s[n * C + c]; });
           if (ds) {
             float* dst = ds + n * C;
             for (int c = 0; c < C; ++c) dst[c] += g * d[c];
