@@ -75,7 +75,7 @@ describe('appendSteps and series', () => {
     expect(store.series('r1', ['loss'], { fromStep: 30, maxPoints: 100 })).toEqual({ step: [], wallTime: [], values: { loss: [] } })
   })
 
-  test('a batch is one transaction: one bad record writes nothing', () => {
+  test('one bad record in a batch writes none of the batch', () => {
     append(1, 2)
     const bad = stepRecord(5, { placement: [new Int32Array(3)] })
     expect(() => store.appendSteps('r1', [stepRecord(3), stepRecord(4), bad], [3, 4, 5].map(wallTimeOf))).toThrow(
