@@ -1,0 +1,100 @@
+// The native engine addon (native/addon/): its JS surface, and a loader that finds the built binary
+// from the package root, wherever this module runs from.
+import { existsSync, readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+
+import { moduleDir, requireHere } from './module-location'
+import type { EngineStepRecord } from './step-record'
+
+export type TrainOutcome = 'finished' | 'stopped' | 'failed'
+
+export interface TrainStartOptions {
+  /** Checkpoints go to runDir/checkpoint-<step> (written atomically by the engine). */
+  runDir: string
+  /** Save every N steps; 0 or absent: only the final checkpoint. */
+  checkpointEvery?: number
+  /** Stop (as finished) after this step; 0 or absent: the config's train.steps. */
+  totalSteps?: number
+}
+
+/**
+ * One engine (native/engine/include/moe_engine.h). Every synchronous method throws a JS Error with the
+ * engine's message (naming the field, file or offset at fault), and is refused while training.
+ */
+export interface NativeEngine {
+  /** Weights from a checkpoint (ours or Hugging Face); the optimizer starts fresh. */
+  initFrom(dir: string): void
+  /** Weights, optimizer moments, step and data cursor from a checkpoint of this model. */
+  resumeFrom(dir: string): void
+  saveCheckpoint(dir: string): void
+  /** A token shard (native/engine/train/token_data.h), memory-mapped and checked against the vocabulary. */
+  setData(path: string): void
+  exportHf(dir: string, modelType: 'mixtral' | 'qwen2_moe' | 'olmoe', bf16: boolean): void
+  /**
+   * Trains on a native thread until train.steps (or totalSteps), a stop, or an error. onStep gets each
+   * step packed as step-record.ts decodes it; the thread blocks when 64 steps wait for JS. Checkpoints
+   * are saved every checkpointEvery steps and at the end (also after a stop). onDone comes last, once.
+   */
+  start(
+    options: TrainStartOptions,
+    onStep: (record: ArrayBuffer) => void,
+    onCheckpoint: (step: number, dir: string) => void,
+    onDone: (status: TrainOutcome, error?: string) => void,
+  ): void
+  /** Takes effect at the next step boundary. */
+  pause(): void
+  resume(): void
+  /** Takes effect at the next step boundary (also while paused); an engine stopped once cannot train again. */
+  stop(): void
+  /** Saves runDir/checkpoint-<step> at the next step boundary (also while paused). */
+  requestCheckpoint(): void
+  readonly numParams: number
+  readonly stepCount: number
+  readonly backendName: string
+  /** The effective config, defaults filled in. */
+  readonly configJson: string
+  readonly training: boolean
+}
+
+export interface EngineAddon {
+  Engine: new (configJson: string, initDir?: string) => NativeEngine
+  /** The native packing of a step record (for testing the TS decoder against it). */
+  packStepRecord(record: EngineStepRecord | (Omit<EngineStepRecord, 'expertTokens'> & { expertTokens: ArrayLike<number>[] })): ArrayBuffer
+  apiVersion: number
+}
+
+export const PACKAGE_NAME = 'moe-workbench'
+export const ADDON_PATH = join('native', 'build-addon', 'Release', 'moe_engine_addon.node')
+
+function isPackageRoot(dir: string): boolean {
+  try {
+    return (JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: unknown }).name === PACKAGE_NAME
+  } catch {
+    return false
+  }
+}
+
+/** The nearest directory at or above `from` whose package.json is ours. */
+export function findPackageRoot(from: string): string | null {
+  for (let dir = from; ; dir = dirname(dir)) {
+    if (isPackageRoot(dir)) return dir
+    if (dirname(dir) === dir) return null
+  }
+}
+
+export function addonPath(from: string = moduleDir()): string {
+  const root = findPackageRoot(from)
+  if (!root) throw new Error(`cannot find the ${PACKAGE_NAME} package root above ${from}`)
+  return join(root, ADDON_PATH)
+}
+
+let loaded: EngineAddon | undefined
+
+export function loadEngineAddon(): EngineAddon {
+  if (loaded) return loaded
+  const path = addonPath()
+  if (!existsSync(path))
+    throw new Error(`the native engine is not built (${path} is missing): run \`npm install\` (or \`npm rebuild\`) in ${dirname(dirname(dirname(dirname(path))))}`)
+  loaded = requireHere()(path) as EngineAddon
+  return loaded
+}

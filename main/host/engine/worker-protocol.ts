@@ -1,0 +1,47 @@
+// Messages between the host (RunManager) and an engine process (engine-worker.ts).
+
+export interface StartTraining {
+  type: 'start'
+  runId: string
+  runDir: string
+  /** The run config exactly as validated ({"model", "train"}). */
+  configJson: string
+  /** A token shard ready for the engine. */
+  dataPath: string
+  /** Fine-tune: initial weights from this checkpoint. */
+  initDir?: string
+  /** Continue this run from its checkpoint (weights, optimizer, step, data cursor). */
+  resumeDir?: string
+  dbPath: string
+  checkpointEvery: number
+  /** Stop (as finished) after this step; absent: the config's train.steps. */
+  totalSteps?: number
+}
+
+export type ToWorker = StartTraining | { type: 'pause' } | { type: 'resume' } | { type: 'stop' } | { type: 'checkpoint' }
+
+/** A step as shown live: the engine's scalars, when it ended, and tokens per expert per MoE layer. */
+export interface LiveStep {
+  step: number
+  wallTime: number
+  loss: number
+  aux_loss: number
+  lr: number
+  grad_norm: number
+  tokens: number
+  step_ms: number
+  forward_ms: number
+  backward_ms: number
+  optimizer_ms: number
+  expertTokens: number[][]
+}
+
+export type FromWorker =
+  | { type: 'started'; step: number; numParams: number; backend: string }
+  | { type: 'step'; record: LiveStep }
+  | { type: 'checkpoint'; step: number; dir: string }
+  | { type: 'done'; status: 'finished' | 'stopped'; step: number }
+  | { type: 'failed'; error: string; step: number }
+
+/** Exit codes of the engine process. */
+export const WORKER_EXIT = { ok: 0, failed: 1 } as const
