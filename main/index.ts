@@ -6,11 +6,12 @@ import { forwardEvents } from './electron/event-forwarding'
 import { registerIpcHandlers } from './electron/ipc'
 import { installMenu } from './electron/menu'
 import { createMainWindow, denyAllPermissions } from './electron/window'
+import { defaultDataDir } from './host/data-dir'
 import { createHost, type Host } from './host/host'
 
-// Runs, telemetry and checkpoints live here; MOE_WORKBENCH_DATA points the app at another store
-// (the same variable the CLI honours, so CLI runs show up in the window).
-const dataDir = process.env['MOE_WORKBENCH_DATA'] || app.getPath('userData')
+// The same data directory as the CLI (MOE_WORKBENCH_HOME or ~/.moe-workbench), so CLI runs show up
+// in the window and runs started here are visible to `moe-workbench runs`.
+const dataDir = defaultDataDir()
 
 let host: Host | undefined
 let hostClosed = false

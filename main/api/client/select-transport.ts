@@ -1,6 +1,6 @@
-// Picks the transport for the page: the preload bridge inside Electron, otherwise a WebSocket back
+// Picks the transport for a page: the preload bridge inside Electron, otherwise a WebSocket back
 // to the host that served the page.
-import { SOCKET_PATH, type PreloadApi } from '../../main/api/wire'
+import { SOCKET_PATH, type PreloadApi } from '../wire'
 import { preloadTransport } from './preload-transport'
 import { socketTransport, type SocketFactory } from './socket-transport'
 import type { Transport } from './transport'
@@ -8,7 +8,7 @@ import type { Transport } from './transport'
 export interface PageEnvironment {
   api?: PreloadApi
   location: { href: string }
-  connect?: SocketFactory
+  connect: SocketFactory
 }
 
 export function selectTransport(page: PageEnvironment): Transport {

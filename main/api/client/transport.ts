@@ -1,7 +1,7 @@
 // What the client needs from a transport: send one request and get its Reply envelope, hear events,
 // and know whether the host is reachable. Transports move data; the client checks it.
-import type { EventName, RequestName } from '../../main/api/contract'
-import type { Reply } from '../../main/api/wire'
+import type { EventName, RequestName } from '../contract'
+import type { Reply } from '../wire'
 
 export type ConnectionState = 'connecting' | 'open' | 'closed'
 

@@ -1,5 +1,5 @@
 // Electron: requests and events go through the preload bridge (`window.api`), which is always up.
-import type { PreloadApi } from '../../main/api/wire'
+import type { PreloadApi } from '../wire'
 import type { Transport } from './transport'
 
 export function preloadTransport(bridge: PreloadApi): Transport {

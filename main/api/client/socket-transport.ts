@@ -1,10 +1,11 @@
 // Browser mode: one WebSocket to the serving host, reopened with exponential backoff when it drops.
 // Requests sent before a drop fail with 'disconnected' (the host may or may not have run them);
 // requests made while it is down wait and go out once it is back.
-import { isEventName, ReplySchema, type Reply } from '../../main/api/wire'
+import { isEventName, ReplySchema, type Reply } from '../wire'
 import type { ConnectionState, Transport } from './transport'
 
-// The part of the WebSocket API used here; the browser's and the `ws` package's both fit.
+// The part of the WebSocket API used here; the browser's and the `ws` package's both fit, so the
+// same code runs in the page and in Node tests.
 export interface SocketLike {
   readonly readyState: number
   send(data: string): void
@@ -18,7 +19,7 @@ export type SocketFactory = (url: string) => SocketLike
 
 export interface SocketTransportOptions {
   url: string
-  connect?: SocketFactory
+  connect: SocketFactory
   initialDelayMs?: number
   maxDelayMs?: number
 }
@@ -30,7 +31,7 @@ const disconnected: Reply = {
 }
 
 export function socketTransport(options: SocketTransportOptions): Transport {
-  const connect = options.connect ?? ((url: string) => new WebSocket(url) as unknown as SocketLike)
+  const connect = options.connect
   const initialDelayMs = options.initialDelayMs ?? 250
   const maxDelayMs = options.maxDelayMs ?? 8000
 

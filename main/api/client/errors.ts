@@ -1,5 +1,5 @@
 // A failed request as the UI sees it: what went wrong and, for bad input, which fields.
-import type { ApiErrorBody, ApiErrorCode } from '../../main/api/wire'
+import type { ApiErrorBody, ApiErrorCode } from '../wire'
 
 export class ApiError extends Error {
   readonly code: ApiErrorCode

@@ -10,8 +10,8 @@ import {
   type Params,
   type RequestName,
   type Result,
-} from '../../main/api/contract'
-import { ReplySchema } from '../../main/api/wire'
+} from '../contract'
+import { ReplySchema } from '../wire'
 import { ApiError } from './errors'
 import type { ConnectionState, Transport } from './transport'
 

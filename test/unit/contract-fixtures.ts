@@ -1,0 +1,137 @@
+// Valid samples for every request and a fake host, shared by the contract, IPC, server and client
+// tests. `validParams` is keyed by RequestName, so a request added to the contract without a sample
+// here fails to type-check.
+import { readFileSync } from 'node:fs'
+
+import { RunConfigSchema } from '../../main/api/config'
+import type { ApiHandlers, EventName, EventPayload, EventSink, Params, RequestName, RunSummary } from '../../main/api/contract'
+
+export const tinyConfig: unknown = JSON.parse(readFileSync(new URL('../../resources/presets/tiny.json', import.meta.url), 'utf8'))
+
+export const validParams: { [N in RequestName]: Params<N> } = {
+  'runs.list': {},
+  'runs.get': { id: 'run-1' },
+  'runs.create': {
+    spec: {
+      name: 'tiny demo',
+      config: tinyConfig as Params<'runs.create'>['spec']['config'],
+      dataset: { path: 'resources/corpus/python-tutorial.txt' },
+    },
+  },
+  'runs.pause': { id: 'run-1' },
+  'runs.resume': { id: 'run-1' },
+  'runs.stop': { id: 'run-1' },
+  'runs.delete': { id: 'run-1' },
+  'runs.checkpoint': { id: 'run-1' },
+  'metrics.series': { id: 'run-1', metrics: ['loss', 'lr'] },
+  'metrics.expertLoad': { id: 'run-1', layer: 0 },
+  'checkpoints.export': { id: 'run-1', dir: '/tmp/export' },
+  'presets.list': {},
+  'config.validate': { config: { model: { arch: 'mixtral' } } },
+}
+
+// A copy of the tiny preset with one field changed, for "bad field" cases.
+export function tinyWith(section: 'model' | 'train', field: string, value: unknown): unknown {
+  const config = structuredClone(tinyConfig) as Record<string, Record<string, unknown>>
+  config[section]![field] = value
+  return config
+}
+
+export function summary(overrides: Partial<RunSummary> = {}): RunSummary {
+  return {
+    id: 'run-1',
+    name: 'tiny demo',
+    status: 'running',
+    createdAt: 1_700_000_000_000,
+    startedAt: 1_700_000_001_000,
+    finishedAt: null,
+    step: 10,
+    totalSteps: 300,
+    lastLoss: 4.25,
+    tokensPerSec: 12_345,
+    model: 'mixtral L4 d256 8x top-2',
+    strategy: 'resident',
+    error: null,
+    ...overrides,
+  }
+}
+
+export function stepEvent(id: string, step: number, loss: number): EventPayload<'run.step'> {
+  return {
+    id,
+    metrics: {
+      step,
+      wallTime: 1_700_000_002_000 + step,
+      loss,
+      aux_loss: 0.01,
+      lr: 1e-3,
+      grad_norm: 0.5,
+      tokens: 2048,
+      tokens_per_s: 20_000,
+      step_ms: 100,
+      forward_ms: 40,
+      backward_ms: 50,
+      optimizer_ms: 10,
+    },
+    expertTokens: [[512, 512, 256, 256, 128, 128, 128, 128]],
+  }
+}
+
+const ok = async () => ({ ok: true as const })
+
+// A host whose handlers answer with valid results and record the params they were given.
+export function fakeHandlers(overrides: Partial<ApiHandlers> = {}): ApiHandlers & { calls: { name: RequestName; params: unknown }[] } {
+  const calls: { name: RequestName; params: unknown }[] = []
+  const base: ApiHandlers = {
+    'runs.list': async () => [summary()],
+    'runs.get': async ({ id }) => ({
+      summary: summary({ id }),
+      config: RunConfigSchema.parse(tinyConfig),
+      dataset: { path: 'resources/corpus/python-tutorial.txt' },
+      init: null,
+      events: [],
+      checkpoints: [],
+    }),
+    'runs.create': async ({ spec }) => summary({ name: spec.name, status: 'queued', step: 0, lastLoss: null }),
+    'runs.pause': ok,
+    'runs.resume': ok,
+    'runs.stop': ok,
+    'runs.delete': ok,
+    'runs.checkpoint': ok,
+    'metrics.series': async ({ metrics }) => ({
+      step: [1, 2],
+      wallTime: [10, 20],
+      values: Object.fromEntries(metrics.map((m) => [m, [1, 2]])),
+    }),
+    'metrics.expertLoad': async ({ layer }) => ({ layer, experts: 2, steps: [1], counts: [3, 5] }),
+    'checkpoints.export': async ({ dir }) => ({ dir }),
+    'presets.list': async () => [],
+    'config.validate': async () => ({ ok: true, issues: [] }),
+    ...overrides,
+  }
+  const recorded = Object.fromEntries(
+    Object.entries(base).map(([name, handler]) => [
+      name,
+      (params: unknown) => {
+        calls.push({ name: name as RequestName, params })
+        return (handler as (p: unknown) => Promise<unknown>)(params)
+      },
+    ]),
+  ) as ApiHandlers
+  return Object.assign(recorded, { calls })
+}
+
+// The host's event side: tests emit, transports listen.
+export function eventHub(): { onEvent: (listener: EventSink) => () => void; emit: <E extends EventName>(name: E, payload: EventPayload<E>) => void; listeners: () => number } {
+  const listeners = new Set<EventSink>()
+  return {
+    onEvent(listener) {
+      listeners.add(listener)
+      return () => listeners.delete(listener)
+    },
+    emit(name, payload) {
+      for (const listener of listeners) listener(name, payload)
+    },
+    listeners: () => listeners.size,
+  }
+}
