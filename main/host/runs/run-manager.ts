@@ -1,0 +1,353 @@
+// Runs from creation to their end: a queue (one run at a time by default), one engine process per
+// run, and supervision. A process that crashes, aborts or is killed fails its run with the reason;
+// the host stays up and the next queued run starts.
+import { existsSync } from 'node:fs'
+import { rm } from 'node:fs/promises'
+import { dirname, isAbsolute, join, relative, resolve } from 'node:path'
+
+import { ApiInputError, RunSpecSchema, issuesOf } from '../../api/contract'
+import type { Checkpoint, EventSink, RunEvent, RunSpec, RunStatus, RunSummary } from '../../api/contract'
+import type { DatasetSpec, PreparedDataset } from '../datasets/prepare'
+import type { EngineExit, EnginePort, EnginePortFactory } from '../engine/port'
+import type { FromWorker } from '../engine/worker-protocol'
+import { toRunSummary } from '../run-summary'
+import type { RunRecord } from '../store/types'
+import { liveStepEvent } from './live-step-event'
+import { RunStateError } from './run-errors'
+import { newRunId } from './run-id'
+import { runOutcome, type WorkerReport } from './run-outcome'
+
+/** The part of the TelemetryStore the run manager uses. */
+export interface RunStore {
+  insertRun(r: RunRecord): void
+  updateRun(id: string, patch: Partial<Omit<RunRecord, 'id'>>): void
+  getRun(id: string): RunRecord | undefined
+  listRuns(): RunRecord[]
+  deleteRun(id: string): void
+  addEvent(e: RunEvent): void
+  listCheckpoints(runId: string): Checkpoint[]
+  truncateSteps(runId: string, afterStep: number): void
+}
+
+export interface RunManagerOptions {
+  store: RunStore
+  /** Each run's checkpoints go to runsDir/<id>. */
+  runsDir: string
+  /** The database the engine processes write steps to (the store's file). */
+  dbPath: string
+  /** Where prepared token shards are cached; default: "cache" beside runsDir. */
+  cacheDir?: string
+  /** Runs trained at once; default 1. */
+  concurrency?: number
+  portFactory: EnginePortFactory
+  /** The built engine-worker.js. */
+  workerEntry: string
+  prepareDataset: (spec: DatasetSpec, cacheDir: string) => Promise<PreparedDataset>
+  emit: EventSink
+}
+
+interface QueuedRun {
+  id: string
+  resumeDir?: string
+}
+
+interface ActiveRun extends WorkerReport {
+  id: string
+  port?: EnginePort // absent while the dataset is prepared
+  paused: boolean
+  stopRequested: boolean
+  deleting: boolean
+  ended: Promise<void>
+  markEnded: () => void
+}
+
+const ACTIVE: readonly RunStatus[] = ['running', 'paused', 'stopping']
+const RESTARTABLE: readonly RunStatus[] = ['stopped', 'failed']
+const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e))
+
+export class RunManager {
+  private readonly store: RunStore
+  private readonly concurrency: number
+  private readonly cacheDir: string
+  private queue: QueuedRun[] = []
+  private readonly active = new Map<string, ActiveRun>()
+  private closed = false
+
+  constructor(private readonly options: RunManagerOptions) {
+    this.store = options.store
+    this.concurrency = Math.max(1, Math.floor(options.concurrency ?? 1))
+    this.cacheDir = options.cacheDir ?? join(dirname(resolve(options.runsDir)), 'cache')
+  }
+
+  /** Records the run as queued and schedules it. */
+  create(spec: RunSpec): RunSummary {
+    this.requireOpen()
+    const parsed = RunSpecSchema.safeParse(spec)
+    if (!parsed.success) throw new ApiInputError('runs.create', issuesOf(parsed.error))
+    const s = parsed.data
+    const id = newRunId(s.name, (candidate) => this.store.getRun(candidate) !== undefined)
+    this.store.insertRun({
+      id,
+      name: s.name,
+      status: 'queued',
+      config: s.config,
+      dataset: s.dataset,
+      init: s.init ?? null,
+      runDir: join(resolve(this.options.runsDir), id),
+      createdAt: Date.now(),
+      startedAt: null,
+      finishedAt: null,
+      step: 0,
+      totalSteps: s.config.train.steps,
+      lastLoss: null,
+      tokensPerSec: null,
+      error: null,
+    })
+    this.publish(id)
+    this.event(id, 'queued', 'queued')
+    this.enqueue({ id })
+    return this.summary(id)
+  }
+
+  pause(id: string): void {
+    const run = this.activeIn(id, ['running'], 'paused')
+    run.paused = true
+    run.port?.send({ type: 'pause' })
+    this.setStatus(id, 'paused')
+    this.event(id, 'paused', `paused at step ${run.step}`)
+  }
+
+  resume(id: string): void {
+    const run = this.activeIn(id, ['paused'], 'resumed')
+    run.paused = false
+    run.port?.send({ type: 'resume' })
+    this.setStatus(id, 'running')
+    this.event(id, 'resumed', `resumed at step ${run.step}`)
+  }
+
+  /** A queued run leaves the queue; a running or paused one stops at its next step boundary (saving a checkpoint). */
+  stop(id: string): void {
+    const record = this.requireRun(id)
+    if (record.status === 'queued' && this.queue.some((q) => q.id === id)) {
+      this.queue = this.queue.filter((q) => q.id !== id)
+      this.setStatus(id, 'stopped', { finishedAt: Date.now() })
+      this.event(id, 'stopped', 'stopped before it started')
+      return
+    }
+    if (record.status === 'stopping') return
+    const run = this.activeIn(id, ['running', 'paused'], 'stopped')
+    run.stopRequested = true
+    run.port?.send({ type: 'stop' })
+    this.setStatus(id, 'stopping')
+  }
+
+  /** Saves a checkpoint at the next step boundary (also while paused). */
+  requestCheckpoint(id: string): void {
+    const run = this.activeIn(id, ['running', 'paused'], 'checkpointed')
+    if (!run.port) throw new RunStateError(`run ${id} is still preparing its dataset; there is nothing to checkpoint yet`)
+    run.port.send({ type: 'checkpoint' })
+  }
+
+  /** Continues a stopped or failed run from its latest checkpoint (or from scratch without one). */
+  restart(id: string): RunSummary {
+    this.requireOpen()
+    const record = this.requireRun(id)
+    if (!RESTARTABLE.includes(record.status))
+      throw new RunStateError(`run ${id} is ${record.status}; only a stopped or failed run can be restarted`)
+    // The newest checkpoint still complete on disk (the engine writes trainer_state.json last).
+    const checkpoint = this.store
+      .listCheckpoints(id)
+      .filter((c) => existsSync(join(c.path, 'trainer_state.json')))
+      .at(-1)
+    const from = checkpoint?.step ?? 0
+    this.store.truncateSteps(id, from)
+    this.setStatus(id, 'queued', { finishedAt: null, error: null })
+    this.event(id, 'queued', checkpoint ? `restart from the checkpoint at step ${from}` : 'restart from step 0 (no checkpoint)')
+    this.enqueue({ id, resumeDir: checkpoint?.path })
+    return this.summary(id)
+  }
+
+  /** Removes the run, its telemetry and its run directory; an active run's engine is killed first. */
+  async delete(id: string): Promise<void> {
+    const record = this.requireRun(id)
+    this.queue = this.queue.filter((q) => q.id !== id)
+    const run = this.active.get(id)
+    if (run) {
+      run.deleting = true
+      run.stopRequested = true
+      run.port?.kill('SIGKILL')
+      await run.ended
+    }
+    this.store.deleteRun(id)
+    if (this.isInsideRunsDir(record.runDir)) await rm(record.runDir, { recursive: true, force: true })
+  }
+
+  /**
+   * After a host restart: runs the previous host left active are failed (their engine died with it),
+   * queued ones are queued again.
+   */
+  recover(): void {
+    for (const record of this.store.listRuns().reverse()) {
+      if (this.active.has(record.id) || this.queue.some((q) => q.id === record.id)) continue
+      if (ACTIVE.includes(record.status)) {
+        this.setStatus(record.id, 'failed', {
+          finishedAt: Date.now(),
+          error: `the host exited while the run was ${record.status} (at step ${record.step}); restart it to continue from its last checkpoint`,
+        })
+        this.event(record.id, 'failed', `the host exited while the run was ${record.status}`)
+      } else if (record.status === 'queued') this.enqueue({ id: record.id })
+    }
+  }
+
+  /** Stops every active run (killing those that do not stop within graceMs); queued runs stay queued. */
+  async shutdown(graceMs = 15_000): Promise<void> {
+    this.closed = true
+    const runs = [...this.active.values()]
+    for (const run of runs) {
+      run.stopRequested = true
+      run.port?.send({ type: 'stop' })
+    }
+    const timeout = new Promise<void>((done) => setTimeout(done, graceMs).unref())
+    await Promise.race([Promise.all(runs.map((r) => r.ended)), timeout])
+    for (const run of this.active.values()) run.port?.kill('SIGKILL')
+    await Promise.all(runs.map((r) => r.ended))
+  }
+
+  private enqueue(job: QueuedRun): void {
+    this.queue.push(job)
+    this.schedule()
+  }
+
+  private schedule(): void {
+    while (!this.closed && this.active.size < this.concurrency && this.queue.length > 0)
+      void this.launch(this.queue.shift() as QueuedRun)
+  }
+
+  private async launch(job: QueuedRun): Promise<void> {
+    const record = this.store.getRun(job.id)
+    if (!record) return
+    let markEnded = () => {}
+    const ended = new Promise<void>((done) => (markEnded = done))
+    const run: ActiveRun = { id: job.id, step: record.step, paused: false, stopRequested: false, deleting: false, ended, markEnded }
+    this.active.set(job.id, run)
+    this.setStatus(job.id, 'running', { startedAt: record.startedAt ?? Date.now(), finishedAt: null, error: null })
+
+    let data: PreparedDataset
+    try {
+      data = await this.options.prepareDataset(record.dataset, this.cacheDir)
+    } catch (e) {
+      return this.end(run, 'failed', messageOf(e))
+    }
+    if (run.stopRequested) return this.end(run, 'stopped', null)
+
+    let port: EnginePort
+    try {
+      port = this.options.portFactory(this.options.workerEntry)
+    } catch (e) {
+      return this.end(run, 'failed', `cannot start the engine process: ${messageOf(e)}`)
+    }
+    run.port = port
+    port.onMessage((msg) => this.onWorkerMessage(run, msg))
+    port.onExit((exit) => this.onWorkerExit(run, exit))
+    port.send({
+      type: 'start',
+      runId: record.id,
+      runDir: record.runDir,
+      configJson: JSON.stringify(record.config),
+      dataPath: data.path,
+      initDir: job.resumeDir ? undefined : (record.init ?? undefined),
+      resumeDir: job.resumeDir,
+      dbPath: this.options.dbPath,
+      checkpointEvery: record.config.train.checkpoint_every,
+    })
+    if (run.paused) port.send({ type: 'pause' })
+  }
+
+  private onWorkerMessage(run: ActiveRun, msg: FromWorker): void {
+    if (run.deleting) return
+    switch (msg.type) {
+      case 'started':
+        run.step = msg.step
+        this.event(run.id, 'started', `engine started on the ${msg.backend} backend: ${msg.numParams.toLocaleString('en-US')} parameters, from step ${msg.step}`)
+        break
+      case 'step':
+        run.step = msg.record.step
+        this.options.emit('run.step', liveStepEvent(run.id, msg.record))
+        break
+      case 'checkpoint':
+        this.event(run.id, 'checkpoint', `checkpoint at step ${msg.step}: ${msg.dir}`)
+        break
+      case 'done':
+        run.step = msg.step
+        run.outcome = msg.status
+        break
+      case 'failed':
+        run.step = msg.step
+        run.failure = msg.error
+        break
+    }
+  }
+
+  private onWorkerExit(run: ActiveRun, exit: EngineExit): void {
+    // Live steps are throttled; the stored step is the last one that is durable.
+    run.step = Math.max(run.step, this.store.getRun(run.id)?.step ?? 0)
+    const { status, error } = runOutcome(run, exit)
+    this.end(run, status, error)
+  }
+
+  private end(run: ActiveRun, status: 'finished' | 'stopped' | 'failed', error: string | null): void {
+    this.active.delete(run.id)
+    if (!run.deleting) {
+      try {
+        this.setStatus(run.id, status, { finishedAt: Date.now(), error })
+        this.event(run.id, status, error ?? `${status} at step ${this.store.getRun(run.id)?.step ?? run.step}`)
+      } catch (e) {
+        process.emitWarning(`run ${run.id}: could not record its end (${status}): ${messageOf(e)}`)
+      }
+    }
+    run.markEnded()
+    this.schedule()
+  }
+
+  private activeIn(id: string, allowed: readonly RunStatus[], verb: string): ActiveRun {
+    const record = this.requireRun(id)
+    const run = this.active.get(id)
+    if (!run || !allowed.includes(record.status))
+      throw new RunStateError(`run ${id} is ${record.status}; only a ${allowed.join(' or ')} run can be ${verb}`)
+    return run
+  }
+
+  private requireRun(id: string): RunRecord {
+    const record = this.store.getRun(id)
+    if (!record) throw new RunStateError(`no run with id ${JSON.stringify(id)}`)
+    return record
+  }
+
+  private requireOpen(): void {
+    if (this.closed) throw new RunStateError('the run manager is shut down')
+  }
+
+  private isInsideRunsDir(dir: string): boolean {
+    const rel = relative(resolve(this.options.runsDir), resolve(dir))
+    return rel !== '' && !rel.startsWith('..') && !isAbsolute(rel)
+  }
+
+  private setStatus(id: string, status: RunStatus, patch: Partial<Omit<RunRecord, 'id' | 'status'>> = {}): void {
+    this.store.updateRun(id, { ...patch, status })
+    this.publish(id)
+  }
+
+  private publish(id: string): void {
+    this.options.emit('run.status', this.summary(id))
+  }
+
+  private summary(id: string): RunSummary {
+    return toRunSummary(this.requireRun(id))
+  }
+
+  private event(runId: string, kind: RunEvent['kind'], message: string): void {
+    const e: RunEvent = { runId, at: Date.now(), kind, message }
+    this.store.addEvent(e)
+    this.options.emit('run.event', e)
+  }
+}

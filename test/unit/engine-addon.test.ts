@@ -1,0 +1,157 @@
+// The addon's Engine class under plain Node: errors carry the engine's message, training streams
+// every step in order with bounded buffering, and pause/resume/stop/checkpoint act at step boundaries.
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
+
+import { afterAll, describe, expect, it } from 'vitest'
+
+import { loadEngineAddon, type NativeEngine, type TrainOutcome } from '../../main/host/engine/addon'
+import { decodeStepRecord } from '../../main/host/engine/step-record'
+import { tinyConfig, writeCorpusShard, writeTokenShard } from '../integration/helpers/engine-fixtures'
+
+const { Engine } = loadEngineAddon()
+const dir = mkdtempSync(join(tmpdir(), 'engine-addon-'))
+const shard = writeCorpusShard(join(dir, 'corpus.bin'))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+// Small enough that the engine outruns a busy JS thread by far.
+const microConfig = (steps: number) =>
+  JSON.stringify(tinyConfig({ steps, batch_size: 2, seq_len: 8, threads: 1 }, { d_model: 16, d_ff: 32, max_seq_len: 8 }))
+
+interface Outcome {
+  status: TrainOutcome
+  error?: string
+  steps: number[]
+  checkpoints: [number, string][]
+}
+
+function train(
+  engine: NativeEngine,
+  runDir: string,
+  opts: { checkpointEvery?: number; totalSteps?: number; onStep?: (step: number) => void } = {},
+): Promise<Outcome> {
+  const steps: number[] = []
+  const checkpoints: [number, string][] = []
+  return new Promise((resolve) =>
+    engine.start(
+      { runDir, checkpointEvery: opts.checkpointEvery, totalSteps: opts.totalSteps },
+      (buf) => {
+        const step = decodeStepRecord(buf).step
+        steps.push(step)
+        opts.onStep?.(step)
+      },
+      (step, ckptDir) => checkpoints.push([step, ckptDir]),
+      (status, error) => resolve({ status, error, steps, checkpoints }),
+    ),
+  )
+}
+
+const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i)
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+const busyWait = (ms: number) => {
+  const until = Date.now() + ms
+  while (Date.now() < until);
+}
+
+describe('Engine (addon)', () => {
+  it('rejects a bad config with the engine message naming the field', () => {
+    expect(() => new Engine(JSON.stringify(tinyConfig({}, { d_model: 64 })).replace('"d_model":64', '"d_model":-3'))).toThrow(
+      /model\.d_model/,
+    )
+    expect(() => new Engine('{"model": ')).toThrow(/config/)
+    expect(() => new Engine(42 as unknown as string)).toThrow(/configJson must be a string/)
+  })
+
+  it('describes itself and names the file when data is bad', () => {
+    const engine = new Engine(JSON.stringify(tinyConfig()))
+    expect(engine.backendName).toBe('cpu')
+    expect(engine.numParams).toBeGreaterThan(100_000)
+    expect(engine.stepCount).toBe(0)
+    expect(engine.training).toBe(false)
+    expect(JSON.parse(engine.configJson).model.d_model).toBe(64)
+    const missing = join(dir, 'missing.bin')
+    expect(() => engine.setData(missing)).toThrow(missing)
+    const tooBig = writeTokenShard(join(dir, 'vocab.bin'), [1, 2, 300, 4], 0)
+    expect(() => engine.setData(tooBig)).toThrow(/300/)
+  })
+
+  it('trains, streaming every step in order, with periodic and final checkpoints', async () => {
+    const engine = new Engine(JSON.stringify(tinyConfig({ steps: 7 })))
+    engine.setData(shard)
+    const runDir = join(dir, 'finish')
+    const out = await train(engine, runDir, { checkpointEvery: 3 })
+    expect(out).toMatchObject({ status: 'finished', error: undefined, steps: range(1, 7) })
+    expect(out.checkpoints).toEqual([3, 6, 7].map((s) => [s, join(runDir, `checkpoint-${s}`)]))
+    expect(existsSync(join(runDir, 'checkpoint-7', 'trainer_state.json'))).toBe(true)
+    expect(engine.training).toBe(false)
+    expect(engine.stepCount).toBe(7)
+  })
+
+  it('blocks the engine thread while JS lags (bounded queue) and loses no record', async () => {
+    const engine = new Engine(microConfig(400))
+    engine.setData(shard)
+    let aheadWhileStalled = 0
+    const out = await train(engine, join(dir, 'backpressure'), {
+      onStep: (step) => {
+        if (step !== 1) return
+        busyWait(1500)
+        aheadWhileStalled = engine.stepCount
+      },
+    })
+    expect(out.status).toBe('finished')
+    expect(out.steps).toEqual(range(1, 400))
+    // One step in JS, 64 queued, one waiting to be queued: the thread went no further.
+    expect(aheadWhileStalled).toBeGreaterThan(1)
+    expect(aheadWhileStalled).toBeLessThanOrEqual(67)
+  })
+
+  it('pauses, checkpoints while paused, resumes and stops at step boundaries', async () => {
+    const engine = new Engine(microConfig(100_000))
+    engine.setData(shard)
+    const runDir = join(dir, 'control')
+    let pausedAt = -1
+    const done = train(engine, runDir, {
+      onStep: (step) => {
+        if (step === 3) engine.pause()
+      },
+    })
+    await sleep(300)
+    pausedAt = engine.stepCount
+    await sleep(300)
+    expect(engine.stepCount).toBe(pausedAt)
+    engine.requestCheckpoint()
+    await sleep(300)
+    expect(existsSync(join(runDir, `checkpoint-${pausedAt}`, 'trainer_state.json'))).toBe(true)
+    expect(() => engine.saveCheckpoint(join(dir, 'x'))).toThrow(/training/)
+    engine.resume()
+    await sleep(200)
+    expect(engine.stepCount).toBeGreaterThan(pausedAt)
+    engine.stop()
+    const out = await done
+    const last = out.steps.at(-1) as number
+    expect(out.status).toBe('stopped')
+    expect(out.steps).toEqual(range(1, last))
+    expect(out.checkpoints.map(([s]) => s)).toEqual([pausedAt, last])
+    expect(engine.stepCount).toBe(last)
+  })
+
+  it('stops after totalSteps, and keeps training when JS drops the object', async () => {
+    setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    const timer = setInterval(gc, 2)
+    try {
+      const out = await new Promise<Outcome>((resolve) => {
+        const engine = new Engine(microConfig(1000))
+        engine.setData(shard)
+        void train(engine, join(dir, 'dropped'), { totalSteps: 200, onStep: gc }).then(resolve)
+      })
+      expect(out.status).toBe('finished')
+      expect(out.steps).toEqual(range(1, 200))
+    } finally {
+      clearInterval(timer)
+    }
+  })
+})

@@ -1,0 +1,46 @@
+// The step record packed by the addon (native/addon/step_record_pack.h) decodes in TS to what went in.
+import { describe, expect, it } from 'vitest'
+
+import { loadEngineAddon } from '../../main/host/engine/addon'
+import { decodeStepRecord, encodeStepRecord, type EngineStepRecord } from '../../main/host/engine/step-record'
+
+const record: EngineStepRecord = {
+  step: 12345,
+  loss: 3.141592653589793,
+  aux_loss: 0.0123,
+  lr: 2.5e-4,
+  grad_norm: 0.75,
+  tokens: 2 ** 40 + 3,
+  step_ms: 81.5,
+  forward_ms: 30.25,
+  backward_ms: 45.125,
+  optimizer_ms: 6.0625,
+  expertTokens: [Int32Array.of(5, 0, 17, 2_000_000_000), Int32Array.of(1, 2), Int32Array.of(7, 8, 9, 10, 11, 12, 13, 14)],
+}
+
+describe('step record: C++ pack <-> TS decode', () => {
+  const { packStepRecord } = loadEngineAddon()
+
+  it('round-trips scalars and per-layer expert arrays exactly', () => {
+    expect(decodeStepRecord(packStepRecord(record))).toEqual(record)
+  })
+
+  it('packs byte for byte as the TS encoder does', () => {
+    expect(new Uint8Array(packStepRecord(record))).toEqual(new Uint8Array(encodeStepRecord(record)))
+  })
+
+  it('handles a record without MoE layers and layers of different widths', () => {
+    const none = { ...record, expertTokens: [] }
+    expect(decodeStepRecord(packStepRecord(none))).toEqual(none)
+    const ragged = { ...record, expertTokens: [Int32Array.of(1), new Int32Array(64).fill(-1)] }
+    expect(decodeStepRecord(packStepRecord(ragged))).toEqual(ragged)
+  })
+
+  it('rejects a truncated or padded buffer', () => {
+    const packed = packStepRecord(record)
+    expect(() => decodeStepRecord(packed.slice(0, packed.byteLength - 4))).toThrow(/expected/)
+    const padded = new Uint8Array(packed.byteLength + 4)
+    padded.set(new Uint8Array(packed))
+    expect(() => decodeStepRecord(padded.buffer)).toThrow(/expected/)
+  })
+})
