@@ -1,32 +1,13 @@
-// Finds the bundled resources/ folder: walks up from this module (source tree, or out/main once
-// bundled) and from the working directory to the package root named "moe-workbench".
-import { existsSync, readFileSync } from 'node:fs'
-import { dirname, join, resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
+// Finds the bundled resources/ folder under the package root, looked for above this module (the
+// source tree, or out/main once bundled) and then above the working directory.
+import { join } from 'node:path'
 
-const PACKAGE_NAME = 'moe-workbench'
-
-function isPackageRoot(dir: string): boolean {
-  const manifest = join(dir, 'package.json')
-  if (!existsSync(manifest)) return false
-  try {
-    return (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: unknown }).name === PACKAGE_NAME
-  } catch {
-    return false
-  }
-}
-
-function findUp(start: string): string | null {
-  for (let dir = resolve(start); ; dir = dirname(dir)) {
-    if (isPackageRoot(dir)) return dir
-    if (dirname(dir) === dir) return null
-  }
-}
+import { findPackageRoot, PACKAGE_NAME } from '../engine/addon'
+import { moduleDir } from '../engine/module-location'
 
 export function packageRoot(): string {
-  const here = dirname(fileURLToPath(import.meta.url))
-  const root = findUp(here) ?? findUp(process.cwd())
-  if (!root) throw new Error(`cannot find the ${PACKAGE_NAME} package root above ${here} or ${process.cwd()}`)
+  const root = findPackageRoot(moduleDir()) ?? findPackageRoot(process.cwd())
+  if (!root) throw new Error(`cannot find the ${PACKAGE_NAME} package root above ${moduleDir()} or ${process.cwd()}`)
   return root
 }
 

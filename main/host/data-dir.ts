@@ -1,0 +1,18 @@
+// Where the workbench keeps its database, run directories and token cache.
+import { homedir } from 'node:os'
+import { join, resolve } from 'node:path'
+
+export const DATA_DIR_ENV = 'MOE_WORKBENCH_HOME'
+
+export function defaultDataDir(env: NodeJS.ProcessEnv = process.env): string {
+  const fromEnv = env[DATA_DIR_ENV]
+  return fromEnv ? resolve(fromEnv) : join(homedir(), '.moe-workbench')
+}
+
+export function dataLayout(dataDir: string) {
+  return {
+    dbPath: join(dataDir, 'workbench.db'),
+    runsDir: join(dataDir, 'runs'),
+    cacheDir: join(dataDir, 'cache'),
+  }
+}

@@ -1,0 +1,60 @@
+// Exports one of our checkpoints as a Hugging Face checkpoint directory (config.json +
+// model.safetensors) through the engine addon. It runs on a worker thread, so a large model's export
+// does not block the host's event loop, and it never replaces an existing directory.
+import { readdir, stat } from 'node:fs/promises'
+import { resolve } from 'node:path'
+import { Worker } from 'node:worker_threads'
+
+import { addonPath } from './engine/addon'
+
+export type HfModelType = 'mixtral' | 'qwen2_moe' | 'olmoe'
+
+export interface ExportRequest {
+  checkpointDir: string
+  outDir: string
+  modelType: HfModelType
+  bf16: boolean
+}
+
+// Evaluated as CommonJS in the worker: it needs nothing but the addon, so it works the same from the
+// source tree and from the bundle.
+const EXPORT_WORKER = `
+const { parentPort, workerData: job } = require('node:worker_threads')
+try {
+  const { Engine } = require(job.addonPath)
+  // The model comes from the checkpoint; train settings only need to be valid.
+  const engine = new Engine(JSON.stringify({ train: { seq_len: 1, batch_size: 1 } }), job.checkpointDir)
+  engine.initFrom(job.checkpointDir)
+  engine.exportHf(job.outDir, job.modelType, job.bf16)
+  parentPort.postMessage({ ok: true })
+} catch (error) {
+  parentPort.postMessage({ ok: false, error: error instanceof Error ? error.message : String(error) })
+}
+`
+
+async function requireFreshTarget(dir: string): Promise<void> {
+  let info
+  try {
+    info = await stat(dir)
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return
+    throw e
+  }
+  if (!info.isDirectory()) throw new Error(`${dir}: exists and is not a directory; choose a new export directory`)
+  if ((await readdir(dir)).length > 0)
+    throw new Error(`${dir}: already exists and is not empty; exports never replace a directory, so choose a new one or remove it`)
+}
+
+export async function exportCheckpoint(request: ExportRequest): Promise<string> {
+  const outDir = resolve(request.outDir)
+  await requireFreshTarget(outDir)
+  const job = { ...request, outDir, addonPath: addonPath() }
+  const reply = await new Promise<{ ok: boolean; error?: string }>((resolveReply, reject) => {
+    const worker = new Worker(EXPORT_WORKER, { eval: true, workerData: job })
+    worker.once('message', resolveReply)
+    worker.once('error', reject)
+    worker.once('exit', (code) => reject(new Error(`the export worker exited (code ${code}) without an answer`)))
+  })
+  if (!reply.ok) throw new Error(`export of ${request.checkpointDir} failed: ${reply.error}`)
+  return outDir
+}

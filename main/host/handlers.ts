@@ -1,0 +1,105 @@
+// The typed API's requests, implemented over the run manager, the telemetry store, the catalog and
+// the exporter. Params arrive already parsed against the contract by the transport.
+import { resolve } from 'node:path'
+
+import type { ApiHandlers, Checkpoint, RunSpec, RunSummary } from '../api/contract'
+import { issuesOf } from '../api/contract'
+import { RunConfigSchema } from '../api/config'
+import { listPresets } from './catalog'
+import { exportCheckpoint } from './export-checkpoint'
+import { checkRunInputs } from './run-inputs'
+import { toRunSummary } from './run-summary'
+import type { RunRecord, TelemetryStore } from './store/store'
+
+// What the handlers need of the RunManager; a structural type keeps tests free to pass a fake.
+export interface RunControl {
+  create(spec: RunSpec): RunSummary | Promise<RunSummary>
+  pause(id: string): unknown
+  resume(id: string): unknown
+  stop(id: string): unknown
+  delete(id: string): unknown
+  requestCheckpoint(id: string): unknown
+}
+
+export interface HandlerDeps {
+  store: TelemetryStore
+  runs: RunControl
+}
+
+const OK = { ok: true } as const
+
+// Runs outlive the working directory of whoever created them (a CLI in one folder, the app in another).
+function withAbsolutePaths(spec: RunSpec): RunSpec {
+  const { path, tokenizer } = spec.dataset
+  return {
+    ...spec,
+    dataset: { path: resolve(path), ...(tokenizer === undefined ? {} : { tokenizer: resolve(tokenizer) }) },
+    ...(spec.init === undefined ? {} : { init: resolve(spec.init) }),
+  }
+}
+
+export function requireRun(store: TelemetryStore, id: string): RunRecord {
+  const run = store.getRun(id)
+  if (!run) throw new Error(`no run "${id}"`)
+  return run
+}
+
+// The checkpoint at `step`, or the latest; the error lists what there is to choose from.
+export function pickCheckpoint(store: TelemetryStore, id: string, step?: number): Checkpoint {
+  const checkpoints = store.listCheckpoints(id)
+  if (checkpoints.length === 0) throw new Error(`run "${id}" has no checkpoint yet`)
+  if (step === undefined) return checkpoints[checkpoints.length - 1]!
+  const found = checkpoints.find((c) => c.step === step)
+  if (!found) throw new Error(`run "${id}" has no checkpoint at step ${step} (it has steps ${checkpoints.map((c) => c.step).join(', ')})`)
+  return found
+}
+
+export function createHandlers({ store, runs }: HandlerDeps): ApiHandlers {
+  const control = async (id: string, action: (id: string) => unknown) => {
+    requireRun(store, id)
+    await action(id)
+    return OK
+  }
+  return {
+    'runs.list': async () => store.listRuns().map(toRunSummary),
+    'runs.get': async ({ id }) => {
+      const run = requireRun(store, id)
+      return {
+        summary: toRunSummary(run),
+        config: run.config,
+        dataset: run.dataset,
+        init: run.init,
+        events: store.listEvents(id),
+        checkpoints: store.listCheckpoints(id),
+      }
+    },
+    'runs.create': async ({ spec }) => {
+      const absolute = withAbsolutePaths(spec)
+      await checkRunInputs(absolute)
+      return runs.create(absolute)
+    },
+    'runs.pause': async ({ id }) => control(id, (i) => runs.pause(i)),
+    'runs.resume': async ({ id }) => control(id, (i) => runs.resume(i)),
+    'runs.stop': async ({ id }) => control(id, (i) => runs.stop(i)),
+    'runs.delete': async ({ id }) => control(id, (i) => runs.delete(i)),
+    'runs.checkpoint': async ({ id }) => control(id, (i) => runs.requestCheckpoint(i)),
+    'metrics.series': async ({ id, metrics, fromStep, toStep, maxPoints }) => {
+      requireRun(store, id)
+      return store.series(id, metrics, { fromStep, toStep, maxPoints })
+    },
+    'metrics.expertLoad': async ({ id, layer, fromStep, toStep, maxSteps }) => {
+      requireRun(store, id)
+      return store.expertLoad(id, layer, { fromStep, toStep, maxSteps })
+    },
+    'checkpoints.export': async ({ id, step, dir, modelType, dtype }) => {
+      requireRun(store, id)
+      const checkpoint = pickCheckpoint(store, id, step)
+      return { dir: await exportCheckpoint({ checkpointDir: checkpoint.path, outDir: dir, modelType, bf16: dtype === 'bf16' }) }
+    },
+    'presets.list': async () => listPresets(),
+    'config.validate': async ({ config }) => {
+      const parsed = RunConfigSchema.safeParse(config)
+      return parsed.success ? { ok: true, issues: [] } : { ok: false, issues: issuesOf(parsed.error) }
+    },
+  }
+}

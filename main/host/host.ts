@@ -1,0 +1,98 @@
+// The composition root: one telemetry store, one run manager and the API handlers over them, for
+// a data directory laid out as workbench.db, runs/<id>/ and cache/. The Electron app, the browser-mode
+// server and the CLI all build their host here, so they see the same runs.
+import { mkdir } from 'node:fs/promises'
+import { join } from 'node:path'
+
+import type { ApiHandlers, EventSink } from '../api/contract'
+import { packageRoot } from './catalog'
+import { dataLayout } from './data-dir'
+import { prepareDataset } from './datasets'
+import { forkPortFactory } from './engine/fork-port'
+import type { EnginePortFactory } from './engine/port'
+import { utilityPortFactory } from './engine/utility-port'
+import { createHandlers } from './handlers'
+import { RunManager } from './runs/run-manager'
+import { TelemetryStore } from './store/store'
+
+export interface HostOptions {
+  dataDir: string
+  /** Runs trained at once; default 1. */
+  concurrency?: number
+  /** Default: Electron utility processes inside Electron, Node child processes elsewhere. */
+  portFactory?: EnginePortFactory
+  /** Default: the built out/main/engine-worker.js of this package. */
+  workerEntry?: string
+  /**
+   * Fail the runs a previous host left active and start its queued ones; default true. Commands
+   * that only read (or drive a single run) pass false, so they never take over another process's runs.
+   */
+  recoverRuns?: boolean
+}
+
+export interface Host {
+  handlers: ApiHandlers
+  onEvent(listener: EventSink): () => void
+  runs: RunManager
+  store: TelemetryStore
+  dataDir: string
+  close(): Promise<void>
+}
+
+export const defaultWorkerEntry = (): string => join(packageRoot(), 'out', 'main', 'engine-worker.js')
+
+// One listener's failure (a closed window, a dropped socket) must not keep events from the others.
+function eventHub() {
+  const listeners = new Set<EventSink>()
+  const emit: EventSink = (name, payload) => {
+    for (const listener of listeners) {
+      try {
+        listener(name, payload)
+      } catch (e) {
+        process.emitWarning(`an event listener failed on ${name}: ${e instanceof Error ? e.message : String(e)}`)
+      }
+    }
+  }
+  const subscribe = (listener: EventSink) => {
+    listeners.add(listener)
+    return () => void listeners.delete(listener)
+  }
+  return { emit, subscribe }
+}
+
+export async function createHost(options: HostOptions): Promise<Host> {
+  const { dbPath, runsDir, cacheDir } = dataLayout(options.dataDir)
+  await mkdir(runsDir, { recursive: true })
+  await mkdir(cacheDir, { recursive: true })
+  const store = TelemetryStore.open(dbPath)
+  const events = eventHub()
+  const runs = new RunManager({
+    store,
+    runsDir,
+    dbPath,
+    cacheDir,
+    concurrency: options.concurrency,
+    portFactory: options.portFactory ?? (process.versions['electron'] ? utilityPortFactory : forkPortFactory),
+    workerEntry: options.workerEntry ?? defaultWorkerEntry(),
+    prepareDataset,
+    emit: events.emit,
+  })
+  if (options.recoverRuns ?? true) runs.recover()
+
+  let closing: Promise<void> | undefined
+  return {
+    handlers: createHandlers({ store, runs }),
+    onEvent: events.subscribe,
+    runs,
+    store,
+    dataDir: options.dataDir,
+    close: () =>
+      (closing ??= (async () => {
+        try {
+          await runs.shutdown()
+        } finally {
+          store.close()
+        }
+      })()),
+  }
+}
