@@ -27,9 +27,13 @@ async function start(): Promise<void> {
   await app.whenReady()
   denyAllPermissions()
   installMenu()
-  host = await createHost({ dataDir })
-  registerIpcHandlers(ipcMain, host.handlers)
-  forwardEvents(host.onEvent, () => BrowserWindow.getAllWindows().map((window) => window.webContents))
+  const started = await createHost({ dataDir })
+  host = started
+  registerIpcHandlers(ipcMain, started.handlers)
+  forwardEvents(
+    (listener) => started.onEvent(listener),
+    () => BrowserWindow.getAllWindows().map((window) => window.webContents),
+  )
   openWindow()
 }
 
