@@ -138,6 +138,17 @@ describe('Engine (addon)', () => {
     expect(engine.stepCount).toBe(last)
   })
 
+  it('stops while paused, saving the final checkpoint', async () => {
+    const engine = new Engine(microConfig(100_000))
+    engine.setData(shard)
+    const done = train(engine, join(dir, 'paused-stop'), { onStep: (step) => step === 2 && engine.pause() })
+    await sleep(200)
+    engine.stop()
+    const out = await done
+    expect(out.status).toBe('stopped')
+    expect(out.checkpoints.map(([s]) => s)).toEqual([out.steps.at(-1)])
+  })
+
   it('stops after totalSteps, and keeps training when JS drops the object', async () => {
     setFlagsFromString('--expose-gc')
     const gc = runInNewContext('gc') as () => void

@@ -1,0 +1,190 @@
+// Supervision logic without real engines: RunManager over scripted engine processes, how an exit
+// becomes a run status, live-step coalescing, batched step writes and run ids.
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+import { afterEach, describe, expect, it, vi } from 'vitest'
+
+import { LiveThrottle } from '../../main/host/engine/live-throttle'
+import type { EngineExit, EnginePort } from '../../main/host/engine/port'
+import { StepWriter } from '../../main/host/engine/step-writer'
+import type { FromWorker, ToWorker } from '../../main/host/engine/worker-protocol'
+import { RunManager } from '../../main/host/runs/run-manager'
+import { newRunId } from '../../main/host/runs/run-id'
+import { runOutcome } from '../../main/host/runs/run-outcome'
+import { TelemetryStore } from '../../main/host/store/store'
+import { tinyConfig } from '../integration/helpers/engine-fixtures'
+
+class ScriptedPort implements EnginePort {
+  readonly sent: ToWorker[] = []
+  private message: (msg: FromWorker) => void = () => {}
+  private exit: (e: EngineExit) => void = () => {}
+  killedWith: string | undefined
+  send(msg: ToWorker) {
+    this.sent.push(msg)
+  }
+  onMessage(cb: (msg: FromWorker) => void) {
+    this.message = cb
+  }
+  onExit(cb: (e: EngineExit) => void) {
+    this.exit = cb
+  }
+  kill(signal: NodeJS.Signals = 'SIGTERM') {
+    this.killedWith = signal
+    queueMicrotask(() => this.exit({ code: null, signal }))
+  }
+  say(msg: FromWorker) {
+    this.message(msg)
+  }
+  exitWith(code: number | null, signal: string | null = null) {
+    this.exit({ code, signal })
+  }
+}
+
+const cleanups: (() => void)[] = []
+afterEach(() => cleanups.splice(0).forEach((c) => c()))
+
+function setUp(concurrency = 1) {
+  const dir = mkdtempSync(join(tmpdir(), 'engine-supervision-'))
+  const store = TelemetryStore.open(join(dir, 'db.sqlite'))
+  cleanups.push(() => {
+    store.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  const ports: ScriptedPort[] = []
+  const manager = new RunManager({
+    store,
+    runsDir: join(dir, 'runs'),
+    dbPath: join(dir, 'db.sqlite'),
+    concurrency,
+    portFactory: () => {
+      const port = new ScriptedPort()
+      ports.push(port)
+      return port
+    },
+    workerEntry: 'engine-worker.js',
+    prepareDataset: async (spec) => ({ path: spec.path, vocabSize: 256, tokens: 10_000 }),
+    emit: () => {},
+  })
+  const create = (name: string) => manager.create({ name, config: tinyConfig(), dataset: { path: '/data/x.bin' } }).id
+  const until = (probe: () => boolean) => vi.waitFor(() => expect(probe()).toBe(true))
+  return { store, manager, ports, create, until }
+}
+
+describe('RunManager supervision (scripted engine processes)', () => {
+  it('names how an engine process died, and starts the next run each time', async () => {
+    const { store, ports, create, until } = setUp()
+    const ids = ['abort', 'silent', 'reported', 'ok'].map(create)
+    const script: [(p: ScriptedPort) => void, string | null][] = [
+      [(p) => p.exitWith(134), 'engine process exited with code 134 at step 7'],
+      [(p) => p.exitWith(0), 'engine process exited without finishing at step 7'],
+      [(p) => (p.say({ type: 'failed', error: 'model.top_k: exceeds n_experts', step: 0 }), p.exitWith(1)), 'model.top_k: exceeds n_experts'],
+      [(p) => (p.say({ type: 'done', status: 'finished', step: 7 }), p.exitWith(0)), null],
+    ]
+    for (const [i, [act, error]] of script.entries()) {
+      await until(() => ports.length === i + 1)
+      expect(ports[i].sent[0]).toMatchObject({ type: 'start', runId: ids[i], dataPath: '/data/x.bin' })
+      ports[i].say({ type: 'step', record: { step: 7, wallTime: 0, loss: 1, aux_loss: 0, lr: 0, grad_norm: 0, tokens: 1, step_ms: 1, forward_ms: 0, backward_ms: 0, optimizer_ms: 0, expertTokens: [] } })
+      act(ports[i])
+      await until(() => store.getRun(ids[i])?.status !== 'running')
+      expect(store.getRun(ids[i])).toMatchObject({ status: error ? 'failed' : 'finished', error })
+    }
+  })
+
+  it('runs up to `concurrency` engines at once and kills those that ignore a shutdown', async () => {
+    const { store, manager, ports, create, until } = setUp(2)
+    const [a, b, c] = ['a', 'b', 'c'].map(create)
+    await until(() => ports.length === 2)
+    expect([a, b, c].map((id) => store.getRun(id)?.status)).toEqual(['running', 'running', 'queued'])
+    await manager.shutdown(50)
+    expect(ports.map((p) => p.sent.at(-1)?.type)).toEqual(['stop', 'stop'])
+    expect(ports.map((p) => p.killedWith)).toEqual(['SIGKILL', 'SIGKILL'])
+    expect(store.getRun(a)?.error).toBe('engine process killed by SIGKILL at step 0')
+    expect(store.getRun(c)?.status).toBe('queued')
+    expect(() => create('late')).toThrow(/shut down/)
+  })
+
+  it('recovers after a host crash: active runs fail, queued ones run', async () => {
+    const first = setUp()
+    const running = first.create('running')
+    const queued = first.create('queued')
+    await first.until(() => first.ports.length === 1)
+    const { store } = first
+    const second = new RunManager({
+      store,
+      runsDir: '/unused',
+      dbPath: '/unused',
+      portFactory: () => new ScriptedPort(),
+      workerEntry: 'engine-worker.js',
+      prepareDataset: async (spec) => ({ path: spec.path, vocabSize: 256, tokens: 1 }),
+      emit: () => {},
+    })
+    second.recover()
+    expect(store.getRun(running)).toMatchObject({ status: 'failed' })
+    expect(store.getRun(running)?.error).toMatch(/host exited while the run was running/)
+    expect(store.getRun(queued)?.status).toBe('running')
+  })
+
+  it('refuses operations that do not fit the state', () => {
+    const { manager, create } = setUp()
+    const id = create('x')
+    expect(() => manager.resume(id)).toThrow(/only a paused run can be resumed/)
+    expect(() => manager.restart(id)).toThrow(/only a stopped or failed run can be restarted/)
+    expect(() => manager.pause('nope')).toThrow(/no run with id "nope"/)
+  })
+})
+
+describe('runOutcome', () => {
+  it('prefers what the engine reported, then the signal, then the exit code', () => {
+    expect(runOutcome({ step: 3, failure: 'boom' }, { code: null, signal: 'SIGKILL' })).toEqual({ status: 'failed', error: 'boom' })
+    expect(runOutcome({ step: 3 }, { code: null, signal: 'SIGSEGV' }).error).toBe('engine process killed by SIGSEGV at step 3')
+    expect(runOutcome({ step: 3, outcome: 'stopped' }, { code: 0, signal: null })).toEqual({ status: 'stopped', error: null })
+    expect(runOutcome({ step: 0 }, { code: null, signal: null }).error).toBe('engine process could not be started')
+  })
+})
+
+describe('LiveThrottle', () => {
+  it('sends the first at once and coalesces the rest to the newest per interval', () => {
+    vi.useFakeTimers()
+    try {
+      const sent: number[] = []
+      const t = new LiveThrottle<number>(100, (v) => sent.push(v))
+      for (let i = 1; i <= 50; i++) {
+        t.push(i)
+        vi.advanceTimersByTime(10)
+      }
+      t.flush()
+      expect(sent[0]).toBe(1)
+      expect(sent.at(-1)).toBe(50)
+      expect(sent.length).toBeLessThanOrEqual(7)
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+})
+
+describe('StepWriter', () => {
+  it('writes the steps that arrive together in one call', async () => {
+    const calls: number[][] = []
+    const writer = new StepWriter({ appendSteps: (_id, records) => void calls.push(records.map((r) => r.step)) }, 'r', (e) => {
+      throw e
+    })
+    const record = (step: number) => ({ step, loss: 0, aux_loss: 0, lr: 0, grad_norm: 0, tokens: 0, step_ms: 0, forward_ms: 0, backward_ms: 0, optimizer_ms: 0, expertTokens: [] })
+    for (const s of [1, 2, 3]) writer.push(record(s), s)
+    await new Promise((r) => setImmediate(r))
+    writer.push(record(4), 4)
+    writer.flush()
+    expect(calls).toEqual([[1, 2, 3], [4]])
+  })
+})
+
+describe('newRunId', () => {
+  it('slugs the name and adds a suffix that avoids taken ids', () => {
+    expect(newRunId('MoE-S  ablation #3 (pin 25%)', () => false)).toMatch(/^moe-s-ablation-3-pin-25-[a-z0-9]{6}$/)
+    expect(newRunId('日本語', () => false)).toMatch(/^run-[a-z0-9]{6}$/)
+    let tries = 0
+    expect(newRunId('x', () => ++tries < 3)).toMatch(/^x-/)
+    expect(tries).toBe(3)
+  })
+})
