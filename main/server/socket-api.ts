@@ -30,6 +30,8 @@ export function serveApi(
       socket.ping()
     }, HEARTBEAT_MS)
     socket.on('close', () => clearInterval(heartbeat))
+    // Protocol violations (an oversized frame, bad UTF-8) end this client, never the server.
+    socket.on('error', () => socket.terminate())
     socket.on('message', (data, isBinary) => void answer(socket, handlers, data, isBinary))
   })
 

@@ -220,6 +220,17 @@ describe('WebSocket API', () => {
     for (const message of inbox.all.filter((m) => m.id === null)) expect(message).toMatchObject({ error: { code: 'bad-message' } })
   })
 
+  it('drops a client that sends an oversized frame and keeps serving the others', async () => {
+    const [greedy, polite] = [await signedInSocket(), await signedInSocket()]
+    const closed = new Promise<number>((resolve) => greedy.once('close', (code) => resolve(code)))
+    greedy.on('error', () => {})
+    greedy.send(JSON.stringify({ id: 5, method: 'config.validate', params: { config: 'x'.repeat(5 * 1024 * 1024) } }))
+    expect(await closed).toBe(1009)
+    const inbox = messages(polite)
+    polite.send(JSON.stringify({ id: 6, method: 'runs.list', params: {} }))
+    expect(await inbox.next((m) => m.id === 6)).toMatchObject({ result: [summary()] })
+  })
+
   it('pushes host events to every connected client', async () => {
     const [first, second] = [await signedInSocket(), await signedInSocket()]
     const inboxes = [messages(first), messages(second)]
