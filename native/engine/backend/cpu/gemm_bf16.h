@@ -1,0 +1,29 @@
+// bf16 GEMM with fp32 accumulation: the operands are rounded to bf16 (round-to-nearest-even, exactly as
+// moe::f32_to_bf16) and multiplied with AVX512_BF16's vdpbf16ps where the CPU has it, or with a portable
+// kernel that computes the same bits everywhere else.
+//   C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C     (row-major; beta == 0 ignores C's contents)
+//   op(A) = A [M,K] (lda >= K), or Aᵀ of A stored [K,M] (lda >= M) when trans_a; A is fp32, rounded while packing.
+//   op(B) = B [K,N] (ldb >= N), or Bᵀ of B stored [N,K] (ldb >= K) when trans_b; B is either stored as bf16 bit
+//   patterns (a weight's bf16 copy) or fp32 rounded while packing (an activation).
+// Arithmetic (vdpbf16ps, bit for bit): K is cut into blocks whose size depends on K alone; in each block every C
+// element runs acc = 0, then for each k pair (2p, 2p+1) in ascending order acc += a·b of the odd k, then of the even
+// k, each step rounded to fp32 once with denormal inputs read as zero and denormal results flushed to zero; each
+// block then updates c = alpha·acc (first block, beta == 0) or c = fma(alpha, acc, beta'·c) (beta' = beta in the
+// first block, 1 after). Threads split C by rows and columns, never K, so results are bit-identical for any thread
+// count, and a row's result does not depend on the other rows of the call.
+#pragma once
+#include <cstdint>
+
+#include "core/threadpool.h"
+
+namespace moe::cpu {
+
+void sgemm_bf16(ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+                const uint16_t* B, int ldb, float beta, float* C, int ldc);
+void sgemm_bf16(ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+                const float* B, int ldb, float beta, float* C, int ldc);
+
+// Which kernel sgemm_bf16 uses on this machine: "avx512_bf16" or "portable".
+const char* sgemm_bf16_isa();
+
+}  // namespace moe::cpu

@@ -1,0 +1,192 @@
+// AVX512_BF16 sgemm_bf16 kernels: vdpbf16ps tiles of up to 14 broadcast A pairs x 32 columns (28 fp32
+// accumulators, or 6 x 64 / 3 x 128 for short panels), packers that round fp32 to bf16 on the way in and a 16x16
+// 32-bit in-register transpose for operands whose k runs along memory rows.
+// GCC 12 flags _mm512_undefined_*() inside intrinsics as uninitialised (GCC PR 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "backend/cpu/bf16_avx512.h"
+#include "backend/cpu/gemm_bf16_kernels.h"
+
+namespace moe::cpu::gemm_bf16 {
+namespace {
+
+using avx512::bf16_bits;
+using avx512::first_lanes;
+
+constexpr int kNV = kNR / 16;  // zmm vectors per B panel
+
+inline __mmask32 first_halves(int n) {
+  return n >= 32 ? __mmask32(0xFFFFFFFFu) : n > 0 ? __mmask32((1u << n) - 1) : __mmask32(0);
+}
+
+// The 16 pair words of the k in [0, kn) (kn <= 32) starting at `src`, where consecutive k are adjacent in memory.
+inline __m512i row_pairs(const float* src, int kn) {
+  alignas(64) static constexpr uint16_t kLowHalves[32] = {0,  2,  4,  6,  8,  10, 12, 14, 16, 18, 20,
+                                                          22, 24, 26, 28, 30, 32, 34, 36, 38, 40, 42,
+                                                          44, 46, 48, 50, 52, 54, 56, 58, 60, 62};
+  const __m512i lo = bf16_bits(_mm512_maskz_loadu_ps(first_lanes(kn), src));
+  const __m512i hi = bf16_bits(_mm512_maskz_loadu_ps(first_lanes(kn - 16), src + 16));
+  return _mm512_permutex2var_epi16(lo, _mm512_load_si512(kLowHalves), hi);
+}
+inline __m512i row_pairs(const uint16_t* src, int kn) { return _mm512_maskz_loadu_epi16(first_halves(kn), src); }
+
+// Pair words of 16 lines (lanes under `m`) from k row `r0` and k+1 row `r1` (null when k+1 is past the end).
+inline __m512i col_pairs(const float* r0, const float* r1, __mmask16 m) {
+  const __m512i even = bf16_bits(_mm512_maskz_loadu_ps(m, r0));
+  if (!r1) return even;
+  return _mm512_or_si512(even, _mm512_slli_epi32(bf16_bits(_mm512_maskz_loadu_ps(m, r1)), 16));
+}
+inline __m512i col_pairs(const uint16_t* r0, const uint16_t* r1, __mmask16 m) {
+  const __m512i even = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0));
+  if (!r1) return even;
+  return _mm512_or_si512(even, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r1)), 16));
+}
+
+// Transposes 16 rows of 16 32-bit words in registers (r[i][j] -> r[j][i]).
+inline void transpose16(__m512i r[16]) {
+  __m512i t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512i u0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88);
+    const __m512i u1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xDD);
+    const __m512i u2 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88);
+    const __m512i u3 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xDD);
+    t[c] = _mm512_shuffle_i32x4(u0, u2, 0x88);
+    t[4 + c] = _mm512_shuffle_i32x4(u1, u3, 0x88);
+    t[8 + c] = _mm512_shuffle_i32x4(u0, u2, 0xDD);
+    t[12 + c] = _mm512_shuffle_i32x4(u1, u3, 0xDD);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// Pairs of up to 16 lines whose k runs along memory (line l at src + l*stride), 32 k at a time, transposed so
+// that pair p's 16 words land at dst + p*dst_stride under `store_mask`.
+template <typename T>
+void pack_along(const T* src, int64_t stride, int lines, int kc, uint32_t* dst, int64_t dst_stride,
+                __mmask16 store_mask) {
+  for (int k0 = 0; k0 < kc; k0 += 32) {
+    const int kn = std::min(32, kc - k0);
+    __m512i r[16];
+#pragma GCC unroll 16
+    for (int l = 0; l < 16; ++l) r[l] = l < lines ? row_pairs(src + l * stride + k0, kn) : _mm512_setzero_si512();
+    transpose16(r);
+    for (int q = 0; q < (kn + 1) / 2; ++q) _mm512_mask_storeu_epi32(dst + (k0 / 2 + q) * dst_stride, store_mask, r[q]);
+  }
+}
+
+void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, uint32_t* dst) {
+  const __mmask16 row_mask = first_lanes(rows);
+  if (!trans) return pack_along(a, lda, rows, kc, dst, rows, row_mask);
+  for (int p = 0; p < (kc + 1) / 2; ++p) {
+    const float* r0 = a + 2 * p * lda;
+    _mm512_mask_storeu_epi32(dst + p * rows, row_mask, col_pairs(r0, 2 * p + 1 < kc ? r0 + lda : nullptr, row_mask));
+  }
+}
+
+template <typename T>
+void pack_b(bool trans, const T* b, int64_t ldb, int kc, int cols, uint32_t* dst) {
+  if (trans) {
+    for (int v = 0; v < kNV; ++v)
+      pack_along(b + 16 * v * ldb, ldb, std::clamp(cols - 16 * v, 0, 16), kc, dst + 16 * v, kNR, __mmask16(0xFFFF));
+    return;
+  }
+  for (int p = 0; p < (kc + 1) / 2; ++p) {
+    const T* r0 = b + 2 * p * ldb;
+    const T* r1 = 2 * p + 1 < kc ? r0 + ldb : nullptr;
+#pragma GCC unroll 2
+    for (int v = 0; v < kNV; ++v)
+      _mm512_store_si512(dst + p * kNR + 16 * v,
+                         col_pairs(r0 + 16 * v, r1 ? r1 + 16 * v : nullptr, first_lanes(cols - 16 * v)));
+  }
+}
+
+// MR rows x NP panels of 32 columns over `pairs` k pairs. B loads are masked to `cols` so that panels past the
+// packed block are never read; stores are masked to `cols`.
+template <int MR, int NP>
+void tile(int pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, int cols, float alpha, float beta,
+          bool load_c) {
+  constexpr int NV = NP * kNV;
+  const int64_t panel_stride = int64_t{pairs} * kNR;
+  __mmask16 mask[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) mask[v] = first_lanes(cols - 16 * v);
+  __m512 acc[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  const float* cpf = c;
+  for (int p = 0; p < pairs; ++p) {
+    // Pull the C tile toward L1 during the first iterations so the final update does not stall on it.
+    if (p < MR) {
+      _mm_prefetch(reinterpret_cast<const char*>(cpf), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(cpf + 16 * NV - 1), _MM_HINT_T0);
+      cpf += ldc;
+    }
+    __m512bh bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v)
+      bv[v] = (__m512bh)_mm512_maskz_loadu_epi32(mask[v], b + (v / kNV) * panel_stride + p * kNR + 16 * (v % kNV));
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i]));
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
+    }
+    a += MR;
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      float* out = c + i * ldc + 16 * v;
+      const __m512 r = load_c
+                           ? _mm512_fmadd_ps(va, acc[i][v], _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(mask[v], out)))
+                           : _mm512_mul_ps(va, acc[i][v]);
+      _mm512_mask_storeu_ps(out, mask[v], r);
+    }
+  }
+}
+
+// Panels per call for an mr-row tile: enough accumulators (up to 28) to cover the dot-product latency.
+constexpr int panels_for(int mr) { return mr <= 3 ? 4 : mr <= 6 ? 2 : 1; }
+
+using TileFn = void (*)(int, const uint32_t*, const uint32_t*, float*, int64_t, int, float, float, bool);
+template <int... I>
+constexpr auto make_tiles(std::integer_sequence<int, I...>) {
+  return std::array<TileFn, sizeof...(I)>{&tile<I + 1, panels_for(I + 1)>...};
+}
+
+int kernel(int mr, int cols, int pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, float alpha,
+           float beta, bool load_c) {
+  static constexpr auto tiles = make_tiles(std::make_integer_sequence<int, kMRMax>{});
+  const int done = std::min(cols, panels_for(mr) * kNR);
+  tiles[mr - 1](pairs, a, b, c, ldc, done, alpha, beta, load_c);
+  return done;
+}
+
+}  // namespace
+
+const Kernels& avx512_kernels() {
+  static const Kernels k{"avx512_bf16", &pack_a, &pack_b<uint16_t>, &pack_b<float>, &kernel};
+  return k;
+}
+
+}  // namespace moe::cpu::gemm_bf16

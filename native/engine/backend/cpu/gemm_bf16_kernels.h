@@ -1,0 +1,37 @@
+// Internal interface between the sgemm_bf16 driver (gemm_bf16.cpp) and its kernels (AVX512_BF16 and portable).
+// Operands are packed as k pairs: one 32-bit word holds the bf16 of k = 2p in its low half and of k = 2p+1 in its
+// high half (zero past K), which is the operand layout of vdpbf16ps.
+//   A panel of `rows` rows:  a[p*rows + i] = pair p of op(A) row i            (tight, no padding in M)
+//   B panel of width kNR:    b[p*kNR + j] = pair p of op(B) column j, zero for columns past the matrix
+// Both kernel families pack identical words and run the per-element sequence documented in gemm_bf16.h.
+#pragma once
+#include <cstdint>
+
+#include "core/threadpool.h"
+
+namespace moe::cpu::gemm_bf16 {
+
+constexpr int kNR = 32;     // packed B panel width (two zmm of fp32 accumulators)
+constexpr int kMRMax = 14;  // tallest A panel
+
+struct Kernels {
+  const char* name;
+  // Pack rows [0, rows) x k in [0, kc) of op(A) (fp32), starting at `a` (already offset to the panel origin).
+  void (*pack_a)(bool trans, const float* a, int64_t lda, int rows, int kc, uint32_t* dst);
+  // Pack k in [0, kc) x columns [0, cols) of op(B), cols <= kNR, zero-padding to kNR columns.
+  void (*pack_b16)(bool trans, const uint16_t* b, int64_t ldb, int kc, int cols, uint32_t* dst);
+  void (*pack_b32)(bool trans, const float* b, int64_t ldb, int kc, int cols, uint32_t* dst);
+  // Updates C[0, mr) x [0, n) for some n <= cols of the kernel's choosing (whole panels, or all of cols) from
+  // `pairs` k pairs, and returns n. Packed B panel q starts at b + q*pairs*kNR.
+  int (*kernel)(int mr, int cols, int pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, float alpha,
+                float beta, bool load_c);
+};
+
+const Kernels& avx512_kernels();
+const Kernels& portable_kernels();
+
+// sgemm_bf16 (same contract as gemm_bf16.h) on an explicit kernel family; tests compare the families bit for bit.
+void sgemm_with(const Kernels& kern, ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                const float* A, int lda, const uint16_t* B16, const float* B32, int ldb, float beta, float* C, int ldc);
+
+}  // namespace moe::cpu::gemm_bf16

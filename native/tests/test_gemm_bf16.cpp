@@ -1,0 +1,237 @@
+// sgemm_bf16: accuracy against a double-precision reference on the bf16-rounded operands (odd shapes, every
+// transpose combination, bf16-stored and fp32-rounded B, alpha/beta, padded leading dimensions), and the exactness
+// contract bit for bit: thread counts, row sub-blocks, AVX512_BF16 against the portable emulation (denormal range
+// included), plus the fp32 -> bf16 array conversion against moe::f32_to_bf16.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/convert_bf16.h"
+#include "backend/cpu/gemm_bf16.h"
+#include "backend/cpu/gemm_bf16_kernels.h"
+#include "core/half.h"
+#include "testing.h"
+
+using moe::ThreadPool;
+using moe::cpu::sgemm_bf16;
+
+namespace {
+
+struct Operands {
+  bool ta, tb;
+  int M, N, K, lda, ldb, ldc;
+  std::vector<float> A, B, C;
+  std::vector<uint16_t> B16;  // B rounded to bf16, as a weight copy would hold it
+};
+
+Operands make(bool ta, bool tb, int M, int N, int K, int pad, uint64_t stream, float scale = 1.0f) {
+  Operands o{ta, tb, M, N, K, (ta ? M : K) + pad, (tb ? K : N) + 2 * pad, N + 3 * pad, {}, {}, {}, {}};
+  o.A = moe_test::random_vector(size_t(ta ? K : M) * o.lda, stream * 3 + 0, scale);
+  o.B = moe_test::random_vector(size_t(tb ? N : K) * o.ldb, stream * 3 + 1, scale);
+  o.C = moe_test::random_vector(size_t(M) * o.ldc, stream * 3 + 2);
+  o.B16.resize(o.B.size());
+  for (size_t i = 0; i < o.B.size(); ++i) o.B16[i] = moe::f32_to_bf16(o.B[i]);
+  return o;
+}
+
+double rounded(float x) { return moe::bf16_to_f32(moe::f32_to_bf16(x)); }
+double a_at(const Operands& o, int i, int k) {
+  return rounded(o.ta ? o.A[size_t(k) * o.lda + i] : o.A[size_t(i) * o.lda + k]);
+}
+double b_at(const Operands& o, int k, int j) {
+  return rounded(o.tb ? o.B[size_t(j) * o.ldb + k] : o.B[size_t(k) * o.ldb + j]);
+}
+
+bool bits_equal(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+std::string shape_name(const Operands& o) {
+  return std::string("ta=") + (o.ta ? "1" : "0") + " tb=" + (o.tb ? "1" : "0") + " M=" + std::to_string(o.M) +
+         " N=" + std::to_string(o.N) + " K=" + std::to_string(o.K);
+}
+
+// The full product with B from its bf16 copy (b16) or rounded from fp32 while packing.
+std::vector<float> run(ThreadPool& tp, const Operands& o, float alpha, float beta, bool b16) {
+  std::vector<float> C = o.C;
+  if (b16)
+    sgemm_bf16(tp, o.ta, o.tb, o.M, o.N, o.K, alpha, o.A.data(), o.lda, o.B16.data(), o.ldb, beta, C.data(), o.ldc);
+  else
+    sgemm_bf16(tp, o.ta, o.tb, o.M, o.N, o.K, alpha, o.A.data(), o.lda, o.B.data(), o.ldb, beta, C.data(), o.ldc);
+  return C;
+}
+
+std::vector<float> run_with(const moe::cpu::gemm_bf16::Kernels& kern, ThreadPool& tp, const Operands& o, float alpha,
+                            float beta, bool b16) {
+  std::vector<float> C = o.C;
+  moe::cpu::gemm_bf16::sgemm_with(kern, tp, o.ta, o.tb, o.M, o.N, o.K, alpha, o.A.data(), o.lda,
+                                  b16 ? o.B16.data() : nullptr, b16 ? nullptr : o.B.data(), o.ldb, beta, C.data(),
+                                  o.ldc);
+  return C;
+}
+
+bool has_avx512_bf16() { return std::string(moe::cpu::sgemm_bf16_isa()) == "avx512_bf16"; }
+
+}  // namespace
+
+// Every element within the fp32 accumulation bound (K + 2 roundings of at most 2^-24 of Σ|terms|) of the exact
+// product of the bf16-rounded operands: far tighter than bf16's own 2^-9, so an operand left unrounded (or rounded
+// the wrong way) fails.
+TEST(sgemm_bf16_matches_double_reference_on_rounded_operands) {
+  ThreadPool tp(2);
+  const int sizes[] = {1, 2, 7, 17, 33, 100, 257};
+  const int ks[] = {1, 2, 3, 31, 64, 257, 600, 1100};
+  const float alphas[] = {1.0f, 0.5f, -1.25f};
+  const float betas[] = {0.0f, 1.0f, -0.5f};
+  int cases = 0;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (int mi = 0; mi < 7; ++mi)
+        for (int ki = 0; ki < 8; ++ki) {
+          const int M = sizes[mi], N = sizes[(mi + ki + 2 * ta + tb) % 7], K = ks[ki];
+          const Operands o = make(ta, tb, M, N, K, (mi + ki) % 3, 100 + cases);
+          const float alpha = alphas[cases % 3], beta = betas[(cases / 3) % 3];
+          const bool b16 = cases % 2 == 0;
+          const std::vector<float> C = run(tp, o, alpha, beta, b16);
+          double worst = 0;
+          for (int i = 0; i < M; ++i)
+            for (int j = 0; j < N; ++j) {
+              double exact = 0, magnitude = 0;
+              for (int k = 0; k < K; ++k) {
+                exact += a_at(o, i, k) * b_at(o, k, j);
+                magnitude += std::fabs(a_at(o, i, k) * b_at(o, k, j));
+              }
+              const double c0 = o.C[size_t(i) * o.ldc + j];
+              const double ref = alpha * exact + beta * c0;
+              const double bound = (K + 2) * 0x1p-24 * (std::fabs(alpha) * magnitude + std::fabs(beta * c0)) + 1e-30;
+              worst = std::fmax(worst, std::fabs(C[size_t(i) * o.ldc + j] - ref) / bound);
+            }
+          CHECK_MSG(worst <= 1.0, shape_name(o) + (b16 ? " bf16 B" : " fp32 B") + ": error " + std::to_string(worst) +
+                                      " x the fp32 accumulation bound");
+          // Padding columns of C are never written.
+          for (int i = 0; i < M; ++i)
+            for (int j = N; j < o.ldc; ++j)
+              CHECK(std::memcmp(&C[size_t(i) * o.ldc + j], &o.C[size_t(i) * o.ldc + j], sizeof(float)) == 0);
+          ++cases;
+        }
+}
+
+TEST(sgemm_bf16_fp32_b_equals_its_bf16_copy) {
+  ThreadPool tp(2);
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      const Operands o = make(ta, tb, 45, 77, 301, 1, 7 + 2 * ta + tb);
+      CHECK_MSG(bits_equal(run(tp, o, 1.0f, 0.0f, true), run(tp, o, 1.0f, 0.0f, false)), shape_name(o));
+    }
+}
+
+TEST(sgemm_bf16_beta_zero_ignores_c_and_k_zero_scales) {
+  ThreadPool tp(2);
+  Operands o = make(false, true, 9, 40, 70, 0, 3);
+  for (float& c : o.C) c = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> C = run(tp, o, 1.0f, 0.0f, true);
+  for (float c : C) CHECK(std::isfinite(c));
+
+  Operands z = make(false, false, 5, 6, 0, 0, 4);
+  const std::vector<float> scaled = run(tp, z, 1.0f, 0.5f, true);
+  for (size_t i = 0; i < scaled.size(); ++i) CHECK(scaled[i] == 0.5f * z.C[i]);
+}
+
+TEST(sgemm_bf16_bit_identical_across_thread_counts) {
+  ThreadPool t1(1), t2(2), t3(3), t4(4);
+  const int shapes[][3] = {{512, 256, 1024}, {64, 2048, 256}, {1000, 96, 513}, {7, 3000, 300}, {333, 333, 77}};
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (const auto& s : shapes) {
+        const Operands o = make(ta, tb, s[0], s[1], s[2], 1, 50 + s[0] + ta + 2 * tb);
+        const bool b16 = (ta + tb) % 2 == 0;
+        const std::vector<float> ref = run(t1, o, 1.0f, 1.0f, b16);
+        CHECK_MSG(bits_equal(ref, run(t2, o, 1.0f, 1.0f, b16)), shape_name(o) + ": 2 threads differ from 1");
+        CHECK_MSG(bits_equal(ref, run(t3, o, 1.0f, 1.0f, b16)), shape_name(o) + ": 3 threads differ from 1");
+        CHECK_MSG(bits_equal(ref, run(t4, o, 1.0f, 1.0f, b16)), shape_name(o) + ": 4 threads differ from 1");
+      }
+}
+
+// A token's output must not depend on which rows share its call (expert segments, capacity padding).
+TEST(sgemm_bf16_rows_independent_of_partition) {
+  ThreadPool tp(2);
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      const Operands o = make(ta, tb, 300, 130, 700, 2, 80 + 2 * ta + tb);
+      const std::vector<float> full = run(tp, o, 1.0f, 0.0f, true);
+      const int cuts[] = {0, 1, 14, 15, 64, 200, 299, 300};
+      for (int c = 0; c + 1 < 8; ++c) {
+        const int r0 = cuts[c], rows = cuts[c + 1] - cuts[c];
+        std::vector<float> part(size_t(rows) * o.ldc, 0.0f);
+        const float* a = o.ta ? o.A.data() + r0 : o.A.data() + size_t(r0) * o.lda;
+        sgemm_bf16(tp, o.ta, o.tb, rows, o.N, o.K, 1.0f, a, o.lda, o.B16.data(), o.ldb, 0.0f, part.data(), o.ldc);
+        for (int i = 0; i < rows; ++i)
+          CHECK_MSG(std::memcmp(&part[size_t(i) * o.ldc], &full[size_t(r0 + i) * o.ldc], o.N * sizeof(float)) == 0,
+                    shape_name(o) + ": row " + std::to_string(r0 + i) + " differs when computed in rows [" +
+                        std::to_string(r0) + ", " + std::to_string(r0 + rows) + ")");
+      }
+    }
+}
+
+// The portable kernels emulate vdpbf16ps exactly: same bits on ordinary values and in the denormal range, where
+// the instruction reads denormal inputs as zero and flushes denormal results. With beta = 0 the tiny sums are not
+// hidden under C: scale 1e-19 puts products and partial sums around FLT_MIN (flushing observable), and the
+// "denormal" operands put denormal A values against B values of 1e34 at every 5th k (reading them as zero is
+// observable: they would otherwise contribute about 1e-5).
+TEST(sgemm_bf16_portable_matches_avx512_bit_for_bit) {
+  if (!has_avx512_bf16()) {
+    std::printf("  (skipped: this CPU has no AVX512_BF16; the portable kernels ran everywhere)\n");
+    return;
+  }
+  ThreadPool tp(2);
+  const auto& fast = moe::cpu::gemm_bf16::avx512_kernels();
+  const auto& portable = moe::cpu::gemm_bf16::portable_kernels();
+  int n = 0;
+  for (int variant = 0; variant < 4; ++variant)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        Operands o = make(ta, tb, 37, 70, 515, 1, 200 + n++, variant == 1 ? 1e-19f : variant == 2 ? 3e-20f : 1.0f);
+        if (variant == 3) {
+          for (int i = 0; i < o.M; ++i)
+            for (int k = 0; k < o.K; k += 5) {
+              float& a = o.ta ? o.A[size_t(k) * o.lda + i] : o.A[size_t(i) * o.lda + k];
+              a *= 1e-38f;
+            }
+          for (int k = 0; k < o.K; k += 5)
+            for (int j = 0; j < o.N; ++j) {
+              float& b = o.tb ? o.B[size_t(j) * o.ldb + k] : o.B[size_t(k) * o.ldb + j];
+              b *= 1e34f;
+              o.B16[&b - o.B.data()] = moe::f32_to_bf16(b);
+            }
+        }
+        const float alpha = variant == 0 ? 0.75f : 1.0f, beta = variant == 0 ? 0.5f : 0.0f;
+        for (int b16 = 0; b16 < 2; ++b16) {
+          const std::vector<float> got = run_with(fast, tp, o, alpha, beta, b16);
+          CHECK_MSG(bits_equal(got, run_with(portable, tp, o, alpha, beta, b16)),
+                    shape_name(o) + " variant " + std::to_string(variant) + (b16 ? " bf16 B" : " fp32 B"));
+        }
+      }
+}
+
+TEST(to_bf16_matches_scalar_rounding) {
+  ThreadPool tp(2);
+  std::vector<float> src = moe_test::random_vector(20011, 9, 3.0f);
+  const float specials[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::denorm_min(), 1e-39f, -1e-39f, 3.4e38f,
+                            std::bit_cast<float>(0x3F808000u), std::bit_cast<float>(0x3F818000u),
+                            std::bit_cast<float>(0x7F7FFFFFu), std::bit_cast<float>(0x7F800001u)};
+  for (size_t i = 0; i < sizeof(specials) / sizeof(float); ++i) src[i * 97] = specials[i];
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{20011}}) {
+    std::vector<uint16_t> dst(src.size(), 0xABCD);
+    moe::cpu::to_bf16(tp, dst.data(), src.data(), n);
+    for (int64_t i = 0; i < n; ++i)
+      CHECK_MSG(dst[i] == moe::f32_to_bf16(src[i]), "n=" + std::to_string(n) + " i=" + std::to_string(i));
+    for (size_t i = n; i < dst.size(); ++i) CHECK(dst[i] == 0xABCD);
+  }
+}
+
+TEST_MAIN()
