@@ -1,0 +1,56 @@
+// Training progress: a redrawn bar on a terminal, plain lines (at most one a second) otherwise.
+import type { StepMetrics } from '../api/contract'
+import { formatDuration, formatLoss, formatRate } from './format'
+
+const BAR_WIDTH = 24
+const LINE_INTERVAL_MS = 1000
+// Steps of wall time the ETA averages over: recent enough to follow changes, long enough to be calm.
+const ETA_WINDOW = 20
+
+export interface ProgressOutput {
+  isTTY?: boolean
+  columns?: number
+  write(text: string): unknown
+}
+
+export class Progress {
+  private readonly stepEnds: number[] = []
+  private lastLine = 0
+  private drawn = false
+
+  constructor(
+    private readonly out: ProgressOutput,
+    private readonly totalSteps: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  step(m: StepMetrics): void {
+    const t = this.now()
+    this.stepEnds.push(t)
+    if (this.stepEnds.length > ETA_WINDOW + 1) this.stepEnds.shift()
+    const stats = `step ${m.step}/${this.totalSteps} | loss ${formatLoss(m.loss)} | ${formatRate(m.tokens_per_s)} tok/s | ETA ${formatDuration(this.eta(m.step))}`
+    if (this.out.isTTY) {
+      const filled = this.totalSteps > 0 ? Math.round((BAR_WIDTH * Math.min(m.step, this.totalSteps)) / this.totalSteps) : 0
+      const bar = `[${'#'.repeat(filled)}${'.'.repeat(BAR_WIDTH - filled)}] `
+      const line = `${bar}${stats}`.slice(0, Math.max(20, (this.out.columns ?? 120) - 1))
+      this.out.write(`\r\x1b[2K${line}`)
+      this.drawn = true
+    } else if (t - this.lastLine >= LINE_INTERVAL_MS || m.step === 1 || m.step >= this.totalSteps) {
+      this.out.write(`${stats}\n`)
+      this.lastLine = t
+    }
+  }
+
+  // Ends the redrawn line so later output starts on a fresh one.
+  finish(): void {
+    if (this.drawn) this.out.write('\n')
+    this.drawn = false
+  }
+
+  private eta(step: number): number {
+    const n = this.stepEnds.length
+    if (n < 2) return NaN
+    const perStep = (this.stepEnds[n - 1]! - this.stepEnds[0]!) / (n - 1)
+    return Math.max(0, this.totalSteps - step) * perStep
+  }
+}

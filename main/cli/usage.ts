@@ -1,0 +1,28 @@
+// The CLI's help text and its usage error (exit code 2).
+export const USAGE = `Usage: moe-workbench <command> [options]
+
+Commands:
+  train --config C [--data FILE] [--tokenizer T] [--name N] [--steps N] [--init DIR]
+        Train a run. C is a config file or a preset name (tiny, moe-s, ...). FILE is .txt, .jsonl
+        or a .bin token shard (default: the bundled corpus); T a Hugging Face tokenizer.json.
+  runs  List runs.
+  show RUN
+        A run's summary, last metrics, checkpoints and events.
+  export RUN --to DIR [--step N] [--model-type mixtral|qwen2_moe|olmoe] [--bf16]
+        Write a checkpoint (default: the latest) as a Hugging Face checkpoint directory.
+  resume RUN
+        Continue a stopped or failed run from its latest checkpoint.
+  serve [--port P]
+        Serve the workbench UI to a browser on 127.0.0.1 until Ctrl-C.
+  demo [--steps N] [--port P]
+        Train the tiny preset on the bundled corpus, then serve the UI.
+
+Runs, telemetry and checkpoints live in $MOE_WORKBENCH_HOME (default ~/.moe-workbench).
+Exit codes: 0 ok, 1 failure, 2 usage.`
+
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'UsageError'
+  }
+}
