@@ -204,8 +204,8 @@ export function issuesOf(error: z.ZodError): { path: string; message: string }[]
 }
 
 export function parseParams<N extends RequestName>(name: N, raw: unknown): ParsedParams<N> {
+  if (!Object.hasOwn(requests, name)) throw new ApiInputError(String(name), [{ path: '', message: 'unknown request' }])
   const spec = requests[name]
-  if (!spec) throw new ApiInputError(String(name), [{ path: '', message: 'unknown request' }])
   const r = spec.params.safeParse(raw ?? {})
   if (!r.success) throw new ApiInputError(name, issuesOf(r.error))
   return r.data as ParsedParams<N>
