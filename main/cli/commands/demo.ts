@@ -2,7 +2,7 @@
 // at the printed URL), then keeps serving until Ctrl-C.
 import { bundledCorpus } from '../../host/catalog'
 import { integerOption, parseCommandArgs } from '../args'
-import { rendererDir, serveUi, untilInterrupted } from '../browser-ui'
+import { serveUi, untilInterrupted } from '../browser-ui'
 import type { CliContext } from '../context'
 import { loadRunConfig } from '../run-config'
 import { portOption } from './serve'
@@ -12,7 +12,6 @@ export async function demo(argv: string[], ctx: CliContext): Promise<number> {
   const { values } = parseCommandArgs('demo', argv, { steps: { type: 'string' }, port: { type: 'string' } })
   const port = portOption('demo', values.port)
   const { config } = loadRunConfig('tiny', integerOption('demo', 'steps', values.steps, 1))
-  rendererDir()
   const host = await ctx.openHost()
   try {
     const server = await serveUi(host, ctx, port)

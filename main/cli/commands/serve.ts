@@ -1,6 +1,6 @@
 // `moe-workbench serve`: the workbench UI for a browser, until Ctrl-C.
 import { integerOption, parseCommandArgs } from '../args'
-import { rendererDir, serveUi, untilInterrupted } from '../browser-ui'
+import { serveUi, untilInterrupted } from '../browser-ui'
 import type { CliContext } from '../context'
 import { UsageError } from '../usage'
 
@@ -13,7 +13,6 @@ export function portOption(command: string, value: string | undefined): number |
 export async function serve(argv: string[], ctx: CliContext): Promise<number> {
   const { values } = parseCommandArgs('serve', argv, { port: { type: 'string' } })
   const port = portOption('serve', values.port)
-  rendererDir()
   const host = await ctx.openHost()
   try {
     const server = await serveUi(host, ctx, port)

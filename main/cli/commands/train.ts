@@ -4,6 +4,8 @@ import { resolve } from 'node:path'
 
 import type { RunSpec, RunSummary } from '../../api/contract'
 import { bundledCorpus } from '../../host/catalog'
+import { dataLayout } from '../../host/data-dir'
+import { prepareDataset } from '../../host/datasets'
 import { integerOption, parseCommandArgs, requireOption } from '../args'
 import type { CliContext } from '../context'
 import { RunFollower } from '../follow-run'
@@ -53,6 +55,11 @@ export function reportEnd(ctx: CliContext, host: Host, end: RunSummary): number 
 }
 
 export async function followNewRun(ctx: CliContext, host: Host, spec: RunSpec): Promise<number> {
+  // Tokenized before the run exists, so bad data is an error with nothing recorded; the run then
+  // finds the shard in the cache.
+  ctx.out.write(`preparing ${spec.dataset.path}\n`)
+  const data = await prepareDataset(spec.dataset, dataLayout(host.dataDir).cacheDir)
+  ctx.out.write(`${data.tokens.toLocaleString('en-US')} tokens in ${data.path}\n`)
   const follower = new RunFollower(host, ctx)
   const created = await host.handlers['runs.create']({ spec })
   ctx.out.write(`run ${created.id} (${created.model}; ${created.strategy}) on ${spec.dataset.path}\n`)
