@@ -26,6 +26,35 @@ function cli(...args: string[]) {
   return { code: r.status, out: r.stdout, err: r.stderr }
 }
 
+// A CLI process in the background, its output collected as it comes.
+function startCli(...args: string[]) {
+  const child = spawn(process.execPath, [binPath, ...args], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  const output = { out: '', err: '' }
+  child.stdout.on('data', (d: Buffer) => (output.out += d.toString()))
+  child.stderr.on('data', (d: Buffer) => (output.err += d.toString()))
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+  // Resolves when stdout matches; fails if the process ends first.
+  const waitFor = (pattern: RegExp) =>
+    new Promise<RegExpExecArray>((resolve, reject) => {
+      const poll = setInterval(() => {
+        const m = pattern.exec(output.out)
+        if (m) {
+          clearInterval(poll)
+          resolve(m)
+        }
+      }, 50)
+      void exited.then((code) => {
+        clearInterval(poll)
+        reject(new Error(`exited (${code}) before printing ${pattern}: ${output.out}${output.err}`))
+      })
+    })
+  const interrupt = () => {
+    child.kill('SIGINT')
+    return exited
+  }
+  return { output, exited, waitFor, interrupt }
+}
+
 let runId = ''
 
 beforeAll(() => ensureBuilt(), 180_000)
@@ -117,17 +146,9 @@ describe.runIf(existsSync(ADDON))('moe-workbench CLI', () => {
   })
 
   it('serve prints a 127.0.0.1 URL with a token, answers with it and refuses without', async () => {
-    const child = spawn(process.execPath, [binPath, 'serve', '--port', '0'], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const serve = startCli('serve', '--port', '0')
     try {
-      const url = await new Promise<string>((resolve, reject) => {
-        let out = ''
-        child.stdout.on('data', (d: Buffer) => {
-          out += d.toString()
-          const m = /Open (http:\/\/127\.0\.0\.1:\d+\/\?token=\S+)/.exec(out)
-          if (m) resolve(m[1]!)
-        })
-        child.once('exit', (code) => reject(new Error(`serve exited (${code}): ${out}`)))
-      })
+      const url = (await serve.waitFor(/Open (http:\/\/127\.0\.0\.1:\d+\/\?token=\S+)/))[1]!
       const { origin, searchParams } = new URL(url)
       const token = searchParams.get('token')!
       expect(token.length).toBeGreaterThanOrEqual(32)
@@ -158,55 +179,39 @@ describe.runIf(existsSync(ADDON))('moe-workbench CLI', () => {
       ws.close()
       expect(reply.result.find((r) => r.id === runId)).toMatchObject({ status: 'finished' })
     } finally {
-      const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
-      child.kill('SIGINT')
-      expect(await exited).toBe(0)
+      expect(await serve.interrupt()).toBe(0)
     }
   })
 
   it('resume continues a stopped run from its latest checkpoint', async () => {
-    const child = spawn(process.execPath, [binPath, 'train', '--config', configFile, '--steps', '100000', '--name', 'to resume'], {
-      cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let out = ''
-    let err = ''
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()))
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()))
-    await new Promise<void>((resolve) => {
-      const poll = setInterval(() => {
-        if (/checkpoint at step \d+/.test(out)) {
-          clearInterval(poll)
-          resolve()
-        }
-      }, 50)
-    })
-    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
-    child.kill('SIGINT')
-    expect(await exited).toBe(1)
-    const id = /run (\S+) stopped at step (\d+)\/100000; continue it with: moe-workbench resume \1/.exec(err)
-    expect(id).not.toBeNull()
-    const stoppedAt = Number(id![2])
-
+    const first = startCli('train', '--config', configFile, '--steps', '100000', '--name', 'to resume')
+    await first.waitFor(/checkpoint at step \d+/)
+    expect(await first.interrupt()).toBe(1)
+    const stopped = /run (\S+) stopped at step (\d+)\/100000; continue it with: moe-workbench resume \1/.exec(first.output.err)
+    expect(stopped).not.toBeNull()
+    const [, id, step] = stopped!
     const store = TelemetryStore.open(join(home, 'workbench.db'), { readonly: true })
-    const lastCheckpoint = store.listCheckpoints(id![1]!).at(-1)!.step
+    const lastCheckpoint = store.listCheckpoints(id!).at(-1)!.step
     store.close()
-    expect(lastCheckpoint).toBe(stoppedAt)
+    expect(String(lastCheckpoint)).toBe(step)
+
     // The remainder is long: stop it again once it has trained a step.
-    const resumed = spawn(process.execPath, [binPath, 'resume', id![1]!], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] })
-    let resumedOut = ''
-    resumed.stdout.on('data', (d: Buffer) => (resumedOut += d.toString()))
-    await new Promise<void>((resolve) => {
-      const poll = setInterval(() => {
-        if (new RegExp(`from step ${stoppedAt}`).test(resumedOut) && /^step \d+\//m.test(resumedOut)) {
-          clearInterval(poll)
-          resolve()
-        }
-      }, 50)
-    })
-    const resumedExit = new Promise<number | null>((resolve) => resumed.once('exit', resolve))
-    resumed.kill('SIGINT')
-    expect(await resumedExit).toBe(1)
-    expect(resumedOut).toContain(`run ${id![1]} continues from step ${stoppedAt}`)
-    expect(resumedOut).toMatch(new RegExp(`engine started on the cpu backend: [\\d,]+ parameters, from step ${stoppedAt}`))
+    const resumed = startCli('resume', id!)
+    await resumed.waitFor(/^step \d+\//m)
+    expect(await resumed.interrupt()).toBe(1)
+    expect(resumed.output.out).toContain(`run ${id} continues from step ${step}`)
+    expect(resumed.output.out).toMatch(new RegExp(`engine started on the cpu backend: [\\d,]+ parameters, from step ${step}`))
   })
+
+  it('demo serves the UI, trains the tiny preset on the bundled corpus and keeps serving', async () => {
+    const demo = startCli('demo', '--steps', '1', '--port', '0')
+    await demo.waitFor(/Ctrl-C to quit/)
+    const { out } = demo.output
+    const url = /Open (http:\/\/127\.0\.0\.1:\d+\/\?token=\S+)/.exec(out)![1]!
+    expect(out).toMatch(/run (demo-\S+) \(mixtral L4 d256 8x top-2; resident · dropless · 2 threads\) on .*python-tutorial\.txt/)
+    expect(out).toMatch(/run demo-\S+ finished: step 1\/1/)
+    expect(out).toContain(`The workbench stays open at ${url}`)
+    expect((await fetch(url, { redirect: 'manual' })).status).toBe(303)
+    expect(await demo.interrupt()).toBe(0)
+  }, 120_000)
 })
