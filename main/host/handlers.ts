@@ -38,7 +38,7 @@ function withAbsolutePaths(spec: RunSpec): RunSpec {
   }
 }
 
-export function requireRun(store: TelemetryStore, id: string): RunRecord {
+function requireRun(store: TelemetryStore, id: string): RunRecord {
   const run = store.getRun(id)
   if (!run) throw new Error(`no run "${id}"`)
   return run

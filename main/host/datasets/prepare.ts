@@ -77,7 +77,7 @@ export async function prepareDataset(spec: DatasetSpec, cacheDir: string): Promi
   const cached = await cachedShard(path)
   if (cached) return cached
 
-  const shard = tokenizeFile(file, await readFile(file), tokenizer)
+  const shard = await tokenizeFile(file, await readFile(file), tokenizer)
   await mkdir(cacheDir, { recursive: true })
   const header = await writeTokenShard(path, shard)
   return { path, vocabSize: header.vocabSize, tokens: header.tokens }
