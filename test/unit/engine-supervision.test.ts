@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 
 import { LiveThrottle } from '../../main/host/engine/live-throttle'
 import type { EngineExit, EnginePort } from '../../main/host/engine/port'
+import type { EngineStepRecord } from '../../main/host/engine/step-record'
 import { StepWriter } from '../../main/host/engine/step-writer'
 import type { FromWorker, ToWorker } from '../../main/host/engine/worker-protocol'
 import { RunManager } from '../../main/host/runs/run-manager'
@@ -41,6 +42,11 @@ class ScriptedPort implements EnginePort {
     this.exit({ code, signal })
   }
 }
+
+const stepRecord = (step: number): EngineStepRecord => ({
+  step, loss: 1, aux_loss: 0, lr: 0, grad_norm: 0, tokens: 1, step_ms: 1, forward_ms: 0, backward_ms: 0, optimizer_ms: 0,
+  expertTokens: [],
+})
 
 const cleanups: (() => void)[] = []
 afterEach(() => cleanups.splice(0).forEach((c) => c()))
@@ -79,13 +85,16 @@ describe('RunManager supervision (scripted engine processes)', () => {
     const script: [(p: ScriptedPort) => void, string | null][] = [
       [(p) => p.exitWith(134), 'engine process exited with code 134 at step 7'],
       [(p) => p.exitWith(0), 'engine process exited without finishing at step 7'],
-      [(p) => (p.say({ type: 'failed', error: 'model.top_k: exceeds n_experts', step: 0 }), p.exitWith(1)), 'model.top_k: exceeds n_experts'],
+      [
+        (p) => (p.say({ type: 'failed', error: 'model.top_k: exceeds n_experts', step: 0 }), p.exitWith(1)),
+        'model.top_k: exceeds n_experts',
+      ],
       [(p) => (p.say({ type: 'done', status: 'finished', step: 7 }), p.exitWith(0)), null],
     ]
     for (const [i, [act, error]] of script.entries()) {
       await until(() => ports.length === i + 1)
       expect(ports[i].sent[0]).toMatchObject({ type: 'start', runId: ids[i], dataPath: '/data/x.bin' })
-      ports[i].say({ type: 'step', record: { step: 7, wallTime: 0, loss: 1, aux_loss: 0, lr: 0, grad_norm: 0, tokens: 1, step_ms: 1, forward_ms: 0, backward_ms: 0, optimizer_ms: 0, expertTokens: [] } })
+      ports[i].say({ type: 'step', record: { ...stepRecord(7), wallTime: 0, expertTokens: [] } })
       act(ports[i])
       await until(() => store.getRun(ids[i])?.status !== 'running')
       expect(store.getRun(ids[i])).toMatchObject({ status: error ? 'failed' : 'finished', error })
@@ -137,7 +146,8 @@ describe('RunManager supervision (scripted engine processes)', () => {
 
 describe('runOutcome', () => {
   it('prefers what the engine reported, then the signal, then the exit code', () => {
-    expect(runOutcome({ step: 3, failure: 'boom' }, { code: null, signal: 'SIGKILL' })).toEqual({ status: 'failed', error: 'boom' })
+    const killed = { code: null, signal: 'SIGKILL' }
+    expect(runOutcome({ step: 3, failure: 'boom' }, killed)).toEqual({ status: 'failed', error: 'boom' })
     expect(runOutcome({ step: 3 }, { code: null, signal: 'SIGSEGV' }).error).toBe('engine process killed by SIGSEGV at step 3')
     expect(runOutcome({ step: 3, outcome: 'stopped' }, { code: 0, signal: null })).toEqual({ status: 'stopped', error: null })
     expect(runOutcome({ step: 0 }, { code: null, signal: null }).error).toBe('engine process could not be started')
@@ -170,10 +180,9 @@ describe('StepWriter', () => {
     const writer = new StepWriter({ appendSteps: (_id, records) => void calls.push(records.map((r) => r.step)) }, 'r', (e) => {
       throw e
     })
-    const record = (step: number) => ({ step, loss: 0, aux_loss: 0, lr: 0, grad_norm: 0, tokens: 0, step_ms: 0, forward_ms: 0, backward_ms: 0, optimizer_ms: 0, expertTokens: [] })
-    for (const s of [1, 2, 3]) writer.push(record(s), s)
+    for (const s of [1, 2, 3]) writer.push(stepRecord(s), s)
     await new Promise((r) => setImmediate(r))
-    writer.push(record(4), 4)
+    writer.push(stepRecord(4), 4)
     writer.flush()
     expect(calls).toEqual([[1, 2, 3], [4]])
   })

@@ -59,7 +59,7 @@ export interface NativeEngine {
 export interface EngineAddon {
   Engine: new (configJson: string, initDir?: string) => NativeEngine
   /** The native packing of a step record (for testing the TS decoder against it). */
-  packStepRecord(record: EngineStepRecord | (Omit<EngineStepRecord, 'expertTokens'> & { expertTokens: ArrayLike<number>[] })): ArrayBuffer
+  packStepRecord(record: Omit<EngineStepRecord, 'expertTokens'> & { expertTokens: readonly ArrayLike<number>[] }): ArrayBuffer
   apiVersion: number
 }
 
@@ -93,8 +93,10 @@ let loaded: EngineAddon | undefined
 export function loadEngineAddon(): EngineAddon {
   if (loaded) return loaded
   const path = addonPath()
-  if (!existsSync(path))
-    throw new Error(`the native engine is not built (${path} is missing): run \`npm install\` (or \`npm rebuild\`) in ${dirname(dirname(dirname(dirname(path))))}`)
+  if (!existsSync(path)) {
+    const root = dirname(dirname(dirname(dirname(path))))
+    throw new Error(`the native engine is not built (${path} is missing): run \`npm install\` (or \`npm rebuild\`) in ${root}`)
+  }
   loaded = requireHere()(path) as EngineAddon
   return loaded
 }

@@ -14,7 +14,8 @@ export const forkPortFactory: EnginePortFactory = (entryFile) => {
     exited = e
     for (const cb of exitListeners) cb(e)
   }
-  child.on('exit', (code, signal) => exit({ code, signal }))
+  // 'close', not 'exit': it comes after the IPC channel has delivered every message of the process.
+  child.on('close', (code, signal) => exit({ code, signal }))
   // A process that cannot be spawned emits 'error' and never 'exit'; later errors (a send racing the
   // exit) change nothing the exit will not report.
   child.on('error', () => {

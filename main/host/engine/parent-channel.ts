@@ -24,7 +24,8 @@ export function connectToParent(): ParentChannel {
     }
   }
   const send = process.send?.bind(process)
-  if (!send) throw new Error('engine-worker: no parent process to talk to (start it with child_process.fork or utilityProcess.fork)')
+  if (!send)
+    throw new Error('engine-worker: no parent process to talk to (start it with child_process.fork or utilityProcess.fork)')
   let pending: Promise<void> = Promise.resolve()
   return {
     post(msg) {

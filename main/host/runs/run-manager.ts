@@ -154,16 +154,11 @@ export class RunManager {
     const record = this.requireRun(id)
     if (!RESTARTABLE.includes(record.status))
       throw new RunStateError(`run ${id} is ${record.status}; only a stopped or failed run can be restarted`)
-    // The newest checkpoint still complete on disk (the engine writes trainer_state.json last).
-    const checkpoint = this.store
-      .listCheckpoints(id)
-      .filter((c) => existsSync(join(c.path, 'trainer_state.json')))
-      .at(-1)
-    const from = checkpoint?.step ?? 0
-    this.store.truncateSteps(id, from)
+    const { job, step } = this.resumePoint(id)
     this.setStatus(id, 'queued', { finishedAt: null, error: null })
-    this.event(id, 'queued', checkpoint ? `restart from the checkpoint at step ${from}` : 'restart from step 0 (no checkpoint)')
-    this.enqueue({ id, resumeDir: checkpoint?.path })
+    const from = job.resumeDir ? `the checkpoint at step ${step}` : 'step 0 (no checkpoint)'
+    this.event(id, 'queued', `restart from ${from}`)
+    this.enqueue(job)
     return this.summary(id)
   }
 
@@ -192,10 +187,12 @@ export class RunManager {
       if (ACTIVE.includes(record.status)) {
         this.setStatus(record.id, 'failed', {
           finishedAt: Date.now(),
-          error: `the host exited while the run was ${record.status} (at step ${record.step}); restart it to continue from its last checkpoint`,
+          error:
+            `the host exited while the run was ${record.status} (at step ${record.step}); ` +
+            'restart it to continue from its last checkpoint',
         })
         this.event(record.id, 'failed', `the host exited while the run was ${record.status}`)
-      } else if (record.status === 'queued') this.enqueue({ id: record.id })
+      } else if (record.status === 'queued') this.enqueue(record.step > 0 ? this.resumePoint(record.id).job : { id: record.id })
     }
   }
 
@@ -213,6 +210,18 @@ export class RunManager {
     await Promise.all(runs.map((r) => r.ended))
   }
 
+  // Where a run continues: its newest checkpoint still complete on disk (the engine writes
+  // trainer_state.json last), or step 0; steps stored after that point are dropped.
+  private resumePoint(id: string): { job: QueuedRun; step: number } {
+    const checkpoint = this.store
+      .listCheckpoints(id)
+      .filter((c) => existsSync(join(c.path, 'trainer_state.json')))
+      .at(-1)
+    const step = checkpoint?.step ?? 0
+    this.store.truncateSteps(id, step)
+    return { job: { id, resumeDir: checkpoint?.path }, step }
+  }
+
   private enqueue(job: QueuedRun): void {
     this.queue.push(job)
     this.schedule()
@@ -228,7 +237,9 @@ export class RunManager {
     if (!record) return
     let markEnded = () => {}
     const ended = new Promise<void>((done) => (markEnded = done))
-    const run: ActiveRun = { id: job.id, step: record.step, paused: false, stopRequested: false, deleting: false, ended, markEnded }
+    const run: ActiveRun = {
+      id: job.id, step: record.step, paused: false, stopRequested: false, deleting: false, ended, markEnded,
+    }
     this.active.set(job.id, run)
     this.setStatus(job.id, 'running', { startedAt: record.startedAt ?? Date.now(), finishedAt: null, error: null })
 
@@ -268,7 +279,11 @@ export class RunManager {
     switch (msg.type) {
       case 'started':
         run.step = msg.step
-        this.event(run.id, 'started', `engine started on the ${msg.backend} backend: ${msg.numParams.toLocaleString('en-US')} parameters, from step ${msg.step}`)
+        this.event(
+          run.id,
+          'started',
+          `engine started on the ${msg.backend} backend: ${msg.numParams.toLocaleString('en-US')} parameters, from step ${msg.step}`,
+        )
         break
       case 'step':
         run.step = msg.record.step

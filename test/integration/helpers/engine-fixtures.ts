@@ -30,7 +30,10 @@ export function writeCorpusShard(path: string, tokens = 16_384): string {
 
 export function tinyConfig(train: Partial<RunConfig['train']> = {}, model: Partial<RunConfig['model']> = {}): RunConfig {
   return RunConfigSchema.parse({
-    model: { arch: 'mixtral', vocab_size: 256, d_model: 64, n_layers: 2, n_heads: 4, max_seq_len: 32, d_ff: 128, n_experts: 4, top_k: 2, ...model },
+    model: {
+      arch: 'mixtral', vocab_size: 256, d_model: 64, n_layers: 2, n_heads: 4, max_seq_len: 32, d_ff: 128, n_experts: 4, top_k: 2,
+      ...model,
+    },
     train: { batch_size: 4, seq_len: 32, steps: 12, lr: 1e-3, warmup_steps: 2, threads: 2, checkpoint_every: 0, ...train },
   })
 }
