@@ -113,7 +113,7 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
   }
 }
 
-// Splits C into tm x tn regions (tm * tn = threads), minimising the slowest thread's FMA and packing work.
+// Splits C into tm x tn regions (tm * tn = threads), minimising the slowest thread's FMA, packing and C work.
 void choose_grid(const Kernels& kern, int M, int N, int K, int threads, int& tm, int& tn) {
   double best = -1;
   for (int a = 1; a <= threads; ++a) {
@@ -123,6 +123,8 @@ void choose_grid(const Kernels& kern, int M, int N, int K, int threads, int& tm,
     double nt = ((N + kern.nr - 1) / kern.nr + b - 1) / b * kern.nr;
     double nblocks = std::ceil(nt / kNcMax);
     double cost = mt * nt * K / 16.0 + 0.5 * K * (nt + mt * nblocks);
+    // Cutting rows into pieces makes every pass over C write short strided runs; it shows when K is small.
+    if (b > 1) cost += 0.25 * mt * nt * std::ceil(double(K) / kKcMax);
     if (best < 0 || cost < best) best = cost, tm = a, tn = b;
   }
 }
