@@ -32,7 +32,7 @@ export class Progress {
     if (this.out.isTTY) {
       const filled = this.totalSteps > 0 ? Math.round((BAR_WIDTH * Math.min(m.step, this.totalSteps)) / this.totalSteps) : 0
       const bar = `[${'#'.repeat(filled)}${'.'.repeat(BAR_WIDTH - filled)}] `
-      const line = `${bar}${stats}`.slice(0, Math.max(20, (this.out.columns ?? 120) - 1))
+      const line = `${bar}${stats}`.slice(0, Math.max(20, (this.out.columns || 120) - 1))
       this.out.write(`\r\x1b[2K${line}`)
       this.drawn = true
     } else if (t - this.lastLine >= LINE_INTERVAL_MS || m.step === 1 || m.step >= this.totalSteps) {
