@@ -2,7 +2,6 @@
 // (file content, tokenizer) into a content-addressed cache; a .bin shard is used where it is, after
 // its header is checked against its size.
 import { createHash } from 'node:crypto'
-import { createReadStream } from 'node:fs'
 import { mkdir, readFile, stat } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 
@@ -31,12 +30,6 @@ export const isTokenShard = (file: string) => file.toLowerCase().endsWith('.bin'
 
 export async function loadTokenizer(tokenizerFile: string | undefined): Promise<TextTokenizer> {
   return tokenizerFile === undefined ? byteTokenizer : loadHfTokenizer(resolve(tokenizerFile))
-}
-
-async function sha256OfFile(file: string): Promise<string> {
-  const hash = createHash('sha256')
-  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer)
-  return hash.digest('hex')
 }
 
 async function requireFile(file: string): Promise<void> {
@@ -70,14 +63,14 @@ export async function prepareDataset(spec: DatasetSpec, cacheDir: string): Promi
   }
   const tokenizer = await loadTokenizer(spec.tokenizer)
   const kind = file.toLowerCase().endsWith('.jsonl') ? 'jsonl' : 'text'
-  const key = createHash('sha256')
-    .update(`${CACHE_FORMAT}\0${kind}\0${tokenizer.id}\0${await sha256OfFile(file)}`)
-    .digest('hex')
+  // One read serves both the key and the tokenizer, so the shard always matches the content hashed.
+  const bytes = await readFile(file)
+  const key = createHash('sha256').update(`${CACHE_FORMAT}\0${kind}\0${tokenizer.id}\0`).update(bytes).digest('hex')
   const path = join(cacheDir, `${key}.bin`)
   const cached = await cachedShard(path)
   if (cached) return cached
 
-  const shard = await tokenizeFile(file, await readFile(file), tokenizer)
+  const shard = await tokenizeFile(file, bytes, tokenizer)
   await mkdir(cacheDir, { recursive: true })
   const header = await writeTokenShard(path, shard)
   return { path, vocabSize: header.vocabSize, tokens: header.tokens }
