@@ -83,8 +83,9 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
   const int nr = kern.nr;
   const int rows = m1 - m0;
   // With few rows each B element is used by one or two tiles: reading a non-transposed B in place beats
-  // copying it first.
+  // copying it first. With more, a non-transposed B is packed by the first A panel's kernels as they read it.
   const bool pack_b = p.tb || rows > kDirectBRows;
+  const bool fused_pack = pack_b && !p.tb;
   const int nc_max = std::min(kNcMax / nr * nr, (n1 - n0 + nr - 1) / nr * nr);
   float* bp = pack_b ? tl_pack_b.get(static_cast<size_t>(p.kc) * nc_max) : nullptr;
   float* ap = tl_pack_a.get(static_cast<size_t>(p.kc) * kern.mr_max);
@@ -97,17 +98,19 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
       const bool first = k0 == 0;
       const float beta = first ? p.beta : 1.0f;
       const bool load_c = !first || p.beta != 0.0f;
-      if (pack_b)
+      if (pack_b && !fused_pack)
         for (int jr = 0; jr < nc; jr += nr)
           kern.pack_b(p.tb, p.b_at(k0, jc + jr), p.ldb, kc, std::min(nr, nc - jr), bp + static_cast<int64_t>(jr) * kc);
-      const float* b = pack_b ? bp : p.b_at(k0, jc);
-      const int64_t panel_stride = pack_b ? int64_t{kc} * nr : nr, k_stride = pack_b ? nr : p.ldb;
       for (int ip = 0; ip < panels; ++ip) {
         const int i0 = m0 + rows * ip / panels, i1 = m0 + rows * (ip + 1) / panels;
+        const bool in_place = !pack_b || (fused_pack && ip == 0);
+        const float* b = in_place ? p.b_at(k0, jc) : bp;
+        const int64_t panel_stride = in_place ? nr : int64_t{kc} * nr, k_stride = in_place ? p.ldb : nr;
         kern.pack_a(p.ta, p.a_at(i0, k0), p.lda, i1 - i0, kc, ap);
         for (int jr = 0; jr < nc;)
           jr += kern.kernel(i1 - i0, nc - jr, kc, ap, b + jr / nr * panel_stride, panel_stride, k_stride,
-                            p.C + i0 * p.ldc + jc + jr, p.ldc, p.alpha, beta, load_c);
+                            p.C + i0 * p.ldc + jc + jr, p.ldc, p.alpha, beta, load_c,
+                            fused_pack && ip == 0 ? bp + static_cast<int64_t>(jr) * kc : nullptr);
       }
     }
   }

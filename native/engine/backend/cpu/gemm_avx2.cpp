@@ -15,7 +15,7 @@ constexpr int kMRMax = 6;
 
 template <int MR>
 void tile(int kc, const float* a, const float* b, int64_t k_stride, float* c, int64_t ldc, int nr, float alpha, float beta,
-          bool load_c) {
+          bool load_c, float* pack_out) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i mask[2] = {_mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane),
                            _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane)};
@@ -24,6 +24,10 @@ void tile(int kc, const float* a, const float* b, int64_t k_stride, float* c, in
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   for (int k = 0; k < kc; ++k) {
     const __m256 b0 = _mm256_maskload_ps(b, mask[0]), b1 = _mm256_maskload_ps(b + 8, mask[1]);
+    if (pack_out) {
+      _mm256_store_ps(pack_out + k * kNR, b0);
+      _mm256_store_ps(pack_out + k * kNR + 8, b1);
+    }
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       const __m256 ai = _mm256_broadcast_ss(a + i);
@@ -45,17 +49,17 @@ void tile(int kc, const float* a, const float* b, int64_t k_stride, float* c, in
   }
 }
 
-using TileFn = void (*)(int, const float*, const float*, int64_t, float*, int64_t, int, float, float, bool);
+using TileFn = void (*)(int, const float*, const float*, int64_t, float*, int64_t, int, float, float, bool, float*);
 template <int... I>
 constexpr auto make_tiles(std::integer_sequence<int, I...>) {
   return std::array<TileFn, sizeof...(I)>{&tile<I + 1>...};
 }
 
 int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t, int64_t k_stride, float* c, int64_t ldc,
-           float alpha, float beta, bool load_c) {
+           float alpha, float beta, bool load_c, float* pack_out) {
   static constexpr auto tiles = make_tiles(std::make_integer_sequence<int, kMRMax>{});
   const int n = cols < kNR ? cols : kNR;
-  tiles[mr - 1](kc, a, b, k_stride, c, ldc, n, alpha, beta, load_c);
+  tiles[mr - 1](kc, a, b, k_stride, c, ldc, n, alpha, beta, load_c, pack_out);
   return n;
 }
 

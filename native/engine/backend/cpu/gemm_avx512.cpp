@@ -20,9 +20,9 @@ constexpr int kMRMax = 14;
 // MR rows x NP panels of 32 columns; panel p of B starts at b + p*panel_stride, its rows k at + k*k_stride
 // (packed: kc*32 and 32; unpacked Bᵀ-free B read in place: 32 and ldb). Loads and stores are masked to
 // `cols`, so the same code serves interior tiles, the N edge and unpacked B.
-template <int MR, int NP>
+template <int MR, int NP, bool Pack>
 void tile(int kc, const float* a, const float* b, int64_t panel_stride, int64_t k_stride, float* c, int64_t ldc,
-          int cols, float alpha, float beta, bool load_c) {
+          int cols, float alpha, float beta, bool load_c, float* pack_out) {
   constexpr int NV = NP * kNV;
   __mmask16 mask[NV];
 #pragma GCC unroll 8
@@ -45,8 +45,10 @@ void tile(int kc, const float* a, const float* b, int64_t panel_stride, int64_t 
     }
     __m512 bv[NV];
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v)
+    for (int v = 0; v < NV; ++v) {
       bv[v] = _mm512_maskz_loadu_ps(mask[v], b + (v / kNV) * panel_stride + k * k_stride + 16 * (v % kNV));
+      if constexpr (Pack) _mm512_store_ps(pack_out + (v / kNV) * kc * kNR + k * kNR + 16 * (v % kNV), bv[v]);
+    }
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       __m512 ai = _mm512_set1_ps(a[i]);
@@ -71,17 +73,20 @@ void tile(int kc, const float* a, const float* b, int64_t panel_stride, int64_t 
 // Panels per call for an mr-row tile: enough accumulators (up to 24) to cover the FMA latency.
 constexpr int panels_for(int mr) { return mr <= 3 ? 4 : mr <= 6 ? 2 : 1; }
 
-using TileFn = void (*)(int, const float*, const float*, int64_t, int64_t, float*, int64_t, int, float, float, bool);
-template <int... I>
+using TileFn = void (*)(int, const float*, const float*, int64_t, int64_t, float*, int64_t, int, float, float, bool,
+                        float*);
+template <bool Pack, int... I>
 constexpr auto make_tiles(std::integer_sequence<int, I...>) {
-  return std::array<TileFn, sizeof...(I)>{&tile<I + 1, panels_for(I + 1)>...};
+  return std::array<TileFn, sizeof...(I)>{&tile<I + 1, panels_for(I + 1), Pack>...};
 }
 
 int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t panel_stride, int64_t k_stride, float* c,
-           int64_t ldc, float alpha, float beta, bool load_c) {
-  static constexpr auto tiles = make_tiles(std::make_integer_sequence<int, kMRMax>{});
+           int64_t ldc, float alpha, float beta, bool load_c, float* pack_out) {
+  static constexpr auto tiles = make_tiles<false>(std::make_integer_sequence<int, kMRMax>{});
+  static constexpr auto packing_tiles = make_tiles<true>(std::make_integer_sequence<int, kMRMax>{});
   const int done = std::min(cols, panels_for(mr) * kNR);
-  tiles[mr - 1](kc, a, b, panel_stride, k_stride, c, ldc, done, alpha, beta, load_c);
+  (pack_out ? packing_tiles : tiles)[mr - 1](kc, a, b, panel_stride, k_stride, c, ldc, done, alpha, beta, load_c,
+                                             pack_out);
   return done;
 }
 

@@ -24,9 +24,11 @@ struct Kernels {
   void (*pack_b)(bool trans, const float* b, int64_t ldb, int kc, int cols, float* dst);
   // Updates C[0, mr) x [0, n) for some n <= cols of the kernel's choosing (whole panels, or all of cols) and
   // returns n. B panel p starts at b + p*panel_stride and its row k at + k*k_stride: packed panels use
-  // (kc*nr, nr); a non-transposed B read in place uses (nr, ldb).
+  // (kc*nr, nr); a non-transposed B read in place uses (nr, ldb). A non-null pack_out also receives the
+  // packed copy of the B panels it read (panel p at pack_out + p*kc*nr), so the first A panel of a block
+  // packs B as a side effect of using it.
   int (*kernel)(int mr, int cols, int kc, const float* a, const float* b, int64_t panel_stride, int64_t k_stride,
-                float* c, int64_t ldc, float alpha, float beta, bool load_c);
+                float* c, int64_t ldc, float alpha, float beta, bool load_c, float* pack_out);
 };
 
 const Kernels& avx512_kernels();
