@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The main job on the bundled defaults: tokenizes the bundled corpus (byte-level) and trains the
-# `tiny` preset on it, writing the run (log.jsonl, checkpoints) to runs/demo.
+# The main job on the bundled defaults: installs what is missing, builds, then trains the `tiny` preset on
+# the bundled corpus through the workbench host (telemetry in SQLite) while serving the workbench in
+# browser mode — open the printed http://127.0.0.1 URL. Extra arguments go to `moe-workbench demo`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-deps.sh
-bash scripts/build-native.sh
-mkdir -p runs
-native/build/moe-engine tokenize --bytes resources/corpus/python-tutorial.txt --out runs/python-tutorial.bin
-native/build/moe-engine train --config resources/presets/tiny.json --data runs/python-tutorial.bin --out runs/demo "$@"
+[ -d node_modules ] || npm ci
+npx electron-vite build >/dev/null
+exec node bin/moe-workbench.js demo "$@"
