@@ -13,9 +13,11 @@ const BATCH = 7
 const BATCHES = 120
 
 // Runs in a plain `node` child: reads through its own read-only TelemetryStore until the writer marks
-// the run finished, checking every snapshot. Values follow stepRecord/tokensAt in store-fixtures.ts.
+// the run finished (or a deadline passes), checking every snapshot. Values follow stepRecord/tokensAt
+// in store-fixtures.ts.
 const READER = `
 const [bundle, dbPath, batch] = process.argv.slice(1)
+const deadline = Date.now() + 60_000
 const { TelemetryStore } = await import(bundle)
 const store = TelemetryStore.open(dbPath, { readonly: true })
 const tokensAt = (step, layer, expert) => (step * 131 + layer * 17 + expert * 7) % 997
@@ -36,6 +38,10 @@ for (;;) {
   if (n < sizes.at(-1)) problems.push('went back from ' + sizes.at(-1) + ' to ' + n)
   sizes.push(n)
   if (run.status === 'finished' && n === run.totalSteps) break
+  if (Date.now() > deadline) {
+    problems.push('gave up waiting for the writer to finish')
+    break
+  }
 }
 store.close()
 console.log(JSON.stringify({ problems: problems.slice(0, 10), sizes }))
@@ -60,19 +66,22 @@ test('a reader in another process sees only whole committed batches while the wr
   child.stdout.on('data', (d: Buffer) => (stdout += d))
   child.stderr.on('data', (d: Buffer) => (stderr += d))
   const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
-  while (!stdout.includes('ready\n')) {
-    if (child.exitCode !== null) throw new Error(`reader exited early: ${stderr}`)
-    await sleep(10)
+  try {
+    while (!stdout.includes('ready\n')) {
+      if (child.exitCode !== null) throw new Error(`reader exited early: ${stderr}`)
+      await sleep(10)
+    }
+    for (let b = 0; b < BATCHES; b++) {
+      const first = b * BATCH + 1
+      writer.appendSteps('r1', stepRecords(first, BATCH), Array.from({ length: BATCH }, (_, i) => wallTimeOf(first + i)))
+      await sleep(2)
+    }
+    writer.updateRun('r1', { status: 'finished' })
+    expect(await exited, stderr).toBe(0)
+  } finally {
+    child.kill()
+    writer.close()
   }
-
-  for (let b = 0; b < BATCHES; b++) {
-    const first = b * BATCH + 1
-    writer.appendSteps('r1', stepRecords(first, BATCH), Array.from({ length: BATCH }, (_, i) => wallTimeOf(first + i)))
-    await sleep(2)
-  }
-  writer.updateRun('r1', { status: 'finished' })
-  expect(await exited, stderr).toBe(0)
-  writer.close()
 
   const report = JSON.parse(stdout.slice(stdout.indexOf('ready\n') + 6)) as { problems: string[]; sizes: number[] }
   expect(report.problems).toEqual([])

@@ -95,6 +95,17 @@ describe('expert loads through the store', () => {
     })
   })
 
+  test('a step laid out differently from the first is read through its own header', () => {
+    const shapes = [PYRAMID, PYRAMID, [4, 6, 8, 2], [2, 6]]
+    store.appendSteps('r1', shapes.map((shape, i) => stepRecord(i + 1, {}, shape)), shapes.map((_, i) => wallTimeOf(i + 1)))
+    const load = store.expertLoad('r1', 1, { maxSteps: 10 })
+    expect(load.steps).toEqual([1, 2, 3, 4])
+    expect(load.counts).toEqual(load.steps.flatMap((s) => Array.from({ length: 6 }, (_, e) => tokensAt(s, 1, e))))
+    store.appendSteps('r1', [stepRecord(5, {}, [4, 5, 8])], [wallTimeOf(5)])
+    expect(() => store.expertLoad('r1', 1, { maxSteps: 10 })).toThrow('run r1 step 5: layer 1 has 5 experts, not 6')
+    expect(() => store.expertLoad('r1', 2, { fromStep: 3, maxSteps: 10 })).toThrow('run r1 step 4: layer 2 is out of range (2 MoE layers)')
+  })
+
   test('a run without steps answers with its configured shape', () => {
     expect(store.expertLoad('r1', 3, { maxSteps: 100 })).toEqual({ layer: 3, experts: TINY_CONFIG.model.n_experts, steps: [], counts: [] })
     expect(() => store.expertLoad('r1', 4, { maxSteps: 100 })).toThrow('run r1: layer 4 is out of range (4 MoE layers)')

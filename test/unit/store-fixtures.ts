@@ -1,6 +1,6 @@
 // Shared builders for the telemetry-store tests: temp databases, valid run records, deterministic
 // step records, and a bundle of the store that a plain `node` child process can import.
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -10,9 +10,10 @@ import { build } from 'rolldown'
 
 import { RunConfigSchema } from '../../main/api/config'
 import type { RunRecord, StepTelemetry } from '../../main/host/store/store'
-import tiny from '../../resources/presets/tiny.json'
 
-export const TINY_CONFIG = RunConfigSchema.parse(tiny)
+export const TINY_CONFIG = RunConfigSchema.parse(
+  JSON.parse(readFileSync(new URL('../../resources/presets/tiny.json', import.meta.url), 'utf8')),
+)
 
 /** A fresh temp directory, removed by the returned cleanup. */
 export function tempDir(): { dir: string; cleanup: () => void } {

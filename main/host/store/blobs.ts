@@ -42,10 +42,23 @@ export function encodeLayered(layers: readonly ArrayLike<number>[], elementBytes
 export interface LayeredView {
   layers: number
   elementBytes: ElementBytes
+  /** Bytes of the header (which also fixes every layer's position). */
+  headerBytes: number
+  byteLength: number
   /** Number of elements of layer l. */
   length(l: number): number
+  /** Byte offset of layer l's first element. */
+  byteOffset(l: number): number
   /** Element i of layer l. */
   at(l: number, i: number): number
+}
+
+/** Element i of a run of little-endian signed integers of elementBytes each. */
+export function elementReader(bytes: Uint8Array, elementBytes: ElementBytes): (i: number) => number {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  if (elementBytes === 4) return (i) => view.getInt32(4 * i, true)
+  if (elementBytes === 2) return (i) => view.getInt16(2 * i, true)
+  return (i) => view.getInt8(i)
 }
 
 /** Parses and bounds-checks the header; throws a RangeError describing what is wrong. */
@@ -66,17 +79,15 @@ export function viewLayered(blob: Uint8Array): LayeredView {
   }
   if (headerBytes + offsets[layers] * elementBytes !== blob.byteLength)
     throw new RangeError(`${blob.byteLength} bytes, expected ${headerBytes + offsets[layers] * elementBytes}`)
-  const read =
-    elementBytes === 4
-      ? (at: number) => view.getInt32(at, true)
-      : elementBytes === 2
-        ? (at: number) => view.getInt16(at, true)
-        : (at: number) => view.getInt8(at)
+  const read = elementReader(blob.subarray(headerBytes), elementBytes)
   return {
     layers,
     elementBytes,
+    headerBytes,
+    byteLength: blob.byteLength,
     length: (l) => offsets[l + 1] - offsets[l],
-    at: (l, i) => read(headerBytes + (offsets[l] + i) * elementBytes),
+    byteOffset: (l) => headerBytes + offsets[l] * elementBytes,
+    at: (l, i) => read(offsets[l] + i),
   }
 }
 

@@ -5,7 +5,7 @@ import { z } from 'zod'
 
 import { CheckpointSchema, RunEventSchema, ScalarMetricSchema } from '../../api/contract'
 import type { Checkpoint, ExpertLoadSchema, RunEvent, ScalarMetric, SeriesSchema } from '../../api/contract'
-import { layeredArrays, viewLayered, type LayeredView } from './blobs'
+import { elementReader, layeredArrays, viewLayered, type LayeredView } from './blobs'
 import { openDatabase, type DriverName, type SqlDatabase, type SqlRow } from './db'
 import { bucketStart, minMaxIndices } from './downsample'
 import { StoreError } from './errors'
@@ -245,21 +245,29 @@ export class TelemetryStore {
       throw new StoreError(`run ${runId}: maxSteps must be an integer >= 1 (got ${opts.maxSteps})`)
     const [from, to] = stepBounds(runId, opts)
     this.requireRun(runId)
-    const rows = this.db
-      .prepare('SELECT step, tokens FROM expert_loads WHERE run_id = ? AND step BETWEEN ? AND ? ORDER BY step')
-      .all(runId, from, to)
-    if (rows.length === 0) return { layer, experts: this.configuredExperts(runId, layer), steps: [], counts: [] }
+    const first = this.db
+      .prepare('SELECT step, tokens FROM expert_loads WHERE run_id = ? AND step BETWEEN ? AND ? ORDER BY step LIMIT 1')
+      .get(runId, from, to)
+    if (!first) return { layer, experts: this.configuredExperts(runId, layer), steps: [], counts: [] }
+    const layout = this.storedLayers(runId, first, 'tokens')
+    if (layer >= layout.layers) throw this.layerOutOfRange(runId, first, layer, layout)
+    const experts = layout.length(layer)
 
-    const views = rows.map((row) => this.storedLayers(runId, row, 'tokens'))
-    views.forEach((v, i) => {
-      if (layer >= v.layers)
-        throw new StoreError(`run ${runId} step ${Number(rows[i].step)}: layer ${layer} is out of range (${v.layers} MoE layers)`)
-    })
-    const experts = views[0].length(layer)
-    views.forEach((v, i) => {
-      if (v.length(layer) !== experts)
-        throw new StoreError(`run ${runId} step ${Number(rows[i].step)}: layer ${layer} has ${v.length(layer)} experts, not ${experts}`)
-    })
+    // Rows laid out like the first (same length and header, as every step of a run is) yield just
+    // this layer's bytes from SQLite, which halves the read time against copying whole blobs.
+    const firstBlob = first.tokens as Uint8Array
+    const rows = this.db
+      .prepare(
+        `SELECT step, (length(tokens) = ? AND substr(tokens, 1, ?) = ?) AS same_layout, substr(tokens, ?, ?) AS slice
+         FROM expert_loads WHERE run_id = ? AND step BETWEEN ? AND ? ORDER BY step`,
+      )
+      .all(layout.byteLength, layout.headerBytes, firstBlob.subarray(0, layout.headerBytes),
+        layout.byteOffset(layer) + 1, experts * layout.elementBytes, runId, from, to)
+    const readers = rows.map((row) =>
+      row.same_layout === 1 && row.slice instanceof Uint8Array
+        ? elementReader(row.slice, layout.elementBytes)
+        : this.otherLayoutReader(runId, Number(row.step), layer, experts),
+    )
 
     const n = rows.length
     const buckets = Math.min(n, opts.maxSteps)
@@ -269,7 +277,7 @@ export class TelemetryStore {
       const lo = bucketStart(n, buckets, b)
       const hi = bucketStart(n, buckets, b + 1)
       steps.push(Number(rows[lo].step))
-      for (let i = lo; i < hi; i++) for (let e = 0; e < experts; e++) counts[b * experts + e] += views[i].at(layer, e)
+      for (let i = lo; i < hi; i++) for (let e = 0; e < experts; e++) counts[b * experts + e] += readers[i](e)
       if (hi - lo > 1) for (let e = 0; e < experts; e++) counts[b * experts + e] /= hi - lo
     }
     return { layer, experts, steps, counts }
@@ -334,6 +342,20 @@ export class TelemetryStore {
   }
 
   // A run with no steps yet still has a shape: its config's experts for that layer.
+  // A step whose blob differs from the run's first: decode it whole (this also reports corruption).
+  private otherLayoutReader(runId: string, step: number, layer: number, experts: number): (e: number) => number {
+    const row = this.db.prepare('SELECT step, tokens FROM expert_loads WHERE run_id = ? AND step = ?').get(runId, step) as SqlRow
+    const view = this.storedLayers(runId, row, 'tokens')
+    if (layer >= view.layers) throw this.layerOutOfRange(runId, row, layer, view)
+    if (view.length(layer) !== experts)
+      throw new StoreError(`run ${runId} step ${step}: layer ${layer} has ${view.length(layer)} experts, not ${experts}`)
+    return (e) => view.at(layer, e)
+  }
+
+  private layerOutOfRange(runId: string, row: SqlRow, layer: number, view: LayeredView): StoreError {
+    return new StoreError(`run ${runId} step ${Number(row.step)}: layer ${layer} is out of range (${view.layers} MoE layers)`)
+  }
+
   private configuredExperts(runId: string, layer: number): number {
     const m = (this.getRun(runId) as RunRecord).config.model
     const moeLayers = Math.floor(m.n_layers / m.moe_every)
