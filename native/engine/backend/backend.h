@@ -10,6 +10,7 @@
 #include "backend/cpu/adamw.h"
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/router.h"
+#include "core/error.h"
 
 namespace moe {
 
@@ -62,6 +63,17 @@ class Backend {
   virtual void crossentropy_backward(float* dlogits, const float* logits, const int32_t* targets, float scale, int N,
                                      int V) = 0;
 
+  // Mixed precision (train.compute_dtype "bf16"): bf16 weight copies and the linear layer on them. Optional: a
+  // backend without them (a test double, a device without bf16 support) refuses bf16 models at their first use.
+  virtual void to_bf16(uint16_t* dst, const float* src, int64_t n) { no_bf16(); }
+  virtual void matmul_forward_bf16(float* y, const float* x, const uint16_t* w, const float* b, int N, int I, int O) {
+    no_bf16();
+  }
+  virtual void matmul_backward_bf16(float* dx, float* dw, float* db, const float* dy, const float* x,
+                                    const uint16_t* w, int N, int I, int O) {
+    no_bf16();
+  }
+
   // MoE ops.
   virtual RouterLosses router_forward(float* probs, int32_t* topk_idx, float* topk_w, const float* logits, int N, int E,
                                       int K, bool renormalize) = 0;
@@ -81,6 +93,11 @@ class Backend {
   // Optimizer.
   virtual void adamw_update(float* p, const float* grad, float* m, float* v, int64_t n, const AdamWParams& hp) = 0;
   virtual double sum_squares(const float* x, int64_t n) = 0;
+
+ private:
+  [[noreturn]] void no_bf16() const {
+    fail("the " + name() + " backend has no bf16 compute; set train.compute_dtype to \"fp32\"");
+  }
 };
 
 std::unique_ptr<Backend> make_cpu_backend(int threads);

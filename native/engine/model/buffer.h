@@ -43,6 +43,7 @@ class DeviceBuffer {
 
   float* f() const { return static_cast<float*>(ptr_); }
   int32_t* i32() const { return static_cast<int32_t*>(ptr_); }
+  uint16_t* u16() const { return static_cast<uint16_t*>(ptr_); }
   size_t bytes() const { return bytes_; }
 
  private:

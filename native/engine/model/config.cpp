@@ -77,6 +77,8 @@ constexpr int kBig = 1 << 24;
 
 const char* arch_name(Arch a) { return a == Arch::GptMoe ? "gpt-moe" : "mixtral"; }
 
+const char* compute_dtype_name(ComputeDtype d) { return d == ComputeDtype::F32 ? "fp32" : "bf16"; }
+
 ModelConfig parse_model_config(const json::Value& obj) {
   FieldReader r(obj, "model");
   ModelConfig m;
@@ -176,6 +178,11 @@ TrainConfig parse_train_config(const json::Value& obj) {
   t.seed = static_cast<uint64_t>(seed);
   t.threads = r.integer("threads", t.threads, 1, 1024);
   t.checkpoint_every = r.integer("checkpoint_every", t.checkpoint_every, 0, 1 << 30);
+  if (const json::Value* dtype = r.get("compute_dtype", json::Type::String)) {
+    if (dtype->string == "fp32") t.compute_dtype = ComputeDtype::F32;
+    else if (dtype->string == "bf16") t.compute_dtype = ComputeDtype::BF16;
+    else fail("train.compute_dtype: \"" + dtype->string + "\" is not supported; use \"fp32\" or \"bf16\"");
+  }
   r.reject_unknown();
   if (t.min_lr > t.lr) fail("train.min_lr: must not exceed train.lr");
   return t;
@@ -250,6 +257,8 @@ json::Value train_config_to_json(const TrainConfig& t) {
   o.set("seed", Value::of(static_cast<double>(t.seed)));
   o.set("threads", Value::of(t.threads));
   o.set("checkpoint_every", Value::of(t.checkpoint_every));
+  // Written only when it is not the default, so fp32 runs keep exactly the config.json they always had.
+  if (t.compute_dtype != ComputeDtype::F32) o.set("compute_dtype", Value::of(compute_dtype_name(t.compute_dtype)));
   return o;
 }
 

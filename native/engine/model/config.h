@@ -11,6 +11,11 @@ namespace moe {
 
 enum class Arch { GptMoe, Mixtral };
 
+// Precision of the linear layers' matrix products. fp32: everything in fp32 (the default, the exact reference).
+// bf16: their operands rounded to bf16, products accumulated in fp32 (sgemm_bf16), against bf16 copies of the
+// weights refreshed from the fp32 masters; gradients, optimizer state and checkpoints stay fp32.
+enum class ComputeDtype { F32, BF16 };
+
 struct ModelConfig {
   Arch arch = Arch::GptMoe;
   int vocab_size = 256, d_model = 256, n_layers = 4, n_heads = 4, n_kv_heads = 4, max_seq_len = 256;
@@ -43,6 +48,7 @@ struct TrainConfig {
   double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, grad_clip = 1.0;
   uint64_t seed = 1337;
   int threads = 2, checkpoint_every = 0;
+  ComputeDtype compute_dtype = ComputeDtype::F32;
 };
 
 struct EngineConfig {
@@ -60,5 +66,6 @@ json::Value train_config_to_json(const TrainConfig& t);
 json::Value config_to_json(const EngineConfig& c);
 
 const char* arch_name(Arch a);
+const char* compute_dtype_name(ComputeDtype d);
 
 }  // namespace moe

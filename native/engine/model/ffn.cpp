@@ -1,25 +1,27 @@
 #include "model/ffn.h"
 
+#include "model/linear.h"
+
 namespace moe {
 
 void ffn_forward(Backend& be, const FfnParams& p, const FfnShape& s, float* y, const float* x, float* h, float* act,
                  int N) {
   if (N == 0) return;
-  be.matmul_forward(h, x, p.w_in, p.b_in, N, s.C, s.in_rows());
+  linear_forward(be, h, x, p.w_in, p.w_in_bf16, p.b_in, N, s.C, s.in_rows());
   if (s.swiglu) be.swiglu_forward(act, h, N, s.F);
   else be.gelu_forward(act, h, static_cast<int64_t>(N) * s.F);
-  be.matmul_forward(y, act, p.w_out, p.b_out, N, s.F, s.C);
+  linear_forward(be, y, act, p.w_out, p.w_out_bf16, p.b_out, N, s.F, s.C);
 }
 
 void ffn_backward(Backend& be, const FfnParams& p, const FfnParams& grads, const FfnShape& s, float* dx,
                   const float* dy, const float* x, const float* h, const float* act, float* dh, float* dact, int N) {
   if (N == 0) return;
   be.zero(dact, sizeof(float) * N * s.F);
-  be.matmul_backward(dact, grads.w_out, grads.b_out, dy, act, p.w_out, N, s.F, s.C);
+  linear_backward(be, dact, grads.w_out, grads.b_out, dy, act, p.w_out, p.w_out_bf16, N, s.F, s.C);
   be.zero(dh, sizeof(float) * N * s.in_rows());
   if (s.swiglu) be.swiglu_backward(dh, dact, h, N, s.F);
   else be.gelu_backward(dh, h, dact, static_cast<int64_t>(N) * s.F);
-  be.matmul_backward(dx, grads.w_in, grads.b_in, dh, x, p.w_in, N, s.C, s.in_rows());
+  linear_backward(be, dx, grads.w_in, grads.b_in, dh, x, p.w_in, p.w_in_bf16, N, s.C, s.in_rows());
 }
 
 }  // namespace moe

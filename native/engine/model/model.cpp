@@ -1,22 +1,70 @@
 #include "model/model.h"
 
+#include <set>
+
 #include "core/error.h"
+#include "model/linear.h"
 
 namespace moe {
 
-Model::Model(const ModelConfig& cfg, Backend& be) : cfg_(cfg), be_(be), layout_(cfg_) {
+Model::Model(const ModelConfig& cfg, Backend& be, ComputeDtype dtype)
+    : cfg_(cfg), be_(be), dtype_(dtype), layout_(cfg_) {
   reserve_floats(be_, params_, layout_.total());
   reserve_floats(be_, grads_, layout_.total());
   p_ = layout_.bind(params_.f());
   g_ = layout_.bind(grads_.f());
+  if (dtype_ == ComputeDtype::BF16) bind_bf16_weights();
   for (int l = 0; l < cfg_.n_layers; ++l)
     if (cfg_.is_moe_layer(l)) moe_layers_.push_back(std::make_unique<MoeLayer>(MoeShape::from_config(cfg_, l)));
+}
+
+// Points every linear weight's *_bf16 at its place in the bf16 arena and records the ranges to refresh. The
+// router stays fp32: its logits pick the experts, and a bf16 rounding there would flip near-tied choices.
+void Model::bind_bf16_weights() {
+  params_bf16_.reserve(be_, layout_.total() * sizeof(uint16_t));
+  const float* base = params_.f();
+  std::set<size_t> offsets;
+  auto mirror = [&](const float* w) -> const uint16_t* {
+    offsets.insert(static_cast<size_t>(w - base));
+    return params_bf16_.u16() + (w - base);
+  };
+  auto mirror_ffn = [&](FfnParams& f) {
+    if (!f.w_in) return;
+    f.w_in_bf16 = mirror(f.w_in);
+    f.w_out_bf16 = mirror(f.w_out);
+  };
+  p_.lm_head_bf16 = mirror(p_.lm_head);
+  for (LayerParams& l : p_.layers) {
+    l.qkv_w_bf16 = mirror(l.qkv_w);
+    l.out_w_bf16 = mirror(l.out_w);
+    mirror_ffn(l.mlp);
+    mirror_ffn(l.shared);
+    mirror_ffn(l.residual);
+    for (FfnParams& e : l.experts) mirror_ffn(e);
+  }
+  // Tensors are laid out in order, 16-float aligned: adjacent ones (an expert's matrices, consecutive experts)
+  // merge into one range.
+  for (const ParamTensor& t : layout_.tensors()) {
+    if (!offsets.count(t.offset)) continue;
+    const size_t padded = (t.numel + 15) / 16 * 16;
+    if (!bf16_ranges_.empty() && bf16_ranges_.back().first + bf16_ranges_.back().second == t.offset)
+      bf16_ranges_.back().second += padded;
+    else
+      bf16_ranges_.emplace_back(t.offset, padded);
+  }
+}
+
+void Model::refresh_bf16_weights() {
+  for (auto [offset, count] : bf16_ranges_)
+    be_.to_bf16(params_bf16_.u16() + offset, params_.f() + offset, static_cast<int64_t>(count));
+  bf16_stale_ = false;
 }
 
 void Model::init(uint64_t seed) {
   std::vector<float> host(layout_.total(), 0.0f);
   init_params(layout_, host.data(), seed);
   be_.copy(params_.f(), host.data(), host.size() * sizeof(float));
+  bf16_stale_ = true;
 }
 
 void Model::zero_grads() { grads_.zero(); }
@@ -71,13 +119,14 @@ ForwardResult Model::forward(const int32_t* inputs, const int32_t* targets, int 
     if (inputs[i] < 0 || inputs[i] >= V)
       fail("token " + std::to_string(inputs[i]) + " at position " + std::to_string(i) +
            " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  if (dtype_ == ComputeDtype::BF16 && bf16_stale_) refresh_bf16_weights();
   be_.copy(tokens_.i32(), inputs, N * sizeof(int32_t));
   be_.embedding_forward(resid_[0].f(), tokens_.i32(), p_.wte, p_.wpe, B, T, C);
 
   ForwardResult r;
   for (int l = 0; l < cfg_.n_layers; ++l) r.aux_loss += layer_forward(l, B, T);
   norm_forward(lnf_.f(), lnf_mean_.f(), lnf_rstd_.f(), resid_[cfg_.n_layers].f(), p_.norm_f_w, p_.norm_f_b, N);
-  be_.matmul_forward(logits_.f(), lnf_.f(), p_.lm_head, nullptr, N, C, V);
+  linear_forward(be_, logits_.f(), lnf_.f(), p_.lm_head, p_.lm_head_bf16, nullptr, N, C, V);
 
   has_targets_ = targets != nullptr;
   n_targets_ = 0;
@@ -106,7 +155,7 @@ double Model::layer_forward(int l, int B, int T) {
   LayerActs& a = acts_[l];
   const float* x = resid_[l].f();
   norm_forward(a.ln1.f(), a.ln1_mean.f(), a.ln1_rstd.f(), x, p.norm1_w, p.norm1_b, N);
-  be_.matmul_forward(a.qkv.f(), a.ln1.f(), p.qkv_w, p.qkv_b, N, C, Q);
+  linear_forward(be_, a.qkv.f(), a.ln1.f(), p.qkv_w, p.qkv_w_bf16, p.qkv_b, N, C, Q);
   const float* qkv = a.qkv.f();
   if (cfg_.arch == Arch::Mixtral) {
     be_.rope_forward(a.qkv_rot.f(), a.qkv.f(), B, T, cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_size(),
@@ -114,7 +163,7 @@ double Model::layer_forward(int l, int B, int T) {
     qkv = a.qkv_rot.f();
   }
   be_.attention_forward(a.att.f(), a.lse.f(), qkv, B, T, cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_size());
-  be_.matmul_forward(a.x_mid.f(), a.att.f(), p.out_w, p.out_b, N, C, C);
+  linear_forward(be_, a.x_mid.f(), a.att.f(), p.out_w, p.out_w_bf16, p.out_b, N, C, C);
   be_.accumulate(a.x_mid.f(), x, (int64_t)N * C);
   norm_forward(a.ln2.f(), a.ln2_mean.f(), a.ln2_rstd.f(), a.x_mid.f(), p.norm2_w, p.norm2_b, N);
 
@@ -137,7 +186,7 @@ void Model::backward(float loss_scale) {
   if (has_targets_ && n_targets_ > 0)
     be_.crossentropy_backward(dlogits_.f(), logits_.f(), targets_.i32(), loss_scale / (float)n_targets_, N, V);
   dtmp_.zero();
-  be_.matmul_backward(dtmp_.f(), g_.lm_head, nullptr, dlogits_.f(), lnf_.f(), p_.lm_head, N, C, V);
+  linear_backward(be_, dtmp_.f(), g_.lm_head, nullptr, dlogits_.f(), lnf_.f(), p_.lm_head, p_.lm_head_bf16, N, C, V);
   dresid_.zero();
   norm_backward(dresid_.f(), g_.norm_f_w, g_.norm_f_b, dtmp_.f(), resid_[cfg_.n_layers].f(), p_.norm_f_w,
                 lnf_mean_.f(), lnf_rstd_.f(), N);
@@ -170,7 +219,7 @@ void Model::layer_backward(int l, int B, int T, float loss_scale) {
 
   // Attention sublayer: x_mid = x + out(attention(rope(qkv(norm1(x))))).
   dtmp_.zero();
-  be_.matmul_backward(dtmp_.f(), g.out_w, g.out_b, dres, a.att.f(), p.out_w, N, C, C);
+  linear_backward(be_, dtmp_.f(), g.out_w, g.out_b, dres, a.att.f(), p.out_w, p.out_w_bf16, N, C, C);
   dqkv_.zero();
   float* dqkv = dqkv_.f();
   if (cfg_.arch == Arch::Mixtral) {
@@ -181,7 +230,7 @@ void Model::layer_backward(int l, int B, int T, float loss_scale) {
     be_.attention_backward(dqkv, dtmp_.f(), a.qkv.f(), a.att.f(), a.lse.f(), B, T, NH, NKV, HS);
   }
   dtmp2_.zero();
-  be_.matmul_backward(dtmp2_.f(), g.qkv_w, g.qkv_b, dqkv, a.ln1.f(), p.qkv_w, N, C, Q);
+  linear_backward(be_, dtmp2_.f(), g.qkv_w, g.qkv_b, dqkv, a.ln1.f(), p.qkv_w, p.qkv_w_bf16, N, C, Q);
   norm_backward(dres, g.norm1_w, g.norm1_b, dtmp2_.f(), resid_[l].f(), p.norm1_w, a.ln1_mean.f(), a.ln1_rstd.f(), N);
 }
 

@@ -2,6 +2,7 @@
 // activations, forward with loss, and hand-written backward through every layer.
 #pragma once
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -20,14 +21,22 @@ struct ForwardResult {
 
 class Model {
  public:
-  Model(const ModelConfig& cfg, Backend& be);
+  // dtype BF16 computes the linear layers (attention projections, FFNs and experts, the output head; not the router)
+  // with sgemm_bf16 on bf16 copies of their weights; the fp32 parameters stay the masters.
+  Model(const ModelConfig& cfg, Backend& be, ComputeDtype dtype = ComputeDtype::F32);
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
   const ModelConfig& config() const { return cfg_; }
+  ComputeDtype compute_dtype() const { return dtype_; }
   const ParamLayout& layout() const { return layout_; }
   Backend& backend() { return be_; }
-  float* params() { return params_.f(); }
+  // Writable access (optimizer steps, checkpoint loads, tests) marks the bf16 weight copies stale; the next
+  // forward() refreshes them, so a forward and its backward always use the same weights.
+  float* params() {
+    bf16_stale_ = true;
+    return params_.f();
+  }
   float* grads() { return grads_.f(); }
   size_t num_params() const { return layout_.total(); }
 
@@ -49,6 +58,8 @@ class Model {
   };
 
   void reserve_activations(int B, int T);
+  void bind_bf16_weights();
+  void refresh_bf16_weights();
   void norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b, int N);
   void norm_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w,
                      const float* mean, const float* rstd, int N);
@@ -57,9 +68,15 @@ class Model {
 
   ModelConfig cfg_;
   Backend& be_;
+  ComputeDtype dtype_;
   ParamLayout layout_;
   DeviceBuffer params_, grads_;
   ModelParams p_, g_;
+  // bf16 compute: copies in the fp32 arena's layout (only the linear weights are filled), and the merged
+  // (offset, count) ranges they occupy.
+  DeviceBuffer params_bf16_;
+  std::vector<std::pair<size_t, size_t>> bf16_ranges_;
+  bool bf16_stale_ = true;
   std::vector<std::unique_ptr<MoeLayer>> moe_layers_;  // indexed by MoE-layer index
   int B_ = 0, T_ = 0;
 

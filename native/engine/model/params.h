@@ -27,12 +27,16 @@ struct ExpertRange {
 };
 
 // Pointers into the arena for one FFN block: in-projection (F rows, or 2F for SwiGLU) and out-projection.
+// The *_bf16 pointers (here and below) address the bf16 copies of the weights that bf16 compute uses; bind()
+// leaves them null, which means fp32 compute.
 struct FfnParams {
   float *w_in = nullptr, *b_in = nullptr, *w_out = nullptr, *b_out = nullptr;
+  const uint16_t *w_in_bf16 = nullptr, *w_out_bf16 = nullptr;
 };
 
 struct LayerParams {
   float *norm1_w = nullptr, *norm1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *out_w = nullptr, *out_b = nullptr;
+  const uint16_t *qkv_w_bf16 = nullptr, *out_w_bf16 = nullptr;
   float *norm2_w = nullptr, *norm2_b = nullptr;
   FfnParams mlp;                   // dense layers
   float* router_w = nullptr;       // MoE layers
@@ -43,6 +47,7 @@ struct LayerParams {
 
 struct ModelParams {
   float *wte = nullptr, *wpe = nullptr, *norm_f_w = nullptr, *norm_f_b = nullptr, *lm_head = nullptr;
+  const uint16_t* lm_head_bf16 = nullptr;
   std::vector<LayerParams> layers;
 };
 

@@ -16,7 +16,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-Trainer::Trainer(const EngineConfig& cfg, Backend& be) : cfg_(cfg), be_(be), model_(cfg_.model, be), opt_(model_) {
+Trainer::Trainer(const EngineConfig& cfg, Backend& be) : cfg_(cfg), be_(be), model_(cfg_.model, be, cfg_.train.compute_dtype), opt_(model_) {
   model_.init(cfg_.train.seed);
   state_.seed = cfg_.train.seed;
 }

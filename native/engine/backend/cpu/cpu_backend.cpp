@@ -5,12 +5,14 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/attention.h"
+#include "backend/cpu/convert_bf16.h"
 #include "backend/cpu/crossentropy.h"
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/embedding.h"
 #include "backend/cpu/gelu.h"
 #include "backend/cpu/layernorm.h"
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/matmul_bf16.h"
 #include "backend/cpu/rmsnorm.h"
 #include "backend/cpu/rope.h"
 #include "backend/cpu/sigmoid_gate.h"
@@ -99,6 +101,16 @@ class CpuBackend final : public Backend {
   void crossentropy_backward(float* dlogits, const float* logits, const int32_t* targets, float scale, int N,
                              int V) override {
     cpu::crossentropy_backward(tp_, dlogits, logits, targets, scale, N, V);
+  }
+
+  void to_bf16(uint16_t* dst, const float* src, int64_t n) override { cpu::to_bf16(tp_, dst, src, n); }
+  void matmul_forward_bf16(float* y, const float* x, const uint16_t* w, const float* b, int N, int I,
+                           int O) override {
+    cpu::matmul_forward_bf16(tp_, y, x, w, b, N, I, O);
+  }
+  void matmul_backward_bf16(float* dx, float* dw, float* db, const float* dy, const float* x, const uint16_t* w, int N,
+                            int I, int O) override {
+    cpu::matmul_backward_bf16(tp_, dx, dw, db, dy, x, w, N, I, O);
   }
 
   RouterLosses router_forward(float* probs, int32_t* topk_idx, float* topk_w, const float* logits, int N, int E, int K,

@@ -1,0 +1,21 @@
+// A linear layer on its fp32 weight, or on the weight's bf16 copy when the model computes in bf16 (w_bf16 set).
+#pragma once
+#include <cstdint>
+
+#include "backend/backend.h"
+
+namespace moe {
+
+inline void linear_forward(Backend& be, float* y, const float* x, const float* w, const uint16_t* w_bf16,
+                           const float* b, int N, int I, int O) {
+  if (w_bf16) be.matmul_forward_bf16(y, x, w_bf16, b, N, I, O);
+  else be.matmul_forward(y, x, w, b, N, I, O);
+}
+
+inline void linear_backward(Backend& be, float* dx, float* dw, float* db, const float* dy, const float* x,
+                            const float* w, const uint16_t* w_bf16, int N, int I, int O) {
+  if (w_bf16) be.matmul_backward_bf16(dx, dw, db, dy, x, w_bf16, N, I, O);
+  else be.matmul_backward(dx, dw, db, dy, x, w, N, I, O);
+}
+
+}  // namespace moe
