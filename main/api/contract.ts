@@ -86,7 +86,9 @@ export const StepMetricsSchema = z.object({
 export const SeriesSchema = z.object({
   step: z.array(z.number()),
   wallTime: z.array(z.number()),
-  values: z.record(z.string(), z.array(z.number())),
+  values: z
+    .record(z.string(), z.array(z.number().nullable()))
+    .describe('per metric, aligned with step; null where the value was not finite (a diverged run)'),
 })
 
 export const ExpertLoadSchema = z.object({

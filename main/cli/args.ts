@@ -4,8 +4,14 @@ import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { UsageError } from './usage'
 
 type Options = NonNullable<ParseArgsConfig['options']>
+type ParsedValues<O extends Options> = ReturnType<typeof parseArgs<{ options: O; strict: true; allowPositionals: boolean }>>['values']
 
-export function parseCommandArgs<O extends Options>(command: string, argv: string[], options: O, positionals: string[] = []) {
+export function parseCommandArgs<O extends Options>(
+  command: string,
+  argv: string[],
+  options: O,
+  positionals: string[] = [],
+): { values: ParsedValues<O>; positionals: string[] } {
   let parsed
   try {
     parsed = parseArgs({ args: argv, options, allowPositionals: positionals.length > 0, strict: true })

@@ -85,7 +85,9 @@ export function createHandlers({ store, runs }: HandlerDeps): ApiHandlers {
     'runs.checkpoint': async ({ id }) => control(id, (i) => runs.requestCheckpoint(i)),
     'metrics.series': async ({ id, metrics, fromStep, toStep, maxPoints }) => {
       requireRun(store, id)
-      return store.series(id, metrics, { fromStep, toStep, maxPoints })
+      const series = store.series(id, metrics, { fromStep, toStep, maxPoints })
+      const finiteOrNull = (v: number | null) => (v !== null && Number.isFinite(v) ? v : null)
+      return { ...series, values: Object.fromEntries(Object.entries(series.values).map(([k, vs]) => [k, vs.map(finiteOrNull)])) }
     },
     'metrics.expertLoad': async ({ id, layer, fromStep, toStep, maxSteps }) => {
       requireRun(store, id)
