@@ -18,8 +18,9 @@ constexpr int kNR = 16 * kNV;
 constexpr int kMRMax = 14;
 
 // MR rows x NP panels of 32 columns; panel p of B starts at b + p*panel_stride, its rows k at + k*k_stride
-// (packed: kc*32 and 32; unpacked Bᵀ-free B read in place: 32 and ldb). Loads and stores are masked to
-// `cols`, so the same code serves interior tiles, the N edge and unpacked B.
+// (packed: kc*32 and 32; a non-transposed B read in place: 32 and ldb). Loads and stores are masked to
+// `cols`, so the same code serves interior tiles, the N edge and in-place B. Pack also writes the B
+// vectors it loads to pack_out in the packed layout.
 template <int MR, int NP, bool Pack>
 void tile(int kc, const float* a, const float* b, int64_t panel_stride, int64_t k_stride, float* c, int64_t ldc,
           int cols, float alpha, float beta, bool load_c, float* pack_out) {
