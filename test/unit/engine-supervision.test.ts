@@ -1,8 +1,8 @@
 // Supervision logic without real engines: RunManager over scripted engine processes, how an exit
 // becomes a run status, live-step coalescing, batched step writes and run ids.
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 
 import { afterEach, describe, expect, it, vi } from 'vitest'
 
@@ -133,6 +133,25 @@ describe('RunManager supervision (scripted engine processes)', () => {
     expect(store.getRun(running)).toMatchObject({ status: 'failed' })
     expect(store.getRun(running)?.error).toMatch(/host exited while the run was running/)
     expect(store.getRun(queued)?.status).toBe('running')
+  })
+
+  it('leaves alone the runs of another live host on the same data', async () => {
+    const first = setUp()
+    const running = first.create('running')
+    await first.until(() => first.ports.length === 1)
+    const runDir = first.store.getRun(running)?.runDir as string
+    writeFileSync(join(dirname(runDir), `.${basename(runDir)}.host`), String(process.ppid))  // alive, not this host
+    const second = new RunManager({
+      store: first.store,
+      runsDir: '/unused',
+      dbPath: '/unused',
+      portFactory: () => new ScriptedPort(),
+      workerEntry: 'engine-worker.js',
+      prepareDataset: async (spec) => ({ path: spec.path, vocabSize: 256, tokens: 1 }),
+      emit: () => {},
+    })
+    second.recover()
+    expect(first.store.getRun(running)?.status).toBe('running')
   })
 
   it('refuses operations that do not fit the state', () => {

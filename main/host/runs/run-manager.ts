@@ -16,6 +16,7 @@ import { liveStepEvent } from './live-step-event'
 import { RunStateError } from './run-errors'
 import { newRunId } from './run-id'
 import { runOutcome, type WorkerReport } from './run-outcome'
+import { claimRun, ownedByAnotherLiveHost, releaseRun } from './run-owner'
 
 /** The part of the TelemetryStore the run manager uses. */
 export interface RunStore {
@@ -184,6 +185,7 @@ export class RunManager {
   recover(): void {
     for (const record of this.store.listRuns().reverse()) {
       if (this.active.has(record.id) || this.queue.some((q) => q.id === record.id)) continue
+      if (ownedByAnotherLiveHost(record.runDir)) continue
       if (ACTIVE.includes(record.status)) {
         this.setStatus(record.id, 'failed', {
           finishedAt: Date.now(),
@@ -223,6 +225,8 @@ export class RunManager {
   }
 
   private enqueue(job: QueuedRun): void {
+    const record = this.store.getRun(job.id)
+    if (record) claimRun(record.runDir)
     this.queue.push(job)
     this.schedule()
   }
@@ -312,6 +316,8 @@ export class RunManager {
 
   private end(run: ActiveRun, status: 'finished' | 'stopped' | 'failed', error: string | null): void {
     this.active.delete(run.id)
+    const record = this.store.getRun(run.id)
+    if (record) releaseRun(record.runDir)
     if (!run.deleting) {
       try {
         this.setStatus(run.id, status, { finishedAt: Date.now(), error })
