@@ -7,6 +7,7 @@
 //   --threads N (default 2), --steps N (default 8), --rounds N (default 2), --config PATH, --data PATH (a token
 //   file; default: the bundled corpus tokenized as bytes), --json (one JSON object per line)
 // With neither --gemm nor --train, both run.
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -186,14 +187,19 @@ std::string find_resource(const std::string& rel) {
   moe::fail("bench --bf16: cannot find " + rel + " above the executable or the working directory; pass it explicitly");
 }
 
+// Runs `moe-engine args...` with its stdout discarded (its errors still reach stderr).
 void run_self(const std::vector<std::string>& args) {
   const std::string exe = self_exe();
   std::vector<char*> argv{const_cast<char*>(exe.c_str())};
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  posix_spawn_file_actions_t quiet;
+  posix_spawn_file_actions_init(&quiet);
+  posix_spawn_file_actions_addopen(&quiet, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   pid_t pid;
-  moe::check(posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ) == 0,
-             "bench --bf16: cannot start " + exe);
+  const int spawned = posix_spawn(&pid, exe.c_str(), &quiet, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&quiet);
+  moe::check(spawned == 0, "bench --bf16: cannot start " + exe);
   int status = 0;
   waitpid(pid, &status, 0);
   moe::check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "bench --bf16: `moe-engine " + args[0] + "` failed");
@@ -278,7 +284,7 @@ int cmd_bench_bf16(int argc, char** argv) {
     if (o.train) bench_train(o);
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "moe-engine bench --bf16: %s\n", e.what());
+    std::fprintf(stderr, "moe-engine %s\n", e.what());
     return 2;
   }
 }

@@ -1,5 +1,5 @@
-// sgemm_bf16 driver: Goto-style blocking as in gemm.cpp (B blocks of kc x nc packed once per block, A packed one
-// panel at a time), always packing B since the kernels need k pairs. Threads own disjoint C regions (never a K
+// sgemm_bf16 driver: Goto-style blocking (for each block of up to kMcMax rows and each kc block, A packed once, then
+// B blocks of kc x nc packed and swept by every A panel), always packing B since the kernels need k pairs. Threads own disjoint C regions (never a K
 // range) and the kc blocks are a function of K alone, so every C element sees the same reduction order.
 #include "backend/cpu/gemm_bf16.h"
 
@@ -20,6 +20,7 @@ using gemm_bf16::kNR;
 
 constexpr int kKcMax = 512;               // A panel (14 x 256 pairs = 14 KiB) stays in L1; must be even
 constexpr int kNcMax = 384;               // B block (256 pairs x 384 = 384 KiB) stays in L2
+constexpr int kMcMax = 1024;              // rows of A packed at once (1 MiB of pairs)
 constexpr double kSerialMacs = 1 << 18;  // below this, waking the pool costs more than it saves
 
 const Kernels& pick_kernels() {
@@ -83,33 +84,41 @@ int block_k(int K) {
 
 void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, int n1) {
   if (m0 >= m1 || n0 >= n1) return;
-  const int rows = m1 - m0;
   const int nc_max = std::min(kNcMax, (n1 - n0 + kNR - 1) / kNR * kNR);
   const int pairs_max = p.kc / 2;
   uint32_t* bp = tl_pack_b.get(static_cast<size_t>(pairs_max) * nc_max);
-  uint32_t* ap = tl_pack_a.get(static_cast<size_t>(pairs_max) * kMRMax);
-  // Balanced panel heights: 64 rows become 13,13,13,13,12 rather than 14x4 + 8.
-  const int panels = (rows + kMRMax - 1) / kMRMax;
-  for (int jc = n0; jc < n1; jc += nc_max) {
-    const int nc = std::min(nc_max, n1 - jc);
+  uint32_t* ap = tl_pack_a.get(static_cast<size_t>(pairs_max) * std::min(m1 - m0, kMcMax));
+  for (int mc = m0; mc < m1; mc += kMcMax) {
+    const int rows = std::min(kMcMax, m1 - mc);
+    // Balanced panel heights: 64 rows become 13,13,13,13,12 rather than 14x4 + 8.
+    const int panels = (rows + kMRMax - 1) / kMRMax;
+    auto panel_row = [&](int ip) { return rows * ip / panels; };
     for (int k0 = 0; k0 < p.K; k0 += p.kc) {
       const int kc = std::min(p.kc, p.K - k0), pairs = (kc + 1) / 2;
       const bool first = k0 == 0;
       const float beta = first ? p.beta : 1.0f;
       const bool load_c = !first || p.beta != 0.0f;
-      for (int jr = 0; jr < nc; jr += kNR) {
-        const int cols = std::min(kNR, nc - jr);
-        const int64_t off = p.b_offset(k0, jc + jr);
-        uint32_t* dst = bp + static_cast<int64_t>(jr) * pairs;
-        if (p.B16) kern.pack_b16(p.tb, p.B16 + off, p.ldb, kc, cols, dst);
-        else kern.pack_b32(p.tb, p.B32 + off, p.ldb, kc, cols, dst);
-      }
+      // The whole row block's A is packed once per k block and reused by every column block.
       for (int ip = 0; ip < panels; ++ip) {
-        const int i0 = m0 + rows * ip / panels, i1 = m0 + rows * (ip + 1) / panels;
-        kern.pack_a(p.ta, p.a_at(i0, k0), p.lda, i1 - i0, kc, ap);
-        for (int jr = 0; jr < nc;)
-          jr += kern.kernel(i1 - i0, nc - jr, pairs, ap, bp + static_cast<int64_t>(jr) * pairs,
-                            p.C + i0 * p.ldc + jc + jr, p.ldc, p.alpha, beta, load_c);
+        const int r0 = panel_row(ip), r1 = panel_row(ip + 1);
+        kern.pack_a(p.ta, p.a_at(mc + r0, k0), p.lda, r1 - r0, kc, ap + static_cast<int64_t>(r0) * pairs);
+      }
+      for (int jc = n0; jc < n1; jc += nc_max) {
+        const int nc = std::min(nc_max, n1 - jc);
+        for (int jr = 0; jr < nc; jr += kNR) {
+          const int cols = std::min(kNR, nc - jr);
+          const int64_t off = p.b_offset(k0, jc + jr);
+          uint32_t* dst = bp + static_cast<int64_t>(jr) * pairs;
+          if (p.B16) kern.pack_b16(p.tb, p.B16 + off, p.ldb, kc, cols, dst);
+          else kern.pack_b32(p.tb, p.B32 + off, p.ldb, kc, cols, dst);
+        }
+        for (int ip = 0; ip < panels; ++ip) {
+          const int r0 = panel_row(ip), r1 = panel_row(ip + 1);
+          float* c = p.C + (mc + r0) * p.ldc + jc;
+          for (int jr = 0; jr < nc;)
+            jr += kern.kernel(r1 - r0, nc - jr, pairs, ap + static_cast<int64_t>(r0) * pairs,
+                              bp + static_cast<int64_t>(jr) * pairs, c + jr, p.ldc, p.alpha, beta, load_c);
+        }
       }
     }
   }
@@ -123,8 +132,8 @@ void choose_grid(int M, int N, int K, int threads, int& tm, int& tn) {
     int b = threads / a;
     double mt = (M + a - 1) / a;
     double nt = ((N + kNR - 1) / kNR + b - 1) / b * kNR;
-    double nblocks = std::ceil(nt / kNcMax);
-    double cost = mt * nt * K / 32.0 + 0.5 * K * (nt + mt * nblocks);
+    double mblocks = std::ceil(mt / kMcMax);
+    double cost = mt * nt * K / 32.0 + 0.5 * K * (nt * mblocks + mt);
     if (best < 0 || cost < best) best = cost, tm = a, tn = b;
   }
 }
