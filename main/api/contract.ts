@@ -100,6 +100,54 @@ export const ExpertLoadSchema = z.object({
 
 export const PresetSchema = z.object({ name: z.string(), description: z.string(), config: RunConfigSchema })
 
+// Every per-layer array the engine records for one step (tiers, pins, placement and spills fill in as
+// offload and placement land; absent until then).
+export const StepLoadsSchema = z.object({
+  step: z.number().int(),
+  layers: z.array(
+    z.object({
+      tokens: z.array(z.number()).describe('tokens per expert'),
+      placement: z.array(z.number()).nullable().describe('device of each expert'),
+      tiers: z.array(z.number()).nullable().describe('tier of each expert: 0 device, 1 host, 2 SSD'),
+      pins: z.array(z.number()).nullable().describe('1 where the expert is pinned'),
+      spilled: z.array(z.number()).nullable().describe('tokens of each expert spilled to another device'),
+    }),
+  ),
+})
+
+export const HardwareSchema = z.object({
+  cpuModel: z.string(),
+  cpus: z.number().int(),
+  cpuFeatures: z.array(z.string()).describe('SIMD features the engine dispatches on (avx512f, avx512_bf16, avx2, ...)'),
+  memoryBytes: z.number(),
+  freeMemoryBytes: z.number(),
+  disks: z.array(z.object({ path: z.string(), totalBytes: z.number(), freeBytes: z.number() })),
+  gpus: z.array(z.object({ name: z.string(), memoryBytes: z.number() })),
+  backends: z.array(z.string()).describe('engine backends usable on this machine'),
+})
+
+export const TierBytesSchema = z.object({
+  tier: z.enum(['device', 'host', 'ssd']),
+  params: z.number(),
+  grads: z.number(),
+  optimizer: z.number(),
+  activations: z.number(),
+  buffers: z.number(),
+  total: z.number(),
+  budget: z.number().nullable(),
+})
+
+export const PlanSchema = z.object({
+  mode: z.enum(['none', 'host', 'host+ssd']).describe('where expert state lives: resident (none), host memory, or host + SSD'),
+  fits: z.boolean(),
+  tiers: z.array(TierBytesSchema),
+  paramCount: z.number(),
+  expertParamCount: z.number(),
+  explanation: z.string().describe('why this mode, or why it cannot fit and what budget would'),
+})
+
+export const FileEntrySchema = z.object({ name: z.string(), kind: z.enum(['file', 'dir']), bytes: z.number() })
+
 export const ValidationIssueSchema = z.object({ path: z.string(), message: z.string() })
 
 const noParams = z.object({}).strict()
@@ -116,6 +164,10 @@ export const requests = {
   'runs.stop': { params: byRun, result: ok },
   'runs.delete': { params: byRun, result: ok },
   'runs.checkpoint': { params: byRun, result: ok },
+  'runs.restart': {
+    params: byRun.describe('continue a stopped or failed run from its latest checkpoint'),
+    result: RunSummarySchema,
+  },
   'metrics.series': {
     params: z
       .object({
@@ -140,6 +192,10 @@ export const requests = {
       .strict(),
     result: ExpertLoadSchema,
   },
+  'metrics.stepLoads': {
+    params: z.object({ id: RunIdSchema, step: z.number().int().min(1) }).strict(),
+    result: StepLoadsSchema,
+  },
   'checkpoints.export': {
     params: z
       .object({
@@ -153,6 +209,21 @@ export const requests = {
     result: z.object({ dir: z.string() }),
   },
   'presets.list': { params: noParams, result: z.array(PresetSchema) },
+  'hardware.probe': { params: noParams, result: HardwareSchema },
+  'planner.plan': {
+    params: z
+      .object({
+        config: RunConfigSchema,
+        deviceBudgetBytes: z.number().positive().optional().describe('default: what the machine has'),
+        hostBudgetBytes: z.number().positive().optional(),
+      })
+      .strict(),
+    result: PlanSchema,
+  },
+  'files.list': {
+    params: z.object({ dir: z.string().min(1).optional().describe('default: the home directory') }).strict(),
+    result: z.object({ dir: z.string(), parent: z.string().nullable(), entries: z.array(FileEntrySchema) }),
+  },
   'config.validate': {
     params: z.object({ config: z.unknown() }).strict(),
     result: z.object({ ok: z.boolean(), issues: z.array(ValidationIssueSchema) }),
@@ -184,6 +255,10 @@ export type RunEvent = z.output<typeof RunEventSchema>
 export type Checkpoint = z.output<typeof CheckpointSchema>
 export type StepMetrics = z.output<typeof StepMetricsSchema>
 export type ScalarMetric = z.output<typeof ScalarMetricSchema>
+export type StepLoads = z.output<typeof StepLoadsSchema>
+export type Hardware = z.output<typeof HardwareSchema>
+export type Plan = z.output<typeof PlanSchema>
+export type FileEntry = z.output<typeof FileEntrySchema>
 
 // Channel names derive from the contract keys, never retyped.
 export const requestChannel = (name: RequestName) => `api:${name}` as const

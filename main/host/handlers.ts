@@ -1,5 +1,6 @@
 // The typed API's requests, implemented over the run manager, the telemetry store, the catalog and
 // the exporter. Params arrive already parsed against the contract by the transport.
+import os from 'node:os'
 import { resolve } from 'node:path'
 
 import type { ApiHandlers, Checkpoint, RunSpec, RunSummary } from '../api/contract'
@@ -7,6 +8,9 @@ import { issuesOf } from '../api/contract'
 import { RunConfigSchema } from '../api/config'
 import { listPresets } from './catalog'
 import { exportCheckpoint } from './export-checkpoint'
+import { listDirectory } from './files'
+import { probeHardware } from './hardware'
+import { planRun } from './planner/plan'
 import { checkRunInputs } from './run-inputs'
 import { toRunSummary } from './run-summary'
 import type { RunRecord, TelemetryStore } from './store/store'
@@ -19,11 +23,13 @@ export interface RunControl {
   stop(id: string): unknown
   delete(id: string): unknown
   requestCheckpoint(id: string): unknown
+  restart(id: string): RunSummary
 }
 
 export interface HandlerDeps {
   store: TelemetryStore
   runs: RunControl
+  dataDir: string
 }
 
 const OK = { ok: true } as const
@@ -54,7 +60,7 @@ export function pickCheckpoint(store: TelemetryStore, id: string, step?: number)
   return found
 }
 
-export function createHandlers({ store, runs }: HandlerDeps): ApiHandlers {
+export function createHandlers({ store, runs, dataDir }: HandlerDeps): ApiHandlers {
   const control = async (id: string, action: (id: string) => unknown) => {
     requireRun(store, id)
     await action(id)
@@ -83,6 +89,10 @@ export function createHandlers({ store, runs }: HandlerDeps): ApiHandlers {
     'runs.stop': async ({ id }) => control(id, (i) => runs.stop(i)),
     'runs.delete': async ({ id }) => control(id, (i) => runs.delete(i)),
     'runs.checkpoint': async ({ id }) => control(id, (i) => runs.requestCheckpoint(i)),
+    'runs.restart': async ({ id }) => {
+      requireRun(store, id)
+      return runs.restart(id)
+    },
     'metrics.series': async ({ id, metrics, fromStep, toStep, maxPoints }) => {
       requireRun(store, id)
       const series = store.series(id, metrics, { fromStep, toStep, maxPoints })
@@ -93,12 +103,32 @@ export function createHandlers({ store, runs }: HandlerDeps): ApiHandlers {
       requireRun(store, id)
       return store.expertLoad(id, layer, { fromStep, toStep, maxSteps })
     },
+    'metrics.stepLoads': async ({ id, step }) => {
+      requireRun(store, id)
+      const loads = store.stepLoads(id, step)
+      if (!loads) throw new Error(`run "${id}" has no expert loads recorded at step ${step}`)
+      const layer = (arrays: ArrayLike<number>[] | null, l: number) => (arrays?.[l] ? Array.from(arrays[l]!) : null)
+      return {
+        step,
+        layers: loads.tokens.map((tokens, l) => ({
+          tokens: Array.from(tokens),
+          placement: layer(loads.placement, l),
+          tiers: layer(loads.tiers, l),
+          pins: layer(loads.pins, l),
+          spilled: layer(loads.spilledTokens, l),
+        })),
+      }
+    },
     'checkpoints.export': async ({ id, step, dir, modelType, dtype }) => {
       requireRun(store, id)
       const checkpoint = pickCheckpoint(store, id, step)
       return { dir: await exportCheckpoint({ checkpointDir: checkpoint.path, outDir: dir, modelType, bf16: dtype === 'bf16' }) }
     },
     'presets.list': async () => listPresets(),
+    'hardware.probe': async () => probeHardware(dataDir),
+    'planner.plan': async ({ config, deviceBudgetBytes, hostBudgetBytes }) =>
+      planRun(config, { device: deviceBudgetBytes ?? os.totalmem(), host: hostBudgetBytes ?? os.totalmem() }),
+    'files.list': async ({ dir }) => listDirectory(dir),
     'config.validate': async ({ config }) => {
       const parsed = RunConfigSchema.safeParse(config)
       return parsed.success ? { ok: true, issues: [] } : { ok: false, issues: issuesOf(parsed.error) }

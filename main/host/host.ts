@@ -81,7 +81,7 @@ export async function createHost(options: HostOptions): Promise<Host> {
 
   let closing: Promise<void> | undefined
   return {
-    handlers: createHandlers({ store, runs }),
+    handlers: createHandlers({ store, runs, dataDir: options.dataDir }),
     onEvent: events.subscribe,
     runs,
     store,

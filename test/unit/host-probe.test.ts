@@ -1,0 +1,39 @@
+// Hardware probe and directory listing behind the Hardware view and the browser-mode file pickers.
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
+import { join } from 'node:path'
+
+import { describe, expect, it } from 'vitest'
+
+import { HardwareSchema } from '../../main/api/contract'
+import { listDirectory } from '../../main/host/files'
+import { probeHardware } from '../../main/host/hardware'
+
+describe('hardware probe', () => {
+  it('reports this machine and the disk of the data directory', () => {
+    const hw = HardwareSchema.parse(probeHardware(os.tmpdir()))
+    expect(hw.cpus).toBe(os.cpus().length)
+    expect(hw.memoryBytes).toBe(os.totalmem())
+    expect(hw.disks[0]!.path).toBe(os.tmpdir())
+    expect(hw.disks[0]!.freeBytes).toBeGreaterThan(0)
+    expect(hw.disks[0]!.freeBytes).toBeLessThanOrEqual(hw.disks[0]!.totalBytes)
+    expect(hw.backends).toEqual(['cpu'])
+  })
+})
+
+describe('directory listing', () => {
+  it('lists directories first, then files with sizes, without hidden entries', () => {
+    const dir = mkdtempSync(join(os.tmpdir(), 'files-list-'))
+    writeFileSync(join(dir, 'b.txt'), 'hello')
+    writeFileSync(join(dir, '.hidden'), 'x')
+    mkdirSync(join(dir, 'z-dir'))
+    const listing = listDirectory(dir)
+    expect(listing.dir).toBe(dir)
+    expect(listing.parent).toBe(os.tmpdir())
+    expect(listing.entries).toEqual([
+      { name: 'z-dir', kind: 'dir', bytes: 0 },
+      { name: 'b.txt', kind: 'file', bytes: 5 },
+    ])
+    expect(listDirectory('/').parent).toBeNull()
+  })
+})
