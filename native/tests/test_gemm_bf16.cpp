@@ -219,9 +219,9 @@ TEST(sgemm_bf16_portable_matches_avx512_bit_for_bit) {
 TEST(to_bf16_matches_scalar_rounding) {
   ThreadPool tp(2);
   std::vector<float> src = moe_test::random_vector(20011, 9, 3.0f);
-  const float specials[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                            std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
-                            std::numeric_limits<float>::denorm_min(), 1e-39f, -1e-39f, 3.4e38f,
+  using lim = std::numeric_limits<float>;
+  const float specials[] = {0.0f, -0.0f, lim::infinity(), -lim::infinity(), lim::quiet_NaN(), -lim::quiet_NaN(),
+                            lim::denorm_min(), 1e-39f, -1e-39f, 3.4e38f,
                             std::bit_cast<float>(0x3F808000u), std::bit_cast<float>(0x3F818000u),
                             std::bit_cast<float>(0x7F7FFFFFu), std::bit_cast<float>(0x7F800001u)};
   for (size_t i = 0; i < sizeof(specials) / sizeof(float); ++i) src[i * 97] = specials[i];

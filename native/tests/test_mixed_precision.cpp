@@ -28,8 +28,13 @@ namespace {
 std::string corpus_tokens() {
   static std::string path;
   if (!path.empty()) return path;
+  // ctest sets MOE_SOURCE_DIR; run by hand, the repository is found from this file's path.
   const char* src = std::getenv("MOE_SOURCE_DIR");
-  std::ifstream in(std::string(src ? src : "..") + "/resources/corpus/python-tutorial.txt", std::ios::binary);
+  const std::filesystem::path root =
+      src ? std::filesystem::path(src) : std::filesystem::path(__FILE__).parent_path() / "../..";
+  const std::filesystem::path corpus = root / "resources/corpus/python-tutorial.txt";
+  std::ifstream in(corpus, std::ios::binary);
+  if (!in) fail("cannot read " + corpus.string() + " (set MOE_SOURCE_DIR to the repository root)");
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
@@ -154,10 +159,11 @@ TEST(bf16_forward_and_gradients_track_fp32) {
     for (const ParamTensor& t : m32.layout().tensors()) {
       const double err = rel_l2(b.grads.data() + t.offset, a.grads.data() + t.offset, t.numel);
       worst_grad = std::fmax(worst_grad, err);
-      CHECK_MSG(err < 5e-2, std::string(arch) + ": gradient of " + t.name + " relative L2 error " + std::to_string(err));
+      CHECK_MSG(err < 5e-2,
+                std::string(arch) + ": gradient of " + t.name + " relative L2 error " + std::to_string(err));
     }
-    std::printf("  %s: relative L2 error of bf16 against fp32: logits %.2e, loss %.2e, worst gradient tensor %.2e\n", arch,
-                logit_err, std::fabs(b.loss - a.loss) / a.loss, worst_grad);
+    std::printf("  %s: relative L2 error of bf16 against fp32: logits %.2e, loss %.2e, worst gradient tensor %.2e\n",
+                arch, logit_err, std::fabs(b.loss - a.loss) / a.loss, worst_grad);
   }
 }
 

@@ -157,8 +157,9 @@ void bench_gemm(moe::ThreadPool& tp, const Options& o) {
         std::fflush(stdout);
       }
       if (o.json)
-        std::printf("{\"bench\":\"gemm_bf16_ffn\",\"T\":%d,\"C\":%d,\"F\":%d,\"fp32_gflops\":%.2f,\"bf16_gflops\":%.2f}\n",
-                    T, C, F, flops_all / t32_all / 1e9, flops_all / t16_all / 1e9);
+        std::printf(
+            "{\"bench\":\"gemm_bf16_ffn\",\"T\":%d,\"C\":%d,\"F\":%d,\"fp32_gflops\":%.2f,\"bf16_gflops\":%.2f}\n", T,
+            C, F, flops_all / t32_all / 1e9, flops_all / t16_all / 1e9);
       else
         std::printf("%-8s %5d %5d %5d  %-5s %6s %6s %6s  %10.1f %10.1f %6.2fx\n", "ffn", T, C, F, "all", "", "", "",
                     flops_all / t32_all / 1e9, flops_all / t16_all / 1e9, t32_all / t16_all);
@@ -220,7 +221,8 @@ TrainResult train_once(const Options& o, const std::string& work, const std::str
   const std::string tag = std::string(dtype) + "-" + std::to_string(round);
   const std::string cfg_path = moe::fs::join(work, "config-" + tag + ".json"), out = moe::fs::join(work, "run-" + tag);
   moe::fs::write_file_atomic(cfg_path, moe::json::dump(cfg));
-  run_self({"train", "--config", cfg_path, "--data", data, "--out", out, "--steps", std::to_string(o.steps), "--quiet"});
+  run_self(
+      {"train", "--config", cfg_path, "--data", data, "--out", out, "--steps", std::to_string(o.steps), "--quiet"});
   std::istringstream log(moe::fs::read_file(moe::fs::join(out, "log.jsonl"), 64 << 20));
   std::vector<double> rates;
   TrainResult r;
@@ -274,8 +276,8 @@ int cmd_bench_bf16(int argc, char** argv) {
     const Options o = parse(argc, argv);
     moe::ThreadPool tp(o.threads);
     if (o.json)
-      std::printf("{\"bench\":\"info_bf16\",\"threads\":%d,\"sgemm_isa\":\"%s\",\"sgemm_bf16_isa\":\"%s\"}\n", o.threads,
-                  moe::cpu::sgemm_isa(), moe::cpu::sgemm_bf16_isa());
+      std::printf("{\"bench\":\"info_bf16\",\"threads\":%d,\"sgemm_isa\":\"%s\",\"sgemm_bf16_isa\":\"%s\"}\n",
+                  o.threads, moe::cpu::sgemm_isa(), moe::cpu::sgemm_bf16_isa());
     else
       std::printf("threads %d, sgemm kernels %s, sgemm_bf16 kernels %s\n", o.threads, moe::cpu::sgemm_isa(),
                   moe::cpu::sgemm_bf16_isa());

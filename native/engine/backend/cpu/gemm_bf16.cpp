@@ -1,6 +1,7 @@
-// sgemm_bf16 driver: Goto-style blocking (for each block of up to kMcMax rows and each kc block, A packed once, then
-// B blocks of kc x nc packed and swept by every A panel), always packing B since the kernels need k pairs. Threads own disjoint C regions (never a K
-// range) and the kc blocks are a function of K alone, so every C element sees the same reduction order.
+// sgemm_bf16 driver: Goto-style blocking (for each block of up to kMcMax rows and each kc block, A packed once, then B
+// blocks of kc x nc packed and swept by every A panel), always packing B since the kernels need k pairs. Threads own
+// disjoint C regions (never a K range) and the kc blocks are a function of K alone, so every C element sees the same
+// reduction order.
 #include "backend/cpu/gemm_bf16.h"
 
 #include <algorithm>
