@@ -9,7 +9,7 @@ export default defineConfig({
     alias: { electron: fileURLToPath(new URL('./test/mocks/electron.ts', import.meta.url)) },
   },
   test: {
-    include: ['test/unit/**/*.test.ts', 'test/integration/**/*.test.ts'],
+    include: ['test/unit/**/*.test.ts', 'test/integration/**/*.test.ts', 'test/renderer/**/*.test.ts'],
     environment: 'node',
     testTimeout: 120_000,
     hookTimeout: 120_000,

@@ -1,0 +1,15 @@
+// Every view of the workbench, in navigation order. A view reads its run id and query from the route.
+import { defineAsyncComponent, type Component } from 'vue'
+
+import type { ViewName } from '../router'
+
+export interface ViewEntry {
+  name: ViewName
+  title: string
+  inNav: boolean // views of one run are reached from the Runs table, not the navigation bar
+  component: Component
+}
+
+export const views: ViewEntry[] = [
+  { name: 'runs', title: 'Runs', inNav: true, component: defineAsyncComponent(() => import('./RunsView.vue')) },
+]
