@@ -1,0 +1,30 @@
+// Shapes the chart builders read, and the small conversions they share.
+import type { ExpertLoadSchema, Result, ScalarMetric } from '../../main/api/contract'
+import type { z } from 'zod'
+
+export type MetricSeries = Result<'metrics.series'>
+export type ExpertLoad = z.output<typeof ExpertLoadSchema>
+export type Point = [number, number | null]
+
+/** [step, value] pairs of one metric; an absent metric gives no points. */
+export function metricPoints(series: MetricSeries, metric: ScalarMetric): Point[] {
+  const values = series.values[metric]
+  if (!values) return []
+  return series.step.map((step, i) => [step, values[i] ?? null])
+}
+
+export function hasValues(points: readonly Point[]): boolean {
+  return points.some((p) => p[1] !== null)
+}
+
+export const compactNumber = new Intl.NumberFormat('en', { notation: 'compact', maximumFractionDigits: 1 })
+
+/** Axis and tooltip layout every time-series chart of the workbench shares. */
+export function stepAxes(yName: string, yMin?: number) {
+  return {
+    grid: { left: 56, right: 16, top: 36, bottom: 36 },
+    xAxis: { type: 'value' as const, name: 'step', nameLocation: 'middle' as const, nameGap: 24, min: 'dataMin' as const, max: 'dataMax' as const },
+    yAxis: { type: 'value' as const, name: yName, scale: yMin === undefined, min: yMin, axisLabel: { formatter: (v: number) => compactNumber.format(v) } },
+    tooltip: { trigger: 'axis' as const },
+  }
+}
