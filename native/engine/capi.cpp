@@ -14,7 +14,7 @@
 struct moe_engine {
   std::unique_ptr<moe::Backend> backend;
   std::unique_ptr<moe::Trainer> trainer;
-  std::string last_error, config_json, backend_name;
+  std::string last_error, config_json, backend_name, backend_description;
   std::vector<int32_t> experts_per_layer, expert_tokens;
   std::atomic<bool> stop{false};
   std::mutex pause_mutex;
@@ -68,6 +68,7 @@ moe_engine* moe_engine_create(const char* config_json, const char* init_dir, cha
     moe::EngineConfig cfg = config_from(config_json, init_dir);
     engine->backend = moe::make_cpu_backend(cfg.train.threads);
     engine->backend_name = engine->backend->name();
+    engine->backend_description = engine->backend->describe();
     engine->trainer = std::make_unique<moe::Trainer>(cfg, *engine->backend);
     return engine.release();
   } catch (const std::exception& e) {
@@ -81,6 +82,8 @@ void moe_engine_destroy(moe_engine* engine) { delete engine; }
 const char* moe_engine_last_error(const moe_engine* engine) { return engine ? engine->last_error.c_str() : "no engine"; }
 
 const char* moe_engine_backend_name(const moe_engine* engine) { return engine->backend_name.c_str(); }
+
+const char* moe_engine_backend_description(const moe_engine* engine) { return engine->backend_description.c_str(); }
 
 int64_t moe_engine_num_params(const moe_engine* engine) {
   int64_t n = 0;

@@ -118,6 +118,7 @@ class FailingBackend : public Backend {
   void arm(int fail_at) { countdown_ = fail_at; }
 
   std::string name() const override { return "failing"; }
+  std::string describe() const override { return "failing copies over " + in_.describe(); }
   int threads() const override { return in_.threads(); }
   void* alloc(MemKind k, size_t b) override { return in_.alloc(k, b); }
   void release(MemKind k, void* p) override { in_.release(k, p); }

@@ -96,7 +96,7 @@ int cmd_train(int argc, char** argv) {
   const bool quiet = args.has("--quiet");
   if (!quiet)
     std::printf("moe-engine train: %lld parameters, backend %s, steps %lld -> %d\n",
-                static_cast<long long>(moe_engine_num_params(engine.get())), moe_engine_backend_name(engine.get()),
+                static_cast<long long>(moe_engine_num_params(engine.get())), moe_engine_backend_description(engine.get()),
                 static_cast<long long>(moe_engine_step_count(engine.get())), total);
 
   g_engine_for_signal = engine.get();

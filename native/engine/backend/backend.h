@@ -24,6 +24,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // One line for logs and the UI: the backend, its threads or device, and the kernels it dispatched to.
+  virtual std::string describe() const = 0;
   virtual int threads() const = 0;
 
   // Memory. Returned blocks are 64-byte aligned.

@@ -44,6 +44,8 @@ void moe_engine_destroy(moe_engine* engine);
 const char* moe_engine_last_error(const moe_engine* engine);
 
 const char* moe_engine_backend_name(const moe_engine* engine);
+/* What the backend is running on and which kernels it chose, e.g. "cpu (2 threads; sgemm avx512, ...)". */
+const char* moe_engine_backend_description(const moe_engine* engine);
 int64_t moe_engine_num_params(const moe_engine* engine);
 int64_t moe_engine_step_count(const moe_engine* engine);
 int32_t moe_engine_vocab_size(const moe_engine* engine);

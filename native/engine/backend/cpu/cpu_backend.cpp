@@ -10,6 +10,8 @@
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/embedding.h"
 #include "backend/cpu/gelu.h"
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/layernorm.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/matmul_bf16.h"
@@ -26,6 +28,10 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int threads) : tp_(threads) {}
   std::string name() const override { return "cpu"; }
+  std::string describe() const override {
+    return "cpu (" + std::to_string(tp_.threads()) + " threads; sgemm " + cpu::sgemm_isa() + ", bf16 gemm " +
+           cpu::sgemm_bf16_isa() + "; no GPU backend in this build)";
+  }
   int threads() const override { return tp_.threads(); }
 
   void* alloc(MemKind, size_t bytes) override {
