@@ -1,0 +1,28 @@
+// The config diff of Compare: configs flattened to dotted paths (model.top_k), keeping only the paths
+// whose values are not the same in every run.
+import type { RunConfig } from '../../../main/api/config'
+
+export type FlatConfig = Record<string, string>
+
+const show = (value: unknown): string => (Array.isArray(value) ? `[${value.join(', ')}]` : value === null ? 'null' : String(value))
+
+export function flattenConfig(config: RunConfig): FlatConfig {
+  const flat: FlatConfig = {}
+  for (const section of ['model', 'train'] as const)
+    for (const [key, value] of Object.entries(config[section])) if (value !== undefined) flat[`${section}.${key}`] = show(value)
+  return flat
+}
+
+export interface DiffRow {
+  path: string
+  /** One per run, in the order given; null where the run leaves the field unset. */
+  values: (string | null)[]
+}
+
+export function configDiff(configs: readonly RunConfig[]): DiffRow[] {
+  const flats = configs.map(flattenConfig)
+  const paths = [...new Set(flats.flatMap((f) => Object.keys(f)))]
+  return paths
+    .map((path) => ({ path, values: flats.map((f) => f[path] ?? null) }))
+    .filter((row) => new Set(row.values).size > 1)
+}

@@ -1,0 +1,80 @@
+// The New-run form model is generated from the real RunConfigSchema: every field kind, defaults,
+// optional fields, ranges and help text come from the schema.
+import { describe, expect, it } from 'vitest'
+
+import { RunConfigSchema } from '../../main/api/config'
+import { defaultDraft, moeLayerCount, numberFromInput, parseNumberList, withField } from '../../renderer/forms/config-draft'
+import { allFields, rangeText, runConfigForm, sectionsFromJsonSchema, type FormField } from '../../renderer/forms/schema-fields'
+
+const field = (path: string): FormField => {
+  const found = allFields().find((f) => f.path === path)
+  if (!found) throw new Error(`no field ${path}`)
+  return found
+}
+
+describe('form model from the run config schema', () => {
+  it('has a model and a training section holding every schema field', () => {
+    const sections = runConfigForm()
+    expect(sections.map((s) => s.name)).toEqual(['model', 'train'])
+    expect(sections[0]!.fields.map((f) => f.key)).toEqual(Object.keys(RunConfigSchema.shape.model.shape))
+    expect(sections[1]!.fields.map((f) => f.key)).toEqual(Object.keys(RunConfigSchema.shape.train.shape))
+  })
+
+  it('gives each field its kind', () => {
+    expect(field('model.arch')).toMatchObject({ kind: 'enum', options: ['gpt-moe', 'mixtral'], optional: false })
+    expect(field('model.top_k')).toMatchObject({ kind: 'integer', integer: true, min: 1, max: 64, defaultValue: 2 })
+    expect(field('train.lr')).toMatchObject({ kind: 'number', integer: false, min: 0, max: 10, defaultValue: 3e-4 })
+    expect(field('model.renormalize')).toMatchObject({ kind: 'boolean', defaultValue: true, optional: false })
+    expect(field('model.capacity_factor')).toMatchObject({ kind: 'nullable-number', defaultValue: null, exclusiveMin: 0 })
+    expect(field('model.n_experts')).toMatchObject({ kind: 'number-or-list', integer: true, min: 1, max: 65536, defaultValue: 8 })
+  })
+
+  it('marks fields without a default as optional, and carries descriptions as help text', () => {
+    expect(field('model.n_kv_heads')).toMatchObject({ kind: 'integer', optional: true, defaultValue: undefined })
+    expect(field('model.tie_embeddings')).toMatchObject({ kind: 'boolean', optional: true })
+    expect(field('train.min_lr').optional).toBe(true)
+    expect(field('model.top_k').description).toBe('Experts per token')
+    expect(field('train.beta1').description).toBeNull()
+  })
+
+  it('states ranges the way the input enforces them', () => {
+    expect(rangeText(field('model.top_k'))).toBe('1 … 64')
+    expect(rangeText(field('model.capacity_factor'))).toBe('> 0')
+  })
+
+  it('refuses a schema shape it cannot render, naming the field', () => {
+    const schema = { properties: { model: { properties: { odd: { type: 'object' } } }, train: { properties: {} } } }
+    expect(() => sectionsFromJsonSchema(schema)).toThrow(/model\.odd/)
+  })
+})
+
+describe('config draft', () => {
+  it('starts from the schema defaults, and those defaults are a valid config', () => {
+    const draft = defaultDraft()
+    expect(draft.model).toMatchObject({ arch: 'gpt-moe', top_k: 2, n_experts: 8, capacity_factor: null, renormalize: true })
+    expect(draft.model).not.toHaveProperty('n_kv_heads')
+    expect(RunConfigSchema.safeParse(draft).success).toBe(true)
+  })
+
+  it('sets and unsets one field without touching the rest', () => {
+    const draft = defaultDraft()
+    const next = withField(draft, field('model.top_k'), 1)
+    expect(next.model['top_k']).toBe(1)
+    expect(draft.model['top_k']).toBe(2)
+    expect(withField(next, field('model.top_k'), undefined).model).not.toHaveProperty('top_k')
+  })
+
+  it('counts MoE layers for the per-layer n_experts list', () => {
+    expect(moeLayerCount({ model: { n_layers: 4, moe_every: 2 }, train: {} })).toBe(2)
+    expect(moeLayerCount({ model: { n_layers: 3 }, train: {} })).toBe(3)
+  })
+
+  it('parses typed numbers and lists', () => {
+    expect(parseNumberList('4, 8,16')).toEqual([4, 8, 16])
+    expect(parseNumberList('1, x')).toBeNull()
+    expect(parseNumberList('  ')).toBeNull()
+    expect(numberFromInput('')).toBeUndefined()
+    expect(numberFromInput(' 2e-3 ')).toBe(0.002)
+    expect(numberFromInput('abc')).toBe('abc')
+  })
+})
