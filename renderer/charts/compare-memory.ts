@@ -16,9 +16,14 @@ export interface MemoryPoint {
 
 export const PLANNED_SUBTITLE = 'Device bytes are the planner’s estimate for each run’s config until offload telemetry is recorded'
 
-const GIB = 2 ** 30
+// Tiny test models plan a few MiB; real ones many GiB: the axis takes the unit that reads best.
+function byteUnit(points: readonly MemoryPoint[]): { name: string; bytes: number } {
+  const largest = Math.max(0, ...points.map((p) => p.deviceBytes ?? 0))
+  return largest >= 2 ** 30 ? { name: 'GiB', bytes: 2 ** 30 } : { name: 'MiB', bytes: 2 ** 20 }
+}
 
 export function memoryScatterOption(points: readonly MemoryPoint[]): EChartsOption {
+  const unit = byteUnit(points)
   const series: ScatterSeriesOption[] = points.flatMap((p, index) =>
     p.wallMs === null || p.deviceBytes === null
       ? []
@@ -30,7 +35,7 @@ export function memoryScatterOption(points: readonly MemoryPoint[]): EChartsOpti
             symbolSize: 12,
             itemStyle: { color: runColor(index) },
             label: { show: true, position: 'right', formatter: p.name, color: 'inherit' },
-            data: [[p.wallMs / 1000, p.deviceBytes / GIB]],
+            data: [[p.wallMs / 1000, p.deviceBytes / unit.bytes]],
           },
         ],
   )
@@ -41,13 +46,14 @@ export function memoryScatterOption(points: readonly MemoryPoint[]): EChartsOpti
       text: '',
       subtext: points.every((p) => p.measured) ? 'Measured peaks' : PLANNED_SUBTITLE,
       left: 0,
+      top: 0,
       textStyle: { fontSize: 13 },
       subtextStyle: { fontSize: 11 },
     },
-    grid: { left: 64, right: 120, top: 48, bottom: 48 },
+    grid: { left: 64, right: 120, top: 64, bottom: 48 },
     tooltip: { trigger: 'item', valueFormatter: (v) => (typeof v === 'number' ? v.toFixed(3) : String(v)) },
     xAxis: { type: 'value', name: 'wall time (s)', nameLocation: 'middle', nameGap: 28, min: 0 },
-    yAxis: { type: 'value', name: 'device GiB', min: 0 },
+    yAxis: { type: 'value', name: `device ${unit.name}`, min: 0 },
     series,
   }
 }

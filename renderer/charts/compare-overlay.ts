@@ -73,14 +73,15 @@ export function overlayOption({ runs, metric, x, smoothing }: OverlayInput): ECh
       tooltip: { show: false },
       z: 1,
     }
-    return [faint, main]
+    // The legend takes its swatch from the first series of a name: the solid one.
+    return [main, faint]
   })
   return {
     animation: false,
     grid: { left: 64, right: 24, top: 40, bottom: 48 },
     legend: { top: 0, data: runs.map((r) => r.name) },
     tooltip: { trigger: 'axis' },
-    xAxis: { type: 'value', name: x === 'step' ? 'step' : 'wall time since start (s)', nameLocation: 'middle', nameGap: 28, min: 'dataMin' },
+    xAxis: { type: 'value', name: x === 'step' ? 'step' : 'wall time since start (s)', nameLocation: 'middle', nameGap: 28, min: x === 'time' ? 0 : 'dataMin' },
     yAxis: { type: 'value', name: METRIC_LABELS[metric], scale: true },
     series,
   }

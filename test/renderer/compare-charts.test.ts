@@ -26,7 +26,7 @@ describe('overlay', () => {
 
   it('keeps the raw curve faint under the smoothed one, in the run’s colour', () => {
     const option = overlayOption({ runs: [run('a', 11_000)], metric: 'tokens_per_s', x: 'time', smoothing: 0.5 })
-    const [faint, main] = option.series as LineSeriesOption[]
+    const [main, faint] = option.series as LineSeriesOption[]
     expect(faint!.id).toBe('a:raw')
     expect(faint!.lineStyle).toMatchObject({ opacity: 0.25, color: runColor(0) })
     expect(main!.lineStyle).toMatchObject({ color: runColor(0) })
@@ -49,6 +49,13 @@ describe('memory scatter', () => {
     const series = option.series as ScatterSeriesOption[]
     expect(series).toHaveLength(1)
     expect(series[0]!.data).toEqual([[30, 2]])
+    expect(option.yAxis).toMatchObject({ name: 'device GiB' })
     expect(option.title).toMatchObject({ subtext: PLANNED_SUBTITLE })
+  })
+
+  it('reads small planned totals in MiB', () => {
+    const option = memoryScatterOption([{ id: 'a', name: 'a', wallMs: 1000, deviceBytes: 6 * 2 ** 20, measured: false }])
+    expect((option.series as ScatterSeriesOption[])[0]!.data).toEqual([[1, 6]])
+    expect(option.yAxis).toMatchObject({ name: 'device MiB' })
   })
 })
