@@ -18,6 +18,12 @@ const PALETTES: Record<ResolvedTheme, { text: string; muted: string; grid: strin
   },
 }
 
+/** The n-th series colour of a theme, for builders that must tie two series to one colour. */
+export function seriesColor(theme: ResolvedTheme, index: number): string {
+  const colors = PALETTES[theme].series
+  return colors[index % colors.length]!
+}
+
 export function echartsTheme(theme: ResolvedTheme): Record<string, unknown> {
   const p = PALETTES[theme]
   const axis = {

@@ -30,7 +30,7 @@ export function heatmapCells(load: ExpertLoad, latestColumns: number): HeatmapCe
 export function expertHeatmapOption(load: ExpertLoad, latestColumns = 100): EChartsOption {
   const { steps, experts, cells, max } = heatmapCells(load, latestColumns)
   return {
-    grid: { left: 48, right: 16, top: 12, bottom: 64 },
+    grid: { left: 44, right: 72, top: 12, bottom: 40 },
     tooltip: {
       position: 'top',
       formatter: (p) => {
@@ -44,12 +44,12 @@ export function expertHeatmapOption(load: ExpertLoad, latestColumns = 100): ECha
       min: 0,
       max: Math.max(1, max),
       calculable: true,
-      orient: 'horizontal',
-      left: 'center',
-      bottom: 0,
-      itemHeight: 120,
+      orient: 'vertical',
+      right: 0,
+      top: 'middle',
+      itemHeight: 140,
       itemWidth: 10,
-      text: ['more tokens', 'fewer'],
+      formatter: (v: unknown) => String(Math.round(Number(v))),
     },
     series: [{ name: 'tokens', type: 'heatmap', data: cells, progressive: 0, emphasis: { itemStyle: { borderWidth: 1 } } }],
   }

@@ -28,7 +28,7 @@ export interface LayerImbalance {
 export function imbalanceOption(layers: readonly LayerImbalance[]): EChartsOption {
   return {
     ...stepAxes('max / mean', 1),
-    legend: { show: layers.length > 1, top: 0, type: 'scroll' },
+    legend: { show: layers.length > 1, top: 0, right: 8, type: 'scroll' },
     series: layers.map(({ layer, points }) => ({ name: `layer ${layer}`, type: 'line' as const, data: points, showSymbol: false })),
   }
 }

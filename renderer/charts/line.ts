@@ -11,13 +11,15 @@ export interface SmoothedLineInput {
   metric: ScalarMetric
   label: string
   smoothing: number // 0 … 0.99
+  color?: string // raw and smoothed share it, so they read as one metric
 }
 
-export function smoothedLineOption({ series, metric, label, smoothing }: SmoothedLineInput): EChartsOption {
+export function smoothedLineOption({ series, metric, label, smoothing, color }: SmoothedLineInput): EChartsOption {
   const raw = metricPoints(series, metric)
   const smoothed = smoothing > 0 ? emaSmoothPoints(raw, smoothing) : raw
   return {
     ...stepAxes(label),
+    ...(color ? { color: [color] } : {}),
     legend: { show: false },
     series: [
       ...(smoothing > 0
@@ -32,7 +34,7 @@ export function smoothedLineOption({ series, metric, label, smoothing }: Smoothe
 export function plainLinesOption(series: MetricSeries, lines: { metric: ScalarMetric; label: string }[], yName: string): EChartsOption {
   return {
     ...stepAxes(yName, 0),
-    legend: { show: lines.length > 1, top: 0 },
+    legend: { show: lines.length > 1, top: 0, right: 8 },
     series: lines.map(({ metric, label }) => ({ name: label, type: 'line' as const, data: metricPoints(series, metric), showSymbol: false })),
   }
 }

@@ -17,14 +17,24 @@ export function hasValues(points: readonly Point[]): boolean {
   return points.some((p) => p[1] !== null)
 }
 
-export const compactNumber = new Intl.NumberFormat('en', { notation: 'compact', maximumFractionDigits: 1 })
+const compactNumber = new Intl.NumberFormat('en', { notation: 'compact', maximumFractionDigits: 1 })
+
+/** Axis labels readable at every scale: 1.2K for throughput, 0.012 for aux loss, 3e-4 for lr. */
+export function axisNumber(value: number): string {
+  const abs = Math.abs(value)
+  if (abs === 0) return '0'
+  if (abs >= 1000) return compactNumber.format(value)
+  if (abs >= 1) return String(Number(value.toFixed(2)))
+  if (abs >= 0.001) return String(Number(value.toPrecision(2)))
+  return value.toExponential(1).replace('e-', 'e−')
+}
 
 /** Axis and tooltip layout every time-series chart of the workbench shares. */
 export function stepAxes(yName: string, yMin?: number) {
   return {
-    grid: { left: 56, right: 16, top: 36, bottom: 36 },
+    grid: { left: 60, right: 16, top: 40, bottom: 36 },
     xAxis: { type: 'value' as const, name: 'step', nameLocation: 'middle' as const, nameGap: 24, min: 'dataMin' as const, max: 'dataMax' as const },
-    yAxis: { type: 'value' as const, name: yName, scale: yMin === undefined, min: yMin, axisLabel: { formatter: (v: number) => compactNumber.format(v) } },
+    yAxis: { type: 'value' as const, name: yName, scale: yMin === undefined, min: yMin, axisLabel: { formatter: axisNumber } },
     tooltip: { trigger: 'axis' as const },
   }
 }

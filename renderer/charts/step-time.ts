@@ -20,7 +20,7 @@ export function stepTimeOption(series: MetricSeries): EChartsOption {
   })
   return {
     ...stepAxes('ms', 0),
-    legend: { top: 0 },
+    legend: { top: 0, right: 8 },
     series: [...parts, { label: 'other', points: other }].map(({ label, points }) => ({
       name: label,
       type: 'line' as const,

@@ -12,4 +12,7 @@ export interface ViewEntry {
 
 export const views: ViewEntry[] = [
   { name: 'runs', title: 'Runs', inNav: true, component: defineAsyncComponent(() => import('./RunsView.vue')) },
+  { name: 'run', title: 'Run', inNav: false, component: defineAsyncComponent(() => import('./RunView.vue')) },
+  { name: 'checkpoints', title: 'Checkpoints', inNav: true, component: defineAsyncComponent(() => import('./CheckpointsView.vue')) },
+  { name: 'hardware', title: 'Hardware', inNav: true, component: defineAsyncComponent(() => import('./HardwareView.vue')) },
 ]
