@@ -12,6 +12,8 @@ export interface ViewEntry {
 
 export const views: ViewEntry[] = [
   { name: 'runs', title: 'Runs', inNav: true, component: defineAsyncComponent(() => import('./RunsView.vue')) },
+  { name: 'new', title: 'New run', inNav: true, component: defineAsyncComponent(() => import('./NewRunView.vue')) },
+  { name: 'compare', title: 'Compare', inNav: true, component: defineAsyncComponent(() => import('./CompareView.vue')) },
   { name: 'run', title: 'Run', inNav: false, component: defineAsyncComponent(() => import('./RunView.vue')) },
   { name: 'checkpoints', title: 'Checkpoints', inNav: true, component: defineAsyncComponent(() => import('./CheckpointsView.vue')) },
   { name: 'hardware', title: 'Hardware', inNav: true, component: defineAsyncComponent(() => import('./HardwareView.vue')) },

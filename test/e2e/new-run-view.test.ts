@@ -1,0 +1,119 @@
+// New run in Chromium against the real host: a run created from the generated form starts, a bad
+// value is flagged next to its field (client side) and a missing file next to its field (host side),
+// and a two-run sweep is queued and opens Compare.
+import type { Page } from 'playwright-core'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+
+import { corpusPath, launchBrowser, openApp, screenshot, startWorkbench, waitForStatus, waitForTestId, type Browser, type Workbench } from './harness'
+
+let wb: Workbench
+let browser: Browser
+let page: Page
+
+// Tiny shapes so each run trains in seconds on two slow cores.
+const TINY: Record<string, string> = {
+  'model.d_model': '64',
+  'model.n_layers': '2',
+  'model.n_heads': '4',
+  'model.n_kv_heads': '4',
+  'model.max_seq_len': '32',
+  'model.d_ff': '128',
+  'model.expert_d_ff': '128',
+  'model.n_experts': '4',
+  'train.batch_size': '4',
+  'train.seq_len': '32',
+  'train.steps': '6',
+  'train.warmup_steps': '1',
+  'train.threads': '1',
+  'train.checkpoint_every': '0',
+}
+
+const input = (path: string) => page.locator(`#field-${path.replace(/[^a-zA-Z0-9_-]/g, '-')}`)
+
+async function fillTinyForm(name: string): Promise<void> {
+  await input('name').fill(name)
+  await input('dataset.path').fill(corpusPath)
+  for (const [path, value] of Object.entries(TINY)) await input(path).fill(value)
+  await expect.poll(() => page.getByTestId('plan-verdict').textContent()).toMatch(/Fits/)
+}
+
+beforeAll(async () => {
+  wb = await startWorkbench()
+  browser = await launchBrowser()
+  page = browser.page
+})
+
+afterAll(async () => {
+  await browser?.close()
+  await wb?.close()
+})
+
+describe('New run view', () => {
+  it('generates the form from the schema and plans the preset', async () => {
+    await openApp(page, wb, '#/new')
+    await waitForTestId(page, 'preflight')
+    expect(await page.getByTestId('preset-select').inputValue()).toBe('tiny')
+    expect(await page.locator('[data-field="model.capacity_factor"]').textContent()).toContain('dropless')
+    expect(await page.locator('[data-field="model.n_experts"]').textContent()).toContain('per MoE layer')
+    await expect.poll(() => page.getByTestId('plan-explanation').textContent()).toMatch(/resident/)
+  })
+
+  it('shows a validation error next to its field and blocks Start', async () => {
+    await fillTinyForm('form run')
+    await input('model.top_k').fill('9')
+    const issue = page.locator('[data-issues-for="model.top_k"]')
+    await issue.waitFor()
+    expect(await issue.textContent()).toContain('exceeds the experts of a layer')
+    expect(await input('model.top_k').getAttribute('aria-invalid')).toBe('true')
+    expect(await input('model.top_k').getAttribute('aria-describedby')).toContain('field-model-top_k-error')
+    expect(await page.getByTestId('start-run').isDisabled()).toBe(true)
+    await screenshot(page, 'new-run')
+    await input('model.top_k').fill('2')
+    await issue.waitFor({ state: 'detached' })
+  })
+
+  it('puts the host’s refusal of a missing data file on the data field', async () => {
+    await input('dataset.path').fill('/nonexistent/corpus.txt')
+    await page.getByTestId('start-run').click()
+    const issue = page.locator('[data-issues-for="dataset.path"]')
+    await issue.waitFor()
+    expect(await issue.textContent()).toContain('does not exist')
+    await input('dataset.path').fill(corpusPath)
+  })
+
+  it('creates the run from the form and opens it', async () => {
+    await page.getByTestId('start-run').click()
+    await page.waitForURL(/#\/run\//)
+    const id = decodeURIComponent(new URL(page.url()).hash.replace(/^#\/run\//, ''))
+    const run = await waitForStatus(wb, id, ['running', 'finished'])
+    expect(run.name).toBe('form run')
+    const { config } = await wb.handlers['runs.get']({ id })
+    expect(config.model).toMatchObject({ d_model: 64, n_experts: 4, top_k: 2 })
+    expect(config.train.steps).toBe(6)
+  })
+
+  it('queues a two-run sweep and compares it', async () => {
+    // Back through the navigation bar: the form keeps the tiny shapes it was left with.
+    await page.getByRole('link', { name: 'New run' }).click()
+    await waitForTestId(page, 'ablation-builder')
+    expect(await input('model.d_model').inputValue()).toBe('64')
+    await page.getByLabel('Sweep a knob').check()
+    await page.locator('#sweep-field').selectOption('model.top_k')
+    await page.locator('#sweep-values').fill('1, 2')
+    const preview = await waitForTestId(page, 'ablation-preview')
+    expect((await preview.locator('li').allTextContents()).map((t) => t.trim())).toEqual(['form run · top_k=1', 'form run · top_k=2'])
+    await page.getByTestId('queue-ablation').click()
+    await page.waitForURL(/#\/compare\?ids=/)
+    const ids = new URLSearchParams(new URL(page.url()).hash.split('?')[1]).get('ids')!.split(',')
+    expect(ids).toHaveLength(2)
+    const names = await Promise.all(ids.map(async (id) => (await wb.handlers['runs.get']({ id })).summary.name))
+    expect(names).toEqual(['form run · top_k=1', 'form run · top_k=2'])
+    await waitForTestId(page, 'config-diff')
+    expect(await page.locator('[data-testid="config-diff"] tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-path')))).toEqual(['model.top_k'])
+    for (const id of ids) await waitForStatus(wb, id, 'finished')
+  })
+
+  it('ran without script errors', () => {
+    expect(browser.problems).toEqual([])
+  })
+})
