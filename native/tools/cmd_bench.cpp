@@ -258,6 +258,8 @@ void bench_stream(moe::ThreadPool& tp, const Options& o) {
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (!std::strcmp(argv[i], "--bf16")) return cmd_bench_bf16(argc, argv);
   try {
     const Options o = parse(argc, argv);
     moe::ThreadPool tp(o.threads);

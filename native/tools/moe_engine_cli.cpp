@@ -17,6 +17,7 @@ void usage() {
                "  export   --checkpoint CKPT --out DIR [--model-type mixtral|qwen2_moe|olmoe] [--bf16]\n"
                "  tokenize (--bytes IN.txt | --jsonl IN.jsonl) --out TOKENS.bin\n"
                "  bench    [--threads N] [--gemm] [--adamw] [--stream] [--json]\n"
+               "  bench    --bf16 [--gemm] [--train] [--threads N] [--steps N] [--rounds N] [--config C.json] [--json]\n"
                "  selftest [--backend cpu|cuda]\n");
 }
 
