@@ -67,6 +67,8 @@ describe('New run view', () => {
     expect(await input('model.top_k').getAttribute('aria-invalid')).toBe('true')
     expect(await input('model.top_k').getAttribute('aria-describedby')).toContain('field-model-top_k-error')
     expect(await page.getByTestId('start-run').isDisabled()).toBe(true)
+    // A full-page shot draws the sticky header where the page is scrolled to: scroll to the top first.
+    await page.evaluate(() => (globalThis as unknown as { scrollTo(x: number, y: number): void }).scrollTo(0, 0))
     await screenshot(page, 'new-run')
     await input('model.top_k').fill('2')
     await issue.waitFor({ state: 'detached' })
