@@ -15,6 +15,7 @@ export const views: ViewEntry[] = [
   { name: 'new', title: 'New run', inNav: true, component: defineAsyncComponent(() => import('./NewRunView.vue')) },
   { name: 'compare', title: 'Compare', inNav: true, component: defineAsyncComponent(() => import('./CompareView.vue')) },
   { name: 'run', title: 'Run', inNav: false, component: defineAsyncComponent(() => import('./RunView.vue')) },
+  { name: 'replay', title: 'Replay', inNav: true, component: defineAsyncComponent(() => import('./ReplayView.vue')) },
   { name: 'checkpoints', title: 'Checkpoints', inNav: true, component: defineAsyncComponent(() => import('./CheckpointsView.vue')) },
   { name: 'hardware', title: 'Hardware', inNav: true, component: defineAsyncComponent(() => import('./HardwareView.vue')) },
 ]
