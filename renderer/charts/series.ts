@@ -25,7 +25,7 @@ export function axisNumber(value: number): string {
   if (abs === 0) return '0'
   if (abs >= 1000) return compactNumber.format(value)
   if (abs >= 1) return String(Number(value.toFixed(2)))
-  if (abs >= 0.001) return String(Number(value.toPrecision(2)))
+  if (abs >= 0.001) return String(Number(value.toPrecision(3)))
   return value.toExponential(1).replace('e-', 'e−')
 }
 

@@ -1,0 +1,67 @@
+// Checkpoints in Chromium against the real host: a finished run's checkpoints, an export through the
+// directory picker into a Hugging Face layout on disk, and "fine-tune from".
+import { existsSync, readdirSync } from 'node:fs'
+import { join } from 'node:path'
+
+import type { Page } from 'playwright-core'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+
+import type { RunSummary } from '../../main/api/contract'
+import { launchBrowser, openApp, screenshot, startTraining, startWorkbench, tinyRunSpec, waitForStatus, waitForTestId, type Browser, type Workbench } from './harness'
+
+let wb: Workbench
+let browser: Browser
+let page: Page
+let run: RunSummary
+
+beforeAll(async () => {
+  wb = await startWorkbench()
+  browser = await launchBrowser()
+  page = browser.page
+  run = await startTraining(wb, tinyRunSpec('checkpointed', { train: { steps: 10, checkpoint_every: 5 } }))
+  await waitForStatus(wb, run.id, 'finished')
+})
+
+afterAll(async () => {
+  await browser?.close()
+  await wb?.close()
+})
+
+describe('Checkpoints view', () => {
+  it('lists the run’s checkpoints, newest first', async () => {
+    await openApp(page, wb, `#/checkpoints/${run.id}`)
+    const table = await waitForTestId(page, 'checkpoints-table')
+    await expect.poll(() => table.locator('tbody tr').count()).toBe(2)
+    expect(await table.locator('tbody tr').first().getAttribute('data-step')).toBe('10')
+    expect(await page.title()).toBe('Checkpoints checkpointed · MoE Workbench')
+  })
+
+  it('exports a checkpoint to a directory chosen with the picker', async () => {
+    const target = wb.tempDir('moe-e2e-export-')
+    await page.locator('tr[data-step="10"] [data-action="export"]').click()
+    await page.getByRole('button', { name: 'Browse…' }).click()
+    await waitForTestId(page, 'dir-listing')
+    await page.getByLabel('Export to directory').fill(join(target, 'hf'))
+    await page.getByLabel('dtype').selectOption('bf16')
+    await page.getByRole('button', { name: 'Export', exact: true }).click()
+    const state = await waitForTestId(page, 'export-state')
+    await expect.poll(() => state.textContent(), { timeout: 60_000 }).toMatch(/Exported to|failed/)
+    expect(await state.textContent()).toContain(`Exported to ${join(target, 'hf')}`)
+    const files = readdirSync(join(target, 'hf'))
+    expect(files).toContain('config.json')
+    expect(files.some((f) => f.endsWith('.safetensors'))).toBe(true)
+    await screenshot(page, 'checkpoints')
+  })
+
+  it('starts a fine-tune from a checkpoint in the New-run view', async () => {
+    const path = (await wb.handlers['runs.get']({ id: run.id })).checkpoints.find((c) => c.step === 5)!.path
+    expect(existsSync(path)).toBe(true)
+    await page.locator('tr[data-step="5"] [data-action="fine-tune"]').click()
+    await expect.poll(() => page.url()).toContain('#/new?init=')
+    expect(decodeURIComponent(new URL(page.url()).hash.split('init=')[1]!)).toBe(path)
+  })
+
+  it('ran without script errors or CSP violations', () => {
+    expect(browser.problems).toEqual([])
+  })
+})
