@@ -2,7 +2,21 @@
 
 #include <algorithm>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MOE_CPU_RELAX() _mm_pause()
+#else
+#define MOE_CPU_RELAX() std::this_thread::yield()
+#endif
+
 namespace moe {
+namespace {
+
+// About 50 µs of polling before a thread blocks: long enough to bridge the gap between two
+// parallel regions of one op sequence, short enough not to burn a core while idle.
+constexpr int kSpinIterations = 4000;
+
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) : n_threads_(std::max(1, threads)) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
@@ -11,7 +25,7 @@ ThreadPool::ThreadPool(int threads) : n_threads_(std::max(1, threads)) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+    stopping_.store(true);
   }
   wake_.notify_all();
   for (auto& w : workers_) w.join();
@@ -20,18 +34,24 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int)>* job;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
-      job = index < active_workers_ ? job_ : nullptr;
+    uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; gen == seen && spin < kSpinIterations && !stopping_.load(std::memory_order_relaxed); ++spin) {
+      MOE_CPU_RELAX();
+      gen = generation_.load(std::memory_order_acquire);
     }
-    if (job) (*job)(index);
-    {
+    if (gen == seen) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_.load() || generation_.load() != seen; });
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    if (stopping_.load()) return;
+    seen = gen;
+    // Every worker takes part in every region (idle chunks return at once), so the caller waits for
+    // all of them and no worker can still be inside region g when region g+1 is published.
+    (*job_)(index);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (job && --pending_ == 0) done_.notify_one();
+      done_.notify_one();
     }
   }
 }
@@ -41,45 +61,36 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
     fn(0);
     return;
   }
+  job_ = &fn;
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   {
+    // Bumped under the mutex so a worker between its predicate check and its wait cannot miss it.
     std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    active_workers_ = n_threads_;
-    pending_ = n_threads_ - 1;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   fn(0);
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return pending_ == 0; });
-  job_ = nullptr;
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0 && spin < kSpinIterations; ++spin)
+    MOE_CPU_RELAX();
+  if (pending_.load(std::memory_order_acquire) != 0) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn, int64_t grain) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
-  int64_t chunks = std::min<int64_t>(n_threads_, (n + grain - 1) / grain);
+  const int64_t chunks = std::min<int64_t>(n_threads_, (n + grain - 1) / grain);
   if (chunks <= 1) {
     fn(0, n, 0);
     return;
   }
-  std::function<void(int)> job = [&](int index) {
+  run_on_all([&](int index) {
     if (index >= chunks) return;
-    int64_t begin = n * index / chunks, end = n * (index + 1) / chunks;
+    const int64_t begin = n * index / chunks, end = n * (index + 1) / chunks;
     if (begin < end) fn(begin, end, index);
-  };
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &job;
-    active_workers_ = static_cast<int>(chunks);
-    pending_ = static_cast<int>(chunks) - 1;
-    ++generation_;
-  }
-  wake_.notify_all();
-  job(0);
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return pending_ == 0; });
-  job_ = nullptr;
+  });
 }
 
 }  // namespace moe

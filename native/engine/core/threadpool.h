@@ -1,8 +1,10 @@
 // A persistent worker pool with static, deterministic partitioning.
-// parallel_for splits [0, n) into `threads()` contiguous chunks; the caller runs chunk 0.
+// parallel_for splits [0, n) into at most `threads()` contiguous chunks; the caller runs chunk 0.
 // Ops must never let the partition change *what* is computed (reductions are either
 // per-output-element or over fixed-size chunks combined in order), so results are
 // bit-identical whatever the thread count.
+// Workers spin briefly before sleeping: a training step issues hundreds of short parallel
+// regions back to back, and a futex wake-up per region would cost more than many of them.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -37,11 +39,10 @@ class ThreadPool {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  const std::function<void(int)>* job_ = nullptr;
-  int active_workers_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stopping_ = false;
+  const std::function<void(int)>* job_ = nullptr;  // published before generation_ is bumped
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace moe
