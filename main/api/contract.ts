@@ -64,8 +64,11 @@ export const RunDetailSchema = z.object({
   checkpoints: z.array(CheckpointSchema),
 })
 
+// Offload metrics (upload_ms … peak_ssd_bytes) are null for runs whose steps did not record them.
 export const ScalarMetricSchema = z.enum([
   'loss', 'aux_loss', 'lr', 'grad_norm', 'tokens', 'tokens_per_s', 'step_ms', 'forward_ms', 'backward_ms', 'optimizer_ms',
+  'upload_ms', 'upload_hidden_ms', 'stall_ms', 'ssd_ms', 'bytes_h2d', 'bytes_d2h', 'bytes_ssd_read', 'bytes_ssd_write',
+  'cache_hits', 'cache_misses', 'peak_device_bytes', 'peak_host_bytes', 'peak_ssd_bytes',
 ])
 
 export const StepMetricsSchema = z.object({

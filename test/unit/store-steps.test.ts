@@ -29,6 +29,21 @@ afterEach(() => {
 const append = (first: number, count: number) =>
   store.appendSteps('r1', stepRecords(first, count), Array.from({ length: count }, (_, i) => wallTimeOf(first + i)))
 
+describe('offload metrics', () => {
+  test('read as missing (NaN) for steps that did not record them, with or without downsampling', () => {
+    append(1, 30)
+    store.appendSteps('r1', [{ ...stepRecord(31), peak_device_bytes: 4096, bytes_h2d: 512 }], [wallTimeOf(31)])
+    const full = store.series('r1', ['peak_device_bytes', 'bytes_h2d', 'loss'], { maxPoints: 2000 })
+    expect(full.values.peak_device_bytes!.slice(0, 30).every((v) => Number.isNaN(v))).toBe(true)
+    expect(full.values.peak_device_bytes!.at(-1)).toBe(4096)
+    expect(full.values.bytes_h2d!.at(-1)).toBe(512)
+    const coarse = store.series('r1', ['peak_device_bytes', 'loss'], { maxPoints: 4 })
+    expect(coarse.step.at(-1)).toBe(31)
+    expect(coarse.values.peak_device_bytes!.at(-1)).toBe(4096)
+    expect(coarse.values.loss!.every((v) => Number.isFinite(v))).toBe(true)
+  })
+})
+
 describe('appendSteps and series', () => {
   test('every scalar reads back as written, with tokens/s derived from tokens and step time', () => {
     append(1, 50)
