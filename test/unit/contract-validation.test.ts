@@ -60,6 +60,12 @@ const badInputs: [RequestName, unknown, string][] = [
   ['checkpoints.export', { id: 'run-1', dir: '/tmp/x', dtype: 'f16' }, 'dtype'],
   ['presets.list', { all: true }, ''],
   ['config.validate', { config: {}, extra: 1 }, ''],
+  ['runs.restart', { id: 'Not An Id' }, 'id'],
+  ['metrics.stepLoads', { id: 'run-1', step: 0 }, 'step'],
+  ['hardware.probe', { verbose: true }, ''],
+  ['planner.plan', { config: tinyWith('model', 'top_k', 0) }, 'config.model.top_k'],
+  ['planner.plan', { config: tinyWith('model', 'd_model', 256), deviceBudgetBytes: -1 }, 'deviceBudgetBytes'],
+  ['files.list', { dir: '' }, 'dir'],
 ]
 
 describe('request params', () => {
