@@ -6,5 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-deps.sh
 [ -d node_modules ] || npm ci
+npx cmake-js compile --directory native --out native/build-addon --CDMOE_BUILD_TESTS=OFF >/dev/null
 npx electron-vite build >/dev/null
 exec node bin/moe-workbench.js demo "$@"
