@@ -19,6 +19,19 @@ export const METRIC_LABELS: Record<ScalarMetric, string> = {
   forward_ms: 'Forward (ms)',
   backward_ms: 'Backward (ms)',
   optimizer_ms: 'Optimizer (ms)',
+  upload_ms: 'Upload (ms)',
+  upload_hidden_ms: 'Upload hidden (ms)',
+  stall_ms: 'Stall (ms)',
+  ssd_ms: 'SSD (ms)',
+  bytes_h2d: 'Bytes host→device',
+  bytes_d2h: 'Bytes device→host',
+  bytes_ssd_read: 'Bytes read from SSD',
+  bytes_ssd_write: 'Bytes written to SSD',
+  cache_hits: 'Cache hits',
+  cache_misses: 'Cache misses',
+  peak_device_bytes: 'Peak device bytes',
+  peak_host_bytes: 'Peak host bytes',
+  peak_ssd_bytes: 'Peak SSD bytes',
 }
 
 export interface OverlayRun {

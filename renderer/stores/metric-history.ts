@@ -4,11 +4,12 @@
 import type { EventPayload, ScalarMetric } from '../../main/api/contract'
 import type { ExpertLoad, MetricSeries, Point } from '../charts/series'
 
-export const METRICS: readonly ScalarMetric[] = [
-  'loss', 'aux_loss', 'lr', 'grad_norm', 'tokens', 'tokens_per_s', 'step_ms', 'forward_ms', 'backward_ms', 'optimizer_ms',
-]
-
 export type StepMetrics = EventPayload<'run.step'>['metrics']
+
+// The metrics a live step carries (offload metrics arrive with history only).
+export const METRICS = [
+  'loss', 'aux_loss', 'lr', 'grad_norm', 'tokens', 'tokens_per_s', 'step_ms', 'forward_ms', 'backward_ms', 'optimizer_ms',
+] as const satisfies readonly (ScalarMetric & keyof StepMetrics)[]
 
 export function emptySeries(): MetricSeries {
   return { step: [], wallTime: [], values: Object.fromEntries(METRICS.map((m) => [m, []])) }
