@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backend/cpu/gemm_kernels.h"
+#include "backend/cpu/pack_buffer.h"
 #include "core/error.h"
 
 namespace moe::cpu {
@@ -35,27 +36,7 @@ const Kernels& kernels() {
   return k;
 }
 
-// Per-thread packing buffer, grown on demand and reused across calls (pool workers are persistent).
-class PackBuffer {
- public:
-  ~PackBuffer() { std::free(data_); }
-  float* get(size_t floats) {
-    if (floats > capacity_) {
-      std::free(data_);
-      size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
-      data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
-      if (!data_) fail("sgemm: out of memory allocating a " + std::to_string(bytes) + "-byte packing buffer");
-      capacity_ = floats;
-    }
-    return data_;
-  }
-
- private:
-  float* data_ = nullptr;
-  size_t capacity_ = 0;
-};
-
-thread_local PackBuffer tl_pack_a, tl_pack_b;
+thread_local PackBuffer<float> tl_pack_a("sgemm"), tl_pack_b("sgemm");
 
 struct Problem {
   bool ta, tb;

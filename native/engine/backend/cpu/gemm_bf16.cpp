@@ -10,6 +10,7 @@
 #include <string>
 
 #include "backend/cpu/gemm_bf16_kernels.h"
+#include "backend/cpu/pack_buffer.h"
 #include "core/error.h"
 
 namespace moe::cpu {
@@ -37,27 +38,7 @@ const Kernels& kernels() {
   return k;
 }
 
-// Per-thread packing buffer, grown on demand and reused across calls (pool workers are persistent).
-class PackBuffer {
- public:
-  ~PackBuffer() { std::free(data_); }
-  uint32_t* get(size_t words) {
-    if (words > capacity_) {
-      std::free(data_);
-      size_t bytes = (words * sizeof(uint32_t) + 63) / 64 * 64;
-      data_ = static_cast<uint32_t*>(std::aligned_alloc(64, bytes));
-      if (!data_) fail("sgemm_bf16: out of memory allocating a " + std::to_string(bytes) + "-byte packing buffer");
-      capacity_ = words;
-    }
-    return data_;
-  }
-
- private:
-  uint32_t* data_ = nullptr;
-  size_t capacity_ = 0;
-};
-
-thread_local PackBuffer tl_pack_a, tl_pack_b;
+thread_local PackBuffer<uint32_t> tl_pack_a("sgemm_bf16"), tl_pack_b("sgemm_bf16");
 
 struct Problem {
   bool ta, tb;
