@@ -1,4 +1,5 @@
 // Messages between the host (RunManager) and an engine process (engine-worker.ts).
+import type { EngineStepRecord } from './step-record'
 
 export interface StartTraining {
   type: 'start'
@@ -21,18 +22,8 @@ export interface StartTraining {
 export type ToWorker = StartTraining | { type: 'pause' } | { type: 'resume' } | { type: 'stop' } | { type: 'checkpoint' }
 
 /** A step as shown live: the engine's scalars, when it ended, and tokens per expert per MoE layer. */
-export interface LiveStep {
-  step: number
+export interface LiveStep extends Omit<EngineStepRecord, 'expertTokens'> {
   wallTime: number
-  loss: number
-  aux_loss: number
-  lr: number
-  grad_norm: number
-  tokens: number
-  step_ms: number
-  forward_ms: number
-  backward_ms: number
-  optimizer_ms: number
   expertTokens: number[][]
 }
 
