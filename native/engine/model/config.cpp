@@ -188,15 +188,57 @@ TrainConfig parse_train_config(const json::Value& obj) {
   return t;
 }
 
+const char* offload_mode_name(OffloadMode m) { return m == OffloadMode::None ? "none" : "host"; }
+
+const char* pin_policy_name(PinPolicy p) {
+  return p == PinPolicy::Previous ? "previous" : p == PinPolicy::Ema ? "ema" : "none";
+}
+
+OffloadConfig parse_offload_config(const json::Value& obj) {
+  FieldReader r(obj, "offload");
+  OffloadConfig o;
+  if (const json::Value* mode = r.get("mode", json::Type::String)) {
+    if (mode->string == "none") o.mode = OffloadMode::None;
+    else if (mode->string == "host") o.mode = OffloadMode::Host;
+    else fail("offload.mode: \"" + mode->string + "\" is not supported; use \"none\" or \"host\"");
+  }
+  if (const json::Value* budget = r.raw("device_budget_bytes"); budget && !budget->is_null()) {
+    if (budget->type != json::Type::Number || budget->number != std::floor(budget->number) || budget->number < 1 ||
+        budget->number > 9007199254740991.0)
+      fail("offload.device_budget_bytes: must be a positive whole number of bytes or null");
+    o.device_budget_bytes = static_cast<int64_t>(budget->number);
+  }
+  if (const json::Value* slots = r.raw("expert_slots"); slots && !slots->is_null()) {
+    if (slots->type != json::Type::Number) fail("offload.expert_slots: must be a number or null");
+    o.expert_slots = r.checked_int("expert_slots", slots->number, 1, kBig);
+  }
+  o.lookahead = r.integer("lookahead", o.lookahead, 1, 64);
+  o.pin_fraction = r.number("pin_fraction", o.pin_fraction, 0.0, 1.0);
+  if (const json::Value* policy = r.get("pin_policy", json::Type::String)) {
+    if (policy->string == "previous") o.pin_policy = PinPolicy::Previous;
+    else if (policy->string == "ema") o.pin_policy = PinPolicy::Ema;
+    else if (policy->string == "none") o.pin_policy = PinPolicy::None;
+    else fail("offload.pin_policy: \"" + policy->string + "\" is not supported; use \"previous\", \"ema\" or \"none\"");
+  }
+  r.reject_unknown();
+  if (o.mode == OffloadMode::Host && o.device_budget_bytes == 0 && o.expert_slots == 0)
+    fail("offload.expert_slots: host offload needs expert_slots or device_budget_bytes (both are null)");
+  return o;
+}
+
 EngineConfig parse_config(const json::Value& root) {
-  check(root.is_object(), "config: must be a JSON object with \"model\" and optional \"train\"");
+  check(root.is_object(), "config: must be a JSON object with \"model\" and optional \"train\" and \"offload\"");
   EngineConfig c;
   for (const auto& [k, v] : root.object)
-    if (k != "model" && k != "train") fail(k + ": unknown top-level field (expected \"model\" and \"train\")");
+    if (k != "model" && k != "train" && k != "offload")
+      fail(k + ": unknown top-level field (expected \"model\", \"train\" and \"offload\")");
   const json::Value* model = root.find("model");
   check(model != nullptr, "model: required section is missing");
   c.model = parse_model_config(*model);
   if (const json::Value* train = root.find("train")) c.train = parse_train_config(*train);
+  if (const json::Value* offload = root.find("offload")) c.offload = parse_offload_config(*offload);
+  if (c.offload.mode == OffloadMode::Host && c.train.compute_dtype != ComputeDtype::F32)
+    fail("offload.mode: host offload computes in fp32 only; set train.compute_dtype to \"fp32\"");
   if (c.train.seq_len > c.model.max_seq_len)
     fail("train.seq_len: " + std::to_string(c.train.seq_len) + " exceeds model.max_seq_len " +
          std::to_string(c.model.max_seq_len));
@@ -262,10 +304,24 @@ json::Value train_config_to_json(const TrainConfig& t) {
   return o;
 }
 
+json::Value offload_config_to_json(const OffloadConfig& c) {
+  using json::Value;
+  Value o = Value::make_object();
+  o.set("mode", Value::of(offload_mode_name(c.mode)));
+  o.set("device_budget_bytes", c.device_budget_bytes ? Value::of(static_cast<double>(c.device_budget_bytes)) : Value::null());
+  o.set("expert_slots", c.expert_slots ? Value::of(c.expert_slots) : Value::null());
+  o.set("lookahead", Value::of(c.lookahead));
+  o.set("pin_fraction", Value::of(c.pin_fraction));
+  o.set("pin_policy", Value::of(pin_policy_name(c.pin_policy)));
+  return o;
+}
+
 json::Value config_to_json(const EngineConfig& c) {
   json::Value o = json::Value::make_object();
   o.set("model", model_config_to_json(c.model));
   o.set("train", train_config_to_json(c.train));
+  // Written only when offload is on, so resident runs keep exactly the config.json they always had.
+  if (c.offload.mode != OffloadMode::None) o.set("offload", offload_config_to_json(c.offload));
   return o;
 }
 

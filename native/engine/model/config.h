@@ -51,9 +51,23 @@ struct TrainConfig {
   ComputeDtype compute_dtype = ComputeDtype::F32;
 };
 
+// Expert offload and pinning (docs/offload.md). mode "none" keeps every expert resident on the device.
+enum class OffloadMode { None, Host };
+enum class PinPolicy { Previous, Ema, None };
+
+struct OffloadConfig {
+  OffloadMode mode = OffloadMode::None;
+  int64_t device_budget_bytes = 0;  // 0: unlimited (JSON null)
+  int expert_slots = 0;             // 0: as many as the device budget holds (JSON null)
+  int lookahead = 1;
+  double pin_fraction = 0.25;
+  PinPolicy pin_policy = PinPolicy::Previous;
+};
+
 struct EngineConfig {
   ModelConfig model;
   TrainConfig train;
+  OffloadConfig offload;
 };
 
 // Parses {"model": {...}, "train": {...}} (train optional). Throws EngineError naming the field.
@@ -61,11 +75,15 @@ EngineConfig parse_config(const json::Value& root);
 EngineConfig parse_config_text(const std::string& text, const std::string& source);
 ModelConfig parse_model_config(const json::Value& model);
 TrainConfig parse_train_config(const json::Value& train);
+OffloadConfig parse_offload_config(const json::Value& offload);
 json::Value model_config_to_json(const ModelConfig& m);
 json::Value train_config_to_json(const TrainConfig& t);
+json::Value offload_config_to_json(const OffloadConfig& o);
 json::Value config_to_json(const EngineConfig& c);
 
 const char* arch_name(Arch a);
 const char* compute_dtype_name(ComputeDtype d);
+const char* offload_mode_name(OffloadMode m);
+const char* pin_policy_name(PinPolicy p);
 
 }  // namespace moe

@@ -14,8 +14,9 @@ Model::Model(const ModelConfig& cfg, Backend& be, ComputeDtype dtype)
   p_ = layout_.bind(params_.f());
   g_ = layout_.bind(grads_.f());
   if (dtype_ == ComputeDtype::BF16) bind_bf16_weights();
+  resident_experts_ = std::make_unique<ResidentExpertAccess>(p_, g_);
   for (int l = 0; l < cfg_.n_layers; ++l)
-    if (cfg_.is_moe_layer(l)) moe_layers_.push_back(std::make_unique<MoeLayer>(MoeShape::from_config(cfg_, l)));
+    if (cfg_.is_moe_layer(l)) moe_layers_.push_back(std::make_unique<MoeLayer>(MoeShape::from_config(cfg_, l), l));
 }
 
 // Points every linear weight's *_bf16 at its place in the bf16 arena and records the ranges to refresh. The
@@ -68,6 +69,12 @@ void Model::init(uint64_t seed) {
 }
 
 void Model::zero_grads() { grads_.zero(); }
+
+void Model::set_expert_access(ExpertAccess* access) {
+  check(access == nullptr || dtype_ == ComputeDtype::F32,
+        "offload: expert offload computes in fp32 only; set train.compute_dtype to \"fp32\"");
+  expert_access_ = access;
+}
 
 void Model::reserve_activations(int B, int T) {
   if (B == B_ && T == T_) return;
@@ -169,7 +176,7 @@ double Model::layer_forward(int l, int B, int T) {
 
   double aux = 0;
   if (cfg_.is_moe_layer(l)) {
-    RouterLosses rl = moe_layers_[cfg_.moe_index(l)]->forward(be_, p, a.ffn_out.f(), a.ln2.f(), N);
+    RouterLosses rl = moe_layers_[cfg_.moe_index(l)]->forward(be_, p, experts(), a.ffn_out.f(), a.ln2.f(), N);
     aux = cfg_.aux_loss_coef * rl.aux + cfg_.z_loss_coef * rl.z;
   } else {
     FfnShape fs{C, cfg_.d_ff, cfg_.arch == Arch::Mixtral};
@@ -205,7 +212,7 @@ void Model::layer_backward(int l, int B, int T, float loss_scale) {
   // Feed-forward sublayer: resid[l+1] = x_mid + ffn(norm2(x_mid)).
   dtmp_.zero();
   if (cfg_.is_moe_layer(l)) {
-    moe_layers_[cfg_.moe_index(l)]->backward(be_, p, g, dtmp_.f(), dres, a.ln2.f(), N,
+    moe_layers_[cfg_.moe_index(l)]->backward(be_, p, g, experts(), dtmp_.f(), dres, a.ln2.f(), N,
                                              loss_scale * (float)cfg_.aux_loss_coef,
                                              loss_scale * (float)cfg_.z_loss_coef, scratch_);
   } else {

@@ -10,6 +10,7 @@
 #include "model/config.h"
 #include "model/params.h"
 #include "moe/moe_layer.h"
+#include "offload/expert_access.h"
 
 namespace moe {
 
@@ -40,6 +41,12 @@ class Model {
   float* grads() { return grads_.f(); }
   size_t num_params() const { return layout_.total(); }
 
+  // Tensor pointers into the parameter and gradient arenas (offload rebases expert pointers from these).
+  const ModelParams& param_ptrs() const { return p_; }
+  const ModelParams& grad_ptrs() const { return g_; }
+  // Where MoE layers reach their experts; null restores the resident default. Not owned.
+  void set_expert_access(ExpertAccess* access);
+
   void init(uint64_t seed);
   void zero_grads();
 
@@ -63,6 +70,7 @@ class Model {
   void norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b, int N);
   void norm_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w,
                      const float* mean, const float* rstd, int N);
+  ExpertAccess& experts() { return expert_access_ ? *expert_access_ : *resident_experts_; }
   double layer_forward(int l, int B, int T);  // returns the layer's aux-loss contribution
   void layer_backward(int l, int B, int T, float loss_scale);
 
@@ -77,7 +85,9 @@ class Model {
   DeviceBuffer params_bf16_;
   std::vector<std::pair<size_t, size_t>> bf16_ranges_;
   bool bf16_stale_ = true;
-  std::vector<std::unique_ptr<MoeLayer>> moe_layers_;  // indexed by MoE-layer index
+  std::vector<std::unique_ptr<MoeLayer>> moe_layers_;
+  std::unique_ptr<ResidentExpertAccess> resident_experts_;
+  ExpertAccess* expert_access_ = nullptr;  // indexed by MoE-layer index
   int B_ = 0, T_ = 0;
 
   DeviceBuffer tokens_, targets_;

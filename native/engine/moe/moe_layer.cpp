@@ -24,7 +24,17 @@ int MoeShape::capacity(int N) const {
   return static_cast<int>(std::ceil(capacity_factor * N * K / E));
 }
 
-RouterLosses MoeLayer::forward(Backend& be, const LayerParams& p, float* y, const float* x, int N) {
+std::vector<int> MoeLayer::experts_with_rows(bool reverse) const {
+  std::vector<int> order;
+  for (int i = 0; i < s_.E; ++i) {
+    const int e = reverse ? s_.E - 1 - i : i;
+    if (rows(e) > 0) order.push_back(e);
+  }
+  return order;
+}
+
+RouterLosses MoeLayer::forward(Backend& be, const LayerParams& p, ExpertAccess& experts, float* y, const float* x,
+                               int N) {
   const int C = s_.C, E = s_.E, K = s_.K;
   reserve_floats(be, logits_, (size_t)N * E);
   reserve_floats(be, probs_, (size_t)N * E);
@@ -40,11 +50,15 @@ RouterLosses MoeLayer::forward(Backend& be, const LayerParams& p, float* y, cons
   reserve_floats(be, h_, S * s_.expert.in_rows());
   reserve_floats(be, act_, S * s_.expert.F);
   reserve_floats(be, ys_, S * C);
+  // Announce the order before permuting, so an offloading access uploads the first expert meanwhile.
+  const std::vector<int> order = experts_with_rows(false);
+  experts.plan(layer_, ExpertPass::Forward, order);
   be.permute_forward(xs_.f(), x, plan_, C);
-  for (int e = 0; e < E; ++e) {
+  for (int e : order) {
     const size_t off = plan_.offsets[e];
-    ffn_forward(be, p.experts[e], s_.expert, ys_.f() + off * C, xs_.f() + off * C, h_.f() + off * s_.expert.in_rows(),
-                act_.f() + off * s_.expert.F, rows(e));
+    ffn_forward(be, experts.weights(layer_, e), s_.expert, ys_.f() + off * C, xs_.f() + off * C,
+                h_.f() + off * s_.expert.in_rows(), act_.f() + off * s_.expert.F, rows(e));
+    experts.done_forward(layer_, e);
   }
   be.combine_forward(y, ys_.f(), topk_w_.f(), plan_, C);
 
@@ -73,8 +87,9 @@ RouterLosses MoeLayer::forward(Backend& be, const LayerParams& p, float* y, cons
   return losses;
 }
 
-void MoeLayer::backward(Backend& be, const LayerParams& p, const LayerParams& g, float* dx, const float* dy,
-                        const float* x, int N, float aux_scale, float z_scale, BackwardScratch& scratch) {
+void MoeLayer::backward(Backend& be, const LayerParams& p, const LayerParams& g, ExpertAccess& experts, float* dx,
+                        const float* dy, const float* x, int N, float aux_scale, float z_scale,
+                        BackwardScratch& scratch) {
   const int C = s_.C, E = s_.E, K = s_.K;
   const size_t S = plan_.total_slots();
 
@@ -100,7 +115,10 @@ void MoeLayer::backward(Backend& be, const LayerParams& p, const LayerParams& g,
     }
   }
 
-  // Routed experts: combine -> experts (per segment) -> permute.
+  // Routed experts: combine -> experts (per segment, in reverse) -> permute. Announced first, so uploads
+  // overlap the combine.
+  const std::vector<int> order = experts_with_rows(true);
+  experts.plan(layer_, ExpertPass::Backward, order);
   reserve_floats(be, scratch.a, S * C + (size_t)N * K);
   be.zero(scratch.a.f(), scratch.a.bytes());
   float* dys = scratch.a.f();
@@ -113,11 +131,13 @@ void MoeLayer::backward(Backend& be, const LayerParams& p, const LayerParams& g,
   const size_t max_rows = plan_.capacity ? plan_.capacity : N;
   reserve_floats(be, scratch.c, max_rows * s_.expert.in_rows());
   reserve_floats(be, scratch.d, max_rows * s_.expert.F);
-  for (int e = E - 1; e >= 0; --e) {
+  for (int e : order) {
     const size_t off = plan_.offsets[e];
-    ffn_backward(be, p.experts[e], g.experts[e], s_.expert, dxs + off * C, dys + off * C, xs_.f() + off * C,
+    const FfnParams w = experts.weights(layer_, e);
+    ffn_backward(be, w, experts.grads(layer_, e), s_.expert, dxs + off * C, dys + off * C, xs_.f() + off * C,
                  h_.f() + off * s_.expert.in_rows(), act_.f() + off * s_.expert.F, scratch.c.f(), scratch.d.f(),
                  rows(e));
+    experts.done_backward(layer_, e);
   }
   be.permute_backward(dx, dxs, plan_, C);
 

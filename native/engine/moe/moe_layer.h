@@ -9,6 +9,7 @@
 #include "model/config.h"
 #include "model/ffn.h"
 #include "model/params.h"
+#include "offload/expert_access.h"
 
 namespace moe {
 
@@ -29,11 +30,13 @@ struct BackwardScratch {
 
 class MoeLayer {
  public:
-  explicit MoeLayer(const MoeShape& shape) : s_(shape) {}
+  // layer: the model layer index, which names this layer's experts to the ExpertAccess.
+  MoeLayer(const MoeShape& shape, int layer) : s_(shape), layer_(layer) {}
 
-  RouterLosses forward(Backend& be, const LayerParams& p, float* y, const float* x, int N);
-  void backward(Backend& be, const LayerParams& p, const LayerParams& grads, float* dx, const float* dy,
-                const float* x, int N, float aux_scale, float z_scale, BackwardScratch& scratch);
+  // Routed experts are reached only through `experts` (it decides where their weights and gradients live).
+  RouterLosses forward(Backend& be, const LayerParams& p, ExpertAccess& experts, float* y, const float* x, int N);
+  void backward(Backend& be, const LayerParams& p, const LayerParams& grads, ExpertAccess& experts, float* dx,
+                const float* dy, const float* x, int N, float aux_scale, float z_scale, BackwardScratch& scratch);
 
   const DispatchPlan& plan() const { return plan_; }
   const MoeShape& shape() const { return s_; }
@@ -41,7 +44,10 @@ class MoeLayer {
   int rows(int e) const { return plan_.capacity ? plan_.capacity : plan_.counts[e]; }
 
  private:
+  std::vector<int> experts_with_rows(bool reverse) const;
+
   MoeShape s_;
+  int layer_;
   DispatchPlan plan_;
   DeviceBuffer logits_, probs_, topk_idx_, topk_w_, xs_, h_, act_, ys_;
   DeviceBuffer shared_h_, shared_act_, shared_out_, gate_logit_, gated_shared_;

@@ -4,33 +4,64 @@
 
 namespace moe {
 
-AdamWOptimizer::AdamWOptimizer(Model& model) : model_(model) {
-  reserve_floats(model.backend(), m_, model.num_params());
-  reserve_floats(model.backend(), v_, model.num_params());
-}
-
-OptimizerStepInfo AdamWOptimizer::step(int t, double lr, const TrainConfig& hp) {
-  Backend& be = model_.backend();
-  OptimizerStepInfo info;
-  info.grad_norm = std::sqrt(be.sum_squares(model_.grads(), static_cast<int64_t>(model_.num_params())));
-  if (hp.grad_clip > 0) {
-    // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) only when that is below 1.
-    const double coef = hp.grad_clip / (info.grad_norm + 1e-6);
-    if (coef < 1.0) info.clip_scale = coef;
-  }
+AdamWParams adamw_params(int t, double lr, const TrainConfig& hp, double clip_scale, bool decay) {
   AdamWParams ap;
   ap.lr = static_cast<float>(lr);
   ap.beta1 = static_cast<float>(hp.beta1);
   ap.beta2 = static_cast<float>(hp.beta2);
   ap.eps = static_cast<float>(hp.eps);
-  ap.grad_scale = static_cast<float>(info.clip_scale);
+  ap.grad_scale = static_cast<float>(clip_scale);
   ap.step = t;
-  float *p = model_.params(), *g = model_.grads();
-  for (const ParamTensor& pt : model_.layout().tensors()) {
-    ap.weight_decay = pt.decay ? static_cast<float>(hp.weight_decay) : 0.0f;
-    be.adamw_update(p + pt.offset, g + pt.offset, m_.f() + pt.offset, v_.f() + pt.offset,
-                    static_cast<int64_t>(pt.numel), ap);
+  ap.weight_decay = decay ? static_cast<float>(hp.weight_decay) : 0.0f;
+  return ap;
+}
+
+AdamWOptimizer::AdamWOptimizer(Model& model) : model_(model) {
+  reserve_floats(model.backend(), m_, model.num_params());
+  reserve_floats(model.backend(), v_, model.num_params());
+  const ParamLayout& layout = model.layout();
+  for (const ParamTensor& pt : layout.tensors()) {
+    bool in_expert = false;
+    for (const ExpertRange& r : layout.expert_ranges()) in_expert |= pt.offset >= r.begin && pt.offset < r.end;
+    expert_tensor_.push_back(in_expert);
   }
+}
+
+OptimizerStepInfo AdamWOptimizer::norm_and_clip(const TrainConfig& hp) {
+  OptimizerStepInfo info;
+  info.grad_norm =
+      std::sqrt(model_.backend().sum_squares(model_.grads(), static_cast<int64_t>(model_.num_params())));
+  if (hp.grad_clip > 0) {
+    // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) only when that is below 1.
+    const double coef = hp.grad_clip / (info.grad_norm + 1e-6);
+    if (coef < 1.0) info.clip_scale = coef;
+  }
+  return info;
+}
+
+void AdamWOptimizer::update(int t, double lr, const TrainConfig& hp, double clip_scale, bool skip_experts) {
+  Backend& be = model_.backend();
+  float *p = model_.params(), *g = model_.grads();
+  const std::vector<ParamTensor>& tensors = model_.layout().tensors();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const ParamTensor& pt = tensors[i];
+    if (skip_experts && expert_tensor_[i]) continue;
+    be.adamw_update(p + pt.offset, g + pt.offset, m_.f() + pt.offset, v_.f() + pt.offset,
+                    static_cast<int64_t>(pt.numel), adamw_params(t, lr, hp, clip_scale, pt.decay));
+  }
+}
+
+OptimizerStepInfo AdamWOptimizer::step(int t, double lr, const TrainConfig& hp) {
+  OptimizerStepInfo info = norm_and_clip(hp);
+  update(t, lr, hp, info.clip_scale, false);
+  return info;
+}
+
+OptimizerStepInfo AdamWOptimizer::step_without_experts(int t, double lr, const TrainConfig& hp,
+                                                       const std::function<void(double)>& start_expert_updates) {
+  OptimizerStepInfo info = norm_and_clip(hp);
+  start_expert_updates(info.clip_scale);
+  update(t, lr, hp, info.clip_scale, true);
   return info;
 }
 

@@ -1,6 +1,9 @@
 // AdamW over the whole parameter arena with global-norm clipping. Moments live beside the
 // parameters in the same layout, so a checkpoint stores them under the parameters' names.
 #pragma once
+#include <functional>
+#include <vector>
+
 #include "model/buffer.h"
 #include "model/model.h"
 
@@ -11,19 +14,30 @@ struct OptimizerStepInfo {
   double clip_scale = 1;
 };
 
+// The update hyper-parameters of step t for a tensor with or without weight decay.
+AdamWParams adamw_params(int t, double lr, const TrainConfig& hp, double clip_scale, bool decay);
+
 class AdamWOptimizer {
  public:
   explicit AdamWOptimizer(Model& model);
 
   // Applies one update (t is the 1-based update count used for bias correction).
   OptimizerStepInfo step(int t, double lr, const TrainConfig& hp);
+  // The same step with the routed experts' tensors left to someone else (expert offload): once the global
+  // norm is known, start_expert_updates(clip_scale) is called, then the other tensors are updated here.
+  OptimizerStepInfo step_without_experts(int t, double lr, const TrainConfig& hp,
+                                         const std::function<void(double clip_scale)>& start_expert_updates);
 
   float* m() { return m_.f(); }
   float* v() { return v_.f(); }
 
  private:
+  OptimizerStepInfo norm_and_clip(const TrainConfig& hp);
+  void update(int t, double lr, const TrainConfig& hp, double clip_scale, bool skip_experts);
+
   Model& model_;
   DeviceBuffer m_, v_;
+  std::vector<bool> expert_tensor_;  // per layout tensor: inside an ExpertRange
 };
 
 }  // namespace moe

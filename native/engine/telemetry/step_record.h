@@ -12,6 +12,15 @@ struct StepRecord {
   int64_t tokens = 0;  // tokens processed this step (all micro-batches)
   double step_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
   std::vector<std::vector<int32_t>> expert_tokens;  // [MoE layer][expert] tokens computed this step
+
+  // Expert offload (docs/offload.md), measured; all zero / empty when `offloaded` is false (resident run).
+  bool offloaded = false;
+  double upload_ms = 0, upload_hidden_ms = 0, stall_ms = 0;  // copy time, the part hidden behind compute, waits
+  int64_t bytes_h2d = 0, bytes_d2h = 0;
+  int64_t peak_device_bytes = 0, peak_host_bytes = 0;  // tier bookings (parameters, gradients, moments, slots)
+  std::vector<std::vector<uint8_t>> expert_tiers;    // [MoE layer][expert] home tier: 0 device, 1 host, 2 SSD
+  std::vector<std::vector<uint8_t>> expert_pinned;   // [MoE layer][expert] 1 when pinned this step
+  std::vector<std::vector<int32_t>> expert_uploads;  // [MoE layer][expert] weight uploads this step
 };
 
 class TelemetrySink {

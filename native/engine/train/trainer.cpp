@@ -14,11 +14,29 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+void record_offload(StepRecord& rec, const OffloadStepStats& s) {
+  rec.offloaded = true;
+  rec.upload_ms = s.upload_ms;
+  rec.upload_hidden_ms = s.upload_hidden_ms;
+  rec.stall_ms = s.stall_ms;
+  rec.bytes_h2d = s.bytes_h2d;
+  rec.bytes_d2h = s.bytes_d2h;
+  rec.peak_device_bytes = s.peak_device_bytes;
+  rec.peak_host_bytes = s.peak_host_bytes;
+  rec.expert_pinned = s.pinned;
+  rec.expert_uploads = s.uploads;
+  for (const auto& layer : s.pinned) rec.expert_tiers.emplace_back(layer.size(), uint8_t{1});
+}
+
 }  // namespace
 
 Trainer::Trainer(const EngineConfig& cfg, Backend& be) : cfg_(cfg), be_(be), model_(cfg_.model, be, cfg_.train.compute_dtype), opt_(model_) {
   model_.init(cfg_.train.seed);
   state_.seed = cfg_.train.seed;
+  if (cfg_.offload.mode == OffloadMode::Host) {
+    offload_ = std::make_unique<HostOffload>(model_, opt_, cfg_.offload, cfg_.train.threads);
+    model_.set_expert_access(offload_.get());
+  }
 }
 
 void Trainer::set_data(const std::string& path) {
@@ -67,8 +85,11 @@ StepRecord Trainer::step() {
   rec.expert_tokens.resize(model_.moe_layer_count());
   for (int i = 0; i < model_.moe_layer_count(); ++i) rec.expert_tokens[i].assign(model_.moe_layer(i).shape().E, 0);
 
+  rec.lr = lr_at(cfg_.train, state_.step);
+  if (offload_) offload_->begin_step(static_cast<int>(rec.step), rec.lr, cfg_.train);
   model_.zero_grads();
   for (int micro = 0; micro < A; ++micro) {
+    if (offload_) offload_->begin_micro(micro, A);
     Batch b = next_batch();
     auto tf = std::chrono::steady_clock::now();
     ForwardResult fr = model_.forward(b.inputs.data(), b.targets.data(), b.B, b.T);
@@ -86,8 +107,15 @@ StepRecord Trainer::step() {
   }
 
   auto to = std::chrono::steady_clock::now();
-  rec.lr = lr_at(cfg_.train, state_.step);
-  OptimizerStepInfo info = opt_.step(static_cast<int>(rec.step), rec.lr, cfg_.train);
+  OptimizerStepInfo info;
+  if (offload_) {
+    offload_->finish_gradients();
+    info = opt_.step_without_experts(static_cast<int>(rec.step), rec.lr, cfg_.train,
+                                     [&](double clip_scale) { offload_->start_expert_updates(clip_scale); });
+    record_offload(rec, offload_->end_step(rec.expert_tokens));
+  } else {
+    info = opt_.step(static_cast<int>(rec.step), rec.lr, cfg_.train);
+  }
   rec.optimizer_ms = ms_since(to);
   rec.grad_norm = info.grad_norm;
 

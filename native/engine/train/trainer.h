@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "model/config.h"
 #include "model/model.h"
+#include "offload/host_offload.h"
 #include "optim/optimizer.h"
 #include "telemetry/step_record.h"
 #include "train/checkpoint.h"
@@ -24,6 +25,7 @@ class Trainer {
   const EngineConfig& config() const { return cfg_; }
   Model& model() { return model_; }
   AdamWOptimizer& optimizer() { return opt_; }
+  const HostOffload* offload() const { return offload_.get(); }
   const TrainerState& state() const { return state_; }
   bool finished() const { return state_.step >= cfg_.train.steps; }
 
@@ -54,6 +56,7 @@ class Trainer {
   Backend& be_;
   Model model_;
   AdamWOptimizer opt_;
+  std::unique_ptr<HostOffload> offload_;  // null: every expert resident
   std::unique_ptr<TokenData> data_;
   std::deque<Batch> fed_;
   TrainerState state_;
