@@ -16,6 +16,7 @@ struct moe_engine {
   std::unique_ptr<moe::Trainer> trainer;
   std::string last_error, config_json, backend_name, backend_description;
   std::vector<int32_t> experts_per_layer, expert_tokens;
+  std::vector<uint8_t> expert_tiers, expert_pinned;
   std::atomic<bool> stop{false};
   std::mutex pause_mutex;
   std::condition_variable pause_cv;
@@ -147,15 +148,40 @@ int moe_engine_step(moe_engine* engine, moe_step_record* out) {
     moe::StepRecord r = engine->trainer->step();
     engine->experts_per_layer.clear();
     engine->expert_tokens.clear();
+    engine->expert_tiers.clear();
+    engine->expert_pinned.clear();
     for (const auto& layer : r.expert_tokens) {
       engine->experts_per_layer.push_back(static_cast<int32_t>(layer.size()));
       engine->expert_tokens.insert(engine->expert_tokens.end(), layer.begin(), layer.end());
     }
+    for (const auto& layer : r.expert_tiers) engine->expert_tiers.insert(engine->expert_tiers.end(), layer.begin(), layer.end());
+    for (const auto& layer : r.expert_pinned)
+      engine->expert_pinned.insert(engine->expert_pinned.end(), layer.begin(), layer.end());
     if (out) {
-      *out = moe_step_record{r.step,        r.loss,       r.aux_loss,        r.lr,
-                             r.grad_norm,   r.tokens,     r.step_ms,         r.forward_ms,
-                             r.backward_ms, r.optimizer_ms, static_cast<int32_t>(engine->experts_per_layer.size()),
-                             engine->experts_per_layer.data(), engine->expert_tokens.data()};
+      *out = moe_step_record{};
+      out->step = r.step;
+      out->loss = r.loss;
+      out->aux_loss = r.aux_loss;
+      out->lr = r.lr;
+      out->grad_norm = r.grad_norm;
+      out->tokens = r.tokens;
+      out->step_ms = r.step_ms;
+      out->forward_ms = r.forward_ms;
+      out->backward_ms = r.backward_ms;
+      out->optimizer_ms = r.optimizer_ms;
+      out->n_moe_layers = static_cast<int32_t>(engine->experts_per_layer.size());
+      out->experts_per_layer = engine->experts_per_layer.data();
+      out->expert_tokens = engine->expert_tokens.data();
+      out->offloaded = r.offloaded ? 1 : 0;
+      out->upload_ms = r.upload_ms;
+      out->upload_hidden_ms = r.upload_hidden_ms;
+      out->stall_ms = r.stall_ms;
+      out->bytes_h2d = r.bytes_h2d;
+      out->bytes_d2h = r.bytes_d2h;
+      out->peak_device_bytes = r.peak_device_bytes;
+      out->peak_host_bytes = r.peak_host_bytes;
+      out->expert_tiers = r.offloaded ? engine->expert_tiers.data() : nullptr;
+      out->expert_pinned = r.offloaded ? engine->expert_pinned.data() : nullptr;
     }
     return static_cast<int>(MOE_OK);
   });

@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "model/config.h"
+#include "moe_engine.h"
 #include "testing.h"
 #include "train/trainer.h"
 
@@ -231,6 +232,33 @@ TEST(offload_config_is_validated_by_field) {
   CHECK(error_of(R"({"mode": "host"})").find("offload.expert_slots") == 0);
   CHECK(error_of(R"({"mode": "host", "expert_slots": 2, "pin_policy": "lru"})").find("offload.pin_policy") == 0);
   CHECK(error_of(R"({"mode": "none"})").empty());
+}
+
+// The C API hands the offload measurements, tiers and pins out with each step.
+TEST(c_api_step_record_carries_offload) {
+  Variant v;
+  v.grad_accum = 1;
+  v.offload = host_offload(0.5, 1);
+  char err[512] = {};
+  moe_engine* e = moe_engine_create(config(v).c_str(), nullptr, err, sizeof err);
+  CHECK_MSG(e != nullptr, err);
+  if (!e) return;
+  std::vector<int32_t> in(32), tg(32);
+  for (int i = 0; i < 32; ++i) in[i] = tg[i] = i % 5;
+  moe_step_record r{};
+  for (int s = 0; s < 2; ++s) {
+    CHECK(moe_engine_feed_batch(e, in.data(), tg.data(), 2, 16) == MOE_OK);
+    CHECK(moe_engine_step(e, &r) == MOE_OK);
+  }
+  CHECK(r.offloaded == 1 && r.bytes_h2d > 0 && r.bytes_d2h > 0 && r.peak_device_bytes > 0);
+  CHECK(r.expert_tiers != nullptr && r.expert_pinned != nullptr);
+  int pinned = 0;
+  for (int i = 0; i < 16; ++i) {
+    CHECK(r.expert_tiers[i] == 1);
+    pinned += r.expert_pinned[i];
+  }
+  CHECK(pinned == 2);
+  moe_engine_destroy(e);
 }
 
 TEST_MAIN()

@@ -35,6 +35,13 @@ typedef struct moe_step_record {
   int32_t n_moe_layers;
   const int32_t* experts_per_layer; /* [n_moe_layers] */
   const int32_t* expert_tokens;     /* tokens per expert, layers concatenated: [sum(experts_per_layer)] */
+  /* Expert offload (docs/offload.md), appended so earlier fields keep their places. offloaded is 0 for a
+   * resident run; the fields after it are then 0 and the arrays NULL. Arrays are [sum(experts_per_layer)]. */
+  int32_t offloaded;
+  double upload_ms, upload_hidden_ms, stall_ms; /* copy time, the part hidden behind compute, compute waiting */
+  int64_t bytes_h2d, bytes_d2h, peak_device_bytes, peak_host_bytes;
+  const uint8_t* expert_tiers;  /* home tier: 0 device, 1 host, 2 SSD */
+  const uint8_t* expert_pinned; /* 1 when pinned this step */
 } moe_step_record;
 
 /* Creates an engine from a JSON config ({"model": ..., "train": ...}). With model omitted, init_dir
