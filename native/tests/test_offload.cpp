@@ -261,4 +261,32 @@ TEST(c_api_step_record_carries_offload) {
   moe_engine_destroy(e);
 }
 
+// Evaluation between steps (moe_engine_forward) streams experts through the slots and gives resident logits.
+TEST(forward_outside_training_matches_resident) {
+  std::vector<std::vector<float>> logits;
+  for (bool offload : {false, true}) {
+    Variant v;
+    v.grad_accum = 1;
+    if (offload) v.offload = host_offload(0.25, 2);
+    char err[512] = {};
+    moe_engine* e = moe_engine_create(config(v).c_str(), nullptr, err, sizeof err);
+    CHECK_MSG(e != nullptr, err);
+    if (!e) return;
+    std::vector<int32_t> in(32), tg(32);
+    for (int i = 0; i < 32; ++i) in[i] = tg[i] = (i * 7) % 64;
+    std::vector<float> out(32 * 64);
+    double loss = 0, aux = 0;
+    CHECK(moe_engine_forward(e, in.data(), tg.data(), 2, 16, out.data(), &loss, &aux) == MOE_OK);
+    moe_step_record r{};
+    for (int s = 0; s < 3; ++s) {
+      CHECK(moe_engine_feed_batch(e, in.data(), tg.data(), 2, 16) == MOE_OK);
+      CHECK(moe_engine_step(e, &r) == MOE_OK);
+    }
+    CHECK(moe_engine_forward(e, in.data(), tg.data(), 2, 16, out.data(), &loss, &aux) == MOE_OK);
+    logits.push_back(out);
+    moe_engine_destroy(e);
+  }
+  CHECK(same_bits(logits[0], logits[1]));
+}
+
 TEST_MAIN()

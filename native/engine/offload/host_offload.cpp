@@ -76,6 +76,8 @@ HostOffload::HostOffload(Model& model, AdamWOptimizer& optimizer, const OffloadC
   pin_slots_ = std::min(n_slots - 1, static_cast<int>(std::floor(cfg.pin_fraction * n_slots + 1e-9)));
   if (cfg.pin_policy == PinPolicy::None) pin_slots_ = 0;
   pins_ = PinSelector(cfg.pin_policy, pin_slots_, experts_per_layer);
+  // Slots and pins ready before the first step, so a forward outside training (evaluation) works too.
+  begin_step(0, 0.0, TrainConfig{});
 }
 
 HostOffload::~HostOffload() {
