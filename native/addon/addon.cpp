@@ -17,7 +17,22 @@ double NumberField(Napi::Object o, const char* key) {
   return v.As<Napi::Number>().DoubleValue();
 }
 
-// packStepRecord({step, loss, ..., expertTokens: ArrayLike<number>[]}) -> ArrayBuffer
+// Flattens an optional [layer][expert] array of small codes (tiers, pins); false when absent.
+bool ByteLayers(Napi::Object o, const char* key, std::vector<uint8_t>& out) {
+  Napi::Value v = o.Get(key);
+  if (v.IsUndefined()) return false;
+  if (!v.IsArray()) throw Napi::TypeError::New(o.Env(), std::string("packStepRecord: ") + key + " must be an array");
+  Napi::Array layers = v.As<Napi::Array>();
+  for (uint32_t l = 0; l < layers.Length(); ++l) {
+    Napi::Object layer = layers.Get(l).As<Napi::Object>();
+    const uint32_t n = layer.Get("length").As<Napi::Number>().Uint32Value();
+    for (uint32_t e = 0; e < n; ++e) out.push_back(static_cast<uint8_t>(layer.Get(e).As<Napi::Number>().Uint32Value()));
+  }
+  return true;
+}
+
+// packStepRecord({step, loss, ..., expertTokens: ArrayLike<number>[], and for an offloaded step upload_ms,
+// upload_hidden_ms, stall_ms, bytes_h2d, bytes_d2h, peak_device_bytes, peak_host_bytes, tiers, pins}) -> ArrayBuffer
 Napi::Value PackStepRecord(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "packStepRecord: a record object");
@@ -31,7 +46,7 @@ Napi::Value PackStepRecord(const Napi::CallbackInfo& info) {
     experts_per_layer.push_back(static_cast<int32_t>(n));
     for (uint32_t e = 0; e < n; ++e) expert_tokens.push_back(layer.Get(e).As<Napi::Number>().Int32Value());
   }
-  const moe_step_record record{static_cast<int64_t>(NumberField(r, "step")),
+  moe_step_record record{static_cast<int64_t>(NumberField(r, "step")),
                                NumberField(r, "loss"),
                                NumberField(r, "aux_loss"),
                                NumberField(r, "lr"),
@@ -44,6 +59,19 @@ Napi::Value PackStepRecord(const Napi::CallbackInfo& info) {
                                static_cast<int32_t>(experts_per_layer.size()),
                                experts_per_layer.data(),
                                expert_tokens.data()};
+  std::vector<uint8_t> tiers, pins;
+  if (ByteLayers(r, "tiers", tiers) && ByteLayers(r, "pins", pins)) {
+    record.offloaded = 1;
+    record.upload_ms = NumberField(r, "upload_ms");
+    record.upload_hidden_ms = NumberField(r, "upload_hidden_ms");
+    record.stall_ms = NumberField(r, "stall_ms");
+    record.bytes_h2d = static_cast<int64_t>(NumberField(r, "bytes_h2d"));
+    record.bytes_d2h = static_cast<int64_t>(NumberField(r, "bytes_d2h"));
+    record.peak_device_bytes = static_cast<int64_t>(NumberField(r, "peak_device_bytes"));
+    record.peak_host_bytes = static_cast<int64_t>(NumberField(r, "peak_host_bytes"));
+    record.expert_tiers = tiers.data();
+    record.expert_pinned = pins.data();
+  }
   const std::vector<uint8_t> packed = pack_step_record(record);
   Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(env, packed.size());
   std::memcpy(buffer.Data(), packed.data(), packed.size());

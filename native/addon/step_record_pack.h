@@ -1,7 +1,10 @@
 // Packs one moe_step_record into the byte layout main/host/engine/step-record.ts decodes
-// (little-endian, version 1):
+// (little-endian, version 2):
 //   f64[11]: version, step, loss, aux_loss, lr, grad_norm, tokens, step_ms, forward_ms, backward_ms, optimizer_ms
 //   i32: n_moe_layers, then i32[n_moe_layers] experts per layer, then i32[sum of experts] tokens per expert
+//   f64[8]: offloaded (0 or 1), upload_ms, upload_hidden_ms, stall_ms, bytes_h2d, bytes_d2h, peak_device_bytes,
+//           peak_host_bytes (all 0 when not offloaded)
+//   when offloaded: u8[sum of experts] home tier per expert, then u8[sum of experts] pinned flag per expert
 #pragma once
 #include <bit>
 #include <cstdint>
@@ -15,13 +18,17 @@ namespace moe_addon {
 
 static_assert(std::endian::native == std::endian::little, "the step record is little-endian; so is the host");
 
-inline constexpr double kStepRecordVersion = 1;
+inline constexpr double kStepRecordVersion = 2;
 inline constexpr size_t kStepRecordScalars = 11;
+inline constexpr size_t kOffloadScalars = 8;
 
 inline std::vector<uint8_t> pack_step_record(const moe_step_record& r) {
   const int32_t layers = r.n_moe_layers;
   const int64_t experts = std::accumulate(r.experts_per_layer, r.experts_per_layer + layers, int64_t{0});
-  std::vector<uint8_t> buf(kStepRecordScalars * 8 + 4 + 4 * static_cast<size_t>(layers) + 4 * static_cast<size_t>(experts));
+  const bool offloaded = r.offloaded != 0 && r.expert_tiers && r.expert_pinned;
+  const size_t per_expert = offloaded ? 2 * static_cast<size_t>(experts) : 0;
+  std::vector<uint8_t> buf(kStepRecordScalars * 8 + 4 + 4 * static_cast<size_t>(layers) +
+                           4 * static_cast<size_t>(experts) + kOffloadScalars * 8 + per_expert);
   const double scalars[kStepRecordScalars] = {kStepRecordVersion,      static_cast<double>(r.step), r.loss,
                                               r.aux_loss,              r.lr,
                                               r.grad_norm,             static_cast<double>(r.tokens),
@@ -35,6 +42,21 @@ inline std::vector<uint8_t> pack_step_record(const moe_step_record& r) {
   if (layers > 0) std::memcpy(out, r.experts_per_layer, 4 * static_cast<size_t>(layers));
   out += 4 * static_cast<size_t>(layers);
   if (experts > 0) std::memcpy(out, r.expert_tokens, 4 * static_cast<size_t>(experts));
+  out += 4 * static_cast<size_t>(experts);
+  const double offload[kOffloadScalars] = {offloaded ? 1.0 : 0.0,
+                                           offloaded ? r.upload_ms : 0,
+                                           offloaded ? r.upload_hidden_ms : 0,
+                                           offloaded ? r.stall_ms : 0,
+                                           offloaded ? static_cast<double>(r.bytes_h2d) : 0,
+                                           offloaded ? static_cast<double>(r.bytes_d2h) : 0,
+                                           offloaded ? static_cast<double>(r.peak_device_bytes) : 0,
+                                           offloaded ? static_cast<double>(r.peak_host_bytes) : 0};
+  std::memcpy(out, offload, sizeof offload);
+  out += sizeof offload;
+  if (offloaded && experts > 0) {
+    std::memcpy(out, r.expert_tiers, static_cast<size_t>(experts));
+    std::memcpy(out + experts, r.expert_pinned, static_cast<size_t>(experts));
+  }
   return buf;
 }
 

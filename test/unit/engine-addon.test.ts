@@ -9,7 +9,7 @@ import { runInNewContext } from 'node:vm'
 import { afterAll, describe, expect, it } from 'vitest'
 
 import { loadEngineAddon, type NativeEngine, type TrainOutcome } from '../../main/host/engine/addon'
-import { decodeStepRecord } from '../../main/host/engine/step-record'
+import { decodeStepRecord, type EngineStepRecord } from '../../main/host/engine/step-record'
 import { tinyConfig, writeCorpusShard, writeTokenShard } from '../integration/helpers/engine-fixtures'
 
 const { Engine } = loadEngineAddon()
@@ -88,6 +88,24 @@ describe('Engine (addon)', () => {
     expect(existsSync(join(runDir, 'checkpoint-7', 'trainer_state.json'))).toBe(true)
     expect(engine.training).toBe(false)
     expect(engine.stepCount).toBe(7)
+  })
+
+  it('streams the offload measurements, tiers and pins of an offloaded run (docs/offload.md)', async () => {
+    const config = { ...tinyConfig({ steps: 3 }), offload: { mode: 'host', expert_slots: 4, pin_fraction: 0.25 } }
+    const engine = new Engine(JSON.stringify(config))
+    engine.setData(shard)
+    const records: EngineStepRecord[] = []
+    const status = await new Promise<TrainOutcome>((resolve) =>
+      engine.start({ runDir: join(dir, 'offload') }, (buf) => records.push(decodeStepRecord(buf)), () => {}, (s) => resolve(s)),
+    )
+    expect(status).toBe('finished')
+    expect(records.map((r) => r.step)).toEqual([1, 2, 3])
+    const last = records[2]
+    expect(last.bytes_h2d).toBeGreaterThan(0)
+    expect(last.bytes_d2h).toBeGreaterThan(0)
+    expect(last.peak_device_bytes).toBeGreaterThan(0)
+    expect(last.tiers?.map((t) => Array.from(t))).toEqual([[1, 1, 1, 1], [1, 1, 1, 1]])
+    expect(last.pins?.reduce((n, t) => n + Array.from(t).reduce((a, b) => a + b, 0), 0)).toBe(1)
   })
 
   it('blocks the engine thread while JS lags (bounded queue) and loses no record', async () => {

@@ -36,6 +36,18 @@ describe('step record: C++ pack <-> TS decode', () => {
     expect(decodeStepRecord(packStepRecord(ragged))).toEqual(ragged)
   })
 
+  it('carries the offload measurements, tiers and pins of an offloaded step', () => {
+    const offloaded: EngineStepRecord = {
+      ...record, upload_ms: 1.5, upload_hidden_ms: 1.25, stall_ms: 0.25, bytes_h2d: 2 ** 33 + 1, bytes_d2h: 4096,
+      peak_device_bytes: 123456789, peak_host_bytes: 2 ** 40,
+      tiers: record.expertTokens.map((t) => new Uint8Array(t.length).fill(1)),
+      pins: record.expertTokens.map((t, l) => Uint8Array.from(t, (_, e) => (e === l ? 1 : 0))),
+    }
+    expect(decodeStepRecord(packStepRecord(offloaded))).toEqual(offloaded)
+    expect(new Uint8Array(packStepRecord(offloaded))).toEqual(new Uint8Array(encodeStepRecord(offloaded)))
+    expect(decodeStepRecord(packStepRecord(record)).tiers).toBeUndefined()
+  })
+
   it('rejects a truncated or padded buffer', () => {
     const packed = packStepRecord(record)
     expect(() => decodeStepRecord(packed.slice(0, packed.byteLength - 4))).toThrow(/expected/)

@@ -1,9 +1,16 @@
 // The packed per-step record the engine thread hands to JS (one ArrayBuffer per step, see
-// native/addon/step_record_pack.h): little-endian, version 1.
+// native/addon/step_record_pack.h): little-endian, version 2.
 //   f64[11]: version, step, loss, aux_loss, lr, grad_norm, tokens, step_ms, forward_ms, backward_ms, optimizer_ms
 //   i32: n_moe_layers, then i32[n_moe_layers] experts per layer, then i32[Σ experts] tokens per expert
-export const STEP_RECORD_VERSION = 1
+//   f64[8]: offloaded (0 or 1), upload_ms, upload_hidden_ms, stall_ms, bytes_h2d, bytes_d2h, peak_device_bytes,
+//           peak_host_bytes
+//   when offloaded: u8[Σ experts] home tier (EXPERT_TIER code), then u8[Σ experts] pinned flag
+// The offload fields are named as StepTelemetry's, so a decoded record is stored as it is.
+export const STEP_RECORD_VERSION = 2
 const SCALARS = 11
+const OFFLOAD_SCALARS = 8
+const OFFLOAD_FIELDS = ['upload_ms', 'upload_hidden_ms', 'stall_ms', 'bytes_h2d', 'bytes_d2h', 'peak_device_bytes',
+  'peak_host_bytes'] as const
 
 export interface EngineStepRecord {
   step: number
@@ -17,6 +24,18 @@ export interface EngineStepRecord {
   backward_ms: number
   optimizer_ms: number
   expertTokens: Int32Array[] // [MoE layer] tokens per expert
+  // Expert offload (docs/offload.md): present only for offloaded steps.
+  upload_ms?: number
+  upload_hidden_ms?: number
+  stall_ms?: number
+  bytes_h2d?: number
+  bytes_d2h?: number
+  peak_device_bytes?: number
+  peak_host_bytes?: number
+  /** [MoE layer][expert] EXPERT_TIER code of the expert's home. */
+  tiers?: readonly ArrayLike<number>[]
+  /** [MoE layer][expert] 1 when the expert was pinned, else 0. */
+  pins?: readonly ArrayLike<number>[]
 }
 
 export function decodeStepRecord(buf: ArrayBuffer): EngineStepRecord {
@@ -27,25 +46,43 @@ export function decodeStepRecord(buf: ArrayBuffer): EngineStepRecord {
   let off = SCALARS * 8
   const layers = view.getInt32(off, true)
   off += 4
+  if (layers < 0 || buf.byteLength < off + layers * 4)
+    throw new Error(`step record: ${buf.byteLength} bytes, too short for ${layers} MoE layers`)
   const sizes: number[] = []
   for (let l = 0; l < layers; l++, off += 4) sizes.push(view.getInt32(off, true))
-  const expected = off + sizes.reduce((a, b) => a + b, 0) * 4
-  if (layers < 0 || buf.byteLength !== expected)
+  const experts = sizes.reduce((a, b) => a + b, 0)
+  const offloadAt = off + experts * 4
+  const offloaded = buf.byteLength >= offloadAt + OFFLOAD_SCALARS * 8 && view.getFloat64(offloadAt, true) === 1
+  const expected = offloadAt + OFFLOAD_SCALARS * 8 + (offloaded ? 2 * experts : 0)
+  if (buf.byteLength !== expected)
     throw new Error(`step record: ${buf.byteLength} bytes, expected ${expected} for ${layers} MoE layers`)
   const expertTokens = sizes.map((n) => {
     const a = new Int32Array(n)
     for (let e = 0; e < n; e++, off += 4) a[e] = view.getInt32(off, true)
     return a
   })
-  return {
+  const record: EngineStepRecord = {
     step: f(1), loss: f(2), aux_loss: f(3), lr: f(4), grad_norm: f(5), tokens: f(6),
     step_ms: f(7), forward_ms: f(8), backward_ms: f(9), optimizer_ms: f(10), expertTokens,
   }
+  if (!offloaded) return record
+  OFFLOAD_FIELDS.forEach((name, i) => { record[name] = view.getFloat64(offloadAt + 8 * (i + 1), true) })
+  let bytesAt = offloadAt + OFFLOAD_SCALARS * 8
+  const perLayer = () => sizes.map((n) => {
+    const a = new Uint8Array(buf.slice(bytesAt, bytesAt + n))
+    bytesAt += n
+    return a
+  })
+  record.tiers = perLayer()
+  record.pins = perLayer()
+  return record
 }
 
 export function encodeStepRecord(r: EngineStepRecord): ArrayBuffer {
   const total = r.expertTokens.reduce((a, t) => a + t.length, 0)
-  const buf = new ArrayBuffer(SCALARS * 8 + 4 + 4 * r.expertTokens.length + 4 * total)
+  const offloaded = r.tiers !== undefined && r.pins !== undefined
+  const buf = new ArrayBuffer(SCALARS * 8 + 4 + 4 * r.expertTokens.length + 4 * total + OFFLOAD_SCALARS * 8 +
+    (offloaded ? 2 * total : 0))
   const view = new DataView(buf)
   const scalars = [STEP_RECORD_VERSION, r.step, r.loss, r.aux_loss, r.lr, r.grad_norm, r.tokens, r.step_ms,
     r.forward_ms, r.backward_ms, r.optimizer_ms]
@@ -55,5 +92,8 @@ export function encodeStepRecord(r: EngineStepRecord): ArrayBuffer {
   off += 4
   for (const t of r.expertTokens) view.setInt32((off += 4) - 4, t.length, true)
   for (const t of r.expertTokens) for (const v of t) view.setInt32((off += 4) - 4, v, true)
+  const offload = offloaded ? [1, ...OFFLOAD_FIELDS.map((name) => r[name] ?? 0)] : new Array(OFFLOAD_SCALARS).fill(0)
+  for (const v of offload) view.setFloat64((off += 8) - 8, v, true)
+  if (offloaded) for (const layers of [r.tiers!, r.pins!]) for (const l of layers) for (let e = 0; e < l.length; e++) view.setUint8(off++, l[e])
   return buf
 }
