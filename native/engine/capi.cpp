@@ -191,6 +191,7 @@ int moe_engine_forward(moe_engine* engine, const int32_t* inputs, const int32_t*
                        float* logits_out, double* loss_out, double* aux_loss_out) {
   return guarded(engine, [&] {
     moe::check(inputs != nullptr && B > 0 && T > 0, "forward: inputs with positive B and T are required");
+    engine->trainer->settle();
     moe::Model& model = engine->trainer->model();
     moe::ForwardResult r = model.forward(inputs, targets, B, T);
     if (logits_out)
@@ -205,6 +206,7 @@ int moe_engine_compute_gradients(moe_engine* engine, const int32_t* inputs, cons
                                  int32_t T, double* loss_out, double* objective_out) {
   return guarded(engine, [&] {
     moe::check(inputs && targets && B > 0 && T > 0, "compute_gradients: inputs and targets are required");
+    engine->trainer->settle();
     moe::Model& model = engine->trainer->model();
     model.zero_grads();
     moe::ForwardResult r = model.forward(inputs, targets, B, T);
@@ -221,6 +223,7 @@ int moe_engine_read_tensor(moe_engine* engine, const char* name, int which, floa
     moe::check(numel == static_cast<int64_t>(t.numel), std::string("read_tensor '") + name + "': expected " +
                                                           std::to_string(t.numel) + " elements, got " +
                                                           std::to_string(numel));
+    engine->trainer->settle();
     moe::Model& model = engine->trainer->model();
     const float* base = which == 0 ? model.params() : model.grads();
     model.backend().copy(dst, base + t.offset, t.numel * sizeof(float));
@@ -244,6 +247,7 @@ int moe_engine_tensor_info(const moe_engine* engine, int32_t i, const char** nam
 
 int moe_engine_export_hf(moe_engine* engine, const char* dir, const char* model_type, int bf16) {
   return guarded(engine, [&] {
+    engine->trainer->settle();
     moe::export_hf(dir ? dir : "", engine->trainer->model(), model_type ? model_type : "mixtral",
                    bf16 ? moe::st::DType::BF16 : moe::st::DType::F32);
     return MOE_OK;

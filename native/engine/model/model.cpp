@@ -70,6 +70,15 @@ void Model::init(uint64_t seed) {
 
 void Model::zero_grads() { grads_.zero(); }
 
+void Model::zero_dense_grads() {
+  size_t from = 0;
+  for (const ExpertRange& r : layout_.expert_ranges()) {
+    be_.zero(grads_.f() + from, (r.begin - from) * sizeof(float));
+    from = r.end;
+  }
+  be_.zero(grads_.f() + from, (layout_.total() - from) * sizeof(float));
+}
+
 void Model::set_expert_access(ExpertAccess* access) {
   check(access == nullptr || dtype_ == ComputeDtype::F32,
         "offload: expert offload computes in fp32 only; set train.compute_dtype to \"fp32\"");

@@ -49,6 +49,9 @@ class Model {
 
   void init(uint64_t seed);
   void zero_grads();
+  // Zeroes every gradient outside the routed experts' ranges (expert offload zeroes those itself, once the
+  // previous step's expert updates no longer read them).
+  void zero_dense_grads();
 
   // inputs/targets: [B, T] token ids (targets may be null: logits only; -1 masks a target).
   ForwardResult forward(const int32_t* inputs, const int32_t* targets, int B, int T);

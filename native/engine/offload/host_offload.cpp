@@ -28,6 +28,7 @@ HostOffload::HostOffload(Model& model, AdamWOptimizer& optimizer, const OffloadC
       host_("host", model.backend(), MemKind::PinnedHost, 0),
       lookahead_(cfg.lookahead),
       pins_(cfg.pin_policy, 0, {}),
+      update_ticket_(std::make_unique<std::atomic<uint64_t>[]>(model.layout().expert_ranges().size())),
       host_pool_(host_threads) {
   const ModelConfig& mc = model.config();
   const ParamLayout& layout = model.layout();
@@ -76,16 +77,20 @@ HostOffload::HostOffload(Model& model, AdamWOptimizer& optimizer, const OffloadC
   pin_slots_ = std::min(n_slots - 1, static_cast<int>(std::floor(cfg.pin_fraction * n_slots + 1e-9)));
   if (cfg.pin_policy == PinPolicy::None) pin_slots_ = 0;
   pins_ = PinSelector(cfg.pin_policy, pin_slots_, experts_per_layer);
-  // Slots and pins ready before the first step, so a forward outside training (evaluation) works too.
+  // Slots and pins ready before the first step, so passes outside training (evaluation, gradients) work too.
   begin_step(0, 0.0, TrainConfig{});
+  in_step_ = false;
 }
 
-HostOffload::~HostOffload() {
+HostOffload::~HostOffload() { settle(); }
+
+void HostOffload::settle() {
   copy_worker_.drain();
   optimizer_worker_.drain();
 }
 
 void HostOffload::begin_step(int t, double lr, const TrainConfig& hp) {
+  in_step_ = true;
   t_ = t;
   lr_ = lr;
   hp_ = hp;
@@ -151,6 +156,8 @@ void HostOffload::issue(int i) {
   const float* g_src = grads_ + x.begin;
   float *w_dst = s.w.f(), *g_dst = s.g.f();
   s.ticket = copy_worker_.submit([=, this] {
+    // The next use of an expert waits for its last update (no staleness); other experts' updates run on.
+    optimizer_worker_.wait(update_ticket_[i]);
     const auto t0 = Clock::now();
     std::memcpy(w_dst, w_src, bytes);
     if (grad_up) std::memcpy(g_dst, g_src, bytes);
@@ -207,7 +214,7 @@ void HostOffload::done_backward(int layer, int e) {
   const int i = id(layer, e);
   Expert& x = experts_[i];
   // A pinned expert's gradient waits in its slot for the step's last backward (or finish_gradients()).
-  if (x.pin_slot < 0 || last_micro_) download_grad(i, last_micro_ && hp_.grad_clip <= 0);
+  if (x.pin_slot < 0 || last_micro_) download_grad(i, in_step_ && last_micro_ && hp_.grad_clip <= 0);
   else x.grad_in_slot = true;
   release(i);
 }
@@ -230,7 +237,7 @@ void HostOffload::download_grad(int i, bool then_update) {
 
 // Runs on whichever thread learns the gradient is complete; only touches this expert's ranges.
 void HostOffload::submit_update(int i) {
-  optimizer_worker_.submit([this, i, t = t_, lr = lr_, hp = hp_] {
+  update_ticket_[i] = optimizer_worker_.submit([this, i, t = t_, lr = lr_, hp = hp_] {
     // Without clipping the scale is exactly 1, as in the resident optimizer.
     const double clip_scale = hp.grad_clip > 0 ? clip_scale_ : 1.0;
     for (const ParamTensor* pt : experts_[i].tensors)
@@ -244,6 +251,12 @@ void HostOffload::finish_gradients() {
   // Pinned experts that computed in earlier micro-batches but not in the last one.
   for (int i = 0; i < static_cast<int>(experts_.size()); ++i)
     if (experts_[i].grad_in_slot) download_grad(i, false);
+  // Experts that computed nothing this step still hold last step's gradient (Model::zero_dense_grads leaves
+  // expert ranges alone, since their updates may still be reading them): zero those once the previous step's
+  // updates are done. The others were overwritten by this step's downloads.
+  optimizer_worker_.wait(previous_step_updates_);
+  for (const Expert& x : experts_)
+    if (!x.grad_down) std::memset(grads_ + x.begin, 0, expert_bytes());
   copy_worker_.drain();
 }
 
@@ -258,8 +271,12 @@ void HostOffload::start_expert_updates(double clip_scale) {
 
 OffloadStepStats HostOffload::end_step(const std::vector<std::vector<int32_t>>& step_tokens) {
   copy_worker_.drain();
-  optimizer_worker_.drain();
-  for (Expert& x : experts_) x.slot = -1;
+  in_step_ = false;
+  previous_step_updates_ = 0;
+  for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
+    previous_step_updates_ = std::max<uint64_t>(previous_step_updates_, update_ticket_[i]);
+    experts_[i].slot = -1;
+  }
   pins_.observe(step_tokens);
   stats_.upload_ms = upload_ns_.load() / 1e6;
   stats_.upload_hidden_ms = std::max(0.0, stats_.upload_ms - stats_.stall_ms);

@@ -12,7 +12,8 @@
 //   * expert-wise optimizer: each expert's AdamW runs on a host worker pool, separate from the compute pool.
 //     Without clipping an expert's update starts as soon as its last gradient is down (overlapping the rest of
 //     backward); with clipping all expert updates start once the global norm is known (overlapping the dense
-//     update). end_step() waits for them, so no step ever sees stale weights.
+//     update). The updates run on into the next step: an expert's next upload waits for its own update only, so
+//     no step ever sees stale weights. settle() waits for all of them.
 // The copies and kernels are the ones resident training runs on the same values in the same order, so losses
 // and weights are bit-identical to resident training.
 #pragma once
@@ -60,7 +61,10 @@ class HostOffload final : public ExpertAccess {
   void begin_micro(int micro, int count);
   void start_expert_updates(double clip_scale);  // after every gradient is down and the norm is known
   void finish_gradients();                        // waits for every gradient download
+  // Returns with the expert updates still running; the next use of an expert waits for its own.
   OffloadStepStats end_step(const std::vector<std::vector<int32_t>>& step_tokens);
+  // Waits for every copy and update: the host arenas are current (before checkpoints, loads and reads).
+  void settle();
 
   void plan(int layer, ExpertPass pass, const std::vector<int>& experts) override;
   FfnParams weights(int layer, int e) override;
@@ -113,13 +117,16 @@ class HostOffload final : public ExpertAccess {
   size_t cursor_ = 0, next_issue_ = 0;
   bool last_micro_ = true;
 
-  // Current step.
+  // Current step (in_step_ false: a pass outside training, which never updates experts).
+  bool in_step_ = false;
   int t_ = 0;
   double lr_ = 0;
   double clip_scale_ = 1;  // set before any clipped update is submitted
   TrainConfig hp_;
   OffloadStepStats stats_;
   std::atomic<int64_t> upload_ns_{0};
+  std::unique_ptr<std::atomic<uint64_t>[]> update_ticket_;  // per expert: its latest update on optimizer_worker_
+  uint64_t previous_step_updates_ = 0;                       // the last update ticket of the previous step
 
   ThreadPool host_pool_;
   SerialWorker copy_worker_, optimizer_worker_;

@@ -87,7 +87,8 @@ StepRecord Trainer::step() {
 
   rec.lr = lr_at(cfg_.train, state_.step);
   if (offload_) offload_->begin_step(static_cast<int>(rec.step), rec.lr, cfg_.train);
-  model_.zero_grads();
+  if (offload_) model_.zero_dense_grads();
+  else model_.zero_grads();
   for (int micro = 0; micro < A; ++micro) {
     if (offload_) offload_->begin_micro(micro, A);
     Batch b = next_batch();
@@ -133,10 +134,18 @@ void Trainer::check_model_matches(const std::string& dir) {
                "\"model\" section equals the checkpoint's config.json");
 }
 
-void Trainer::init_from(const std::string& dir) { load_weights(dir, model_); }
+void Trainer::settle() {
+  if (offload_) offload_->settle();
+}
+
+void Trainer::init_from(const std::string& dir) {
+  settle();
+  load_weights(dir, model_);
+}
 
 void Trainer::resume_from(const std::string& dir) {
   check_model_matches(dir);
+  settle();
   if (!fs::exists(fs::join(dir, "optimizer.safetensors")) || !fs::exists(fs::join(dir, "trainer_state.json")))
     fail(dir + ": has no optimizer.safetensors / trainer_state.json to resume from; use it with --init instead");
   TrainerState st;
@@ -147,6 +156,9 @@ void Trainer::resume_from(const std::string& dir) {
   if (!data_path.empty()) state_.data_path = data_path;
 }
 
-void Trainer::save_checkpoint(const std::string& dir) { moe::save_checkpoint(dir, cfg_, model_, &opt_, &state_); }
+void Trainer::save_checkpoint(const std::string& dir) {
+  settle();
+  moe::save_checkpoint(dir, cfg_, model_, &opt_, &state_);
+}
 
 }  // namespace moe

@@ -41,6 +41,9 @@ class Trainer {
   void resume_from(const std::string& dir);
   void save_checkpoint(const std::string& dir);
 
+  // Waits for offloaded experts' updates still running after step(): model and optimizer arenas are current.
+  void settle();
+
   // One optimizer step over grad_accum micro-batches.
   StepRecord step();
 
