@@ -292,9 +292,10 @@ TEST(offloaded_checkpoint_resumes_exactly) {
   std::filesystem::remove_all(dir);
 }
 
-// Evaluation between steps (moe_engine_forward) streams experts through the slots and gives resident logits.
-TEST(forward_outside_training_matches_resident) {
-  std::vector<std::vector<float>> logits;
+// Evaluation and gradients between steps (moe_engine_forward, moe_engine_compute_gradients, twice) stream
+// experts through the slots and give resident logits and gradients.
+TEST(passes_outside_training_match_resident) {
+  std::vector<std::vector<float>> logits, grads;
   for (bool offload : {false, true}) {
     Variant v;
     v.grad_accum = 1;
@@ -315,9 +316,25 @@ TEST(forward_outside_training_matches_resident) {
     }
     CHECK(moe_engine_forward(e, in.data(), tg.data(), 2, 16, out.data(), &loss, &aux) == MOE_OK);
     logits.push_back(out);
+    for (int pass = 0; pass < 2; ++pass)
+      CHECK(moe_engine_compute_gradients(e, in.data(), tg.data(), 2, 16, &loss, &aux) == MOE_OK);
+    std::vector<float> all;
+    for (int32_t t = 0; t < moe_engine_tensor_count(e); ++t) {
+      const char* name = nullptr;
+      int32_t rank = 0;
+      int64_t dims[8] = {};
+      CHECK(moe_engine_tensor_info(e, t, &name, &rank, dims) == MOE_OK);
+      int64_t numel = 1;
+      for (int d = 0; d < rank; ++d) numel *= dims[d];
+      std::vector<float> g(numel);
+      CHECK(moe_engine_read_tensor(e, name, 1, g.data(), numel) == MOE_OK);
+      all.insert(all.end(), g.begin(), g.end());
+    }
+    grads.push_back(all);
     moe_engine_destroy(e);
   }
   CHECK(same_bits(logits[0], logits[1]));
+  CHECK(same_bits(grads[0], grads[1]));
 }
 
 TEST_MAIN()

@@ -77,9 +77,20 @@ HostOffload::HostOffload(Model& model, AdamWOptimizer& optimizer, const OffloadC
   pin_slots_ = std::min(n_slots - 1, static_cast<int>(std::floor(cfg.pin_fraction * n_slots + 1e-9)));
   if (cfg.pin_policy == PinPolicy::None) pin_slots_ = 0;
   pins_ = PinSelector(cfg.pin_policy, pin_slots_, experts_per_layer);
-  // Slots and pins ready before the first step, so passes outside training (evaluation, gradients) work too.
   begin_step(0, 0.0, TrainConfig{});
+  enter_idle();
+}
+
+// Between steps (evaluation, C API gradients): no pins, every slot streams, and no update ever starts, so a
+// pass outside training computes what resident training would.
+void HostOffload::enter_idle() {
   in_step_ = false;
+  free_.clear();
+  for (Expert& x : experts_) {
+    x.slot = x.pin_slot = -1;
+    x.grad_down = x.grad_in_slot = false;
+  }
+  for (int s = 0; s < slots(); ++s) free_.push_back(s);
 }
 
 HostOffload::~HostOffload() { settle(); }
@@ -271,12 +282,10 @@ void HostOffload::start_expert_updates(double clip_scale) {
 
 OffloadStepStats HostOffload::end_step(const std::vector<std::vector<int32_t>>& step_tokens) {
   copy_worker_.drain();
-  in_step_ = false;
   previous_step_updates_ = 0;
-  for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
+  for (int i = 0; i < static_cast<int>(experts_.size()); ++i)
     previous_step_updates_ = std::max<uint64_t>(previous_step_updates_, update_ticket_[i]);
-    experts_[i].slot = -1;
-  }
+  enter_idle();
   pins_.observe(step_tokens);
   stats_.upload_ms = upload_ns_.load() / 1e6;
   stats_.upload_hidden_ms = std::max(0.0, stats_.upload_ms - stats_.stall_ms);

@@ -89,6 +89,7 @@ class HostOffload final : public ExpertAccess {
   };
 
   int id(int layer, int e) const { return layer_base_[layer] + e; }
+  void enter_idle();
   void issue_ahead();
   void issue(int id);
   void release(int id);
