@@ -42,6 +42,23 @@ std::string record_json(const moe_step_record& r) {
     layers.push(layer);
   }
   o.set("expert_tokens", layers);
+  if (r.offloaded) {
+    o.set("upload_ms", Value::of(r.upload_ms));
+    o.set("upload_hidden_ms", Value::of(r.upload_hidden_ms));
+    o.set("stall_ms", Value::of(r.stall_ms));
+    o.set("bytes_h2d", Value::of(static_cast<double>(r.bytes_h2d)));
+    o.set("bytes_d2h", Value::of(static_cast<double>(r.bytes_d2h)));
+    o.set("peak_device_bytes", Value::of(static_cast<double>(r.peak_device_bytes)));
+    o.set("peak_host_bytes", Value::of(static_cast<double>(r.peak_host_bytes)));
+    Value pinned = Value::make_array();
+    const uint8_t* pins = r.expert_pinned;
+    for (int l = 0; l < r.n_moe_layers; ++l) {
+      Value layer = Value::make_array();
+      for (int e = 0; e < r.experts_per_layer[l]; ++e) layer.push(Value::of(static_cast<int>(*pins++)));
+      pinned.push(layer);
+    }
+    o.set("expert_pinned", pinned);
+  }
   return moe::json::dump(o);
 }
 
@@ -108,9 +125,13 @@ int cmd_train(int argc, char** argv) {
     log << record_json(r) << '\n';
     log.flush();
     if (!quiet) {
-      std::printf("step %lld/%d | loss %.4f | aux %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | %.0f ms\n",
+      std::printf("step %lld/%d | loss %.4f | aux %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | %.0f ms",
                   static_cast<long long>(r.step), total, r.loss, r.aux_loss, r.lr, r.grad_norm,
                   r.tokens / (r.step_ms / 1000.0), r.step_ms);
+      if (r.offloaded)
+        std::printf(" | up %.1f ms (%.1f hidden) stall %.1f ms | h2d %.1f MB d2h %.1f MB", r.upload_ms,
+                    r.upload_hidden_ms, r.stall_ms, r.bytes_h2d / 1e6, r.bytes_d2h / 1e6);
+      std::printf("\n");
       std::fflush(stdout);
     }
     if (every > 0 && r.step % every == 0 && r.step < total) {
