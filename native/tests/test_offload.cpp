@@ -21,17 +21,19 @@ struct Variant {
   double grad_clip = 0;
   int grad_accum = 2;
   std::string offload;  // the "offload" section, empty: resident
+  std::string layers = R"("n_layers": 2, "n_experts": [8, 8])";
+  int threads = 1;
 };
 
 std::string config(const Variant& v) {
   std::string c = R"({"model": {"arch": ")" + v.arch +
-                  R"(", "vocab_size": 64, "d_model": 32, "n_layers": 2, "n_heads": 2, "n_kv_heads": )" +
-                  (v.arch == "mixtral" ? "1" : "2") +
-                  R"(, "max_seq_len": 16, "d_ff": 48, "expert_d_ff": 24, "n_experts": [8, 8], "top_k": 2,
+                  R"(", "vocab_size": 64, "d_model": 32, "n_heads": 2, "n_kv_heads": )" +
+                  (v.arch == "mixtral" ? "1" : "2") + ", " + v.layers +
+                  R"(, "max_seq_len": 16, "d_ff": 48, "expert_d_ff": 24, "top_k": 2,
       "z_loss_coef": 0.001, "capacity_factor": )" +
                   (v.capacity ? "1.0" : "null") + R"(},
-    "train": {"batch_size": 2, "seq_len": 16, "steps": 100, "lr": 1e-2, "warmup_steps": 2, "threads": 1,
-      "seed": 11, "grad_accum": )" +
+    "train": {"batch_size": 2, "seq_len": 16, "steps": 100, "lr": 1e-2, "warmup_steps": 2, "threads": )" +
+                  std::to_string(v.threads) + R"(, "seed": 11, "grad_accum": )" +
                   std::to_string(v.grad_accum) + R"(, "grad_clip": )" + std::to_string(v.grad_clip) + "}";
   if (!v.offload.empty()) c += R"(, "offload": )" + v.offload;
   return c + "}";
@@ -63,7 +65,7 @@ struct Run {
 
 Run train(const Variant& v, int steps = 20) {
   moe::EngineConfig cfg = moe::parse_config_text(config(v), "test");
-  auto be = moe::make_cpu_backend(1);
+  auto be = moe::make_cpu_backend(v.threads);
   moe::Trainer t(cfg, *be);
   feed(t, steps * v.grad_accum);
   Run r;
@@ -113,6 +115,24 @@ TEST(offloaded_training_is_bit_identical_to_resident) {
             CHECK_MSG(same_bits(off.m, resident.m) && same_bits(off.v, resident.v), what + ": moments differ");
           }
       }
+}
+
+// Dense layers between MoE layers, different expert counts per layer, shared experts with their gate (mixtral)
+// and the PR-MoE residual MLP (gpt-moe), and two compute threads beside the copy and optimizer threads.
+TEST(offload_is_exact_for_mixed_layers_shared_experts_and_threads) {
+  for (const char* arch : {"mixtral", "gpt-moe"}) {
+    Variant v{arch, false, 1.0};
+    v.layers = std::string(R"("n_layers": 4, "moe_every": 2, "n_experts": [8, 6], )") +
+               (v.arch == "mixtral" ? R"("shared_expert_d_ff": 16, "shared_expert_gate": true)" : R"("residual_mlp": true)");
+    const Run resident = train(v);
+    Variant o = v;
+    o.threads = 2;
+    o.offload = host_offload(0.5, 2, 3);
+    const Run off = train(o);
+    CHECK_MSG(same_bits(off.losses, resident.losses), std::string(arch) + ": losses differ");
+    CHECK_MSG(same_bits(off.params, resident.params), std::string(arch) + ": weights differ");
+    CHECK_MSG(same_bits(off.m, resident.m) && same_bits(off.v, resident.v), std::string(arch) + ": moments differ");
+  }
 }
 
 TEST(resident_runs_record_no_offload) {
