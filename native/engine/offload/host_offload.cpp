@@ -77,6 +77,7 @@ HostOffload::HostOffload(Model& model, AdamWOptimizer& optimizer, const OffloadC
   pin_slots_ = std::min(n_slots - 1, static_cast<int>(std::floor(cfg.pin_fraction * n_slots + 1e-9)));
   if (cfg.pin_policy == PinPolicy::None) pin_slots_ = 0;
   pins_ = PinSelector(cfg.pin_policy, pin_slots_, experts_per_layer);
+  // Sizes the per-step bookkeeping, then waits idle: passes before the first step (evaluation) work too.
   begin_step(0, 0.0, TrainConfig{});
   enter_idle();
 }
