@@ -1,0 +1,49 @@
+// An offloaded run's step records travel from the engine (addon) through the packed record and the StepWriter
+// into the store: the offload scalars become queryable metrics and the tiers and pins per-step blobs
+// (docs/offload.md). A resident run's records leave those columns empty.
+import { join } from 'node:path'
+
+import { afterAll, describe, expect, it } from 'vitest'
+
+import { loadEngineAddon } from '../../main/host/engine/addon'
+import { decodeStepRecord } from '../../main/host/engine/step-record'
+import { StepWriter } from '../../main/host/engine/step-writer'
+import { TelemetryStore } from '../../main/host/store/store'
+import { tinyConfig, writeCorpusShard } from '../integration/helpers/engine-fixtures'
+import { runRecord, tempDir } from './store-fixtures'
+
+const { Engine } = loadEngineAddon()
+const { dir, cleanup } = tempDir()
+afterAll(cleanup)
+const shard = writeCorpusShard(join(dir, 'corpus.bin'))
+
+async function trainInto(store: TelemetryStore, runId: string, offload?: object): Promise<void> {
+  const engine = new Engine(JSON.stringify({ ...tinyConfig({ steps: 3 }), ...(offload ? { offload } : {}) }))
+  engine.setData(shard)
+  store.insertRun(runRecord(runId, { totalSteps: 3 }))
+  const writer = new StepWriter(store, runId, (e) => { throw e })
+  await new Promise<void>((resolve) =>
+    engine.start({ runDir: join(dir, runId) }, (buf) => writer.push(decodeStepRecord(buf), Date.now()), () => {}, () => resolve()),
+  )
+  writer.flush()
+}
+
+describe('offload telemetry: engine -> packed record -> store', () => {
+  it('stores bytes, times, peaks, tiers and pins of an offloaded run, and nothing for a resident one', async () => {
+    const store = TelemetryStore.open(join(dir, 'telemetry.sqlite'))
+    await trainInto(store, 'offloaded', { mode: 'host', expert_slots: 4, pin_fraction: 0.25 })
+    await trainInto(store, 'resident')
+    const metrics = ['bytes_h2d', 'bytes_d2h', 'upload_ms', 'stall_ms', 'peak_device_bytes', 'peak_host_bytes'] as const
+    const off = store.series('offloaded', [...metrics], { maxPoints: 10 })
+    expect(off.step).toEqual([1, 2, 3])
+    for (const m of ['bytes_h2d', 'bytes_d2h', 'peak_device_bytes', 'peak_host_bytes']) for (const v of off.values[m]) expect(v).toBeGreaterThan(0)
+    for (const v of off.values.stall_ms) expect(v).toBeGreaterThanOrEqual(0)
+    const loads = store.stepLoads('offloaded', 3)
+    expect(loads?.tiers?.map((t) => Array.from(t))).toEqual([[1, 1, 1, 1], [1, 1, 1, 1]])
+    expect(loads?.pins?.flatMap((t) => Array.from(t)).reduce((a, b) => a + b, 0)).toBe(1)
+    const res = store.series('resident', ['bytes_h2d'], { maxPoints: 10 })
+    expect(res.values.bytes_h2d.every((v) => Number.isNaN(v))).toBe(true)
+    expect(store.stepLoads('resident', 3)).toMatchObject({ tiers: null, pins: null })
+    store.close()
+  })
+})
