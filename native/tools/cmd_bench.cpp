@@ -17,6 +17,7 @@
 
 #include "backend/cpu/adamw.h"
 #include "backend/cpu/gemm.h"
+#include "bench_timing.h"
 #include "commands.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -24,9 +25,10 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using bench::Clock;
+using bench::median;
+using bench::seconds_since;
+using bench::time_median;
 
 struct Options {
   int threads = 2;
@@ -69,28 +71,6 @@ void fill_random(moe::ThreadPool& tp, float* x, int64_t n, uint64_t stream, floa
   tp.parallel_for(n, [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) x[i] = (2.0f * moe::random_uniform(7, stream, uint64_t(i)) - 1.0f) * scale;
   });
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Median seconds of fn() after one warm-up call; enough reps for ~0.3 s of timing, between 3 and 15.
-template <class Fn>
-double time_median(Fn&& fn) {
-  auto t0 = Clock::now();
-  fn();
-  const double first = seconds_since(t0);
-  const int reps = std::clamp(static_cast<int>(0.3 / std::max(first, 1e-9)), 3, 15);
-  std::vector<double> t(reps);
-  for (auto& s : t) {
-    t0 = Clock::now();
-    fn();
-    s = seconds_since(t0);
-  }
-  return median(t);
 }
 
 // ---- FMA peak: independent FMA chains that never touch memory ----

@@ -25,6 +25,7 @@
 #include "backend/cpu/convert_bf16.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/gemm_bf16.h"
+#include "bench_timing.h"
 #include "commands.h"
 #include "core/error.h"
 #include "core/fsutil.h"
@@ -36,9 +37,8 @@ extern char** environ;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using bench::median;
+using bench::time_median;
 
 struct Options {
   int threads = 2, steps = 8, rounds = 2;
@@ -73,28 +73,6 @@ Options parse(int argc, char** argv) {
   }
   if (!o.gemm && !o.train) o.gemm = o.train = true;
   return o;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Median seconds of fn() after one warm-up call; enough reps for ~0.3 s of timing, between 3 and 15.
-template <class Fn>
-double time_median(Fn&& fn) {
-  auto t0 = Clock::now();
-  fn();
-  const double first = seconds_since(t0);
-  const int reps = std::clamp(static_cast<int>(0.3 / std::max(first, 1e-9)), 3, 15);
-  std::vector<double> t(reps);
-  for (auto& s : t) {
-    t0 = Clock::now();
-    fn();
-    s = seconds_since(t0);
-  }
-  return median(t);
 }
 
 std::vector<float> random_floats(int64_t n, uint64_t stream) {
