@@ -182,6 +182,13 @@ int moe_engine_step(moe_engine* engine, moe_step_record* out) {
       out->peak_host_bytes = r.peak_host_bytes;
       out->expert_tiers = r.offloaded ? engine->expert_tiers.data() : nullptr;
       out->expert_pinned = r.offloaded ? engine->expert_pinned.data() : nullptr;
+      out->peak_ssd_bytes = r.peak_ssd_bytes;
+      out->ssd_ms = r.ssd_ms;
+      out->prefetch_lead_ms = r.prefetch_lead_ms;
+      out->bytes_ssd_read = r.bytes_ssd_read;
+      out->bytes_ssd_write = r.bytes_ssd_write;
+      out->cache_hits = r.cache_hits;
+      out->cache_misses = r.cache_misses;
     }
     return static_cast<int>(MOE_OK);
   });
@@ -208,7 +215,7 @@ int moe_engine_compute_gradients(moe_engine* engine, const int32_t* inputs, cons
     moe::check(inputs && targets && B > 0 && T > 0, "compute_gradients: inputs and targets are required");
     engine->trainer->settle();
     moe::Model& model = engine->trainer->model();
-    model.zero_grads();
+    engine->trainer->zero_grads();
     moe::ForwardResult r = model.forward(inputs, targets, B, T);
     model.backward(1.0f);
     if (loss_out) *loss_out = r.loss;
@@ -223,7 +230,7 @@ int moe_engine_read_tensor(moe_engine* engine, const char* name, int which, floa
     moe::check(numel == static_cast<int64_t>(t.numel), std::string("read_tensor '") + name + "': expected " +
                                                           std::to_string(t.numel) + " elements, got " +
                                                           std::to_string(numel));
-    engine->trainer->settle();
+    engine->trainer->experts_to_arenas();
     moe::Model& model = engine->trainer->model();
     const float* base = which == 0 ? model.params() : model.grads();
     model.backend().copy(dst, base + t.offset, t.numel * sizeof(float));
@@ -247,7 +254,7 @@ int moe_engine_tensor_info(const moe_engine* engine, int32_t i, const char** nam
 
 int moe_engine_export_hf(moe_engine* engine, const char* dir, const char* model_type, int bf16) {
   return guarded(engine, [&] {
-    engine->trainer->settle();
+    engine->trainer->experts_to_arenas();
     moe::export_hf(dir ? dir : "", engine->trainer->model(), model_type ? model_type : "mixtral",
                    bf16 ? moe::st::DType::BF16 : moe::st::DType::F32);
     return MOE_OK;

@@ -10,92 +10,11 @@
 #include "core/error.h"
 #include "model/config.h"
 #include "moe_engine.h"
+#include "offload_fixture.h"
 #include "testing.h"
 #include "train/trainer.h"
 
-namespace {
-
-struct Variant {
-  std::string arch = "mixtral";
-  bool capacity = false;
-  double grad_clip = 0;
-  int grad_accum = 2;
-  std::string offload;  // the "offload" section, empty: resident
-  std::string layers = R"("n_layers": 2, "n_experts": [8, 8])";
-  int threads = 1;
-};
-
-std::string config(const Variant& v) {
-  std::string c = R"({"model": {"arch": ")" + v.arch +
-                  R"(", "vocab_size": 64, "d_model": 32, "n_heads": 2, "n_kv_heads": )" +
-                  (v.arch == "mixtral" ? "1" : "2") + ", " + v.layers +
-                  R"(, "max_seq_len": 16, "d_ff": 48, "expert_d_ff": 24, "top_k": 2,
-      "z_loss_coef": 0.001, "capacity_factor": )" +
-                  (v.capacity ? "1.0" : "null") + R"(},
-    "train": {"batch_size": 2, "seq_len": 16, "steps": 100, "lr": 1e-2, "warmup_steps": 2, "threads": )" +
-                  std::to_string(v.threads) + R"(, "seed": 11, "grad_accum": )" +
-                  std::to_string(v.grad_accum) + R"(, "grad_clip": )" + std::to_string(v.grad_clip) + "}";
-  if (!v.offload.empty()) c += R"(, "offload": )" + v.offload;
-  return c + "}";
-}
-
-std::string host_offload(double pin_fraction, int lookahead, int slots = 4) {
-  return R"({"mode": "host", "expert_slots": )" + std::to_string(slots) + R"(, "lookahead": )" +
-         std::to_string(lookahead) + R"(, "pin_fraction": )" + std::to_string(pin_fraction) + "}";
-}
-
-// Skewed tokens, so the router has hot experts to pin.
-void feed(moe::Trainer& t, int micro_batches, int first = 0) {
-  std::vector<int32_t> in(32), tg(32);
-  for (int m = first; m < first + micro_batches; ++m) {
-    for (int i = 0; i < 32; ++i) {
-      const float u = moe::random_uniform(5, m, i);
-      in[i] = static_cast<int32_t>(u * u * 64) % 64;
-      tg[i] = static_cast<int32_t>(moe::random_uniform(6, m, i) * 64) % 64;
-    }
-    t.feed_batch(in.data(), tg.data(), 2, 16);
-  }
-}
-
-struct Run {
-  std::vector<double> losses, grad_norms;
-  std::vector<float> params, m, v;
-  std::vector<moe::StepRecord> records;
-};
-
-Run train(const Variant& v, int steps = 20) {
-  moe::EngineConfig cfg = moe::parse_config_text(config(v), "test");
-  auto be = moe::make_cpu_backend(v.threads);
-  moe::Trainer t(cfg, *be);
-  feed(t, steps * v.grad_accum);
-  Run r;
-  for (int s = 0; s < steps; ++s) {
-    r.records.push_back(t.step());
-    r.losses.push_back(r.records.back().loss);
-    r.grad_norms.push_back(r.records.back().grad_norm);
-  }
-  t.settle();
-  const size_t n = t.model().num_params();
-  r.params.assign(t.model().params(), t.model().params() + n);
-  r.m.assign(t.optimizer().m(), t.optimizer().m() + n);
-  r.v.assign(t.optimizer().v(), t.optimizer().v() + n);
-  return r;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
-}
-
-std::string describe(const Variant& v, double pin, int lookahead) {
-  return v.arch + (v.capacity ? " capacity" : " dropless") + " clip " + std::to_string(v.grad_clip) + " pin " +
-         std::to_string(pin) + " lookahead " + std::to_string(lookahead);
-}
-
-}  // namespace
+using namespace offload_test;
 
 TEST(offloaded_training_is_bit_identical_to_resident) {
   for (const char* arch : {"mixtral", "gpt-moe"})
@@ -103,17 +22,21 @@ TEST(offloaded_training_is_bit_identical_to_resident) {
       for (double clip : {0.0, 1.0}) {
         Variant v{arch, capacity, clip};
         const Run resident = train(v);
-        for (double pin : {0.0, 0.25, 0.5})
-          for (int lookahead : {1, 2}) {
-            Variant o = v;
-            o.offload = host_offload(pin, lookahead);
-            const Run off = train(o);
-            const std::string what = describe(v, pin, lookahead);
-            CHECK_MSG(same_bits(off.losses, resident.losses), what + ": losses differ");
-            CHECK_MSG(same_bits(off.grad_norms, resident.grad_norms), what + ": grad norms differ");
-            CHECK_MSG(same_bits(off.params, resident.params), what + ": weights differ");
-            CHECK_MSG(same_bits(off.m, resident.m) && same_bits(off.v, resident.v), what + ": moments differ");
-          }
+        for (bool ssd : {false, true})
+          for (const char* optimizer : {"expert", "layer"})
+            for (double pin : {0.0, 0.25, 0.5})
+              for (int lookahead : {1, 2}) {
+                Variant o = v;
+                const std::string opt = std::string(R"(, "optimizer": ")") + optimizer + "\"";
+                o.offload = ssd ? ssd_offload(pin, lookahead, opt) : host_offload(pin, lookahead, 4, opt);
+                const Run off = train(o);
+                const std::string what =
+                    std::string(ssd ? "ssd " : "host ") + optimizer + " " + describe(v, pin, lookahead);
+                CHECK_MSG(same_bits(off.losses, resident.losses), what + ": losses differ");
+                CHECK_MSG(same_bits(off.grad_norms, resident.grad_norms), what + ": grad norms differ");
+                CHECK_MSG(same_bits(off.params, resident.params), what + ": weights differ");
+                CHECK_MSG(same_bits(off.m, resident.m) && same_bits(off.v, resident.v), what + ": moments differ");
+              }
       }
 }
 
@@ -250,7 +173,12 @@ TEST(offload_config_is_validated_by_field) {
     return std::string();
   };
   CHECK(error_of(R"({"mode": "host", "expert_slot": 2})").find("offload.expert_slot: unknown field") == 0);
-  CHECK(error_of(R"({"mode": "ssd"})").find("offload.mode") == 0);
+  CHECK(error_of(R"({"mode": "disk"})").find("offload.mode") == 0);
+  CHECK(error_of(R"({"mode": "ssd", "expert_slots": 2})").find("offload.cache_experts") == 0);
+  CHECK(error_of(R"({"mode": "ssd", "expert_slots": 2, "cache_experts": 4, "optimizer": "delayed"})")
+            .find("offload.optimizer") == 0);
+  CHECK(error_of(R"({"mode": "host", "expert_slots": 2, "cache_policy": "mru"})").find("offload.cache_policy") == 0);
+  CHECK(error_of(R"({"mode": "host", "expert_slots": 2, "lookahead": 65})").find("offload.lookahead") == 0);
   CHECK(error_of(R"({"mode": "host"})").find("offload.expert_slots") == 0);
   CHECK(error_of(R"({"mode": "host", "expert_slots": 2, "pin_policy": "lru"})").find("offload.pin_policy") == 0);
   CHECK(error_of(R"({"mode": "none"})").empty());

@@ -42,6 +42,11 @@ typedef struct moe_step_record {
   int64_t bytes_h2d, bytes_d2h, peak_device_bytes, peak_host_bytes;
   const uint8_t* expert_tiers;  /* home tier: 0 device, 1 host, 2 SSD */
   const uint8_t* expert_pinned; /* 1 when pinned this step */
+  /* SSD tier (0 on the host tier): peak file bytes, file I/O time and bytes, host cache hits and misses, mean
+   * time a prefetched expert waited in the cache before its first use. */
+  int64_t peak_ssd_bytes;
+  double ssd_ms, prefetch_lead_ms;
+  int64_t bytes_ssd_read, bytes_ssd_write, cache_hits, cache_misses;
 } moe_step_record;
 
 /* Creates an engine from a JSON config ({"model": ..., "train": ...}). With model omitted, init_dir

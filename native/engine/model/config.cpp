@@ -188,11 +188,39 @@ TrainConfig parse_train_config(const json::Value& obj) {
   return t;
 }
 
-const char* offload_mode_name(OffloadMode m) { return m == OffloadMode::None ? "none" : "host"; }
+const char* offload_mode_name(OffloadMode m) {
+  return m == OffloadMode::None ? "none" : m == OffloadMode::Host ? "host" : "ssd";
+}
+
+const char* expert_optimizer_name(ExpertOptimizer o) {
+  return o == ExpertOptimizer::Expert ? "expert" : o == ExpertOptimizer::Layer ? "layer" : "delayed";
+}
+
+const char* cache_policy_name(CachePolicy p) { return p == CachePolicy::Lru ? "lru" : "lfu"; }
 
 const char* pin_policy_name(PinPolicy p) {
   return p == PinPolicy::Previous ? "previous" : p == PinPolicy::Ema ? "ema" : "none";
 }
+
+namespace {
+
+int64_t optional_bytes(FieldReader& r, const std::string& key) {
+  const json::Value* v = r.raw(key);
+  if (!v || v->is_null()) return 0;
+  if (v->type != json::Type::Number || v->number != std::floor(v->number) || v->number < 1 ||
+      v->number > 9007199254740991.0)
+    fail("offload." + key + ": must be a positive whole number of bytes or null");
+  return static_cast<int64_t>(v->number);
+}
+
+int optional_count(FieldReader& r, const std::string& key) {
+  const json::Value* v = r.raw(key);
+  if (!v || v->is_null()) return 0;
+  if (v->type != json::Type::Number) fail("offload." + key + ": must be a number or null");
+  return r.checked_int(key, v->number, 1, kBig);
+}
+
+}  // namespace
 
 OffloadConfig parse_offload_config(const json::Value& obj) {
   FieldReader r(obj, "offload");
@@ -200,19 +228,12 @@ OffloadConfig parse_offload_config(const json::Value& obj) {
   if (const json::Value* mode = r.get("mode", json::Type::String)) {
     if (mode->string == "none") o.mode = OffloadMode::None;
     else if (mode->string == "host") o.mode = OffloadMode::Host;
-    else fail("offload.mode: \"" + mode->string + "\" is not supported; use \"none\" or \"host\"");
+    else if (mode->string == "ssd") o.mode = OffloadMode::Ssd;
+    else fail("offload.mode: \"" + mode->string + "\" is not supported; use \"none\", \"host\" or \"ssd\"");
   }
-  if (const json::Value* budget = r.raw("device_budget_bytes"); budget && !budget->is_null()) {
-    if (budget->type != json::Type::Number || budget->number != std::floor(budget->number) || budget->number < 1 ||
-        budget->number > 9007199254740991.0)
-      fail("offload.device_budget_bytes: must be a positive whole number of bytes or null");
-    o.device_budget_bytes = static_cast<int64_t>(budget->number);
-  }
-  if (const json::Value* slots = r.raw("expert_slots"); slots && !slots->is_null()) {
-    if (slots->type != json::Type::Number) fail("offload.expert_slots: must be a number or null");
-    o.expert_slots = r.checked_int("expert_slots", slots->number, 1, kBig);
-  }
-  o.lookahead = r.integer("lookahead", o.lookahead, 1, 64);
+  o.device_budget_bytes = optional_bytes(r, "device_budget_bytes");
+  o.expert_slots = optional_count(r, "expert_slots");
+  o.lookahead = r.integer("lookahead", o.lookahead, 0, 64);
   o.pin_fraction = r.number("pin_fraction", o.pin_fraction, 0.0, 1.0);
   if (const json::Value* policy = r.get("pin_policy", json::Type::String)) {
     if (policy->string == "previous") o.pin_policy = PinPolicy::Previous;
@@ -220,9 +241,37 @@ OffloadConfig parse_offload_config(const json::Value& obj) {
     else if (policy->string == "none") o.pin_policy = PinPolicy::None;
     else fail("offload.pin_policy: \"" + policy->string + "\" is not supported; use \"previous\", \"ema\" or \"none\"");
   }
+  if (const json::Value* opt = r.get("optimizer", json::Type::String)) {
+    if (opt->string == "expert") o.optimizer = ExpertOptimizer::Expert;
+    else if (opt->string == "layer") o.optimizer = ExpertOptimizer::Layer;
+    else if (opt->string == "delayed") o.optimizer = ExpertOptimizer::Delayed;
+    else fail("offload.optimizer: \"" + opt->string + "\" is not supported; use \"expert\", \"layer\" or \"delayed\"");
+  }
+  o.optimizer_overlap = r.boolean("optimizer_overlap", o.optimizer_overlap);
+  o.host_budget_bytes = optional_bytes(r, "host_budget_bytes");
+  if (const json::Value* policy = r.get("cache_policy", json::Type::String)) {
+    if (policy->string == "lru") o.cache_policy = CachePolicy::Lru;
+    else if (policy->string == "lfu") o.cache_policy = CachePolicy::Lfu;
+    else fail("offload.cache_policy: \"" + policy->string + "\" is not supported; use \"lru\" or \"lfu\"");
+  }
+  o.cache_experts = optional_count(r, "cache_experts");
+  o.lfu_threshold = r.integer("lfu_threshold", o.lfu_threshold, 1, 1000000);
+  o.lfu_decay = r.number("lfu_decay", o.lfu_decay, 1e-9, 1.0);
+  o.lfu_decay_every = r.integer("lfu_decay_every", o.lfu_decay_every, 1, kBig);
+  o.prefetch = r.boolean("prefetch", o.prefetch);
+  if (const json::Value* dir = r.raw("ssd_dir"); dir && !dir->is_null()) {
+    if (dir->type != json::Type::String || dir->string.empty())
+      fail("offload.ssd_dir: must be a directory path or null");
+    o.ssd_dir = dir->string;
+  }
   r.reject_unknown();
-  if (o.mode == OffloadMode::Host && o.device_budget_bytes == 0 && o.expert_slots == 0)
-    fail("offload.expert_slots: host offload needs expert_slots or device_budget_bytes (both are null)");
+  if (o.mode != OffloadMode::None && o.device_budget_bytes == 0 && o.expert_slots == 0)
+    fail("offload.expert_slots: " + std::string(offload_mode_name(o.mode)) +
+         " offload needs expert_slots or device_budget_bytes (both are null)");
+  if (o.mode == OffloadMode::Ssd && o.host_budget_bytes == 0 && o.cache_experts == 0)
+    fail("offload.cache_experts: ssd offload needs cache_experts or host_budget_bytes (both are null)");
+  if (o.mode == OffloadMode::Ssd && o.optimizer == ExpertOptimizer::Delayed)
+    fail("offload.optimizer: \"delayed\" updates are host-tier only; use mode \"host\" or optimizer \"expert\"");
   return o;
 }
 
@@ -237,8 +286,8 @@ EngineConfig parse_config(const json::Value& root) {
   c.model = parse_model_config(*model);
   if (const json::Value* train = root.find("train")) c.train = parse_train_config(*train);
   if (const json::Value* offload = root.find("offload")) c.offload = parse_offload_config(*offload);
-  if (c.offload.mode == OffloadMode::Host && c.train.compute_dtype != ComputeDtype::F32)
-    fail("offload.mode: host offload computes in fp32 only; set train.compute_dtype to \"fp32\"");
+  if (c.offload.mode != OffloadMode::None && c.train.compute_dtype != ComputeDtype::F32)
+    fail("offload.mode: expert offload computes in fp32 only; set train.compute_dtype to \"fp32\"");
   if (c.train.seq_len > c.model.max_seq_len)
     fail("train.seq_len: " + std::to_string(c.train.seq_len) + " exceeds model.max_seq_len " +
          std::to_string(c.model.max_seq_len));
@@ -313,6 +362,18 @@ json::Value offload_config_to_json(const OffloadConfig& c) {
   o.set("lookahead", Value::of(c.lookahead));
   o.set("pin_fraction", Value::of(c.pin_fraction));
   o.set("pin_policy", Value::of(pin_policy_name(c.pin_policy)));
+  o.set("optimizer", Value::of(expert_optimizer_name(c.optimizer)));
+  o.set("optimizer_overlap", Value::of(c.optimizer_overlap));
+  if (c.mode == OffloadMode::Ssd) {
+    o.set("host_budget_bytes", c.host_budget_bytes ? Value::of(static_cast<double>(c.host_budget_bytes)) : Value::null());
+    o.set("cache_policy", Value::of(cache_policy_name(c.cache_policy)));
+    o.set("cache_experts", c.cache_experts ? Value::of(c.cache_experts) : Value::null());
+    o.set("lfu_threshold", Value::of(c.lfu_threshold));
+    o.set("lfu_decay", Value::of(c.lfu_decay));
+    o.set("lfu_decay_every", Value::of(c.lfu_decay_every));
+    o.set("prefetch", Value::of(c.prefetch));
+    o.set("ssd_dir", c.ssd_dir.empty() ? Value::null() : Value::of(c.ssd_dir));
+  }
   return o;
 }
 

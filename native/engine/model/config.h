@@ -52,16 +52,31 @@ struct TrainConfig {
 };
 
 // Expert offload and pinning (docs/offload.md). mode "none" keeps every expert resident on the device.
-enum class OffloadMode { None, Host };
+enum class OffloadMode { None, Host, Ssd };
 enum class PinPolicy { Previous, Ema, None };
+// When an expert's AdamW update starts: after its own backward (ES-MoE), after its layer's backward, or one
+// step late (ZeRO-Offload's delayed parameter update: not exact, an ablation baseline).
+enum class ExpertOptimizer { Expert, Layer, Delayed };
+enum class CachePolicy { Lru, Lfu };
 
 struct OffloadConfig {
   OffloadMode mode = OffloadMode::None;
   int64_t device_budget_bytes = 0;  // 0: unlimited (JSON null)
   int expert_slots = 0;             // 0: as many as the device budget holds (JSON null)
-  int lookahead = 1;
+  int lookahead = 1;                // 0: no pipelining, each expert uploads when it is needed
   double pin_fraction = 0.25;
   PinPolicy pin_policy = PinPolicy::Previous;
+  ExpertOptimizer optimizer = ExpertOptimizer::Expert;
+  bool optimizer_overlap = true;  // false: expert updates run after the dense update and are waited for
+  // SSD tier: expert state in files under ssd_dir, reached through a host cache of cache_experts entries.
+  int64_t host_budget_bytes = 0;  // 0: unlimited (JSON null)
+  CachePolicy cache_policy = CachePolicy::Lru;
+  int cache_experts = 0;  // 0: as many as the host budget holds (JSON null)
+  int lfu_threshold = 2;
+  double lfu_decay = 0.5;
+  int lfu_decay_every = 64;  // cache requests between decays
+  bool prefetch = true;
+  std::string ssd_dir;  // empty: a fresh directory under the system's temporary directory
 };
 
 struct EngineConfig {
@@ -85,5 +100,7 @@ const char* arch_name(Arch a);
 const char* compute_dtype_name(ComputeDtype d);
 const char* offload_mode_name(OffloadMode m);
 const char* pin_policy_name(PinPolicy p);
+const char* expert_optimizer_name(ExpertOptimizer o);
+const char* cache_policy_name(CachePolicy p);
 
 }  // namespace moe

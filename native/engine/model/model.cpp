@@ -115,6 +115,28 @@ void Model::reserve_activations(int B, int T) {
   reserve_floats(be_, logits_, N * V);
   reserve_floats(be_, dlogits_, N * V);
   reserve_floats(be_, dqkv_, N * cfg_.qkv_width() * 2);
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    if (cfg_.is_moe_layer(l)) continue;
+    const FfnShape fs{cfg_.d_model, cfg_.d_ff, cfg_.arch == Arch::Mixtral};
+    reserve_floats(be_, scratch_.c, N * fs.in_rows());
+    reserve_floats(be_, scratch_.d, N * fs.F);
+  }
+  for (auto& layer : moe_layers_) layer->reserve(be_, static_cast<int>(N), scratch_);
+}
+
+size_t Model::activation_bytes() const {
+  size_t total = 0;
+  for (const DeviceBuffer* b : {&tokens_, &targets_, &lnf_, &lnf_mean_, &lnf_rstd_, &logits_, &losses_, &dresid_,
+                                &dtmp_, &dtmp2_, &dqkv_, &dlogits_, &scratch_.a, &scratch_.b, &scratch_.c,
+                                &scratch_.d, &scratch_.e})
+    total += b->bytes();
+  for (const DeviceBuffer& r : resid_) total += r.bytes();
+  for (const LayerActs& a : acts_)
+    for (const DeviceBuffer* b : {&a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.qkv, &a.qkv_rot, &a.att, &a.lse, &a.x_mid,
+                                  &a.ln2, &a.ln2_mean, &a.ln2_rstd, &a.ffn_out, &a.h, &a.act})
+      total += b->bytes();
+  for (const auto& layer : moe_layers_) total += layer->buffer_bytes();
+  return total;
 }
 
 void Model::norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b, int N) {

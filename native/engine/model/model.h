@@ -62,12 +62,16 @@ class Model {
   int moe_layer_count() const { return static_cast<int>(moe_layers_.size()); }
   const MoeLayer& moe_layer(int i) const { return *moe_layers_[i]; }
 
+  // Allocates every activation and scratch buffer a step of B × T tokens uses (forward does it too).
+  void reserve_activations(int B, int T);
+  // Bytes of those buffers: what offload charges to the device tier besides parameters and slots.
+  size_t activation_bytes() const;
+
  private:
   struct LayerActs {
     DeviceBuffer ln1, ln1_mean, ln1_rstd, qkv, qkv_rot, att, lse, x_mid, ln2, ln2_mean, ln2_rstd, ffn_out, h, act;
   };
 
-  void reserve_activations(int B, int T);
   void bind_bf16_weights();
   void refresh_bf16_weights();
   void norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b, int N);

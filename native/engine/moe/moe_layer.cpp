@@ -1,5 +1,6 @@
 #include "moe/moe_layer.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace moe {
@@ -31,6 +32,54 @@ std::vector<int> MoeLayer::experts_with_rows(bool reverse) const {
     if (rows(e) > 0) order.push_back(e);
   }
   return order;
+}
+
+void MoeLayer::reserve(Backend& be, int N, BackwardScratch& scratch) {
+  const int C = s_.C, E = s_.E, K = s_.K;
+  const int capacity = s_.capacity(N);
+  const size_t S = capacity ? (size_t)E * capacity : (size_t)N * K;
+  const size_t max_rows = capacity ? capacity : N;
+  reserve_floats(be, logits_, (size_t)N * E);
+  reserve_floats(be, probs_, (size_t)N * E);
+  topk_idx_.reserve(be, sizeof(int32_t) * N * K);
+  reserve_floats(be, topk_w_, (size_t)N * K);
+  reserve_floats(be, xs_, S * C);
+  reserve_floats(be, h_, S * s_.expert.in_rows());
+  reserve_floats(be, act_, S * s_.expert.F);
+  reserve_floats(be, ys_, S * C);
+  for (const FfnShape* fs : {&s_.shared, &s_.residual}) {
+    if (fs->F == 0) continue;
+    reserve_floats(be, scratch.c, (size_t)N * fs->in_rows());
+    reserve_floats(be, scratch.d, (size_t)N * fs->F);
+  }
+  if (s_.shared.F > 0) {
+    reserve_floats(be, shared_h_, (size_t)N * s_.shared.in_rows());
+    reserve_floats(be, shared_act_, (size_t)N * s_.shared.F);
+    reserve_floats(be, shared_out_, (size_t)N * C);
+    if (s_.shared_gate) {
+      reserve_floats(be, gate_logit_, N);
+      reserve_floats(be, gated_shared_, (size_t)N * C);
+      reserve_floats(be, scratch.e, (size_t)N * C + N);
+    }
+  }
+  if (s_.residual.F > 0) {
+    reserve_floats(be, residual_h_, (size_t)N * s_.residual.in_rows());
+    reserve_floats(be, residual_act_, (size_t)N * s_.residual.F);
+    reserve_floats(be, residual_out_, (size_t)N * C);
+  }
+  reserve_floats(be, scratch.a, S * C + (size_t)N * K);
+  reserve_floats(be, scratch.b, std::max(S * C, (size_t)N * E));
+  reserve_floats(be, scratch.c, max_rows * s_.expert.in_rows());
+  reserve_floats(be, scratch.d, max_rows * s_.expert.F);
+}
+
+size_t MoeLayer::buffer_bytes() const {
+  size_t total = 0;
+  for (const DeviceBuffer* b : {&logits_, &probs_, &topk_idx_, &topk_w_, &xs_, &h_, &act_, &ys_, &shared_h_,
+                                &shared_act_, &shared_out_, &gate_logit_, &gated_shared_, &residual_h_,
+                                &residual_act_, &residual_out_})
+    total += b->bytes();
+  return total;
 }
 
 RouterLosses MoeLayer::forward(Backend& be, const LayerParams& p, ExpertAccess& experts, float* y, const float* x,

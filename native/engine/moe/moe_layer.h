@@ -38,6 +38,11 @@ class MoeLayer {
   void backward(Backend& be, const LayerParams& p, const LayerParams& grads, ExpertAccess& experts, float* dx,
                 const float* dy, const float* x, int N, float aux_scale, float z_scale, BackwardScratch& scratch);
 
+  // Allocates every buffer forward and backward of N tokens will use (the row count is fixed by N: N·K
+  // dropless, E × capacity with one), so the activation footprint is known before the first step.
+  void reserve(Backend& be, int N, BackwardScratch& scratch);
+  size_t buffer_bytes() const;
+
   const DispatchPlan& plan() const { return plan_; }
   const MoeShape& shape() const { return s_; }
   // Rows an expert computes: its tokens (dropless) or the full padded segment (capacity).

@@ -27,10 +27,26 @@ AdamWOptimizer::AdamWOptimizer(Model& model) : model_(model) {
   }
 }
 
-OptimizerStepInfo AdamWOptimizer::norm_and_clip(const TrainConfig& hp) {
+// Summed stretch by stretch in arena order — the dense stretches between routed experts, then each expert's
+// range — so an offloaded expert's share can be computed wherever its gradient lives, with the same bits.
+double AdamWOptimizer::grad_sum_squares(const ExpertSumSquares& expert_sum) {
+  Backend& be = model_.backend();
+  const float* g = model_.grads();
+  const std::vector<ExpertRange>& ranges = model_.layout().expert_ranges();
+  double total = 0.0;
+  size_t from = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    total += be.sum_squares(g + from, static_cast<int64_t>(ranges[i].begin - from));
+    total += expert_sum ? expert_sum(static_cast<int>(i))
+                        : be.sum_squares(g + ranges[i].begin, static_cast<int64_t>(ranges[i].end - ranges[i].begin));
+    from = ranges[i].end;
+  }
+  return total + be.sum_squares(g + from, static_cast<int64_t>(model_.num_params() - from));
+}
+
+OptimizerStepInfo AdamWOptimizer::norm_and_clip(const TrainConfig& hp, const ExpertSumSquares& expert_sum) {
   OptimizerStepInfo info;
-  info.grad_norm =
-      std::sqrt(model_.backend().sum_squares(model_.grads(), static_cast<int64_t>(model_.num_params())));
+  info.grad_norm = std::sqrt(grad_sum_squares(expert_sum));
   if (hp.grad_clip > 0) {
     // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) only when that is below 1.
     const double coef = hp.grad_clip / (info.grad_norm + 1e-6);
@@ -52,14 +68,15 @@ void AdamWOptimizer::update(int t, double lr, const TrainConfig& hp, double clip
 }
 
 OptimizerStepInfo AdamWOptimizer::step(int t, double lr, const TrainConfig& hp) {
-  OptimizerStepInfo info = norm_and_clip(hp);
+  OptimizerStepInfo info = norm_and_clip(hp, nullptr);
   update(t, lr, hp, info.clip_scale, false);
   return info;
 }
 
 OptimizerStepInfo AdamWOptimizer::step_without_experts(int t, double lr, const TrainConfig& hp,
+                                                       const ExpertSumSquares& expert_sum,
                                                        const std::function<void(double)>& start_expert_updates) {
-  OptimizerStepInfo info = norm_and_clip(hp);
+  OptimizerStepInfo info = norm_and_clip(hp, expert_sum);
   start_expert_updates(info.clip_scale);
   update(t, lr, hp, info.clip_scale, true);
   return info;

@@ -23,9 +23,16 @@ void record_offload(StepRecord& rec, const OffloadStepStats& s) {
   rec.bytes_d2h = s.bytes_d2h;
   rec.peak_device_bytes = s.peak_device_bytes;
   rec.peak_host_bytes = s.peak_host_bytes;
+  rec.peak_ssd_bytes = s.peak_ssd_bytes;
+  rec.ssd_ms = s.store.io_ms;
+  rec.bytes_ssd_read = s.store.bytes_read;
+  rec.bytes_ssd_write = s.store.bytes_written;
+  rec.cache_hits = s.store.hits;
+  rec.cache_misses = s.store.misses;
+  rec.prefetch_lead_ms = s.store.prefetch_lead_ms;
   rec.expert_pinned = s.pinned;
   rec.expert_uploads = s.uploads;
-  for (const auto& layer : s.pinned) rec.expert_tiers.emplace_back(layer.size(), uint8_t{1});
+  for (const auto& layer : s.pinned) rec.expert_tiers.emplace_back(layer.size(), s.home_tier);
 }
 
 }  // namespace
@@ -33,8 +40,9 @@ void record_offload(StepRecord& rec, const OffloadStepStats& s) {
 Trainer::Trainer(const EngineConfig& cfg, Backend& be) : cfg_(cfg), be_(be), model_(cfg_.model, be, cfg_.train.compute_dtype), opt_(model_) {
   model_.init(cfg_.train.seed);
   state_.seed = cfg_.train.seed;
-  if (cfg_.offload.mode == OffloadMode::Host) {
-    offload_ = std::make_unique<HostOffload>(model_, opt_, cfg_.offload, cfg_.train.threads);
+  if (cfg_.offload.mode != OffloadMode::None) {
+    offload_ = std::make_unique<ExpertOffload>(model_, opt_, cfg_.offload, cfg_.train.threads, cfg_.train.batch_size,
+                                               cfg_.train.seq_len);
     model_.set_expert_access(offload_.get());
   }
 }
@@ -111,8 +119,9 @@ StepRecord Trainer::step() {
   OptimizerStepInfo info;
   if (offload_) {
     offload_->finish_gradients();
-    info = opt_.step_without_experts(static_cast<int>(rec.step), rec.lr, cfg_.train,
-                                     [&](double clip_scale) { offload_->start_expert_updates(clip_scale); });
+    info = opt_.step_without_experts(
+        static_cast<int>(rec.step), rec.lr, cfg_.train, [&](int i) { return offload_->expert_sum_squares(i); },
+        [&](double clip_scale) { offload_->start_expert_updates(clip_scale); });
     record_offload(rec, offload_->end_step(rec.expert_tokens));
   } else {
     info = opt_.step(static_cast<int>(rec.step), rec.lr, cfg_.train);
@@ -138,9 +147,19 @@ void Trainer::settle() {
   if (offload_) offload_->settle();
 }
 
+void Trainer::experts_to_arenas() {
+  if (offload_) offload_->experts_to_arenas();
+}
+
+void Trainer::zero_grads() {
+  model_.zero_grads();
+  if (offload_) offload_->zero_expert_grads();
+}
+
 void Trainer::init_from(const std::string& dir) {
-  settle();
+  experts_to_arenas();  // the moments of experts stay as they are
   load_weights(dir, model_);
+  if (offload_) offload_->experts_from_arenas();
 }
 
 void Trainer::resume_from(const std::string& dir) {
@@ -151,14 +170,16 @@ void Trainer::resume_from(const std::string& dir) {
   TrainerState st;
   load_weights(dir, model_);
   load_optimizer_state(dir, model_, opt_, st);
+  if (offload_) offload_->experts_from_arenas();
   const std::string data_path = state_.data_path;
   state_ = st;
   if (!data_path.empty()) state_.data_path = data_path;
 }
 
 void Trainer::save_checkpoint(const std::string& dir) {
-  settle();
+  experts_to_arenas();
   moe::save_checkpoint(dir, cfg_, model_, &opt_, &state_);
+  if (offload_) offload_->experts_from_arenas();
 }
 
 }  // namespace moe

@@ -10,7 +10,7 @@
 #include "backend/backend.h"
 #include "model/config.h"
 #include "model/model.h"
-#include "offload/host_offload.h"
+#include "offload/expert_offload.h"
 #include "optim/optimizer.h"
 #include "telemetry/step_record.h"
 #include "train/checkpoint.h"
@@ -25,7 +25,7 @@ class Trainer {
   const EngineConfig& config() const { return cfg_; }
   Model& model() { return model_; }
   AdamWOptimizer& optimizer() { return opt_; }
-  const HostOffload* offload() const { return offload_.get(); }
+  const ExpertOffload* offload() const { return offload_.get(); }
   const TrainerState& state() const { return state_; }
   bool finished() const { return state_.step >= cfg_.train.steps; }
 
@@ -41,8 +41,14 @@ class Trainer {
   void resume_from(const std::string& dir);
   void save_checkpoint(const std::string& dir);
 
-  // Waits for offloaded experts' updates still running after step(): model and optimizer arenas are current.
+  // Waits for offloaded experts' updates still running after step(): on the host tier the model and
+  // optimizer arenas are then current.
   void settle();
+  // settle(), and with the SSD tier also copies every expert's state into the arenas (for reads and exports;
+  // the next load or step works from the SSD copy again).
+  void experts_to_arenas();
+  // Zeroes every gradient, wherever it lives (a gradient pass outside training).
+  void zero_grads();
 
   // One optimizer step over grad_accum micro-batches.
   StepRecord step();
@@ -59,7 +65,7 @@ class Trainer {
   Backend& be_;
   Model model_;
   AdamWOptimizer opt_;
-  std::unique_ptr<HostOffload> offload_;  // null: every expert resident
+  std::unique_ptr<ExpertOffload> offload_;  // null: every expert resident
   std::unique_ptr<TokenData> data_;
   std::deque<Batch> fed_;
   TrainerState state_;

@@ -1,6 +1,7 @@
-// Host-tier expert offload (ES-MoE §4.1/§4.3, MoESys §III-B). Every routed expert's master state (fp32 weights,
-// gradient, AdamW moments) lives in the host tier: the expert ranges of the model's and optimizer's arenas. The
-// device tier holds the non-expert state and `slots` expert slots (weights + gradient buffer each). An expert
+// Expert offload (ES-MoE §4.1/§4.3, MoESys §III-B). Every routed expert's master state (fp32 weights,
+// gradient, AdamW moments) has its home in the host tier (the expert ranges of the model's and optimizer's
+// arenas) or the SSD tier (a file behind a host cache), reached through an ExpertStore. The device tier holds
+// the non-expert state, the activations and `slots` expert slots (weights + gradient buffer each). An expert
 // computes only while it occupies a slot:
 //   * plan() starts uploading the first experts of the pass (up to `lookahead` ahead of the one computing) on
 //     the copy worker; weights() waits for its upload (stall time); done_forward() frees its slot.
@@ -9,13 +10,15 @@
 //     upload into it runs after the download).
 //   * pinned experts keep their slot for the whole step: uploaded once, gradient accumulated in the slot over
 //     all micro-batches and downloaded once.
-//   * expert-wise optimizer: each expert's AdamW runs on a host worker pool, separate from the compute pool.
-//     Without clipping an expert's update starts as soon as its last gradient is down (overlapping the rest of
-//     backward); with clipping all expert updates start once the global norm is known (overlapping the dense
-//     update). The updates run on into the next step: an expert's next upload waits for its own update only, so
-//     no step ever sees stale weights. settle() waits for all of them.
+//   * host optimizer: each expert's AdamW runs on a host worker pool, separate from the compute pool. When it
+//     starts is the `optimizer` mode: after the expert's last backward of the step (expert), after its layer's
+//     (layer), or — with clipping, for both — once the global norm is known; the updates run on into the next
+//     step and an expert's next upload waits for its own update only, so no step sees stale weights. `delayed`
+//     applies the previous step's gradient instead (one step stale, an ablation baseline).
+//   * SSD tier: plan() prefetches the pass's experts and the next MoE layer's (forward: the experts it used
+//     last time; backward: the ones its forward used) into the host cache.
 // The copies and kernels are the ones resident training runs on the same values in the same order, so losses
-// and weights are bit-identical to resident training.
+// and weights are bit-identical to resident training (except `delayed`).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -26,9 +29,11 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "offload/expert_access.h"
+#include "offload/expert_store.h"
 #include "offload/memory_tier.h"
 #include "offload/pin_selector.h"
 #include "offload/serial_worker.h"
+#include "offload/ssd_store.h"
 #include "optim/optimizer.h"
 
 namespace moe {
@@ -39,32 +44,46 @@ struct OffloadStepStats {
   double upload_hidden_ms = 0;  // the part of it compute did not wait for
   double stall_ms = 0;          // compute waiting for uploads
   int64_t bytes_h2d = 0, bytes_d2h = 0;
-  int64_t peak_device_bytes = 0, peak_host_bytes = 0;
-  int slots = 0, pin_slots = 0;
+  int64_t peak_device_bytes = 0, peak_host_bytes = 0, peak_ssd_bytes = 0;
+  ExpertStoreStats store;  // SSD tier: cache hits and misses, bytes and time of file I/O, prefetch lead
+  int slots = 0, pin_slots = 0, cache_entries = 0;
+  uint8_t home_tier = 1;                      // 1 host, 2 SSD
   std::vector<std::vector<uint8_t>> pinned;   // [MoE layer][expert]
   std::vector<std::vector<int32_t>> uploads;  // [MoE layer][expert]: weight uploads this step
 };
 
-class HostOffload final : public ExpertAccess {
+class ExpertOffload final : public ExpertAccess {
  public:
-  HostOffload(Model& model, AdamWOptimizer& optimizer, const OffloadConfig& cfg, int host_threads);
-  ~HostOffload() override;
+  // B, T: the micro-batch the activations are sized for.
+  ExpertOffload(Model& model, AdamWOptimizer& optimizer, const OffloadConfig& cfg, int host_threads, int B, int T);
+  ~ExpertOffload() override;
 
   int slots() const { return static_cast<int>(slots_.size()); }
   int pin_slots() const { return pin_slots_; }
+  int cache_entries() const { return ssd_ ? ssd_->entries() : 0; }
   size_t expert_bytes() const { return expert_floats_ * sizeof(float); }
   const MemoryTier& device_tier() const { return device_; }
   const MemoryTier& host_tier() const { return host_; }
+  const MemoryTier& ssd_tier() const { return ssd_tier_; }
 
   // The step protocol the trainer follows.
   void begin_step(int t, double lr, const TrainConfig& hp);
   void begin_micro(int micro, int count);
-  void start_expert_updates(double clip_scale);  // after every gradient is down and the norm is known
   void finish_gradients();                        // waits for every gradient download
-  // Returns with the expert updates still running; the next use of an expert waits for its own.
+  double expert_sum_squares(int i) const { return sum_squares_[i]; }  // after finish_gradients()
+  void start_expert_updates(double clip_scale);  // once the norm is known
+  // Returns with the expert updates still running (unless optimizer_overlap is off); the next use of an
+  // expert waits for its own.
   OffloadStepStats end_step(const std::vector<std::vector<int32_t>>& step_tokens);
-  // Waits for every copy and update: the host arenas are current (before checkpoints, loads and reads).
+  // Waits for every copy, update and prefetch.
   void settle();
+  // SSD tier: copy every expert's state into the arenas (before checkpoints, tensor reads, export), and take
+  // the arenas' expert state as the new master copy, releasing their pages (after loads). No-ops on the host
+  // tier, whose master copy is the arenas.
+  void experts_to_arenas();
+  void experts_from_arenas();
+  // Zeroes every expert's gradient (a gradient pass outside training starts from zero, as resident's does).
+  void zero_expert_grads();
 
   void plan(int layer, ExpertPass pass, const std::vector<int>& experts) override;
   FfnParams weights(int layer, int e) override;
@@ -78,8 +97,9 @@ class HostOffload final : public ExpertAccess {
     uint64_t ticket = 0;  // the upload that filled it
   };
   struct Expert {
-    int moe_layer = 0, e = 0;
-    size_t begin = 0;                                   // float offset of its range in the arenas
+    int layer = 0, moe_layer = 0, e = 0;
+    size_t begin = 0, floats = 0;             // its range in the arenas
+    size_t pending_at = 0;                    // `delayed`: its place in pending_
     std::vector<const ParamTensor*> tensors;  // its tensors, for the optimizer
     int slot = -1;                            // occupied slot, -1 when only on the host
     int pin_slot = -1;                        // its reserved slot this step, -1 when not pinned
@@ -89,27 +109,39 @@ class HostOffload final : public ExpertAccess {
   };
 
   int id(int layer, int e) const { return layer_base_[layer] + e; }
+  void make_store(const OffloadConfig& cfg, const std::vector<size_t>& sizes);
   void enter_idle();
   void issue_ahead();
   void issue(int id);
   void release(int id);
-  void download_grad(int id, bool then_update);
-  void submit_update(int id);
+  void prefetch_for(int layer, ExpertPass pass);
+  void download_grad(int id, bool final, bool then_update);
+  void submit_update(int id, bool zero_grad);
+  void submit_delayed_update(int id, bool zero_grad);
+  void update_layer(int layer);
+  bool updates_at_backward() const;
   FfnParams rebase(const FfnParams& f, const float* arena, const Expert& x, float* slot) const;
   void add_upload_time(double ms);
+  void charge_activations();
 
   Model& model_;
   AdamWOptimizer& optimizer_;
-  float *params_, *grads_;  // the host masters (the model's and optimizer's arenas)
-  MemoryTier device_, host_;
-  size_t expert_floats_ = 0;
+  const OffloadConfig cfg_;
+  float *params_, *grads_;  // the arenas (the host tier's master copy)
+  MemoryTier device_, host_, ssd_tier_;
+  std::unique_ptr<ExpertStore> store_;
+  SsdExpertStore* ssd_ = nullptr;  // store_ when the home is the SSD tier
+  size_t expert_floats_ = 0;       // the largest expert
+  size_t activations_charged_ = 0;
   std::vector<int> layer_base_;  // model layer -> first expert id (-1: dense layer)
+  std::vector<int> moe_model_layers_;
   std::vector<Expert> experts_;
   std::vector<Slot> slots_;
   std::vector<int> free_;  // streaming slots, FIFO
-  int pin_slots_ = 0, lookahead_ = 1;
+  int pin_slots_ = 0;
   PinSelector pins_;
   std::vector<std::vector<uint8_t>> pinned_;
+  std::vector<std::vector<int>> forward_order_;  // [MoE layer] experts its latest forward computed
 
   // Current pass.
   int layer_ = -1;
@@ -126,10 +158,17 @@ class HostOffload final : public ExpertAccess {
   TrainConfig hp_;
   OffloadStepStats stats_;
   std::atomic<int64_t> upload_ns_{0};
+  std::vector<double> sum_squares_;  // per expert: its final gradient's squared norm this step
   std::unique_ptr<std::atomic<uint64_t>[]> update_ticket_;  // per expert: its latest update on optimizer_worker_
-  uint64_t previous_step_updates_ = 0;                       // the last update ticket of the previous step
 
-  ThreadPool host_pool_;
+  // `delayed`: each expert's gradient of the previous step, applied with that step's hyper-parameters.
+  TierBlock pending_;
+  bool pending_valid_ = false;
+  int pending_t_ = 0;
+  double pending_lr_ = 0, pending_scale_ = 1;
+
+  ThreadPool host_pool_;      // the expert updates (optimizer worker)
+  ThreadPool copy_pool_{1};  // gradient norms, on the copy worker or (when it is idle) the compute thread
   SerialWorker copy_worker_, optimizer_worker_;
 };
 

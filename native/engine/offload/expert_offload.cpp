@@ -1,0 +1,496 @@
+#include "offload/expert_offload.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "backend/cpu/adamw.h"
+#include "core/error.h"
+
+namespace moe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Hands the whole pages inside [p, p + bytes) back to the OS (they read as zeros afterwards) and zeroes the
+// partial pages at the ends, which neighbouring tensors share.
+void release_pages(float* p, size_t floats) {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p), end = begin + floats * sizeof(float);
+  const uintptr_t inner_begin = (begin + page - 1) / page * page, inner_end = end / page * page;
+  if (inner_end <= inner_begin) {
+    std::memset(p, 0, floats * sizeof(float));
+    return;
+  }
+  std::memset(p, 0, inner_begin - begin);
+  std::memset(reinterpret_cast<void*>(inner_end), 0, end - inner_end);
+  ::madvise(reinterpret_cast<void*>(inner_begin), inner_end - inner_begin, MADV_DONTNEED);
+}
+
+std::string default_ssd_dir() {
+  static std::atomic<int> counter{0};
+  return (std::filesystem::temp_directory_path() /
+          ("moe-offload-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
+      .string();
+}
+
+}  // namespace
+
+ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const OffloadConfig& cfg, int host_threads,
+                             int B, int T)
+    : model_(model),
+      optimizer_(optimizer),
+      cfg_(cfg),
+      params_(model.params()),
+      grads_(model.grads()),
+      device_("device", model.backend(), MemKind::Device, static_cast<size_t>(cfg.device_budget_bytes)),
+      host_("host", model.backend(), MemKind::PinnedHost,
+            cfg.mode == OffloadMode::Ssd ? static_cast<size_t>(cfg.host_budget_bytes) : 0),
+      ssd_tier_("ssd", model.backend(), MemKind::PageableHost, 0),
+      pins_(cfg.pin_policy, 0, {}),
+      update_ticket_(std::make_unique<std::atomic<uint64_t>[]>(model.layout().expert_ranges().size())),
+      host_pool_(host_threads) {
+  const ModelConfig& mc = model.config();
+  const ParamLayout& layout = model.layout();
+  check(!layout.expert_ranges().empty(), "offload.mode: expert offload needs routed experts; this model has none");
+  layer_base_.assign(mc.n_layers, -1);
+  std::vector<int> experts_per_layer;
+  std::vector<size_t> sizes;
+  size_t all_experts = 0;
+  for (const ExpertRange& r : layout.expert_ranges()) {
+    if (layer_base_[r.layer] < 0) {
+      layer_base_[r.layer] = static_cast<int>(experts_.size());
+      experts_per_layer.push_back(mc.experts_at(r.layer));
+      moe_model_layers_.push_back(r.layer);
+    }
+    Expert x;
+    x.layer = r.layer;
+    x.moe_layer = mc.moe_index(r.layer);
+    x.e = r.expert;
+    x.begin = r.begin;
+    x.floats = r.end - r.begin;
+    x.pending_at = all_experts;
+    for (const ParamTensor& t : layout.tensors())
+      if (t.offset >= r.begin && t.offset < r.end) x.tensors.push_back(&t);
+    experts_.push_back(std::move(x));
+    expert_floats_ = std::max(expert_floats_, r.end - r.begin);
+    all_experts += r.end - r.begin;
+    sizes.push_back(r.end - r.begin);
+  }
+  forward_order_.resize(moe_model_layers_.size());
+  sum_squares_.assign(experts_.size(), 0.0);
+  const size_t expert_state = expert_floats_ * sizeof(float);
+
+  // Device tier: the non-expert parameters, their gradients and moments, the activations, then the slots.
+  const size_t dense = 4 * (layout.total() - all_experts) * sizeof(float);
+  device_.charge(dense, "the non-expert parameters, gradients and AdamW moments");
+  model.reserve_activations(B, T);
+  charge_activations();
+  int n_slots = cfg.expert_slots;
+  if (n_slots == 0) {
+    const size_t used = device_.current();
+    const size_t left = static_cast<size_t>(cfg.device_budget_bytes) > used ? cfg.device_budget_bytes - used : 0;
+    n_slots = static_cast<int>(left / (2 * expert_state));
+    check(n_slots >= 1, "device tier: offload.device_budget_bytes " + std::to_string(cfg.device_budget_bytes) +
+                            " leaves " + std::to_string(left) + " bytes after the non-expert state (" +
+                            std::to_string(dense) + ") and the activations (" + std::to_string(activations_charged_) +
+                            "); one expert slot (weights + gradient) needs " + std::to_string(2 * expert_state));
+  }
+  n_slots = std::min<int>(n_slots, static_cast<int>(experts_.size()));
+  for (int s = 0; s < n_slots; ++s) {
+    Slot slot;
+    slot.w = TierBlock(device_, expert_state, "expert slot " + std::to_string(s) + " (weights)");
+    slot.g = TierBlock(device_, expert_state, "expert slot " + std::to_string(s) + " (gradient)");
+    slots_.push_back(std::move(slot));
+  }
+  // At least one slot streams; the rest up to pin_fraction are reserved for pinned experts.
+  pin_slots_ = std::min(n_slots - 1, static_cast<int>(std::floor(cfg.pin_fraction * n_slots + 1e-9)));
+  if (cfg.pin_policy == PinPolicy::None) pin_slots_ = 0;
+  pins_ = PinSelector(cfg.pin_policy, pin_slots_, experts_per_layer);
+
+  make_store(cfg, sizes);
+  if (cfg.optimizer == ExpertOptimizer::Delayed)
+    pending_ = TierBlock(host_, all_experts * sizeof(float), "the experts' pending (previous step's) gradients");
+  // Sizes the per-step bookkeeping, then waits idle: passes before the first step (evaluation) work too.
+  begin_step(0, 0.0, TrainConfig{});
+  enter_idle();
+}
+
+void ExpertOffload::make_store(const OffloadConfig& cfg, const std::vector<size_t>& sizes) {
+  std::vector<size_t> begins;
+  for (const Expert& x : experts_) begins.push_back(x.begin);
+  if (cfg.mode != OffloadMode::Ssd) {
+    // Host tier: each expert's master weights, gradient and two AdamW moments (the arenas' expert ranges).
+    size_t all = 0;
+    for (size_t n : sizes) all += n;
+    host_.charge(4 * all * sizeof(float), "the experts' master weights, gradients and AdamW moments");
+    store_ = std::make_unique<ArenaExpertStore>(params_, grads_, optimizer_.m(), optimizer_.v(), std::move(begins));
+    return;
+  }
+  int entries = cfg.cache_experts;
+  if (entries == 0) {
+    const size_t record = SsdExpertStore::record_bytes(sizes);
+    entries = static_cast<int>(static_cast<size_t>(cfg.host_budget_bytes) / record);
+    check(entries >= 4, "host tier: offload.host_budget_bytes " + std::to_string(cfg.host_budget_bytes) +
+                            " holds " + std::to_string(entries) + " cached experts of " + std::to_string(record) +
+                            " bytes (weights, gradient, moments); the SSD tier needs at least 4, i.e. " +
+                            std::to_string(4 * record) + " bytes");
+  }
+  auto ssd = std::make_unique<SsdExpertStore>(cfg.ssd_dir.empty() ? default_ssd_dir() : cfg.ssd_dir, sizes, entries,
+                                              cfg, host_, ssd_tier_);
+  ssd_ = ssd.get();
+  store_ = std::move(ssd);
+  experts_from_arenas();
+}
+
+ExpertOffload::~ExpertOffload() { settle(); }
+
+void ExpertOffload::settle() {
+  copy_worker_.drain();
+  optimizer_worker_.drain();
+  if (ssd_) ssd_->flush();
+}
+
+void ExpertOffload::experts_to_arenas() {
+  settle();
+  if (!ssd_) return;
+  for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
+    const size_t b = experts_[i].begin;
+    ssd_->load(i, params_ + b, grads_ + b, optimizer_.m() + b, optimizer_.v() + b);
+  }
+}
+
+void ExpertOffload::experts_from_arenas() {
+  if (!ssd_) return;
+  settle();
+  for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
+    const Expert& x = experts_[i];
+    float *w = params_ + x.begin, *g = grads_ + x.begin, *m = optimizer_.m() + x.begin, *v = optimizer_.v() + x.begin;
+    ssd_->store(i, w, g, m, v);
+    for (float* p : {w, g, m, v}) release_pages(p, x.floats);
+  }
+  ssd_->flush();
+  ssd_->take_stats();  // start-up traffic is not a step's
+}
+
+void ExpertOffload::zero_expert_grads() {
+  settle();
+  for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
+    ExpertState s = store_->acquire(i);
+    std::memset(s.g, 0, experts_[i].floats * sizeof(float));
+    store_->release(i, true);
+  }
+}
+
+void ExpertOffload::charge_activations() {
+  const size_t now = model_.activation_bytes();
+  if (now > activations_charged_) device_.charge(now - activations_charged_, "the activations and scratch buffers");
+  else device_.uncharge(activations_charged_ - now);
+  activations_charged_ = now;
+}
+
+// Between steps (evaluation, C API gradients): no pins, every slot streams, and no update ever starts, so a
+// pass outside training computes what resident training would.
+void ExpertOffload::enter_idle() {
+  in_step_ = false;
+  free_.clear();
+  for (Expert& x : experts_) {
+    x.slot = x.pin_slot = -1;
+    x.grad_down = x.grad_in_slot = false;
+  }
+  for (int s = 0; s < slots(); ++s) free_.push_back(s);
+}
+
+void ExpertOffload::begin_step(int t, double lr, const TrainConfig& hp) {
+  in_step_ = true;
+  t_ = t;
+  lr_ = lr;
+  hp_ = hp;
+  stats_ = OffloadStepStats{};
+  upload_ns_ = 0;
+  device_.reset_peak();
+  host_.reset_peak();
+  ssd_tier_.reset_peak();
+  pinned_ = pins_.choose();
+  stats_.pinned = pinned_;
+  stats_.slots = slots();
+  stats_.pin_slots = pin_slots_;
+  stats_.cache_entries = cache_entries();
+  stats_.home_tier = ssd_ ? 2 : 1;
+  free_.clear();
+  int next_pin = 0;
+  for (Expert& x : experts_) {
+    x.slot = -1;
+    x.grad_down = false;
+    x.grad_in_slot = false;
+    x.updated = false;
+    x.pin_slot = pinned_[x.moe_layer][x.e] ? next_pin++ : -1;
+  }
+  std::fill(sum_squares_.begin(), sum_squares_.end(), -1.0);
+  for (int s = pin_slots_; s < slots(); ++s) free_.push_back(s);
+  for (const auto& layer : pinned_) stats_.uploads.emplace_back(layer.size(), 0);
+}
+
+void ExpertOffload::begin_micro(int micro, int count) { last_micro_ = micro == count - 1; }
+
+void ExpertOffload::plan(int layer, ExpertPass pass, const std::vector<int>& experts) {
+  check(cursor_ == order_.size(), "offload: a pass started before the previous one finished");
+  layer_ = layer;
+  pass_ = pass;
+  order_.clear();
+  for (int e : experts) order_.push_back(id(layer, e));
+  cursor_ = next_issue_ = 0;
+  if (pass == ExpertPass::Forward) forward_order_[model_.config().moe_index(layer)] = experts;
+  issue_ahead();
+  if (ssd_ && cfg_.prefetch) prefetch_for(layer, pass);
+}
+
+// Reads ahead into the host cache: the rest of this pass, then the next MoE layer's likely experts, no more
+// than the cache holds beside what the workers have in hand.
+void ExpertOffload::prefetch_for(int layer, ExpertPass pass) {
+  int budget = cache_entries() - std::max(1, cfg_.lookahead) - 3;
+  for (size_t k = next_issue_; k < order_.size() && budget > 0; ++k, --budget) store_->prefetch(order_[k]);
+  const int moe = model_.config().moe_index(layer);
+  const int next = pass == ExpertPass::Forward ? moe + 1 : moe - 1;
+  if (next < 0 || next >= static_cast<int>(moe_model_layers_.size())) return;
+  const int next_layer = moe_model_layers_[next];
+  const std::vector<int>& likely = forward_order_[next];
+  if (pass == ExpertPass::Forward)
+    for (size_t k = 0; k < likely.size() && budget > 0; ++k, --budget) store_->prefetch(id(next_layer, likely[k]));
+  else
+    for (size_t k = likely.size(); k-- > 0 && budget > 0; --budget) store_->prefetch(id(next_layer, likely[k]));
+}
+
+// Issues uploads in compute order while the lookahead window has room and a slot is free.
+void ExpertOffload::issue_ahead() {
+  while (next_issue_ < order_.size() && next_issue_ <= cursor_ + static_cast<size_t>(cfg_.lookahead)) {
+    const Expert& x = experts_[order_[next_issue_]];
+    if (x.pin_slot < 0 && free_.empty()) return;
+    issue(order_[next_issue_++]);
+  }
+}
+
+void ExpertOffload::issue(int i) {
+  Expert& x = experts_[i];
+  const bool pinned = x.pin_slot >= 0;
+  if (pinned && x.slot >= 0) return;  // still in its slot from an earlier pass of this step
+  if (pinned) {
+    x.slot = x.pin_slot;
+  } else {
+    x.slot = free_.front();
+    free_.erase(free_.begin());
+  }
+  Slot& s = slots_[x.slot];
+  const size_t bytes = x.floats * sizeof(float);
+  // The gradient buffer starts as the host gradient of earlier micro-batches, or zero (pinned experts keep
+  // theirs in the slot until the last micro-batch).
+  const bool grad_up = pass_ == ExpertPass::Backward && !pinned && x.grad_down;
+  const bool grad_zero = pinned || (pass_ == ExpertPass::Backward && !x.grad_down);
+  float *w_dst = s.w.f(), *g_dst = s.g.f();
+  s.ticket = copy_worker_.submit([=, this] {
+    // The next use of an expert waits for its last update (no staleness); other experts' updates run on.
+    optimizer_worker_.wait(update_ticket_[i]);
+    const ExpertState host = store_->acquire(i);
+    const auto t0 = Clock::now();
+    std::memcpy(w_dst, host.w, bytes);
+    if (grad_up) std::memcpy(g_dst, host.g, bytes);
+    add_upload_time(ms_between(t0, Clock::now()));
+    store_->release(i, false);
+    if (grad_zero) std::memset(g_dst, 0, bytes);
+  });
+  stats_.bytes_h2d += static_cast<int64_t>(bytes * (grad_up ? 2 : 1));
+  ++stats_.uploads[x.moe_layer][x.e];
+}
+
+void ExpertOffload::add_upload_time(double ms) { upload_ns_ += static_cast<int64_t>(ms * 1e6); }
+
+FfnParams ExpertOffload::rebase(const FfnParams& f, const float* arena, const Expert& x, float* slot) const {
+  auto move = [&](float* p) { return p ? slot + (p - (arena + x.begin)) : nullptr; };
+  FfnParams r;
+  r.w_in = move(f.w_in);
+  r.b_in = move(f.b_in);
+  r.w_out = move(f.w_out);
+  r.b_out = move(f.b_out);
+  return r;
+}
+
+FfnParams ExpertOffload::weights(int layer, int e) {
+  const int i = id(layer, e);
+  check(cursor_ < order_.size() && order_[cursor_] == i, "offload: expert computed out of its planned order");
+  while (next_issue_ <= cursor_) issue(order_[next_issue_++]);
+  const Slot& s = slots_[experts_[i].slot];
+  if (!copy_worker_.done(s.ticket)) {
+    const auto t0 = Clock::now();
+    copy_worker_.wait(s.ticket);
+    stats_.stall_ms += ms_between(t0, Clock::now());
+  }
+  return rebase(model_.param_ptrs().layers[layer].experts[e], params_, experts_[i], s.w.f());
+}
+
+FfnParams ExpertOffload::grads(int layer, int e) {
+  const Expert& x = experts_[id(layer, e)];
+  return rebase(model_.grad_ptrs().layers[layer].experts[e], grads_, x, slots_[x.slot].g.f());
+}
+
+void ExpertOffload::release(int i) {
+  Expert& x = experts_[i];
+  if (x.pin_slot < 0) {
+    free_.push_back(x.slot);
+    x.slot = -1;
+  }
+  ++cursor_;
+  issue_ahead();
+  if (cursor_ == order_.size() && pass_ == ExpertPass::Backward && in_step_ && last_micro_ &&
+      cfg_.optimizer == ExpertOptimizer::Layer && updates_at_backward())
+    update_layer(layer_);
+}
+
+void ExpertOffload::done_forward(int layer, int e) { release(id(layer, e)); }
+
+// Without clipping (the scale is known to be 1) and with overlap on, expert and layer updates start during
+// backward; `delayed` always does (the scale it applies is the previous step's).
+bool ExpertOffload::updates_at_backward() const {
+  if (!cfg_.optimizer_overlap) return false;
+  return cfg_.optimizer == ExpertOptimizer::Delayed || hp_.grad_clip <= 0;
+}
+
+void ExpertOffload::done_backward(int layer, int e) {
+  const int i = id(layer, e);
+  Expert& x = experts_[i];
+  const bool final = in_step_ && last_micro_;
+  // A pinned expert's gradient waits in its slot for the step's last backward (or finish_gradients()).
+  if (x.pin_slot < 0 || last_micro_)
+    download_grad(i, final, final && cfg_.optimizer != ExpertOptimizer::Layer && updates_at_backward());
+  else x.grad_in_slot = true;
+  release(i);
+}
+
+// Queues the slot gradient's download; a final one also measures the gradient's squared norm, and may start
+// the expert's update right after.
+void ExpertOffload::download_grad(int i, bool final, bool then_update) {
+  Expert& x = experts_[i];
+  const size_t bytes = x.floats * sizeof(float);
+  const float* src = slots_[x.slot].g.f();
+  copy_worker_.submit([=, this] {
+    const ExpertState host = store_->acquire(i);
+    std::memcpy(host.g, src, bytes);
+    if (final) sum_squares_[i] = cpu::sum_squares(copy_pool_, host.g, static_cast<int64_t>(experts_[i].floats));
+    store_->release(i, true);
+    if (then_update) {
+      if (cfg_.optimizer == ExpertOptimizer::Delayed) submit_delayed_update(i, false);
+      else submit_update(i, false);
+    }
+  });
+  x.updated |= then_update;
+  x.grad_down = true;
+  x.grad_in_slot = false;
+  stats_.bytes_d2h += static_cast<int64_t>(bytes);
+}
+
+void ExpertOffload::update_layer(int layer) {
+  for (int i = layer_base_[layer]; i < static_cast<int>(experts_.size()) && experts_[i].layer == layer; ++i) {
+    Expert& x = experts_[i];
+    if (!x.grad_down || x.updated) continue;
+    x.updated = true;
+    copy_worker_.submit([this, i] { submit_update(i, false); });  // after the layer's downloads (FIFO)
+  }
+}
+
+// Runs on whichever thread learns the gradient is complete; only touches this expert's state.
+void ExpertOffload::submit_update(int i, bool zero_grad) {
+  update_ticket_[i] = optimizer_worker_.submit([this, i, zero_grad, t = t_, lr = lr_, hp = hp_] {
+    // Without clipping the scale is exactly 1, as in the resident optimizer.
+    const double clip_scale = hp.grad_clip > 0 ? clip_scale_ : 1.0;
+    const Expert& x = experts_[i];
+    const ExpertState s = store_->acquire(i);
+    if (zero_grad) std::memset(s.g, 0, x.floats * sizeof(float));
+    for (const ParamTensor* pt : x.tensors) {
+      const size_t at = pt->offset - x.begin;
+      cpu::adamw_update(host_pool_, s.w + at, s.g + at, s.m + at, s.v + at, static_cast<int64_t>(pt->numel),
+                        adamw_params(t, lr, hp, clip_scale, pt->decay));
+    }
+    store_->release(i, true);
+  });
+}
+
+// ZeRO-Offload's delayed parameter update: apply the previous step's gradient (with that step's learning rate
+// and clip scale), and keep this step's for the next.
+void ExpertOffload::submit_delayed_update(int i, bool zero_grad) {
+  update_ticket_[i] = optimizer_worker_.submit(
+      [this, i, zero_grad, valid = pending_valid_, t = pending_t_, lr = pending_lr_, scale = pending_scale_, hp = hp_] {
+        const Expert& x = experts_[i];
+        float* pending = pending_.f() + x.pending_at;
+        const ExpertState s = store_->acquire(i);
+        if (zero_grad) std::memset(s.g, 0, x.floats * sizeof(float));
+        if (valid)
+          for (const ParamTensor* pt : x.tensors) {
+            const size_t at = pt->offset - x.begin;
+            cpu::adamw_update(host_pool_, s.w + at, pending + at, s.m + at, s.v + at, static_cast<int64_t>(pt->numel),
+                              adamw_params(t, lr, hp, scale, pt->decay));
+          }
+        std::memcpy(pending, s.g, x.floats * sizeof(float));
+        store_->release(i, true);
+      });
+}
+
+void ExpertOffload::finish_gradients() {
+  // Pinned experts that computed in earlier micro-batches but not in the last one.
+  for (int i = 0; i < static_cast<int>(experts_.size()); ++i)
+    if (experts_[i].grad_in_slot) download_grad(i, in_step_, false);
+  copy_worker_.drain();
+  // Each expert's share of the global norm: measured at its final download, else read now (it computed only
+  // in earlier micro-batches), else zero (it computed nothing; its update zeroes the stale host gradient).
+  for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
+    if (sum_squares_[i] >= 0) continue;
+    if (!experts_[i].grad_down) {
+      sum_squares_[i] = 0.0;
+      continue;
+    }
+    const ExpertState s = store_->acquire(i);
+    sum_squares_[i] = cpu::sum_squares(copy_pool_, s.g, static_cast<int64_t>(experts_[i].floats));
+    store_->release(i, false);
+  }
+}
+
+void ExpertOffload::start_expert_updates(double clip_scale) {
+  clip_scale_ = clip_scale;
+  for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
+    Expert& x = experts_[i];
+    if (x.updated) continue;
+    x.updated = true;
+    if (cfg_.optimizer == ExpertOptimizer::Delayed) submit_delayed_update(i, !x.grad_down);
+    else submit_update(i, !x.grad_down);
+  }
+}
+
+OffloadStepStats ExpertOffload::end_step(const std::vector<std::vector<int32_t>>& step_tokens) {
+  copy_worker_.drain();
+  if (!cfg_.optimizer_overlap) optimizer_worker_.drain();
+  if (cfg_.optimizer == ExpertOptimizer::Delayed) {
+    pending_valid_ = true;
+    pending_t_ = t_;
+    pending_lr_ = lr_;
+    pending_scale_ = hp_.grad_clip > 0 ? clip_scale_ : 1.0;
+  }
+  enter_idle();
+  pins_.observe(step_tokens);
+  charge_activations();
+  stats_.upload_ms = upload_ns_.load() / 1e6;
+  stats_.upload_hidden_ms = std::max(0.0, stats_.upload_ms - stats_.stall_ms);
+  stats_.store = store_->take_stats();
+  stats_.peak_device_bytes = static_cast<int64_t>(device_.peak());
+  stats_.peak_host_bytes = static_cast<int64_t>(host_.peak());
+  stats_.peak_ssd_bytes = static_cast<int64_t>(ssd_tier_.peak());
+  return stats_;
+}
+
+}  // namespace moe

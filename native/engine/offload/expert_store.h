@@ -1,0 +1,57 @@
+// Where the host-side master state of every routed expert lives: fp32 weights, gradient and the two AdamW
+// moments. ExpertOffload reaches that state only through this interface, so the host tier (the arenas' expert
+// ranges) and the SSD tier (files behind a host cache) are interchangeable. Experts are numbered in arena
+// order (ParamLayout::expert_ranges()). Implementations are thread-safe: the copy worker, the optimizer
+// worker and the compute thread acquire concurrently; ordering between them is the caller's (tickets).
+#pragma once
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace moe {
+
+struct ExpertState {
+  float *w = nullptr, *g = nullptr, *m = nullptr, *v = nullptr;
+};
+
+// Measured since the last take_stats().
+struct ExpertStoreStats {
+  int64_t hits = 0, misses = 0;
+  int64_t bytes_read = 0, bytes_written = 0;
+  double io_ms = 0;               // time spent in file reads and writes
+  double prefetch_lead_ms = 0;    // mean time a prefetched expert waited in the cache before its first use
+  int64_t peak_host_bytes = 0, ssd_bytes = 0;
+};
+
+class ExpertStore {
+ public:
+  virtual ~ExpertStore() = default;
+  // Blocks until expert i's state is in host memory; it stays there until the matching release().
+  virtual ExpertState acquire(int i) = 0;
+  // dirty: the caller changed the state (it must reach the SSD before the entry is reused).
+  virtual void release(int i, bool dirty) = 0;
+  // A hint that expert i is needed soon; never blocks and never evicts an entry in use.
+  virtual void prefetch(int /*i*/) {}
+  // Waits for background reads and writes every changed entry back.
+  virtual void flush() {}
+  virtual ExpertStoreStats take_stats() { return {}; }
+};
+
+// The host tier: every expert's state is its range of the model's and optimizer's arenas.
+class ArenaExpertStore final : public ExpertStore {
+ public:
+  // begins: each expert's float offset in the arenas.
+  ArenaExpertStore(float* params, float* grads, float* m, float* v, std::vector<size_t> begins)
+      : p_(params), g_(grads), m_(m), v_(v), begins_(std::move(begins)) {}
+  ExpertState acquire(int i) override {
+    const size_t b = begins_[i];
+    return {p_ + b, g_ + b, m_ + b, v_ + b};
+  }
+  void release(int, bool) override {}
+
+ private:
+  float *p_, *g_, *m_, *v_;
+  std::vector<size_t> begins_;
+};
+
+}  // namespace moe

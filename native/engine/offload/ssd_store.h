@@ -1,0 +1,99 @@
+// The SSD tier (ES-MoE §4.3, MoESys §III-B): every expert's state is one record of a file in the run
+// directory — weights, gradient, first and second moment, each part 4 KiB aligned — read and written whole
+// with direct (unbuffered) I/O where the file system allows it, and reached only through a host cache of
+// `entries` records charged to the host tier. Eviction picks an entry nobody holds:
+//   * LRU: the least recently released (ES-MoE).
+//   * LFU (MoESys Algorithm 2): each cached expert counts its hits; every `decay_every` requests all counts
+//     are multiplied by `decay`; the victim is the entry with the fewest hits among those with at least
+//     `threshold` hits (a new entry is on probation until then). Algorithm 2 would bypass the cache when no
+//     entry qualifies; here the CPU optimizer needs the state in host memory, so the fewest-hits entry goes.
+// A changed (dirty) entry is written back when it is evicted and on flush().
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "offload/expert_store.h"
+#include "offload/memory_tier.h"
+#include "offload/serial_worker.h"
+
+namespace moe {
+
+class SsdExpertStore final : public ExpertStore {
+ public:
+  // sizes: floats per expert. dir is created if needed; the file is removed on destruction.
+  SsdExpertStore(const std::string& dir, const std::vector<size_t>& sizes, int entries, const OffloadConfig& cfg,
+                 MemoryTier& host, MemoryTier& ssd);
+  ~SsdExpertStore() override;
+
+  ExpertState acquire(int i) override;
+  void release(int i, bool dirty) override;
+  void prefetch(int i) override;
+  void flush() override;
+  ExpertStoreStats take_stats() override;
+
+  // Writes an expert's whole state straight to its record (initial state, state loaded from a checkpoint);
+  // a cached copy is dropped.
+  void store(int i, const float* w, const float* g, const float* m, const float* v);
+  // Copies an expert's current state out (checkpoints, tensor reads).
+  void load(int i, float* w, float* g, float* m, float* v);
+
+  // Bytes of one expert's record (and of one cache entry) for these expert sizes.
+  static size_t record_bytes(const std::vector<size_t>& sizes);
+
+  int entries() const { return static_cast<int>(entries_.size()); }
+  bool direct_io() const { return direct_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  enum class State { Free, Loading, Ready, Writing };
+  struct Entry {
+    float* buf = nullptr;
+    int expert = -1;
+    int refs = 0;
+    bool dirty = false;
+    State state = State::Free;
+    uint64_t last_use = 0;
+    double hits = 0;
+    std::chrono::steady_clock::time_point prefetched{};  // set while a prefetched record waits for its first use
+    bool was_prefetched = false;
+  };
+
+  int find_victim() const;  // under the lock; -1 when every entry is held or busy
+  int claim(std::unique_lock<std::mutex>& lock, int i, bool wait, bool read);  // under the lock
+  ExpertState acquire_entry(int i, bool read);
+  void note_request();
+  void write_record(int i, const float* buf);
+  void read_record(int i, float* buf);
+  ExpertState parts(float* buf) const;
+
+  std::string dir_, path_;
+  bool made_dir_ = false;
+  int fd_ = -1;
+  bool direct_ = false;
+  std::vector<size_t> sizes_;
+  size_t part_bytes_ = 0;  // each of w, g, m, v, rounded up to 4 KiB
+  CachePolicy policy_;
+  double threshold_, decay_;
+  int decay_every_;
+  MemoryTier& host_;
+  MemoryTier& ssd_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<Entry> entries_;
+  std::vector<int> where_;  // expert -> entry, -1 when not cached
+  uint64_t clock_ = 0;
+  int requests_ = 0;
+  ExpertStoreStats stats_;
+  double lead_ms_sum_ = 0;
+  int64_t lead_count_ = 0;
+  SerialWorker io_worker_;  // background prefetch reads
+};
+
+}  // namespace moe

@@ -1,0 +1,105 @@
+// Shared by the offload tests: a small MoE config with an optional "offload" section, skewed token batches,
+// and 20-step runs whose losses, gradient norms, weights and AdamW moments are compared bit for bit.
+#pragma once
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/rng.h"
+#include "model/config.h"
+#include "train/trainer.h"
+
+namespace offload_test {
+
+
+struct Variant {
+  std::string arch = "mixtral";
+  bool capacity = false;
+  double grad_clip = 0;
+  int grad_accum = 2;
+  std::string offload;  // the "offload" section, empty: resident
+  std::string layers = R"("n_layers": 2, "n_experts": [8, 8])";
+  int threads = 1;
+};
+
+inline std::string config(const Variant& v) {
+  std::string c = R"({"model": {"arch": ")" + v.arch +
+                  R"(", "vocab_size": 64, "d_model": 32, "n_heads": 2, "n_kv_heads": )" +
+                  (v.arch == "mixtral" ? "1" : "2") + ", " + v.layers +
+                  R"(, "max_seq_len": 16, "d_ff": 48, "expert_d_ff": 24, "top_k": 2,
+      "z_loss_coef": 0.001, "capacity_factor": )" +
+                  (v.capacity ? "1.0" : "null") + R"(},
+    "train": {"batch_size": 2, "seq_len": 16, "steps": 100, "lr": 1e-2, "warmup_steps": 2, "threads": )" +
+                  std::to_string(v.threads) + R"(, "seed": 11, "grad_accum": )" +
+                  std::to_string(v.grad_accum) + R"(, "grad_clip": )" + std::to_string(v.grad_clip) + "}";
+  if (!v.offload.empty()) c += R"(, "offload": )" + v.offload;
+  return c + "}";
+}
+
+// extra: more fields, each starting with a comma.
+inline std::string host_offload(double pin_fraction, int lookahead, int slots = 4, const std::string& extra = "") {
+  return R"({"mode": "host", "expert_slots": )" + std::to_string(slots) + R"(, "lookahead": )" +
+         std::to_string(lookahead) + R"(, "pin_fraction": )" + std::to_string(pin_fraction) + extra + "}";
+}
+
+// The SSD tier with a host cache of `cache` experts (of 16) and the given extra fields.
+inline std::string ssd_offload(double pin_fraction, int lookahead, const std::string& extra = "", int cache = 5) {
+  return R"({"mode": "ssd", "expert_slots": 4, "cache_experts": )" + std::to_string(cache) +
+         R"(, "lookahead": )" + std::to_string(lookahead) + R"(, "pin_fraction": )" + std::to_string(pin_fraction) +
+         extra + "}";
+}
+
+// Skewed tokens, so the router has hot experts to pin.
+inline void feed(moe::Trainer& t, int micro_batches, int first = 0) {
+  std::vector<int32_t> in(32), tg(32);
+  for (int m = first; m < first + micro_batches; ++m) {
+    for (int i = 0; i < 32; ++i) {
+      const float u = moe::random_uniform(5, m, i);
+      in[i] = static_cast<int32_t>(u * u * 64) % 64;
+      tg[i] = static_cast<int32_t>(moe::random_uniform(6, m, i) * 64) % 64;
+    }
+    t.feed_batch(in.data(), tg.data(), 2, 16);
+  }
+}
+
+struct Run {
+  std::vector<double> losses, grad_norms;
+  std::vector<float> params, m, v;
+  std::vector<moe::StepRecord> records;
+};
+
+inline Run train(const Variant& v, int steps = 20) {
+  moe::EngineConfig cfg = moe::parse_config_text(config(v), "test");
+  auto be = moe::make_cpu_backend(v.threads);
+  moe::Trainer t(cfg, *be);
+  feed(t, steps * v.grad_accum);
+  Run r;
+  for (int s = 0; s < steps; ++s) {
+    r.records.push_back(t.step());
+    r.losses.push_back(r.records.back().loss);
+    r.grad_norms.push_back(r.records.back().grad_norm);
+  }
+  t.experts_to_arenas();
+  const size_t n = t.model().num_params();
+  r.params.assign(t.model().params(), t.model().params() + n);
+  r.m.assign(t.optimizer().m(), t.optimizer().m() + n);
+  r.v.assign(t.optimizer().v(), t.optimizer().v() + n);
+  return r;
+}
+
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+inline bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+inline std::string describe(const Variant& v, double pin, int lookahead) {
+  return v.arch + (v.capacity ? " capacity" : " dropless") + " clip " + std::to_string(v.grad_clip) + " pin " +
+         std::to_string(pin) + " lookahead " + std::to_string(lookahead);
+}
+
+
+}  // namespace offload_test
