@@ -1,0 +1,191 @@
+// The SSD tier and the optimizer-mode ablations: cache policies, prefetch, lookahead 0 and no optimizer
+// overlap stay bit-identical to resident training; the delayed update is exactly one step stale; the SSD
+// cache counts what it does; a model whose expert state is 8× the device budget and 2× the host budget
+// trains with the process's resident memory within the budgets; checkpoints of SSD runs resume exactly.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "offload_fixture.h"
+#include "testing.h"
+
+using namespace offload_test;
+
+namespace {
+
+int64_t rss_bytes() {
+  std::ifstream f("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  f >> pages >> resident;
+  return resident * ::sysconf(_SC_PAGESIZE);
+}
+
+void check_identical(const Run& a, const Run& b, const std::string& what) {
+  CHECK_MSG(same_bits(a.losses, b.losses), what + ": losses differ");
+  CHECK_MSG(same_bits(a.grad_norms, b.grad_norms), what + ": grad norms differ");
+  CHECK_MSG(same_bits(a.params, b.params), what + ": weights differ");
+  CHECK_MSG(same_bits(a.m, b.m) && same_bits(a.v, b.v), what + ": moments differ");
+}
+
+}  // namespace
+
+TEST(ssd_policies_prefetch_and_ablations_are_exact) {
+  for (double clip : {0.0, 1.0}) {
+    Variant v{"mixtral", false, clip};
+    const Run resident = train(v);
+    const std::vector<std::pair<int, std::string>> variants = {
+        {1, R"(, "cache_policy": "lfu", "lfu_threshold": 2, "lfu_decay": 0.5, "lfu_decay_every": 16)"},
+        {1, R"(, "prefetch": false)"},
+        {0, ""},
+        {1, R"(, "optimizer_overlap": false)"},
+        {1, R"(, "optimizer": "layer", "optimizer_overlap": false)"}};
+    for (const auto& [lookahead, extra] : variants) {
+      Variant o = v;
+      const std::string what = " lookahead " + std::to_string(lookahead) + extra;
+      o.offload = ssd_offload(0.25, lookahead, extra);
+      check_identical(train(o), resident, "ssd" + what);
+      if (extra.find("lfu") != std::string::npos || extra.find("prefetch") != std::string::npos) continue;
+      o.offload = host_offload(0.25, lookahead, 4, extra);
+      check_identical(train(o), resident, "host" + what);
+    }
+  }
+}
+
+// ZeRO-Offload's delayed update applies step t's expert gradient at step t + 1: after two delayed steps the
+// experts hold exactly what one resident step gives them (both apply the first step's gradient to the initial
+// weights with zero moments), and the losses then differ.
+TEST(delayed_updates_are_one_step_stale) {
+  for (double clip : {0.0, 1.0}) {
+    Variant v{"mixtral", false, clip};
+    v.grad_accum = 1;
+    const Run one = train(v, 1);
+    Variant d = v;
+    d.offload = host_offload(0.25, 1, 4, R"(, "optimizer": "delayed")");
+    const Run two = train(d, 2);
+    moe::EngineConfig cfg = moe::parse_config_text(config(v), "test");
+    auto be = moe::make_cpu_backend(1);
+    moe::Trainer probe(cfg, *be);
+    bool experts_match = true;
+    for (const moe::ExpertRange& r : probe.model().layout().expert_ranges())
+      for (size_t i = r.begin; i < r.end; ++i)
+        experts_match &= one.params[i] == two.params[i] && one.m[i] == two.m[i] && one.v[i] == two.v[i];
+    CHECK_MSG(experts_match, "clip " + std::to_string(clip));
+    const Run resident = train(v, 6), delayed = train(d, 6);
+    CHECK(resident.losses[0] == delayed.losses[0]);
+    CHECK(resident.losses[5] != delayed.losses[5]);
+    CHECK(same_bits(delayed.losses, train(d, 6).losses));  // deterministic
+  }
+}
+
+// 16 experts through 5 cache entries: every step misses, reads and writes whole records, and hits where the
+// cache still holds an expert; the host tier holds exactly the cache.
+TEST(ssd_cache_counts_its_traffic) {
+  for (const char* policy : {"lru", "lfu"}) {
+    Variant v;
+    v.grad_accum = 1;
+    v.offload = ssd_offload(0.25, 1, std::string(R"(, "cache_policy": ")") + policy + "\"");
+    moe::EngineConfig cfg = moe::parse_config_text(config(v), "test");
+    auto be = moe::make_cpu_backend(1);
+    moe::Trainer t(cfg, *be);
+    feed(t, 3);
+    const moe::ExpertOffload& off = *t.offload();
+    CHECK(off.cache_entries() == 5);
+    for (int s = 0; s < 3; ++s) {
+      const moe::StepRecord r = t.step();
+      CHECK(r.cache_misses > 0 && r.cache_hits > 0);
+      CHECK(r.bytes_ssd_read > 0 && r.bytes_ssd_read % 4096 == 0);
+      CHECK(r.bytes_ssd_write > 0 && r.bytes_ssd_write % 4096 == 0);
+      CHECK(r.ssd_ms > 0);
+      CHECK(r.peak_host_bytes == static_cast<int64_t>(off.host_tier().current()));
+      CHECK(r.peak_ssd_bytes == static_cast<int64_t>(off.ssd_tier().current()) && r.peak_ssd_bytes > 0);
+      CHECK(r.expert_tiers[0][0] == 2);
+    }
+  }
+}
+
+TEST(ssd_files_live_in_ssd_dir_and_are_removed) {
+  const std::string dir = (std::filesystem::temp_directory_path() / "moe_test_ssd_dir").string();
+  std::filesystem::remove_all(dir);
+  Variant v;
+  v.offload = ssd_offload(0.25, 1, R"(, "ssd_dir": ")" + dir + "\"");
+  {
+    moe::EngineConfig cfg = moe::parse_config_text(config(v), "test");
+    auto be = moe::make_cpu_backend(1);
+    moe::Trainer t(cfg, *be);
+    CHECK(std::filesystem::exists(dir + "/experts.bin"));
+  }
+  CHECK(!std::filesystem::exists(dir));
+}
+
+TEST(ssd_checkpoint_resumes_exactly) {
+  Variant v;
+  const Run resident = train(v, 8);
+  Variant o = v;
+  o.offload = ssd_offload(0.25, 2);
+  const std::string dir = (std::filesystem::temp_directory_path() / "moe_test_ssd_ckpt").string();
+  std::filesystem::remove_all(dir);
+  auto be = moe::make_cpu_backend(1);
+  moe::EngineConfig cfg = moe::parse_config_text(config(o), "test");
+  {
+    moe::Trainer first(cfg, *be);
+    feed(first, 4 * v.grad_accum);
+    for (int s = 0; s < 4; ++s) first.step();
+    first.save_checkpoint(dir);
+  }
+  moe::Trainer second(cfg, *be);
+  second.resume_from(dir);
+  feed(second, 4 * v.grad_accum, 4 * v.grad_accum);
+  std::vector<double> losses(resident.losses.begin(), resident.losses.begin() + 4);
+  for (int s = 0; s < 4; ++s) losses.push_back(second.step().loss);
+  second.experts_to_arenas();
+  const std::vector<float> params(second.model().params(), second.model().params() + second.model().num_params());
+  CHECK(same_bits(losses, resident.losses));
+  CHECK(same_bits(params, resident.params));
+  std::filesystem::remove_all(dir);
+}
+
+// Expert state 8× the device budget and more than 2× the host budget: the process's resident memory after
+// every step stays within device budget + host budget (on the CPU backend both tiers are this process's
+// memory) plus 48 MiB for the binary, thread stacks and allocator slack.
+TEST(ssd_run_larger_than_host_memory_budget_keeps_rss_bounded) {
+  const std::string model = R"({"model": {"arch": "mixtral", "vocab_size": 256, "d_model": 256, "n_layers": 4,
+      "n_heads": 4, "n_kv_heads": 2, "max_seq_len": 64, "d_ff": 512, "n_experts": 16, "top_k": 2},
+    "train": {"batch_size": 2, "seq_len": 64, "steps": 100, "threads": 2, "grad_clip": 1.0},)";
+  const int64_t device_budget = 40ll << 20, host_budget = 96ll << 20;
+  const std::string cfg_text = model + R"( "offload": {"mode": "ssd", "device_budget_bytes": )" +
+                               std::to_string(device_budget) + R"(, "host_budget_bytes": )" +
+                               std::to_string(host_budget) + "}}";
+  moe::EngineConfig cfg = moe::parse_config_text(cfg_text, "test");
+  auto be = moe::make_cpu_backend(2);
+  moe::Trainer t(cfg, *be);
+  const moe::ExpertOffload& off = *t.offload();
+  const int64_t expert_state = static_cast<int64_t>(off.ssd_tier().current());
+  CHECK_MSG(expert_state >= 8 * device_budget && expert_state >= 2 * host_budget,
+            "expert state " + std::to_string(expert_state));
+  std::vector<int32_t> in(128), tg(128);
+  for (int i = 0; i < 128; ++i) in[i] = tg[i] = (i * 37) % 256;
+  const int64_t limit = device_budget + host_budget + (48ll << 20);
+  double first_loss = 0, last_loss = 0;
+  int64_t most = 0;
+  for (int s = 0; s < 4; ++s) {
+    t.feed_batch(in.data(), tg.data(), 2, 64);
+    const moe::StepRecord r = t.step();
+    (s == 0 ? first_loss : last_loss) = r.loss;
+    CHECK(r.peak_device_bytes <= device_budget && r.peak_host_bytes <= host_budget);
+    const int64_t rss = rss_bytes();
+    most = std::max(most, rss);
+    CHECK_MSG(rss <= limit, "step " + std::to_string(s + 1) + ": RSS " + std::to_string(rss >> 20) + " MiB > " +
+                                std::to_string(limit >> 20) + " MiB");
+  }
+  CHECK(last_loss < first_loss);
+  std::printf("  expert state %lld MiB, device budget %lld MiB, host budget %lld MiB: RSS at most %lld MiB\n",
+              static_cast<long long>(expert_state >> 20), static_cast<long long>(device_budget >> 20),
+              static_cast<long long>(host_budget >> 20), static_cast<long long>(most >> 20));
+}
+
+TEST_MAIN()
