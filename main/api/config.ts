@@ -57,8 +57,52 @@ export const TrainConfigSchema = z
   })
   .strict()
 
+// Expert offload (docs/offload.md). Omitted or mode "none": every expert resident. "auto" is resolved by the
+// host's planner before the engine starts; the engine only knows none / host / ssd (and gets ssd_dir from the host).
+export const OffloadConfigSchema = z
+  .object({
+    mode: z.enum(['auto', 'none', 'host', 'ssd']).default('none')
+      .describe('Where expert state lives: none (resident), host memory, SSD behind a host cache, or auto (the planner picks the first that fits)'),
+    device_budget_bytes: z.number().int().positive().nullable().default(null)
+      .describe('Device tier budget; null: expert_slots decides (auto: the machine’s memory)'),
+    expert_slots: int(1, 1 << 20).nullable().default(null)
+      .describe('Experts on the device at once; null: as many as device_budget_bytes holds after the dense state and activations'),
+    lookahead: int(0, 64).default(1).describe('Uploads issued ahead of the expert computing; 0 = no pipelining, upload when needed'),
+    pin_fraction: z.number().min(0).max(1).default(0.25)
+      .describe('Share of the slots kept for the hottest experts (at least one slot always streams)'),
+    pin_policy: z.enum(['previous', 'ema', 'none']).default('previous')
+      .describe('What makes an expert hot: its tokens in the previous step, an EMA of them, or no pinning'),
+    optimizer: z.enum(['expert', 'layer', 'delayed']).default('expert')
+      .describe('Host AdamW per expert as its gradient lands, per layer, or delayed: ZeRO-Offload-style one-step-stale expert updates (ablation baseline, not exact)'),
+    optimizer_overlap: z.boolean().default(true)
+      .describe('Expert updates overlap the rest of the step; false: they run after the step and are waited for (ablation)'),
+    host_budget_bytes: z.number().int().positive().nullable().default(null)
+      .describe('Host tier budget; null: the machine’s memory (SSD mode: sizes the cache when cache_experts is null)'),
+    cache_policy: z.enum(['lru', 'lfu']).default('lru')
+      .describe('SSD mode host cache eviction: least recently used, or MoESys Algorithm 2 frequency policy with hit threshold and decay'),
+    cache_experts: int(1, 1 << 24).nullable().default(null)
+      .describe('SSD mode host cache entries (one expert’s weights, gradient and moments each); null: derived from host_budget_bytes'),
+    lfu_threshold: int(1, 1e6).default(2).describe('lfu: hits before an expert may displace a cached one'),
+    lfu_decay: z.number().gt(0).max(1).default(0.5).describe('lfu: factor applied to every hit count at each decay'),
+    lfu_decay_every: int(1, 1e9).default(64).describe('lfu: expert fetches between decays'),
+    prefetch: z.boolean().default(true).describe('SSD mode: read the next layer’s experts into the host cache ahead of use'),
+  })
+  .strict()
+
+function checkOffload(c: { train: TrainConfig; offload?: OffloadConfig }, ctx: z.RefinementCtx): void {
+  const o = c.offload
+  if (!o || o.mode === 'none') return
+  const issue = (key: keyof OffloadConfig, message: string) => ctx.addIssue({ code: 'custom', path: ['offload', key], message })
+  if ((o.mode === 'host' || o.mode === 'ssd') && o.expert_slots === null && o.device_budget_bytes === null)
+    issue('expert_slots', `${o.mode} offload needs expert_slots or device_budget_bytes`)
+  if (o.mode === 'ssd' && o.cache_experts === null && o.host_budget_bytes === null)
+    issue('cache_experts', 'SSD offload needs cache_experts or host_budget_bytes')
+  if (c.train.compute_dtype !== 'fp32') issue('mode', 'offload computes in fp32 only; set train.compute_dtype to fp32')
+  if (o.mode === 'ssd' && o.optimizer === 'delayed') issue('optimizer', 'delayed updates are host-tier only')
+}
+
 export const RunConfigSchema = z
-  .object({ model: ModelConfigSchema, train: TrainConfigSchema })
+  .object({ model: ModelConfigSchema, train: TrainConfigSchema, offload: OffloadConfigSchema.optional() })
   .strict()
   .superRefine((c, ctx) => {
     const m = c.model
@@ -83,8 +127,11 @@ export const RunConfigSchema = z
       ctx.addIssue({ code: 'custom', path: ['train', 'seq_len'], message: `exceeds model.max_seq_len (${m.max_seq_len})` })
     if (c.train.min_lr !== undefined && c.train.min_lr > c.train.lr)
       ctx.addIssue({ code: 'custom', path: ['train', 'min_lr'], message: 'must not exceed lr' })
+    checkOffload(c, ctx)
   })
 
 export type ModelConfig = z.infer<typeof ModelConfigSchema>
 export type TrainConfig = z.infer<typeof TrainConfigSchema>
+export type OffloadConfig = z.infer<typeof OffloadConfigSchema>
+export type OffloadMode = OffloadConfig['mode']
 export type RunConfig = z.infer<typeof RunConfigSchema>

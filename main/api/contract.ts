@@ -55,20 +55,35 @@ export const CheckpointSchema = z.object({
   bytes: z.number(),
 })
 
+export const OffloadRequestSchema = z.enum(['auto', 'none', 'host', 'ssd']).describe('the config’s offload.mode')
+export const OffloadModeSchema = z.enum(['none', 'host', 'ssd'])
+
+// What the host decided for a run before its engine started (auto resolved), kept with the run.
+export const ResolvedOffloadSchema = z.object({
+  requested: OffloadRequestSchema,
+  mode: OffloadModeSchema,
+  deviceBudgetBytes: z.number().nullable(),
+  hostBudgetBytes: z.number().nullable(),
+  slots: z.number().int().nullable(),
+  cacheExperts: z.number().int().nullable(),
+  explanation: z.string(),
+})
+
 export const RunDetailSchema = z.object({
   summary: RunSummarySchema,
   config: RunConfigSchema,
   dataset: DatasetSpecSchema,
   init: z.string().nullable(),
+  offload: ResolvedOffloadSchema.nullable().describe('the offload the run trains with; null: resident (runs from before offload)'),
   events: z.array(RunEventSchema),
   checkpoints: z.array(CheckpointSchema),
 })
 
-// Offload metrics (upload_ms … peak_ssd_bytes) are null for runs whose steps did not record them.
+// Offload metrics (upload_ms … prefetch_lead_ms) are null for runs whose steps did not record them.
 export const ScalarMetricSchema = z.enum([
   'loss', 'aux_loss', 'lr', 'grad_norm', 'tokens', 'tokens_per_s', 'step_ms', 'forward_ms', 'backward_ms', 'optimizer_ms',
   'upload_ms', 'upload_hidden_ms', 'stall_ms', 'ssd_ms', 'bytes_h2d', 'bytes_d2h', 'bytes_ssd_read', 'bytes_ssd_write',
-  'cache_hits', 'cache_misses', 'peak_device_bytes', 'peak_host_bytes', 'peak_ssd_bytes',
+  'cache_hits', 'cache_misses', 'peak_device_bytes', 'peak_host_bytes', 'peak_ssd_bytes', 'prefetch_lead_ms',
 ])
 
 export const StepMetricsSchema = z.object({
@@ -141,12 +156,17 @@ export const TierBytesSchema = z.object({
 })
 
 export const PlanSchema = z.object({
-  mode: z.enum(['none', 'host', 'host+ssd']).describe('where expert state lives: resident (none), host memory, or host + SSD'),
+  requested: OffloadRequestSchema,
+  mode: OffloadModeSchema.describe('where expert state lives: resident (none), host memory, or SSD behind a host cache'),
   fits: z.boolean(),
   tiers: z.array(TierBytesSchema),
   paramCount: z.number(),
   expertParamCount: z.number(),
-  explanation: z.string().describe('why this mode, or why it cannot fit and what budget would'),
+  expertBytes: z.number().describe('fp32 bytes of the largest routed expert, tensors padded as the engine lays them out'),
+  slots: z.number().int().nullable().describe('expert slots on the device (offloaded modes)'),
+  cacheExperts: z.number().int().nullable().describe('host cache entries (SSD mode)'),
+  formulas: z.array(z.string()).describe('how each tier’s bytes are computed, with this config’s numbers'),
+  explanation: z.string().describe('why this mode, or which tier is short by how many bytes and what budget would fit'),
 })
 
 export const FileEntrySchema = z.object({ name: z.string(), kind: z.enum(['file', 'dir']), bytes: z.number() })
@@ -261,6 +281,7 @@ export type ScalarMetric = z.output<typeof ScalarMetricSchema>
 export type StepLoads = z.output<typeof StepLoadsSchema>
 export type Hardware = z.output<typeof HardwareSchema>
 export type Plan = z.output<typeof PlanSchema>
+export type ResolvedOffload = z.output<typeof ResolvedOffloadSchema>
 export type FileEntry = z.output<typeof FileEntrySchema>
 
 // Channel names derive from the contract keys, never retyped.

@@ -1,5 +1,6 @@
 // Short human descriptions of a run config for lists and tables ("mixtral L4 d256 8x top-2").
 import type { RunConfig } from '../api/config'
+import type { ResolvedOffload } from '../api/contract'
 
 export function describeModel(config: RunConfig): string {
   const m = config.model
@@ -12,12 +13,15 @@ export function describeModel(config: RunConfig): string {
   return [m.arch, `L${m.n_layers}`, `d${m.d_model}`, experts, `top-${m.top_k}`, ...extras].join(' ')
 }
 
-// The config has no offload/placement knobs yet, so the strategy is how experts get their tokens and
-// how much CPU the engine uses.
-export function describeStrategy(config: RunConfig): string {
+// Where expert state lives (as the host resolved it), how experts get their tokens, and how much CPU the
+// engine uses: "host offload · 4 slots · dropless · 2 threads".
+export function describeStrategy(config: RunConfig, offload: ResolvedOffload | null = null): string {
   const cf = config.model.capacity_factor
   const routing = cf === null ? 'dropless' : `capacity ${cf}`
   const t = config.train
   const threads = `${t.threads} thread${t.threads === 1 ? '' : 's'}`
-  return ['resident', routing, threads, t.grad_accum > 1 ? `accum ${t.grad_accum}` : ''].filter(Boolean).join(' · ')
+  const where = !offload || offload.mode === 'none'
+    ? ['resident']
+    : [`${offload.mode} offload`, offload.slots !== null ? `${offload.slots} slots` : '', config.offload?.optimizer === 'delayed' ? 'one-step stale' : '']
+  return [...where, routing, threads, t.grad_accum > 1 ? `accum ${t.grad_accum}` : ''].filter(Boolean).join(' · ')
 }

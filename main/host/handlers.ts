@@ -1,6 +1,5 @@
 // The typed API's requests, implemented over the run manager, the telemetry store, the catalog and
 // the exporter. Params arrive already parsed against the contract by the transport.
-import os from 'node:os'
 import { resolve } from 'node:path'
 
 import type { ApiHandlers, Checkpoint, RunSpec, RunSummary } from '../api/contract'
@@ -11,6 +10,7 @@ import { exportCheckpoint } from './export-checkpoint'
 import { listDirectory } from './files'
 import { probeHardware } from './hardware'
 import { planRun } from './planner/plan'
+import { budgetsOf } from './planner/resolve'
 import { checkRunInputs } from './run-inputs'
 import { toRunSummary } from './run-summary'
 import type { RunRecord, TelemetryStore } from './store/store'
@@ -75,6 +75,7 @@ export function createHandlers({ store, runs, dataDir }: HandlerDeps): ApiHandle
         config: run.config,
         dataset: run.dataset,
         init: run.init,
+        offload: run.offload,
         events: store.listEvents(id),
         checkpoints: store.listCheckpoints(id),
       }
@@ -126,8 +127,10 @@ export function createHandlers({ store, runs, dataDir }: HandlerDeps): ApiHandle
     },
     'presets.list': async () => listPresets(),
     'hardware.probe': async () => probeHardware(dataDir),
-    'planner.plan': async ({ config, deviceBudgetBytes, hostBudgetBytes }) =>
-      planRun(config, { device: deviceBudgetBytes ?? os.totalmem(), host: hostBudgetBytes ?? os.totalmem() }),
+    'planner.plan': async ({ config, deviceBudgetBytes, hostBudgetBytes }) => {
+      const machine = budgetsOf(probeHardware(dataDir))
+      return planRun(config, { ...machine, device: deviceBudgetBytes ?? machine.device, host: hostBudgetBytes ?? machine.host })
+    },
     'files.list': async ({ dir }) => listDirectory(dir),
     'config.validate': async ({ config }) => {
       const parsed = RunConfigSchema.safeParse(config)

@@ -12,6 +12,8 @@ import { forkPortFactory } from './engine/fork-port'
 import type { EnginePortFactory } from './engine/port'
 import { utilityPortFactory } from './engine/utility-port'
 import { createHandlers } from './handlers'
+import { probeHardware } from './hardware'
+import { budgetsOf } from './planner/resolve'
 import { RunManager } from './runs/run-manager'
 import { TelemetryStore } from './store/store'
 
@@ -76,6 +78,7 @@ export async function createHost(options: HostOptions): Promise<Host> {
     workerEntry: options.workerEntry ?? defaultWorkerEntry(),
     prepareDataset,
     emit: events.emit,
+    budgets: () => budgetsOf(probeHardware(options.dataDir)),
   })
   if (options.recoverRuns ?? true) runs.recover()
 

@@ -16,7 +16,7 @@ export function toRunSummary(r: RunRecord): RunSummary {
     lastLoss: r.lastLoss,
     tokensPerSec: r.tokensPerSec,
     model: describeModel(r.config),
-    strategy: describeStrategy(r.config),
+    strategy: describeStrategy(r.config, r.offload),
     error: r.error,
   }
 }

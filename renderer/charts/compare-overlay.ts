@@ -32,6 +32,7 @@ export const METRIC_LABELS: Record<ScalarMetric, string> = {
   peak_device_bytes: 'Peak device bytes',
   peak_host_bytes: 'Peak host bytes',
   peak_ssd_bytes: 'Peak SSD bytes',
+  prefetch_lead_ms: 'Prefetch lead (ms)',
 }
 
 export interface OverlayRun {

@@ -34,5 +34,5 @@ export function tierBars(plan: Plan): TierBar[] {
 export const MODE_TEXT: Record<Plan['mode'], string> = {
   none: 'resident (no offload)',
   host: 'experts offloaded to host memory',
-  'host+ssd': 'experts offloaded to host memory and SSD',
+  ssd: 'experts offloaded to SSD behind a host cache',
 }

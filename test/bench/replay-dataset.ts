@@ -111,7 +111,7 @@ export function writeSyntheticRun(store: TelemetryStore, dataDir: string, id: st
   const now = Date.now()
   store.insertRun({
     id, name: `synthetic ${shape.steps / 1000}k × ${shape.layers} × ${shape.experts}`, status: 'finished', config,
-    dataset: { path: 'synthetic' }, init: null, runDir: join(dataDir, 'runs', id), createdAt: now, startedAt: now, finishedAt: now,
+    dataset: { path: 'synthetic' }, init: null, offload: null, runDir: join(dataDir, 'runs', id), createdAt: now, startedAt: now, finishedAt: now,
     step: 0, totalSteps: shape.steps, lastLoss: null, tokensPerSec: null, error: null,
   })
   const random = lcg(20_240_601)

@@ -89,7 +89,7 @@ async function writer(dir: string, tinyStepMs: number): Promise<void> {
     train: { steps: 2 * STEPS },
   })
   store.insertRun({
-    id: RUN, name: 'bench', status: 'running', config, dataset: { path: 'corpus.txt' }, init: null, runDir: dir,
+    id: RUN, name: 'bench', status: 'running', config, dataset: { path: 'corpus.txt' }, init: null, offload: null, runDir: dir,
     createdAt: Date.now(), startedAt: Date.now(), finishedAt: null, step: 0, totalSteps: 2 * STEPS,
     lastLoss: null, tokensPerSec: null, error: null,
   })

@@ -19,6 +19,7 @@ export function detailOf(id: string, summary: Partial<RunDetail['summary']> = {}
     config,
     dataset: { path: '/data/corpus.txt' },
     init: null,
+    offload: null,
     events: [],
     checkpoints: [],
   }
@@ -28,7 +29,10 @@ export function planOf(deviceTotal: number): Plan {
   const tier = (name: 'device' | 'host' | 'ssd', total: number) => ({
     tier: name, params: total / 4, grads: total / 4, optimizer: total / 4, activations: total / 8, buffers: total / 8, total, budget: name === 'ssd' ? null : 8 * 2 ** 30,
   })
-  return { mode: 'none', fits: true, tiers: [tier('device', deviceTotal), tier('host', 0), tier('ssd', 0)], paramCount: 1e6, expertParamCount: 5e5, explanation: 'resident' }
+  return {
+    requested: 'none', mode: 'none', fits: true, tiers: [tier('device', deviceTotal), tier('host', 0), tier('ssd', 0)], paramCount: 1e6,
+    expertParamCount: 5e5, expertBytes: 2e5, slots: null, cacheExperts: null, formulas: [], explanation: 'resident',
+  }
 }
 
 export type FakeHandlers = { [N in RequestName]?: (params: Params<N>) => Promise<Result<N>> | Result<N> }

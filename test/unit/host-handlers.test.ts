@@ -123,7 +123,7 @@ describe('checkpoints.export', () => {
   it('picks checkpoints by step and never writes into a non-empty directory', async () => {
     const id = 'export-guard'
     host.store.insertRun({
-      id, name: 'export guard', status: 'finished', config: tiny, dataset: { path: corpus }, init: null,
+      id, name: 'export guard', status: 'finished', config: tiny, dataset: { path: corpus }, init: null, offload: null,
       runDir: join(dir, 'runs', id), createdAt: 1, startedAt: 2, finishedAt: 3, step: 20, totalSteps: 20,
       lastLoss: 2.5, tokensPerSec: 1000, error: null,
     })

@@ -29,6 +29,7 @@ export function runRecord(id: string, overrides: Partial<RunRecord> = {}): RunRe
     config: TINY_CONFIG,
     dataset: { path: '/data/corpus.txt' },
     init: null,
+    offload: null,
     runDir: `/runs/${id}`,
     createdAt: 1_700_000_000_000,
     startedAt: null,

@@ -36,13 +36,13 @@ describe('schema creation', () => {
       expect(db.prepare('PRAGMA journal_mode').get()?.journal_mode).toBe('wal')
       expect(columns(db, 'runs')).toEqual([
         'id', 'name', 'status', 'config', 'dataset', 'init', 'run_dir', 'created_at', 'started_at', 'finished_at',
-        'step', 'total_steps', 'last_loss', 'tokens_per_s', 'error',
+        'step', 'total_steps', 'last_loss', 'tokens_per_s', 'error', 'offload',
       ])
       expect(columns(db, 'steps')).toEqual([
         'run_id', 'step', 'wall_time', 'loss', 'aux_loss', 'lr', 'grad_norm', 'tokens', 'tokens_per_s', 'step_ms',
         'forward_ms', 'backward_ms', 'optimizer_ms', 'upload_ms', 'upload_hidden_ms', 'stall_ms', 'ssd_ms', 'bytes_h2d',
         'bytes_d2h', 'bytes_ssd_read', 'bytes_ssd_write', 'cache_hits', 'cache_misses', 'peak_device_bytes',
-        'peak_host_bytes', 'peak_ssd_bytes',
+        'peak_host_bytes', 'peak_ssd_bytes', 'prefetch_lead_ms',
       ])
       expect(columns(db, 'expert_loads')).toEqual(['run_id', 'step', 'tokens', 'placement', 'tiers', 'pins', 'spilled'])
       expect(columns(db, 'events')).toEqual(['id', 'run_id', 'at', 'kind', 'message'])
@@ -117,6 +117,31 @@ describe('migrations', () => {
       expect(schemaVersion(db)).toBe(MIGRATIONS.length + 1)
       expect(db.prepare("SELECT name FROM sqlite_schema WHERE name = 'runs'").get()).toBeUndefined()
     })
+  })
+
+  test('version 1 databases gain the offload columns, their rows reading as resident', () => {
+    const path = join(dir, 'v1.sqlite')
+    const r1 = runRecord('r1')
+    withRaw(path, (db) => {
+      migrate(db, MIGRATIONS.slice(0, 1))
+      db.prepare('INSERT INTO runs (id, name, status, config, dataset, run_dir, created_at, total_steps) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
+        .run('r1', r1.name, 'finished', JSON.stringify(r1.config), JSON.stringify(r1.dataset), r1.runDir, 1, 1)
+      db.prepare('INSERT INTO steps (run_id, step, wall_time, loss) VALUES (?, ?, ?, ?)').run('r1', 1, 1, 2.5)
+    })
+    TelemetryStore.open(path).close()
+    withRaw(path, (db) => {
+      expect(schemaVersion(db)).toBe(2)
+      expect(db.prepare('SELECT offload FROM runs').get()).toEqual({ offload: null })
+      expect(db.prepare('SELECT loss, prefetch_lead_ms FROM steps').get()).toEqual({ loss: 2.5, prefetch_lead_ms: null })
+    })
+    const store = TelemetryStore.open(path)
+    expect(store.getRun('r1')?.offload).toBeNull()
+    const offload = { requested: 'auto', mode: 'host', deviceBudgetBytes: 2 ** 30, hostBudgetBytes: null, slots: 4, cacheExperts: null, explanation: 'auto → host' } as const
+    store.insertRun(runRecord('r2', { offload }))
+    expect(store.getRun('r2')?.offload).toEqual(offload)
+    store.appendSteps('r2', [{ ...stepRecords(1, 1)[0]!, prefetch_lead_ms: 1.5 }], [wallTimeOf(1)])
+    expect(store.series('r2', ['prefetch_lead_ms'], { maxPoints: 10 }).values['prefetch_lead_ms']).toEqual([1.5])
+    store.close()
   })
 
   test('a read-only connection does not migrate an older database', () => {

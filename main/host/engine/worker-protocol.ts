@@ -5,7 +5,7 @@ export interface StartTraining {
   type: 'start'
   runId: string
   runDir: string
-  /** The run config exactly as validated ({"model", "train"}). */
+  /** The engine's config: the validated run config with its offload resolved (runs/engine-config.ts). */
   configJson: string
   /** A token shard ready for the engine. */
   dataPath: string

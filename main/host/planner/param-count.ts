@@ -1,5 +1,7 @@
-// Parameter counts of a run config, tensor for tensor as the engine lays them out (docs/model.md):
-// the dense part, which always lives on the device, and one expert's state, which offload may move.
+// Parameter counts of a run config, tensor for tensor as the engine lays them out (docs/model.md,
+// native/engine/model/params.cpp): the dense part, which always lives on the device, and each routed
+// expert, which offload may move. The arena pads every tensor to a multiple of 16 floats (64-byte
+// alignment), so byte bookings use the padded sizes while the counts are the tensors' own.
 import type { ModelConfig } from '../../api/config'
 
 export interface ParamCounts {
@@ -7,11 +9,30 @@ export interface ParamCounts {
   perExpert: number[]  // [MoE layer] parameters of one expert of that layer
   experts: number      // all experts of all layers
   total: number
+  /** Padded floats, as the engine's arena holds them. */
+  padded: { dense: number; perExpert: number[]; experts: number; total: number }
+  /** [MoE layer] routed experts of that layer. */
+  expertsPerLayer: number[]
 }
 
-function ffnParams(m: ModelConfig, width: number): number {
+const pad16 = (n: number) => Math.ceil(n / 16) * 16
+
+// The tensors of one FFN: w_in (+ b_in), w_out (+ b_out).
+function ffnTensors(m: ModelConfig, width: number): number[] {
   const C = m.d_model
-  return m.arch === 'gpt-moe' ? 2 * width * C + width + C : 3 * width * C
+  return m.arch === 'gpt-moe' ? [width * C, width, C * width, C] : [2 * width * C, C * width]
+}
+
+class Tally {
+  raw = 0
+  padded = 0
+  add(...numels: number[]): this {
+    for (const n of numels) {
+      this.raw += n
+      this.padded += pad16(n)
+    }
+    return this
+  }
 }
 
 export function countParams(m: ModelConfig): ParamCounts {
@@ -20,27 +41,38 @@ export function countParams(m: ModelConfig): ParamCounts {
   const qkvRows = (m.n_heads + 2 * kv) * (C / m.n_heads)
   const bias = m.arch === 'gpt-moe'
   const qkvBias = m.qkv_bias ?? bias
-  const norm = bias ? 2 * C : C
+  const norm = bias ? [C, C] : [C]
   const tie = m.tie_embeddings ?? m.arch === 'gpt-moe'
   const expertWidth = m.expert_d_ff ?? m.d_ff
-  const experts = Array.isArray(m.n_experts) ? m.n_experts : null
+  const layerExperts = Array.isArray(m.n_experts) ? m.n_experts : null
 
-  let dense = V * C + (m.arch === 'gpt-moe' ? m.max_seq_len * C : 0) + norm + (tie ? 0 : V * C)
-  const perExpert: number[] = []
-  let expertTotal = 0
+  const dense = new Tally().add(V * C, ...(m.arch === 'gpt-moe' ? [m.max_seq_len * C] : []), ...norm, ...(tie ? [] : [V * C]))
+  const one = new Tally().add(...ffnTensors(m, expertWidth))
+  const expertsPerLayer: number[] = []
   for (let l = 0; l < m.n_layers; l++) {
-    dense += 2 * norm + qkvRows * C + (qkvBias ? qkvRows : 0) + C * C + (bias ? C : 0)
+    dense.add(...norm, qkvRows * C, ...(qkvBias ? [qkvRows] : []), C * C, ...(bias ? [C] : []), ...norm)
     if ((l + 1) % m.moe_every !== 0) {
-      dense += ffnParams(m, m.d_ff)
+      dense.add(...ffnTensors(m, m.d_ff))
       continue
     }
-    const E = experts ? experts[perExpert.length]! : (m.n_experts as number)
-    dense += E * C
-    if (m.shared_expert_d_ff > 0) dense += ffnParams(m, m.shared_expert_d_ff) + (m.shared_expert_gate ? C : 0)
-    if (m.residual_mlp) dense += ffnParams(m, m.d_ff)
-    const one = ffnParams(m, expertWidth)
-    perExpert.push(one)
-    expertTotal += E * one
+    const E = layerExperts ? layerExperts[expertsPerLayer.length]! : (m.n_experts as number)
+    expertsPerLayer.push(E)
+    dense.add(E * C)
+    if (m.shared_expert_d_ff > 0) dense.add(...ffnTensors(m, m.shared_expert_d_ff), ...(m.shared_expert_gate ? [C] : []))
+    if (m.residual_mlp) dense.add(...ffnTensors(m, m.d_ff))
   }
-  return { dense, perExpert, experts: expertTotal, total: dense + expertTotal }
+  const routed = expertsPerLayer.reduce((a, b) => a + b, 0)
+  return {
+    dense: dense.raw,
+    perExpert: expertsPerLayer.map(() => one.raw),
+    experts: routed * one.raw,
+    total: dense.raw + routed * one.raw,
+    padded: {
+      dense: dense.padded,
+      perExpert: expertsPerLayer.map(() => one.padded),
+      experts: routed * one.padded,
+      total: dense.padded + routed * one.padded,
+    },
+    expertsPerLayer,
+  }
 }

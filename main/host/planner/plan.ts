@@ -1,76 +1,169 @@
 // Pre-flight memory plan of a run: bytes per tier (parameters, gradients, AdamW moments, saved
-// activations, backward scratch) for the config, mirroring the engine's allocations, and whether it fits.
-// Today every byte is resident on the device (on the CPU backend, host memory stands in for it);
-// host and SSD tiers join when expert offload lands, so they are reported empty.
-import type { RunConfig } from '../../api/config'
+// activations, backward scratch) for the config's offload mode, mirroring the engine's bookings, and
+// whether it fits. "auto" takes the first of resident, host and SSD that fits; when none does, the
+// explanation names the tier that is short, by how many bytes, and the smallest budget that would fit.
+import { OffloadConfigSchema, type OffloadConfig, type RunConfig } from '../../api/config'
 import type { Plan } from '../../api/contract'
+import { binaryBytes, exactBytes, planFormulas } from './formulas'
 import { countParams } from './param-count'
+import {
+  deviceFixed, emptyTier, hostTierOfHostMode, hostTierOfSsdMode, offloadedDevice, residentDevice, sizesOf,
+  slotsFor, ssdTier, type Sizes, type TierBytes,
+} from './tiers'
 
-const F32 = 4
-
-function activationFloats(c: RunConfig): { saved: number; scratch: number } {
-  const m = c.model
-  const N = c.train.batch_size * c.train.seq_len, C = m.d_model, V = m.vocab_size
-  const kv = m.n_kv_heads ?? m.n_heads
-  const Q = (m.n_heads + 2 * kv) * (C / m.n_heads)
-  const swiglu = m.arch === 'mixtral'
-  const inRows = (F: number) => (swiglu ? 2 * F : F)
-  const ffn = (rows: number, F: number) => rows * (inRows(F) + F)
-  const experts = Array.isArray(m.n_experts) ? m.n_experts : null
-  const expertWidth = m.expert_d_ff ?? m.d_ff
-  let saved = N * C // embedding output
-  let scratchRows = N
-  let moeIndex = 0
-  for (let l = 0; l < m.n_layers; l++) {
-    saved += 6 * N * C + 4 * N + N * Q * (swiglu ? 2 : 1) + N * m.n_heads
-    if ((l + 1) % m.moe_every !== 0) {
-      saved += ffn(N, m.d_ff)
-      continue
-    }
-    const E = experts ? experts[moeIndex]! : (m.n_experts as number)
-    moeIndex++
-    const K = m.top_k
-    const S = m.capacity_factor === null ? N * K : E * Math.ceil((m.capacity_factor * N * K) / E)
-    scratchRows = Math.max(scratchRows, S)
-    saved += 2 * N * E + 2 * N * K + 2 * S * C + ffn(S, expertWidth)
-    if (m.shared_expert_d_ff > 0) saved += ffn(N, m.shared_expert_d_ff) + N * C + (m.shared_expert_gate ? N * C + N : 0)
-    if (m.residual_mlp) saved += ffn(N, m.d_ff) + N * C
-  }
-  saved += N * C + 3 * N + N * V // final norm, losses, logits
-  const widest = Math.max(inRows(expertWidth), inRows(m.d_ff), inRows(m.shared_expert_d_ff))
-  const scratch = N * V + 3 * N * C + 2 * N * Q + 2 * scratchRows * C + scratchRows * (widest + widest / (swiglu ? 2 : 1))
-  return { saved, scratch }
+/** What the machine offers when the config sets no budget (ssd: free disk, null when unknown). */
+export interface Budgets {
+  device: number
+  host: number
+  ssd: number | null
 }
 
-const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(2)} GiB`
+interface Shortage {
+  tier: TierBytes['tier']
+  /** The smallest budget of this tier that would fit. */
+  needed: number
+  budget: number
+  what: string
+}
 
-export function planRun(config: RunConfig, budgets: { device: number; host: number }): Plan {
-  const counts = countParams(config.model)
-  const { saved, scratch } = activationFloats(config)
-  const device = {
-    tier: 'device' as const,
-    params: counts.total * F32,
-    grads: counts.total * F32,
-    optimizer: 2 * counts.total * F32,
-    activations: saved * F32,
-    buffers: scratch * F32,
-    total: 0,
-    budget: budgets.device,
+interface Candidate {
+  mode: Plan['mode']
+  tiers: TierBytes[]
+  slots: number | null
+  cacheExperts: number | null
+  short: Shortage[]
+  /** What no budget fixes (a setting the engine refuses). */
+  problems: string[]
+}
+
+// Auto wants pipelining: one slot computing while the next uploads.
+const AUTO_MIN_SLOTS = 2
+
+const slotsText = (n: number) => `${n} expert slot${n === 1 ? '' : 's'}`
+
+// The SSD tier's cache holds what the copy, optimizer and prefetch workers and the compute thread use
+// (the engine's minimum of 4), and the uploads in flight ahead of the compute thread.
+export const minCacheEntries = (o: OffloadConfig) => Math.max(o.lookahead + 2, 4)
+
+function resident(s: Sizes, b: Budgets): Candidate {
+  const device = residentDevice(s, b.device)
+  const short: Shortage[] = device.total > b.device
+    ? [{ tier: 'device', needed: device.total, budget: b.device, what: 'every parameter’s state, activations and buffers' }]
+    : []
+  return { mode: 'none', tiers: [device, emptyTier('host', b.host), emptyTier('ssd', b.ssd)], slots: null, cacheExperts: null, short, problems: [] }
+}
+
+function offloadedDeviceTier(s: Sizes, o: OffloadConfig, b: Budgets, minSlots: number): { device: TierBytes; slots: number; short: Shortage[] } {
+  const slots = o.expert_slots !== null ? Math.min(o.expert_slots, s.experts) : slotsFor(s, b.device)
+  const device = offloadedDevice(s, slots, b.device)
+  const least = Math.min(minSlots, s.experts)
+  if (o.expert_slots === null && slots < least) {
+    const what = `the dense state, activations, buffers and ${slotsText(least)}`
+    return { device, slots, short: [{ tier: 'device', needed: deviceFixed(s) + least * 2 * s.expert, budget: b.device, what }] }
   }
-  device.total = device.params + device.grads + device.optimizer + device.activations + device.buffers
-  const empty = (tier: 'host' | 'ssd', budget: number | null) =>
-    ({ tier, params: 0, grads: 0, optimizer: 0, activations: 0, buffers: 0, total: 0, budget })
-  const fits = device.total <= budgets.device
+  const what = `the dense state, activations, buffers and ${slotsText(slots)}`
+  return { device, slots, short: device.total > b.device ? [{ tier: 'device', needed: device.total, budget: b.device, what }] : [] }
+}
+
+function hostMode(s: Sizes, o: OffloadConfig, b: Budgets, minSlots: number): Candidate {
+  const { device, slots, short } = offloadedDeviceTier(s, o, b, minSlots)
+  const delayed = o.optimizer === 'delayed'
+  const host = hostTierOfHostMode(s, delayed, b.host)
+  if (host.total > b.host) {
+    const what = `every expert’s weights, gradient and AdamW moments${delayed ? ' and pending gradients' : ''}`
+    short.push({ tier: 'host', needed: host.total, budget: b.host, what })
+  }
+  return { mode: 'host', tiers: [device, host, emptyTier('ssd', b.ssd)], slots, cacheExperts: null, short, problems: [] }
+}
+
+function ssdMode(s: Sizes, o: OffloadConfig, b: Budgets, minSlots: number): Candidate {
+  const { device, slots, short } = offloadedDeviceTier(s, o, b, minSlots)
+  // The engine checks the entries asked for (or the budget holds), then allocates at most one per expert.
+  const asked = o.cache_experts ?? Math.floor(b.host / s.record)
+  const entries = Math.min(asked, s.experts)
+  const host = hostTierOfSsdMode(s, entries, b.host)
+  const least = minCacheEntries(o)
+  const problems: string[] = []
+  if (asked >= least && host.total > b.host) short.push({ tier: 'host', needed: host.total, budget: b.host, what: `${entries} cache entries` })
+  else if (asked < least && o.cache_experts === null)
+    short.push({ tier: 'host', needed: least * s.record, budget: b.host, what: `${least} cache entries (max(lookahead + 2, 4))` })
+  else if (asked < least) problems.push(`offload.cache_experts ${asked} is below the ${least} entries the SSD tier needs (max(lookahead + 2, 4))`)
+  const ssd = ssdTier(s, b.ssd)
+  if (b.ssd !== null && ssd.total > b.ssd)
+    short.push({ tier: 'ssd', needed: ssd.total, budget: b.ssd, what: 'every expert’s record' })
+  return { mode: 'ssd', tiers: [device, host, ssd], slots, cacheExperts: entries, short, problems }
+}
+
+const shortText = (x: Shortage) =>
+  `the ${x.tier} tier is short by ${exactBytes(x.needed - x.budget)}: ${x.what} need ${binaryBytes(x.needed)} and the ` +
+  `${x.tier} budget is ${binaryBytes(x.budget)}; a ${x.tier} budget of at least ${exactBytes(x.needed)} would fit`
+
+const tierOf = (c: Candidate, name: TierBytes['tier']) => c.tiers.find((t) => t.tier === name)!
+const of = (t: TierBytes) => `${binaryBytes(t.total)} of ${binaryBytes(t.budget ?? 0)}`
+
+function fitText(c: Candidate, s: Sizes): string {
+  const device = tierOf(c, 'device')
+  if (c.mode === 'none') return `resident: all ${binaryBytes(device.total)} fit in the device budget of ${binaryBytes(device.budget ?? 0)}`
+  const onDevice = `the device holds the dense state, activations, buffers and ${slotsText(c.slots ?? 0)} (${of(device)})`
+  if (c.mode === 'host') return `host: ${onDevice}; the host holds every expert’s state (${of(tierOf(c, 'host'))})`
+  const ssd = tierOf(c, 'ssd')
+  return `ssd: ${onDevice}; the host caches ${c.cacheExperts} of ${s.experts} experts (${of(tierOf(c, 'host'))}); ` +
+    `the SSD holds every expert’s state (${binaryBytes(ssd.total)}${ssd.budget !== null ? ` of ${binaryBytes(ssd.budget)}` : ''})`
+}
+
+const fitsIn = (c: Candidate) => c.short.length === 0 && c.problems.length === 0
+
+function explicitText(c: Candidate, s: Sizes): string {
+  if (fitsIn(c)) return fitText(c, s)
+  const hint = c.mode === 'none' ? `; or offload the experts (offload.mode auto): their state is ${binaryBytes(4 * s.allExperts)}` : ''
+  return `${c.mode}: does not fit: ${[...c.problems, ...c.short.map(shortText)].join('; ')}${hint}`
+}
+
+// Resident, else host, else SSD (never with delayed updates); when nothing fits, the first shortage
+// that every remaining option shares: the device, else the host, else the SSD.
+function auto(s: Sizes, o: OffloadConfig, b: Budgets): { chosen: Candidate; explanation: string } {
+  const none = resident(s, b)
+  if (fitsIn(none)) return { chosen: none, explanation: `auto → none: ${fitText(none, s)}` }
+  const residentNeeds = `resident needs ${binaryBytes(tierOf(none, 'device').total)} on the device (budget ${binaryBytes(b.device)})`
+  const host = hostMode(s, o, b, AUTO_MIN_SLOTS)
+  if (fitsIn(host)) return { chosen: host, explanation: `auto → host: ${residentNeeds}; ${fitText(host, s)}` }
+  const hostNeeds = `host mode needs ${binaryBytes(tierOf(host, 'host').total)} on the host (budget ${binaryBytes(b.host)})`
+  if (o.optimizer === 'delayed')
+    return { chosen: host, explanation: `auto: nothing fits (delayed updates are host-tier only): ${residentNeeds}; ${shortText(host.short[0]!)}` }
+  const ssd = ssdMode(s, o, b, AUTO_MIN_SLOTS)
+  if (fitsIn(ssd)) return { chosen: ssd, explanation: `auto → ssd: ${residentNeeds}; ${hostNeeds}; ${fitText(ssd, s)}` }
+  const device = ssd.short.find((x) => x.tier === 'device')
+  const reported = device ? [shortText(device)] : [...ssd.problems, ...ssd.short.map(shortText)]
+  return { chosen: ssd, explanation: `auto: nothing fits: ${residentNeeds}; ${device ? '' : `${hostNeeds}; `}${reported.join('; ')}` }
+}
+
+function decide(s: Sizes, o: OffloadConfig, b: Budgets): { chosen: Candidate; explanation: string } {
+  if (o.mode === 'auto') return auto(s, o, b)
+  const chosen = o.mode === 'none' ? resident(s, b) : o.mode === 'host' ? hostMode(s, o, b, 1) : ssdMode(s, o, b, 1)
+  return { chosen, explanation: explicitText(chosen, s) }
+}
+
+export function planRun(config: RunConfig, machine: Budgets): Plan {
+  const o = config.offload ?? OffloadConfigSchema.parse({})
+  const s = sizesOf(config)
+  const b: Budgets = { device: o.device_budget_bytes ?? machine.device, host: o.host_budget_bytes ?? machine.host, ssd: machine.ssd }
+  const decided = decide(s, o, b)
+  const c = decided.chosen
+  const counts = countParams(config.model)
   return {
-    mode: 'none',
-    fits,
-    tiers: [device, empty('host', budgets.host), empty('ssd', null)],
+    requested: o.mode,
+    mode: c.mode,
+    fits: fitsIn(c),
+    tiers: c.tiers,
     paramCount: counts.total,
     expertParamCount: counts.experts,
-    explanation: fits
-      ? `resident: all ${gib(device.total)} fit in the device budget of ${gib(budgets.device)}`
-      : `needs ${gib(device.total)} on the device but the budget is ${gib(budgets.device)}: a device budget of at least ` +
-        `${gib(device.total)}, a smaller batch or sequence (activations are ${gib(device.activations)}), or fewer ` +
-        `experts (${gib(counts.experts * 4 * F32)} of expert state) would fit`,
+    expertBytes: s.expert,
+    slots: c.slots,
+    cacheExperts: c.cacheExperts,
+    formulas: planFormulas({
+      model: config.model, offload: o, sizes: s, mode: c.mode, slots: c.slots, cacheExperts: c.cacheExperts,
+      minCache: minCacheEntries(o), tiers: c.tiers,
+    }),
+    explanation: decided.explanation,
   }
 }

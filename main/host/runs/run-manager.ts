@@ -3,6 +3,7 @@
 // the host stays up and the next queued run starts.
 import { existsSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
+import os from 'node:os'
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path'
 
 import { ApiInputError, RunSpecSchema, issuesOf } from '../../api/contract'
@@ -10,8 +11,11 @@ import type { Checkpoint, EventSink, RunEvent, RunSpec, RunStatus, RunSummary } 
 import type { DatasetSpec, PreparedDataset } from '../datasets/prepare'
 import type { EngineExit, EnginePort, EnginePortFactory } from '../engine/port'
 import type { FromWorker } from '../engine/worker-protocol'
+import type { Budgets } from '../planner/plan'
+import { resolveOffload } from '../planner/resolve'
 import { toRunSummary } from '../run-summary'
 import type { RunRecord } from '../store/types'
+import { engineConfigJson } from './engine-config'
 import { liveStepEvent } from './live-step-event'
 import { RunStateError } from './run-errors'
 import { newRunId } from './run-id'
@@ -45,6 +49,8 @@ export interface RunManagerOptions {
   workerEntry: string
   prepareDataset: (spec: DatasetSpec, cacheDir: string) => Promise<PreparedDataset>
   emit: EventSink
+  /** What this machine offers the planner, which settles each new run's offload; default: its memory, no disk limit. */
+  budgets?: () => Budgets
 }
 
 interface QueuedRun {
@@ -86,6 +92,7 @@ export class RunManager {
     const parsed = RunSpecSchema.safeParse(spec)
     if (!parsed.success) throw new ApiInputError('runs.create', issuesOf(parsed.error))
     const s = parsed.data
+    const offload = resolveOffload(s.config, this.options.budgets?.() ?? { device: os.totalmem(), host: os.totalmem(), ssd: null })
     const id = newRunId(s.name, (candidate) => this.store.getRun(candidate) !== undefined)
     this.store.insertRun({
       id,
@@ -94,6 +101,7 @@ export class RunManager {
       config: s.config,
       dataset: s.dataset,
       init: s.init ?? null,
+      offload,
       runDir: join(resolve(this.options.runsDir), id),
       createdAt: Date.now(),
       startedAt: null,
@@ -268,7 +276,7 @@ export class RunManager {
       type: 'start',
       runId: record.id,
       runDir: record.runDir,
-      configJson: JSON.stringify(record.config),
+      configJson: engineConfigJson(record.config, record.offload, record.runDir),
       dataPath: data.path,
       initDir: job.resumeDir ? undefined : (record.init ?? undefined),
       resumeDir: job.resumeDir,

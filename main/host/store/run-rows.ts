@@ -3,7 +3,7 @@
 import { z } from 'zod'
 
 import { RunConfigSchema } from '../../api/config'
-import { DatasetSpecSchema, RunIdSchema, RunStatusSchema } from '../../api/contract'
+import { DatasetSpecSchema, ResolvedOffloadSchema, RunIdSchema, RunStatusSchema } from '../../api/contract'
 import type { SqlRow, SqlValue } from './db'
 import { StoreError } from './errors'
 import type { RunRecord } from './types'
@@ -15,6 +15,7 @@ const RunRecordSchema = z.object({
   config: RunConfigSchema,
   dataset: DatasetSpecSchema,
   init: z.string().nullable(),
+  offload: ResolvedOffloadSchema.nullable(),
   runDir: z.string().min(1),
   createdAt: z.number(),
   startedAt: z.number().nullable(),
@@ -35,6 +36,7 @@ export const RUN_COLUMNS: Readonly<Record<RunField, string>> = {
   config: 'config',
   dataset: 'dataset',
   init: 'init',
+  offload: 'offload',
   runDir: 'run_dir',
   createdAt: 'created_at',
   startedAt: 'started_at',
@@ -45,14 +47,14 @@ export const RUN_COLUMNS: Readonly<Record<RunField, string>> = {
   tokensPerSec: 'tokens_per_s',
   error: 'error',
 }
-const JSON_FIELDS = new Set<RunField>(['config', 'dataset'])
+const JSON_FIELDS = new Set<RunField>(['config', 'dataset', 'offload'])
 
 function describe(error: z.ZodError): string {
   return error.issues.map((i) => `${i.path.map(String).join('.') || '(record)'}: ${i.message}`).join('; ')
 }
 
 function toColumn(field: RunField, value: unknown): SqlValue {
-  return JSON_FIELDS.has(field) ? JSON.stringify(value) : (value as SqlValue)
+  return JSON_FIELDS.has(field) && value !== null ? JSON.stringify(value) : (value as SqlValue)
 }
 
 /** The run as column values in RUN_COLUMNS order, after `id`. */
@@ -90,6 +92,7 @@ export function runFromRow(row: SqlRow): RunRecord {
     config: parseJsonColumn(id, 'config', row.config),
     dataset: parseJsonColumn(id, 'dataset', row.dataset),
     init: row.init,
+    offload: row.offload === null ? null : parseJsonColumn(id, 'offload', row.offload),
     runDir: row.run_dir,
     createdAt: row.created_at,
     startedAt: row.started_at,

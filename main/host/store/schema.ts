@@ -92,4 +92,12 @@ export const MIGRATIONS: readonly Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  {
+    version: 2,
+    description: 'expert offload: prefetch lead time per step, the resolved offload of each run',
+    sql: `
+      ALTER TABLE steps ADD COLUMN prefetch_lead_ms REAL;
+      ALTER TABLE runs ADD COLUMN offload TEXT;
+    `,
+  },
 ]

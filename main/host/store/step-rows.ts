@@ -9,6 +9,7 @@ const MEASURED = [
   'loss', 'aux_loss', 'lr', 'grad_norm', 'tokens', 'step_ms', 'forward_ms', 'backward_ms', 'optimizer_ms',
   'upload_ms', 'upload_hidden_ms', 'stall_ms', 'ssd_ms', 'bytes_h2d', 'bytes_d2h', 'bytes_ssd_read',
   'bytes_ssd_write', 'cache_hits', 'cache_misses', 'peak_device_bytes', 'peak_host_bytes', 'peak_ssd_bytes',
+  'prefetch_lead_ms',
 ] as const satisfies readonly (keyof StepTelemetry)[]
 
 const STEP_COLUMNS = ['run_id', 'step', 'wall_time', 'tokens_per_s', ...MEASURED]

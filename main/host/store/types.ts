@@ -1,7 +1,7 @@
 // The records the store takes and gives, in the shapes of the typed API (main/api).
 import type { z } from 'zod'
 
-import type { DatasetSpecSchema, RunStatus } from '../../api/contract'
+import type { DatasetSpecSchema, ResolvedOffload, RunStatus } from '../../api/contract'
 import type { RunConfig } from '../../api/config'
 import type { EngineStepRecord } from '../engine/step-record'
 
@@ -14,6 +14,8 @@ export interface RunRecord {
   config: RunConfig
   dataset: DatasetSpec
   init: string | null
+  /** The offload the host settled on before the engine started; null: resident (runs from before offload). */
+  offload: ResolvedOffload | null
   runDir: string
   createdAt: number
   startedAt: number | null
@@ -47,6 +49,7 @@ export interface StepTelemetry extends EngineStepRecord {
   peak_device_bytes?: number
   peak_host_bytes?: number
   peak_ssd_bytes?: number
+  prefetch_lead_ms?: number
   /** [MoE layer][expert] device index the expert ran on this step. */
   placement?: readonly ArrayLike<number>[]
   /** [MoE layer][expert] EXPERT_TIER code of the expert's home. */

@@ -1,0 +1,62 @@
+// The planner's arithmetic as the UI shows it: each tier's formula with this config's numbers, so a
+// verdict can be checked by hand. Model state is 4 × the parameters (weights, gradients, two AdamW
+// moments: MPipeMoE eq. 1); activations and buffers are MPipeMoE eqs. 2–3 summed over every layer; the
+// tier split follows MoESys eq. 1 (all fp32 here, and the SSD also keeps gradients).
+import type { ModelConfig, OffloadConfig } from '../../api/config'
+import type { Plan } from '../../api/contract'
+import { SSD_ALIGN, deviceFixed, type Sizes } from './tiers'
+
+export function binaryBytes(bytes: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB']
+  let value = bytes
+  let unit = 0
+  while (Math.abs(value) >= 1024 && unit < units.length - 1) {
+    value /= 1024
+    unit++
+  }
+  return unit === 0 ? `${value} B` : `${value.toFixed(2)} ${units[unit]}`
+}
+
+export const exactBytes = (bytes: number) => `${bytes.toLocaleString('en-US')} bytes`
+
+const n = (value: number) => value.toLocaleString('en-US')
+
+export interface FormulaInput {
+  model: ModelConfig
+  offload: OffloadConfig
+  sizes: Sizes
+  mode: Plan['mode']
+  slots: number | null
+  cacheExperts: number | null
+  minCache: number
+  tiers: Plan['tiers']
+}
+
+export function planFormulas({ model, offload, sizes: s, mode, slots, cacheExperts, minCache, tiers }: FormulaInput): string[] {
+  const total = (name: string) => binaryBytes(tiers.find((t) => t.tier === name)?.total ?? 0)
+  const tensors = model.arch === 'gpt-moe' ? 'w_in + b_in + w_out + b_out' : 'w_in + w_out'
+  const lines = [
+    '4 × = weights, gradients and two AdamW moments, all fp32 (MPipeMoE eq. 1: model state = 4 × parameters)',
+    `e = 4 B × (${tensors}), each tensor padded to 16 floats = ${n(s.expert)} B (the largest routed expert)`,
+    `all experts = Σ e over ${n(s.experts)} routed experts = ${binaryBytes(s.allExperts)}; D = 4 B × all parameters − all experts = ${binaryBytes(s.dense)}`,
+  ]
+  const act = `activations ${binaryBytes(s.activations)} + buffers ${binaryBytes(s.buffers)}`
+  if (mode === 'none') {
+    lines.push(`device = 4 × (D + all experts) + activations + buffers = ${total('device')} (${act}; MPipeMoE eqs. 1–3)`)
+    return lines
+  }
+  lines.push(`device = 4·D + 2·slots·e + activations + buffers = ${binaryBytes(4 * s.dense)} + 2·${slots}·e + ${act} = ${total('device')} (a slot: weights + gradient; MPipeMoE eqs. 1–3)`)
+  if (offload.expert_slots === null)
+    lines.push(`slots = min(experts, ⌊(device budget − 4·D − activations − buffers) / (2·e)⌋) = ${slots} (needs ${binaryBytes(deviceFixed(s))} before the first slot)`)
+  if (mode === 'host') {
+    const delayed = offload.optimizer === 'delayed' ? ' + all experts of pending gradients (delayed updates)' : ''
+    lines.push(`host = 4 × all experts${delayed} = ${total('host')} (every expert's weights, gradient and moments; MoESys eq. 1 CPU tier with α = 1)`)
+    return lines
+  }
+  const record = `record = 4 × ⌈e / ${SSD_ALIGN}⌉ × ${SSD_ALIGN} = ${n(s.record)} B`
+  lines.push(`host = cache entries × record = ${cacheExperts} × ${binaryBytes(s.record)} = ${total('host')} (${record}: weights, gradient, 2 moments)`)
+  if (offload.cache_experts === null)
+    lines.push(`cache entries = min(experts, ⌊host budget / record⌋) = ${cacheExperts}, at least max(lookahead + 2, 4) = ${minCache}`)
+  lines.push(`ssd = experts × record = ${n(s.experts)} × ${binaryBytes(s.record)} = ${total('ssd')} (MoESys eq. 1 SSD tier, plus gradients)`)
+  return lines
+}

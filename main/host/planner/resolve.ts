@@ -1,0 +1,32 @@
+// Before a run's engine starts, the host settles its offload: "auto" becomes the mode the planner
+// picks for this machine, and the decision (mode, budgets, slots, cache entries, why) is kept with the
+// run so its page can say "auto → host" and a restart trains the same way.
+import type { RunConfig } from '../../api/config'
+import { ApiInputError, type Hardware, type ResolvedOffload } from '../../api/contract'
+import { planRun, type Budgets } from './plan'
+
+/** The machine's budgets: the first GPU's memory for the device (host memory on the CPU backend), host memory, free disk. */
+export function budgetsOf(hardware: Pick<Hardware, 'memoryBytes' | 'gpus' | 'disks'>): Budgets {
+  return {
+    device: hardware.gpus[0]?.memoryBytes ?? hardware.memoryBytes,
+    host: hardware.memoryBytes,
+    ssd: hardware.disks[0]?.freeBytes ?? null,
+  }
+}
+
+/** The run's offload on this machine; an "auto" that fits nowhere is refused with the planner's explanation. */
+export function resolveOffload(config: RunConfig, machine: Budgets): ResolvedOffload {
+  const plan = planRun(config, machine)
+  if (plan.requested === 'auto' && !plan.fits)
+    throw new ApiInputError('runs.create', [{ path: 'spec.config.offload.mode', message: plan.explanation }])
+  const budget = (tier: string) => plan.tiers.find((t) => t.tier === tier)?.budget ?? null
+  return {
+    requested: plan.requested,
+    mode: plan.mode,
+    deviceBudgetBytes: budget('device'),
+    hostBudgetBytes: budget('host'),
+    slots: plan.slots,
+    cacheExperts: plan.cacheExperts,
+    explanation: plan.explanation,
+  }
+}
