@@ -17,6 +17,11 @@ double NumberField(Napi::Object o, const char* key) {
   return v.As<Napi::Number>().DoubleValue();
 }
 
+// The SSD tier's fields may be left out of a host-tier record: 0 then.
+double OptionalNumberField(Napi::Object o, const char* key) {
+  return o.Get(key).IsUndefined() ? 0.0 : NumberField(o, key);
+}
+
 // Flattens an optional [layer][expert] array of small codes (tiers, pins); false when absent.
 bool ByteLayers(Napi::Object o, const char* key, std::vector<uint8_t>& out) {
   Napi::Value v = o.Get(key);
@@ -32,7 +37,9 @@ bool ByteLayers(Napi::Object o, const char* key, std::vector<uint8_t>& out) {
 }
 
 // packStepRecord({step, loss, ..., expertTokens: ArrayLike<number>[], and for an offloaded step upload_ms,
-// upload_hidden_ms, stall_ms, bytes_h2d, bytes_d2h, peak_device_bytes, peak_host_bytes, tiers, pins}) -> ArrayBuffer
+// upload_hidden_ms, stall_ms, bytes_h2d, bytes_d2h, peak_device_bytes, peak_host_bytes, the SSD tier's
+// peak_ssd_bytes, ssd_ms, bytes_ssd_read, bytes_ssd_write, cache_hits, cache_misses, prefetch_lead_ms, tiers,
+// pins}) -> ArrayBuffer
 Napi::Value PackStepRecord(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "packStepRecord: a record object");
@@ -69,6 +76,13 @@ Napi::Value PackStepRecord(const Napi::CallbackInfo& info) {
     record.bytes_d2h = static_cast<int64_t>(NumberField(r, "bytes_d2h"));
     record.peak_device_bytes = static_cast<int64_t>(NumberField(r, "peak_device_bytes"));
     record.peak_host_bytes = static_cast<int64_t>(NumberField(r, "peak_host_bytes"));
+    record.peak_ssd_bytes = static_cast<int64_t>(OptionalNumberField(r, "peak_ssd_bytes"));
+    record.ssd_ms = OptionalNumberField(r, "ssd_ms");
+    record.bytes_ssd_read = static_cast<int64_t>(OptionalNumberField(r, "bytes_ssd_read"));
+    record.bytes_ssd_write = static_cast<int64_t>(OptionalNumberField(r, "bytes_ssd_write"));
+    record.cache_hits = static_cast<int64_t>(OptionalNumberField(r, "cache_hits"));
+    record.cache_misses = static_cast<int64_t>(OptionalNumberField(r, "cache_misses"));
+    record.prefetch_lead_ms = OptionalNumberField(r, "prefetch_lead_ms");
     record.expert_tiers = tiers.data();
     record.expert_pinned = pins.data();
   }

@@ -1,9 +1,10 @@
 // Packs one moe_step_record into the byte layout main/host/engine/step-record.ts decodes
-// (little-endian, version 2):
+// (little-endian, version 3):
 //   f64[11]: version, step, loss, aux_loss, lr, grad_norm, tokens, step_ms, forward_ms, backward_ms, optimizer_ms
 //   i32: n_moe_layers, then i32[n_moe_layers] experts per layer, then i32[sum of experts] tokens per expert
-//   f64[8]: offloaded (0 or 1), upload_ms, upload_hidden_ms, stall_ms, bytes_h2d, bytes_d2h, peak_device_bytes,
-//           peak_host_bytes (all 0 when not offloaded)
+//   f64[15]: offloaded (0 or 1), upload_ms, upload_hidden_ms, stall_ms, bytes_h2d, bytes_d2h, peak_device_bytes,
+//            peak_host_bytes, peak_ssd_bytes, ssd_ms, bytes_ssd_read, bytes_ssd_write, cache_hits, cache_misses,
+//            prefetch_lead_ms (all 0 when not offloaded)
 //   when offloaded: u8[sum of experts] home tier per expert, then u8[sum of experts] pinned flag per expert
 #pragma once
 #include <bit>
@@ -18,9 +19,9 @@ namespace moe_addon {
 
 static_assert(std::endian::native == std::endian::little, "the step record is little-endian; so is the host");
 
-inline constexpr double kStepRecordVersion = 2;
+inline constexpr double kStepRecordVersion = 3;
 inline constexpr size_t kStepRecordScalars = 11;
-inline constexpr size_t kOffloadScalars = 8;
+inline constexpr size_t kOffloadScalars = 15;
 
 inline std::vector<uint8_t> pack_step_record(const moe_step_record& r) {
   const int32_t layers = r.n_moe_layers;
@@ -50,7 +51,14 @@ inline std::vector<uint8_t> pack_step_record(const moe_step_record& r) {
                                            offloaded ? static_cast<double>(r.bytes_h2d) : 0,
                                            offloaded ? static_cast<double>(r.bytes_d2h) : 0,
                                            offloaded ? static_cast<double>(r.peak_device_bytes) : 0,
-                                           offloaded ? static_cast<double>(r.peak_host_bytes) : 0};
+                                           offloaded ? static_cast<double>(r.peak_host_bytes) : 0,
+                                           offloaded ? static_cast<double>(r.peak_ssd_bytes) : 0,
+                                           offloaded ? r.ssd_ms : 0,
+                                           offloaded ? static_cast<double>(r.bytes_ssd_read) : 0,
+                                           offloaded ? static_cast<double>(r.bytes_ssd_write) : 0,
+                                           offloaded ? static_cast<double>(r.cache_hits) : 0,
+                                           offloaded ? static_cast<double>(r.cache_misses) : 0,
+                                           offloaded ? r.prefetch_lead_ms : 0};
   std::memcpy(out, offload, sizeof offload);
   out += sizeof offload;
   if (offloaded && experts > 0) {

@@ -1,6 +1,7 @@
 // moe-engine train: runs a training job from a JSON config and a token shard, printing one progress
 // line per step, appending every step record to OUT/log.jsonl and writing checkpoints into OUT
-// (OUT/checkpoint-<step> every train.checkpoint_every steps, OUT/final at the end or on Ctrl-C).
+// (OUT/checkpoint-<step> every train.checkpoint_every steps, OUT/final at the end or on Ctrl-C). With the
+// SSD offload tier the expert file lives in OUT/ssd unless offload.ssd_dir says otherwise.
 #include <csignal>
 #include <filesystem>
 #include <cstdio>
@@ -50,6 +51,13 @@ std::string record_json(const moe_step_record& r) {
     o.set("bytes_d2h", Value::of(static_cast<double>(r.bytes_d2h)));
     o.set("peak_device_bytes", Value::of(static_cast<double>(r.peak_device_bytes)));
     o.set("peak_host_bytes", Value::of(static_cast<double>(r.peak_host_bytes)));
+    o.set("peak_ssd_bytes", Value::of(static_cast<double>(r.peak_ssd_bytes)));
+    o.set("ssd_ms", Value::of(r.ssd_ms));
+    o.set("bytes_ssd_read", Value::of(static_cast<double>(r.bytes_ssd_read)));
+    o.set("bytes_ssd_write", Value::of(static_cast<double>(r.bytes_ssd_write)));
+    o.set("cache_hits", Value::of(static_cast<double>(r.cache_hits)));
+    o.set("cache_misses", Value::of(static_cast<double>(r.cache_misses)));
+    o.set("prefetch_lead_ms", Value::of(r.prefetch_lead_ms));
     Value pinned = Value::make_array();
     const uint8_t* pins = r.expert_pinned;
     for (int l = 0; l < r.n_moe_layers; ++l) {
@@ -88,11 +96,21 @@ int cmd_train(int argc, char** argv) {
   cli::Args args(argc, argv, {"--config", "--data", "--out", "--init", "--resume", "--steps"}, {"--quiet"});
   const std::string out = args.require("--out");
   std::string config_text = moe::fs::read_file(args.require("--config"), 16 << 20);
-  if (args.has("--steps")) {
+  {
     moe::json::Value cfg = moe::json::parse(config_text, args.get("--config"));
-    moe::json::Value train = cfg.find("train") ? *cfg.find("train") : moe::json::Value::make_object();
-    train.set("steps", moe::json::Value::of(std::stod(args.get("--steps"))));
-    cfg.set("train", train);
+    if (args.has("--steps")) {
+      moe::json::Value train = cfg.find("train") ? *cfg.find("train") : moe::json::Value::make_object();
+      train.set("steps", moe::json::Value::of(std::stod(args.get("--steps"))));
+      cfg.set("train", train);
+    }
+    // The SSD tier's expert file goes into the run directory unless the config names a place.
+    const moe::json::Value* offload = cfg.find("offload");
+    if (offload && offload->is_object() && offload->find("mode") && offload->find("mode")->string == "ssd" &&
+        (!offload->find("ssd_dir") || offload->find("ssd_dir")->is_null())) {
+      moe::json::Value o = *offload;
+      o.set("ssd_dir", moe::json::Value::of(moe::fs::join(out, "ssd")));
+      cfg.set("offload", o);
+    }
     config_text = moe::json::dump(cfg);
   }
   if (args.has("--init") && args.has("--resume")) throw std::runtime_error("use either --init or --resume, not both");
@@ -131,6 +149,10 @@ int cmd_train(int argc, char** argv) {
       if (r.offloaded)
         std::printf(" | up %.1f ms (%.1f hidden) stall %.1f ms | h2d %.1f MB d2h %.1f MB", r.upload_ms,
                     r.upload_hidden_ms, r.stall_ms, r.bytes_h2d / 1e6, r.bytes_d2h / 1e6);
+      if (r.bytes_ssd_read || r.bytes_ssd_write)
+        std::printf(" | ssd %.1f MB in %.1f MB out %.1f ms, cache %lld hit %lld miss", r.bytes_ssd_read / 1e6,
+                    r.bytes_ssd_write / 1e6, r.ssd_ms, static_cast<long long>(r.cache_hits),
+                    static_cast<long long>(r.cache_misses));
       std::printf("\n");
       std::fflush(stdout);
     }

@@ -39,8 +39,9 @@ describe('step record: C++ pack <-> TS decode', () => {
   it('carries the offload measurements, tiers and pins of an offloaded step', () => {
     const offloaded: EngineStepRecord = {
       ...record, upload_ms: 1.5, upload_hidden_ms: 1.25, stall_ms: 0.25, bytes_h2d: 2 ** 33 + 1, bytes_d2h: 4096,
-      peak_device_bytes: 123456789, peak_host_bytes: 2 ** 40,
-      tiers: record.expertTokens.map((t) => new Uint8Array(t.length).fill(1)),
+      peak_device_bytes: 123456789, peak_host_bytes: 2 ** 40, peak_ssd_bytes: 2 ** 41 + 4096, ssd_ms: 12.5,
+      bytes_ssd_read: 3 * 2 ** 30, bytes_ssd_write: 2 ** 31, cache_hits: 17, cache_misses: 3, prefetch_lead_ms: 0.75,
+      tiers: record.expertTokens.map((t) => new Uint8Array(t.length).fill(2)),
       pins: record.expertTokens.map((t, l) => Uint8Array.from(t, (_, e) => (e === l ? 1 : 0))),
     }
     expect(decodeStepRecord(packStepRecord(offloaded))).toEqual(offloaded)

@@ -1,16 +1,18 @@
 // The packed per-step record the engine thread hands to JS (one ArrayBuffer per step, see
-// native/addon/step_record_pack.h): little-endian, version 2.
+// native/addon/step_record_pack.h): little-endian, version 3.
 //   f64[11]: version, step, loss, aux_loss, lr, grad_norm, tokens, step_ms, forward_ms, backward_ms, optimizer_ms
 //   i32: n_moe_layers, then i32[n_moe_layers] experts per layer, then i32[Σ experts] tokens per expert
-//   f64[8]: offloaded (0 or 1), upload_ms, upload_hidden_ms, stall_ms, bytes_h2d, bytes_d2h, peak_device_bytes,
-//           peak_host_bytes
+//   f64[15]: offloaded (0 or 1), upload_ms, upload_hidden_ms, stall_ms, bytes_h2d, bytes_d2h, peak_device_bytes,
+//            peak_host_bytes, peak_ssd_bytes, ssd_ms, bytes_ssd_read, bytes_ssd_write, cache_hits, cache_misses,
+//            prefetch_lead_ms
 //   when offloaded: u8[Σ experts] home tier (EXPERT_TIER code), then u8[Σ experts] pinned flag
 // The offload fields are named as StepTelemetry's, so a decoded record is stored as it is.
-export const STEP_RECORD_VERSION = 2
+export const STEP_RECORD_VERSION = 3
 const SCALARS = 11
-const OFFLOAD_SCALARS = 8
+const OFFLOAD_SCALARS = 15
 const OFFLOAD_FIELDS = ['upload_ms', 'upload_hidden_ms', 'stall_ms', 'bytes_h2d', 'bytes_d2h', 'peak_device_bytes',
-  'peak_host_bytes'] as const
+  'peak_host_bytes', 'peak_ssd_bytes', 'ssd_ms', 'bytes_ssd_read', 'bytes_ssd_write', 'cache_hits', 'cache_misses',
+  'prefetch_lead_ms'] as const
 
 export interface EngineStepRecord {
   step: number
@@ -32,6 +34,15 @@ export interface EngineStepRecord {
   bytes_d2h?: number
   peak_device_bytes?: number
   peak_host_bytes?: number
+  // SSD tier: zero on the host tier.
+  peak_ssd_bytes?: number
+  ssd_ms?: number
+  bytes_ssd_read?: number
+  bytes_ssd_write?: number
+  cache_hits?: number
+  cache_misses?: number
+  /** Mean ms a prefetched expert waited in the host cache before its first use. */
+  prefetch_lead_ms?: number
   /** [MoE layer][expert] EXPERT_TIER code of the expert's home. */
   tiers?: readonly ArrayLike<number>[]
   /** [MoE layer][expert] 1 when the expert was pinned, else 0. */
