@@ -21,6 +21,14 @@ const model = (config: RunConfig, change: Partial<RunConfig['model']>): RunConfi
   model: { ...config.model, ...change },
 })
 
+// The offload ablations (ES-MoE's pipelining, pinning and overlapped optimizer; MoESys's prefetch) need an offloaded config.
+type Offload = NonNullable<RunConfig['offload']>
+const offload = (config: RunConfig, change: Partial<Offload>): RunConfig => ({ ...config, offload: { ...config.offload!, ...change } })
+const offloadOff = (config: RunConfig, already: (o: Offload) => boolean, what: string): string | null => {
+  if (!config.offload || config.offload.mode === 'none') return 'this config keeps every expert resident'
+  return already(config.offload) ? what : null
+}
+
 export const ABLATION_COMPONENTS: readonly AblationComponent[] = [
   {
     id: 'aux-loss',
@@ -64,6 +72,36 @@ export const ABLATION_COMPONENTS: readonly AblationComponent[] = [
     fields: ['model.renormalize'],
     unavailable: (c) => (c.model.renormalize ? null : 'top-k weights are already not renormalised'),
     switchOff: (c) => model(c, { renormalize: false }),
+  },
+  {
+    id: 'pinning',
+    label: () => 'no pinning',
+    fields: ['offload.pin_fraction'],
+    unavailable: (c) => offloadOff(c, (o) => o.pin_fraction === 0 || o.pin_policy === 'none', 'no expert is pinned already'),
+    switchOff: (c) => offload(c, { pin_fraction: 0 }),
+  },
+  {
+    id: 'lookahead',
+    label: () => 'no upload pipelining',
+    fields: ['offload.lookahead'],
+    unavailable: (c) => offloadOff(c, (o) => o.lookahead === 0, 'uploads are already not pipelined (lookahead 0)'),
+    switchOff: (c) => offload(c, { lookahead: 0 }),
+  },
+  {
+    id: 'optimizer-overlap',
+    label: () => 'no optimizer overlap',
+    fields: ['offload.optimizer_overlap'],
+    unavailable: (c) => offloadOff(c, (o) => !o.optimizer_overlap, 'expert updates already wait for the step'),
+    switchOff: (c) => offload(c, { optimizer_overlap: false }),
+  },
+  {
+    id: 'prefetch',
+    label: () => 'no prefetch',
+    fields: ['offload.prefetch'],
+    unavailable: (c) =>
+      offloadOff(c, (o) => o.mode !== 'ssd' && o.mode !== 'auto', 'only the SSD tier prefetches') ??
+      (c.offload!.prefetch ? null : 'prefetch is already off'),
+    switchOff: (c) => offload(c, { prefetch: false }),
   },
 ]
 

@@ -7,7 +7,7 @@ import { z } from 'zod'
 import { RunConfigSchema } from '../../main/api/config'
 
 export type FieldKind = 'integer' | 'number' | 'boolean' | 'enum' | 'nullable-number' | 'number-or-list'
-export type SectionName = 'model' | 'train'
+export type SectionName = 'model' | 'train' | 'offload'
 
 export interface FormField {
   section: SectionName
@@ -27,6 +27,8 @@ export interface FormField {
   /** A lower bound the value must exceed (capacity_factor > 0). */
   exclusiveMin: number | null
   options: string[]
+  /** 'bytes' for byte counts (the *_bytes fields), entered and shown in binary units. */
+  unit: 'bytes' | null
 }
 
 export interface FormSection {
@@ -49,7 +51,7 @@ interface JsonSchemaNode {
   exclusiveMinimum?: number
 }
 
-const SECTION_TITLES: Record<SectionName, string> = { model: 'Model', train: 'Training' }
+const SECTION_TITLES: Record<SectionName, string> = { model: 'Model', train: 'Training', offload: 'Offload' }
 
 function bounds(node: JsonSchemaNode): Pick<FormField, 'integer' | 'min' | 'max' | 'exclusiveMin'> {
   return {
@@ -92,6 +94,7 @@ export function sectionsFromJsonSchema(schema: JsonSchemaNode): FormSection[] {
         description: node.description ?? null,
         optional: !required.has(key) && node.default === undefined,
         defaultValue: node.default,
+        unit: key.endsWith('_bytes') ? 'bytes' : null,
       }
     })
     return { name, title: SECTION_TITLES[name], fields }
@@ -110,10 +113,11 @@ export function allFields(sections: FormSection[] = runConfigForm()): FormField[
   return sections.flatMap((s) => s.fields)
 }
 
-/** "1 … 64", "≥ 0", "> 0": the range shown under an input. */
+/** "1 … 64", "≥ 0", "> 0": the range shown under an input (the largest safe integer is no real bound). */
 export function rangeText(field: FormField): string | null {
+  const max = field.max !== null && field.max < Number.MAX_SAFE_INTEGER ? field.max : null
   const lower = field.exclusiveMin !== null ? `> ${field.exclusiveMin}` : field.min !== null ? `≥ ${field.min}` : null
-  if (field.min !== null && field.max !== null) return `${field.min} … ${field.max}`
-  if (lower && field.max !== null) return `${lower}, ≤ ${field.max}`
-  return lower ?? (field.max !== null ? `≤ ${field.max}` : null)
+  if (field.min !== null && max !== null) return `${field.min} … ${max}`
+  if (lower && max !== null) return `${lower}, ≤ ${max}`
+  return lower ?? (max !== null ? `≤ ${max}` : null)
 }

@@ -16,8 +16,9 @@ export interface TierBar {
   budgetPercent: number | null
 }
 
+/** The device always; host and SSD when the plan puts bytes there. */
 export function tierBars(plan: Plan): TierBar[] {
-  return plan.tiers.map((tier) => {
+  return plan.tiers.filter((tier) => tier.tier === 'device' || tier.total > 0).map((tier) => {
     const scale = Math.max(tier.total, tier.budget ?? 0)
     const percent = (bytes: number) => (scale > 0 ? (100 * bytes) / scale : 0)
     return {
@@ -31,8 +32,21 @@ export function tierBars(plan: Plan): TierBar[] {
   })
 }
 
-export const MODE_TEXT: Record<Plan['mode'], string> = {
+const MODE_TEXT: Record<Plan['mode'], string> = {
   none: 'resident (no offload)',
   host: 'experts offloaded to host memory',
   ssd: 'experts offloaded to SSD behind a host cache',
+}
+
+/** "auto → host: experts offloaded to host memory", or the mode alone when it was asked for. */
+export function modeLine(plan: Pick<Plan, 'requested' | 'mode'>): string {
+  return `${plan.requested === 'auto' ? `auto → ${plan.mode}` : plan.mode}: ${MODE_TEXT[plan.mode]}`
+}
+
+/** Slots and cache entries the plan gives the offloaded experts; empty when resident. */
+export function capacityLines(plan: Pick<Plan, 'slots' | 'cacheExperts'>): string[] {
+  const lines: string[] = []
+  if (plan.slots !== null) lines.push(`${plan.slots} expert slot${plan.slots === 1 ? '' : 's'} on the device`)
+  if (plan.cacheExperts !== null) lines.push(`${plan.cacheExperts} host cache entr${plan.cacheExperts === 1 ? 'y' : 'ies'}`)
+  return lines
 }

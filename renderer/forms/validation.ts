@@ -15,7 +15,7 @@ export interface DraftCheck {
   issues: FieldIssue[]
 }
 
-export function checkDraft(draft: ConfigDraft): DraftCheck {
+export function checkDraft(draft: ConfigDraft | RunConfig): DraftCheck {
   const parsed = RunConfigSchema.safeParse(draft)
   return parsed.success ? { config: parsed.data, issues: [] } : { config: null, issues: issuesOf(parsed.error) }
 }

@@ -30,6 +30,16 @@ describe('config diff', () => {
     const withKv = { ...base, model: { ...base.model, n_kv_heads: 2 } }
     expect(configDiff([base, withKv])).toEqual([{ path: 'model.n_kv_heads', values: [null, '2'] }])
   })
+
+  it('compares a config without an offload section as resident', () => {
+    const resident = RunConfigSchema.parse({ ...base, offload: { mode: 'none' } })
+    const host = RunConfigSchema.parse({ ...base, offload: { mode: 'host', expert_slots: 2 } })
+    expect(configDiff([base, resident])).toEqual([])
+    expect(configDiff([base, host])).toEqual([
+      { path: 'offload.mode', values: ['none', 'host'] },
+      { path: 'offload.expert_slots', values: ['null', '2'] },
+    ])
+  })
 })
 
 describe('summary', () => {

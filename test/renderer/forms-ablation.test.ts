@@ -17,6 +17,7 @@ import { configDiff } from '../../renderer/views/compare/config-diff'
 const full: RunConfig = RunConfigSchema.parse({
   model: { arch: 'mixtral', d_model: 64, n_layers: 2, n_heads: 4, n_experts: 4, top_k: 2, aux_loss_coef: 0.01, z_loss_coef: 0.001, shared_expert_d_ff: 64, shared_expert_gate: true, residual_mlp: true },
   train: { steps: 20 },
+  offload: { mode: 'auto' },
 })
 const field = (path: string) => allFields().find((f) => f.path === path)!
 
@@ -51,6 +52,10 @@ describe('component ablation', () => {
       'tiny · no shared expert',
       'tiny · no residual MLP',
       'tiny · no renormalize',
+      'tiny · no pinning',
+      'tiny · no upload pipelining',
+      'tiny · no optimizer overlap',
+      'tiny · no prefetch',
     ])
     expect(runs.every((r) => r.issues.length === 0)).toBe(true)
   })
@@ -60,6 +65,16 @@ describe('component ablation', () => {
     const names = componentAblation(plain, 'p', ABLATION_COMPONENTS.map((c) => c.id), false).map((r) => r.name)
     expect(names).toEqual(['p · capacity 1.0', 'p · no renormalize'])
     expect(componentAblation(full, 'tiny', ['z-loss'], false).map((r) => r.name)).toEqual(['tiny · no z-loss'])
+  })
+
+  it('offers the offload ablations only where they switch something off', () => {
+    const byId = (id: string) => ABLATION_COMPONENTS.find((c) => c.id === id)!
+    const host = RunConfigSchema.parse({ ...full, offload: { mode: 'host', expert_slots: 2 } })
+    expect(byId('pinning').unavailable(RunConfigSchema.parse({ ...full, offload: undefined }))).toBe('this config keeps every expert resident')
+    expect(byId('prefetch').unavailable(host)).toBe('only the SSD tier prefetches')
+    expect(byId('lookahead').unavailable(host)).toBeNull()
+    expect(byId('lookahead').switchOff(host).offload).toMatchObject({ mode: 'host', expert_slots: 2, lookahead: 0 })
+    expect(byId('pinning').unavailable({ ...host, offload: { ...host.offload!, pin_policy: 'none' } })).toBe('no expert is pinned already')
   })
 })
 

@@ -2,7 +2,7 @@
 // optional fields, ranges and help text come from the schema.
 import { describe, expect, it } from 'vitest'
 
-import { RunConfigSchema } from '../../main/api/config'
+import { OffloadConfigSchema, RunConfigSchema } from '../../main/api/config'
 import { defaultDraft, moeLayerCount, numberFromInput, parseNumberList, withField } from '../../renderer/forms/config-draft'
 import { allFields, rangeText, runConfigForm, sectionsFromJsonSchema, type FormField } from '../../renderer/forms/schema-fields'
 
@@ -13,11 +13,12 @@ const field = (path: string): FormField => {
 }
 
 describe('form model from the run config schema', () => {
-  it('has a model and a training section holding every schema field', () => {
+  it('has a model, a training and an offload section holding every schema field', () => {
     const sections = runConfigForm()
-    expect(sections.map((s) => s.name)).toEqual(['model', 'train'])
+    expect(sections.map((s) => s.name)).toEqual(['model', 'train', 'offload'])
     expect(sections[0]!.fields.map((f) => f.key)).toEqual(Object.keys(RunConfigSchema.shape.model.shape))
     expect(sections[1]!.fields.map((f) => f.key)).toEqual(Object.keys(RunConfigSchema.shape.train.shape))
+    expect(sections[2]!.fields.map((f) => f.key)).toEqual(Object.keys(OffloadConfigSchema.shape))
   })
 
   it('gives each field its kind', () => {
@@ -43,7 +44,7 @@ describe('form model from the run config schema', () => {
   })
 
   it('refuses a schema shape it cannot render, naming the field', () => {
-    const schema = { properties: { model: { properties: { odd: { type: 'object' } } }, train: { properties: {} } } }
+    const schema = { properties: { model: { properties: { odd: { type: 'object' } } }, train: { properties: {} }, offload: { properties: {} } } }
     expect(() => sectionsFromJsonSchema(schema)).toThrow(/model\.odd/)
   })
 })
@@ -65,8 +66,8 @@ describe('config draft', () => {
   })
 
   it('counts MoE layers for the per-layer n_experts list', () => {
-    expect(moeLayerCount({ model: { n_layers: 4, moe_every: 2 }, train: {} })).toBe(2)
-    expect(moeLayerCount({ model: { n_layers: 3 }, train: {} })).toBe(3)
+    expect(moeLayerCount({ model: { n_layers: 4, moe_every: 2 }, train: {}, offload: {} })).toBe(2)
+    expect(moeLayerCount({ model: { n_layers: 3 }, train: {}, offload: {} })).toBe(3)
   })
 
   it('parses typed numbers and lists', () => {

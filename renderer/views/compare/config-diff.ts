@@ -1,6 +1,7 @@
 // The config diff of Compare: configs flattened to dotted paths (model.top_k), keeping only the paths
-// whose values are not the same in every run.
-import type { RunConfig } from '../../../main/api/config'
+// whose values are not the same in every run. A config without an offload section is resident, so it
+// compares as the offload defaults.
+import { OffloadConfigSchema, type RunConfig } from '../../../main/api/config'
 
 export type FlatConfig = Record<string, string>
 
@@ -8,8 +9,9 @@ const show = (value: unknown): string => (Array.isArray(value) ? `[${value.join(
 
 export function flattenConfig(config: RunConfig): FlatConfig {
   const flat: FlatConfig = {}
-  for (const section of ['model', 'train'] as const)
-    for (const [key, value] of Object.entries(config[section])) if (value !== undefined) flat[`${section}.${key}`] = show(value)
+  const sections = { model: config.model, train: config.train, offload: config.offload ?? OffloadConfigSchema.parse({}) }
+  for (const [section, fields] of Object.entries(sections))
+    for (const [key, value] of Object.entries(fields)) if (value !== undefined) flat[`${section}.${key}`] = show(value)
   return flat
 }
 
