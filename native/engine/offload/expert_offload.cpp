@@ -185,9 +185,9 @@ void ExpertOffload::experts_from_arenas() {
 void ExpertOffload::zero_expert_grads() {
   settle();
   for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
-    ExpertState s = store_->acquire(i);
+    ExpertState s = store_->acquire(i, 0, kGrad);
     std::memset(s.g, 0, experts_[i].floats * sizeof(float));
-    store_->release(i, true);
+    store_->release(i, kGrad);
   }
 }
 
@@ -299,12 +299,12 @@ void ExpertOffload::issue(int i) {
   s.ticket = copy_worker_.submit([=, this] {
     // The next use of an expert waits for its last update (no staleness); other experts' updates run on.
     optimizer_worker_.wait(update_ticket_[i]);
-    const ExpertState host = store_->acquire(i);
+    const ExpertState host = store_->acquire(i, grad_up ? kWeights | kGrad : kWeights);
     const auto t0 = Clock::now();
     std::memcpy(w_dst, host.w, bytes);
     if (grad_up) std::memcpy(g_dst, host.g, bytes);
     add_upload_time(ms_between(t0, Clock::now()));
-    store_->release(i, false);
+    store_->release(i, 0);
     if (grad_zero) std::memset(g_dst, 0, bytes);
   });
   stats_.bytes_h2d += static_cast<int64_t>(bytes * (grad_up ? 2 : 1));
@@ -381,10 +381,10 @@ void ExpertOffload::download_grad(int i, bool final, bool then_update) {
   const size_t bytes = x.floats * sizeof(float);
   const float* src = slots_[x.slot].g.f();
   copy_worker_.submit([=, this] {
-    const ExpertState host = store_->acquire(i);
+    const ExpertState host = store_->acquire(i, 0, kGrad);
     std::memcpy(host.g, src, bytes);
     if (final) sum_squares_[i] = cpu::sum_squares(copy_pool_, host.g, static_cast<int64_t>(experts_[i].floats));
-    store_->release(i, true);
+    store_->release(i, kGrad);
     if (then_update) {
       if (cfg_.optimizer == ExpertOptimizer::Delayed) submit_delayed_update(i, false);
       else submit_update(i, false);
@@ -411,14 +411,14 @@ void ExpertOffload::submit_update(int i, bool zero_grad) {
     // Without clipping the scale is exactly 1, as in the resident optimizer.
     const double clip_scale = hp.grad_clip > 0 ? clip_scale_ : 1.0;
     const Expert& x = experts_[i];
-    const ExpertState s = store_->acquire(i);
+    const ExpertState s = store_->acquire(i, kAllParts & ~(zero_grad ? kGrad : 0u), zero_grad ? kGrad : 0u);
     if (zero_grad) std::memset(s.g, 0, x.floats * sizeof(float));
     for (const ParamTensor* pt : x.tensors) {
       const size_t at = pt->offset - x.begin;
       cpu::adamw_update(host_pool_, s.w + at, s.g + at, s.m + at, s.v + at, static_cast<int64_t>(pt->numel),
                         adamw_params(t, lr, hp, clip_scale, pt->decay));
     }
-    store_->release(i, true);
+    store_->release(i, zero_grad ? kAllParts : kWeights | kMoment1 | kMoment2);
   });
 }
 
@@ -429,7 +429,7 @@ void ExpertOffload::submit_delayed_update(int i, bool zero_grad) {
       [this, i, zero_grad, valid = pending_valid_, t = pending_t_, lr = pending_lr_, scale = pending_scale_, hp = hp_] {
         const Expert& x = experts_[i];
         float* pending = pending_.f() + x.pending_at;
-        const ExpertState s = store_->acquire(i);
+        const ExpertState s = store_->acquire(i, kAllParts);
         if (zero_grad) std::memset(s.g, 0, x.floats * sizeof(float));
         if (valid)
           for (const ParamTensor* pt : x.tensors) {
@@ -438,7 +438,7 @@ void ExpertOffload::submit_delayed_update(int i, bool zero_grad) {
                               adamw_params(t, lr, hp, scale, pt->decay));
           }
         std::memcpy(pending, s.g, x.floats * sizeof(float));
-        store_->release(i, true);
+        store_->release(i, kAllParts);
       });
 }
 
@@ -455,9 +455,9 @@ void ExpertOffload::finish_gradients() {
       sum_squares_[i] = 0.0;
       continue;
     }
-    const ExpertState s = store_->acquire(i);
+    const ExpertState s = store_->acquire(i, kGrad);
     sum_squares_[i] = cpu::sum_squares(copy_pool_, s.g, static_cast<int64_t>(experts_[i].floats));
-    store_->release(i, false);
+    store_->release(i, 0);
   }
 }
 

@@ -14,11 +14,15 @@ struct ExpertState {
   float *w = nullptr, *g = nullptr, *m = nullptr, *v = nullptr;
 };
 
+// Parts of an expert's state, as bits: what a caller reads, overwrites whole, or changed.
+enum ExpertPart : unsigned { kWeights = 1, kGrad = 2, kMoment1 = 4, kMoment2 = 8, kAllParts = 15 };
+
 // Measured since the last take_stats().
 struct ExpertStoreStats {
   int64_t hits = 0, misses = 0;
   int64_t bytes_read = 0, bytes_written = 0;
   double io_ms = 0;               // time spent in file reads and writes
+  double read_ms = 0;             // the reads' part of it
   double prefetch_lead_ms = 0;    // mean time a prefetched expert waited in the cache before its first use
   int64_t peak_host_bytes = 0, ssd_bytes = 0;
 };
@@ -26,10 +30,11 @@ struct ExpertStoreStats {
 class ExpertStore {
  public:
   virtual ~ExpertStore() = default;
-  // Blocks until expert i's state is in host memory; it stays there until the matching release().
-  virtual ExpertState acquire(int i) = 0;
-  // dirty: the caller changed the state (it must reach the SSD before the entry is reused).
-  virtual void release(int i, bool dirty) = 0;
+  // Blocks until the `need` parts of expert i's state are in host memory; they stay there until the matching
+  // release(). Parts in `overwrite` are handed out unread: the caller writes them whole before reading them.
+  virtual ExpertState acquire(int i, unsigned need, unsigned overwrite = 0) = 0;
+  // dirty: the parts the caller changed (they must reach the SSD before the entry is reused).
+  virtual void release(int i, unsigned dirty) = 0;
   // A hint that expert i is needed soon; never blocks and never evicts an entry in use.
   virtual void prefetch(int /*i*/) {}
   // Waits for background reads and writes every changed entry back.
@@ -43,11 +48,11 @@ class ArenaExpertStore final : public ExpertStore {
   // begins: each expert's float offset in the arenas.
   ArenaExpertStore(float* params, float* grads, float* m, float* v, std::vector<size_t> begins)
       : p_(params), g_(grads), m_(m), v_(v), begins_(std::move(begins)) {}
-  ExpertState acquire(int i) override {
+  ExpertState acquire(int i, unsigned, unsigned) override {
     const size_t b = begins_[i];
     return {p_ + b, g_ + b, m_ + b, v_ + b};
   }
-  void release(int, bool) override {}
+  void release(int, unsigned) override {}
 
  private:
   float *p_, *g_, *m_, *v_;

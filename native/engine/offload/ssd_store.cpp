@@ -87,33 +87,32 @@ ExpertState SsdExpertStore::parts(float* buf) const {
   return {buf, buf + stride, buf + 2 * stride, buf + 3 * stride};
 }
 
-void SsdExpertStore::read_record(int i, float* buf) {
-  const size_t bytes = 4 * part_bytes_;
-  const off_t at = static_cast<off_t>(static_cast<size_t>(i) * bytes);
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t n = ::pread(fd_, reinterpret_cast<char*>(buf) + done, bytes - done, at + static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    check(n > 0, path_ + ": reading expert " + std::to_string(i) + " at byte offset " +
-                     std::to_string(at + static_cast<off_t>(done)) + " failed: " +
-                     (n == 0 ? std::string("unexpected end of file") : std::strerror(errno)));
-    done += static_cast<size_t>(n);
+size_t SsdExpertStore::transfer(int i, float* buf, unsigned parts, bool write) {
+  size_t moved = 0;
+  for (int p = 0; p < 4;) {
+    if (!(parts & (1u << p))) {
+      ++p;
+      continue;
+    }
+    int q = p;
+    while (q < 4 && (parts & (1u << q))) ++q;
+    const size_t bytes = (q - p) * part_bytes_;
+    const off_t at = static_cast<off_t>((static_cast<size_t>(i) * 4 + p) * part_bytes_);
+    char* data = reinterpret_cast<char*>(buf) + p * part_bytes_;
+    for (size_t done = 0; done < bytes;) {
+      const ssize_t n = write ? ::pwrite(fd_, data + done, bytes - done, at + static_cast<off_t>(done))
+                              : ::pread(fd_, data + done, bytes - done, at + static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      check(n > 0, path_ + (write ? ": writing" : ": reading") + " expert " + std::to_string(i) +
+                       " at byte offset " + std::to_string(at + static_cast<off_t>(done)) + " failed: " +
+                       (n == 0 ? std::string("unexpected end of file") : std::strerror(errno)) +
+                       (write ? " (is the disk full?)" : ""));
+      done += static_cast<size_t>(n);
+    }
+    moved += bytes;
+    p = q;
   }
-}
-
-void SsdExpertStore::write_record(int i, const float* buf) {
-  const size_t bytes = 4 * part_bytes_;
-  const off_t at = static_cast<off_t>(static_cast<size_t>(i) * bytes);
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t n =
-        ::pwrite(fd_, reinterpret_cast<const char*>(buf) + done, bytes - done, at + static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    check(n > 0, path_ + ": writing expert " + std::to_string(i) + " at byte offset " +
-                     std::to_string(at + static_cast<off_t>(done)) + " failed: " + std::strerror(errno) +
-                     " (is the disk full?)");
-    done += static_cast<size_t>(n);
-  }
+  return moved;
 }
 
 void SsdExpertStore::note_request() {
@@ -149,9 +148,46 @@ int SsdExpertStore::find_victim() const {
   return best;
 }
 
-// Takes an entry for expert i (writing back what it held), then reads i's record into it unless `read` is
-// false. Returns -1 when `wait` is false and every entry is in use, -2 when another thread cached i meanwhile.
-int SsdExpertStore::claim(std::unique_lock<std::mutex>& lock, int i, bool wait, bool read) {
+// Under the lock: writes entry e's changed parts back; acquirers of its expert wait meanwhile.
+void SsdExpertStore::write_back(std::unique_lock<std::mutex>& lock, int e) {
+  Entry& x = entries_[e];
+  if (x.expert < 0 || !x.dirty) return;
+  const State was = x.state;
+  x.state = State::Writing;
+  const unsigned parts = x.dirty;
+  lock.unlock();
+  const auto t0 = Clock::now();
+  const size_t bytes = transfer(x.expert, x.buf, parts, true);
+  const double ms = ms_between(t0, Clock::now());
+  lock.lock();
+  stats_.io_ms += ms;
+  stats_.bytes_written += static_cast<int64_t>(bytes);
+  x.dirty &= ~parts;
+  x.state = was;
+  changed_.notify_all();
+}
+
+void SsdExpertStore::fill(std::unique_lock<std::mutex>& lock, int e, unsigned need) {
+  Entry& x = entries_[e];
+  const unsigned missing = need & ~x.valid;
+  if (!missing) return;
+  x.state = State::Loading;
+  lock.unlock();
+  const auto t0 = Clock::now();
+  const size_t bytes = transfer(x.expert, x.buf, missing, false);
+  const double ms = ms_between(t0, Clock::now());
+  lock.lock();
+  stats_.io_ms += ms;
+  stats_.read_ms += ms;
+  stats_.bytes_read += static_cast<int64_t>(bytes);
+  x.valid |= missing;
+  x.state = State::Ready;
+  changed_.notify_all();
+}
+
+// Takes an entry for expert i, writing back what it held, and returns it Ready with nothing valid; -1 when
+// `wait` is false and every entry is in use, -2 when another thread cached i meanwhile.
+int SsdExpertStore::claim(std::unique_lock<std::mutex>& lock, int i, bool wait) {
   for (;;) {
     if (where_[i] >= 0) return -2;
     const int v = find_victim();
@@ -161,18 +197,11 @@ int SsdExpertStore::claim(std::unique_lock<std::mutex>& lock, int i, bool wait, 
       continue;
     }
     Entry& x = entries_[v];
-    const int old = x.expert;
-    if (old >= 0 && x.dirty) {
-      x.state = State::Writing;  // acquirers of `old` wait, then read the record written here
-      lock.unlock();
-      const auto t0 = Clock::now();
-      write_record(old, x.buf);
-      const double ms = ms_between(t0, Clock::now());
-      lock.lock();
-      stats_.io_ms += ms;
-      stats_.bytes_written += static_cast<int64_t>(4 * part_bytes_);
-    }
-    if (old >= 0) where_[old] = -1;
+    ++x.refs;  // holds the victim while its write-back runs unlocked
+    write_back(lock, v);
+    --x.refs;
+    if (x.refs > 0 || x.state != State::Ready && x.state != State::Free) continue;  // taken meanwhile
+    if (x.expert >= 0) where_[x.expert] = -1;
     x = Entry{x.buf};
     if (where_[i] >= 0) {
       changed_.notify_all();
@@ -181,54 +210,46 @@ int SsdExpertStore::claim(std::unique_lock<std::mutex>& lock, int i, bool wait, 
     where_[i] = v;
     x.expert = i;
     x.hits = 1;
-    x.state = State::Loading;
-    if (read) {
-      lock.unlock();
-      const auto t0 = Clock::now();
-      read_record(i, x.buf);
-      const double ms = ms_between(t0, Clock::now());
-      lock.lock();
-      stats_.io_ms += ms;
-      stats_.bytes_read += static_cast<int64_t>(4 * part_bytes_);
-    }
     x.state = State::Ready;
-    changed_.notify_all();
     return v;
   }
 }
 
-ExpertState SsdExpertStore::acquire(int i) { return acquire_entry(i, true); }
-
-ExpertState SsdExpertStore::acquire_entry(int i, bool read) {
+ExpertState SsdExpertStore::acquire(int i, unsigned need, unsigned overwrite) {
   std::unique_lock<std::mutex> lock(mutex_);
   note_request();
   for (;;) {
-    const int e = where_[i];
-    if (e >= 0) {
-      Entry& x = entries_[e];
-      if (x.state != State::Ready) {
-        changed_.wait(lock);
-        continue;
-      }
-      ++x.refs;
+    int e = where_[i];
+    if (e >= 0 && entries_[e].state != State::Ready) {
+      changed_.wait(lock);
+      continue;
+    }
+    bool cached = e >= 0;
+    if (!cached) {
+      e = claim(lock, i, true);
+      if (e < 0) continue;
+    }
+    Entry& x = entries_[e];
+    ++x.refs;
+    x.valid |= overwrite;
+    const bool complete = (need & ~x.valid) == 0;
+    fill(lock, e, need);
+    if (cached && complete) {
       ++stats_.hits;
       x.hits += 1;
-      if (x.was_prefetched) {
-        lead_ms_sum_ += ms_between(x.prefetched, Clock::now());
-        ++lead_count_;
-        x.was_prefetched = false;
-      }
-      return parts(x.buf);
+    } else {
+      ++stats_.misses;
     }
-    const int v = claim(lock, i, true, read);
-    if (v < 0) continue;
-    ++entries_[v].refs;
-    ++stats_.misses;
-    return parts(entries_[v].buf);
+    if (x.was_prefetched) {
+      lead_ms_sum_ += ms_between(x.prefetched, Clock::now());
+      ++lead_count_;
+      x.was_prefetched = false;
+    }
+    return parts(x.buf);
   }
 }
 
-void SsdExpertStore::release(int i, bool dirty) {
+void SsdExpertStore::release(int i, unsigned dirty) {
   std::lock_guard<std::mutex> lock(mutex_);
   Entry& x = entries_[where_[i]];
   --x.refs;
@@ -241,52 +262,46 @@ void SsdExpertStore::prefetch(int i) {
   io_worker_.submit([this, i] {
     std::unique_lock<std::mutex> lock(mutex_);
     if (where_[i] >= 0) return;
-    const int v = claim(lock, i, false, true);
-    if (v < 0) return;
-    entries_[v].was_prefetched = true;
-    entries_[v].prefetched = Clock::now();
-    entries_[v].last_use = ++clock_;
+    const int e = claim(lock, i, false);
+    if (e < 0) return;
+    Entry& x = entries_[e];
+    ++x.refs;
+    fill(lock, e, kWeights);
+    --x.refs;
+    x.was_prefetched = true;
+    x.prefetched = Clock::now();
+    x.last_use = ++clock_;
+    changed_.notify_all();
   });
 }
 
 void SsdExpertStore::flush() {
   io_worker_.drain();
   std::unique_lock<std::mutex> lock(mutex_);
-  for (Entry& x : entries_) {
-    if (x.state != State::Ready || !x.dirty) continue;
-    check(x.refs == 0, "ssd tier: flush while expert " + std::to_string(x.expert) + " is in use");
-    x.state = State::Writing;
-    lock.unlock();
-    const auto t0 = Clock::now();
-    write_record(x.expert, x.buf);
-    const double ms = ms_between(t0, Clock::now());
-    lock.lock();
-    stats_.io_ms += ms;
-    stats_.bytes_written += static_cast<int64_t>(4 * part_bytes_);
-    x.dirty = false;
-    x.state = State::Ready;
-    changed_.notify_all();
+  for (int e = 0; e < static_cast<int>(entries_.size()); ++e) {
+    check(entries_[e].refs == 0, "ssd tier: flush while expert " + std::to_string(entries_[e].expert) + " is in use");
+    write_back(lock, e);
   }
 }
 
 void SsdExpertStore::store(int i, const float* w, const float* g, const float* m, const float* v) {
-  const ExpertState s = acquire_entry(i, false);
+  const ExpertState s = acquire(i, 0, kAllParts);
   const size_t bytes = sizes_[i] * sizeof(float);
   std::memcpy(s.w, w, bytes);
   std::memcpy(s.g, g, bytes);
   std::memcpy(s.m, m, bytes);
   std::memcpy(s.v, v, bytes);
-  release(i, true);
+  release(i, kAllParts);
 }
 
 void SsdExpertStore::load(int i, float* w, float* g, float* m, float* v) {
-  const ExpertState s = acquire(i);
+  const ExpertState s = acquire(i, kAllParts);
   const size_t bytes = sizes_[i] * sizeof(float);
   std::memcpy(w, s.w, bytes);
   std::memcpy(g, s.g, bytes);
   std::memcpy(m, s.m, bytes);
   std::memcpy(v, s.v, bytes);
-  release(i, false);
+  release(i, 0);
 }
 
 ExpertStoreStats SsdExpertStore::take_stats() {

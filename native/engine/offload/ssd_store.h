@@ -1,7 +1,9 @@
 // The SSD tier (ES-MoE §4.3, MoESys §III-B): every expert's state is one record of a file in the run
-// directory — weights, gradient, first and second moment, each part 4 KiB aligned — read and written whole
-// with direct (unbuffered) I/O where the file system allows it, and reached only through a host cache of
-// `entries` records charged to the host tier. Eviction picks an entry nobody holds:
+// directory — weights, gradient, first and second moment, each part 4 KiB aligned — read and written with
+// direct (unbuffered) I/O where the file system allows it, and reached only through a host cache of
+// `entries` records charged to the host tier. An entry tracks which parts it holds and which changed, so an
+// upload reads only the weights, a gradient download reads nothing, and only changed parts are written back
+// (adjacent parts in one request). Eviction picks an entry nobody holds:
 //   * LRU: the least recently released (ES-MoE).
 //   * LFU (MoESys Algorithm 2): each cached expert counts its hits; every `decay_every` requests all counts
 //     are multiplied by `decay`; the victim is the entry with the fewest hits among those with at least
@@ -31,8 +33,8 @@ class SsdExpertStore final : public ExpertStore {
                  MemoryTier& host, MemoryTier& ssd);
   ~SsdExpertStore() override;
 
-  ExpertState acquire(int i) override;
-  void release(int i, bool dirty) override;
+  ExpertState acquire(int i, unsigned need, unsigned overwrite = 0) override;
+  void release(int i, unsigned dirty) override;
   void prefetch(int i) override;
   void flush() override;
   ExpertStoreStats take_stats() override;
@@ -56,7 +58,7 @@ class SsdExpertStore final : public ExpertStore {
     float* buf = nullptr;
     int expert = -1;
     int refs = 0;
-    bool dirty = false;
+    unsigned valid = 0, dirty = 0;  // ExpertPart bits
     State state = State::Free;
     uint64_t last_use = 0;
     double hits = 0;
@@ -65,11 +67,13 @@ class SsdExpertStore final : public ExpertStore {
   };
 
   int find_victim() const;  // under the lock; -1 when every entry is held or busy
-  int claim(std::unique_lock<std::mutex>& lock, int i, bool wait, bool read);  // under the lock
-  ExpertState acquire_entry(int i, bool read);
+  int claim(std::unique_lock<std::mutex>& lock, int i, bool wait);  // under the lock
+  // Under the lock: reads the parts of `need` entry e lacks (the lock is released meanwhile).
+  void fill(std::unique_lock<std::mutex>& lock, int e, unsigned need);
+  void write_back(std::unique_lock<std::mutex>& lock, int e);
   void note_request();
-  void write_record(int i, const float* buf);
-  void read_record(int i, float* buf);
+  // Reads or writes the given parts of expert i's record, one request per run of adjacent parts.
+  size_t transfer(int i, float* buf, unsigned parts, bool write);
   ExpertState parts(float* buf) const;
 
   std::string dir_, path_;
