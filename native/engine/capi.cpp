@@ -184,6 +184,7 @@ int moe_engine_step(moe_engine* engine, moe_step_record* out) {
       out->expert_pinned = r.offloaded ? engine->expert_pinned.data() : nullptr;
       out->peak_ssd_bytes = r.peak_ssd_bytes;
       out->ssd_ms = r.ssd_ms;
+      out->ssd_read_ms = r.ssd_read_ms;
       out->prefetch_lead_ms = r.prefetch_lead_ms;
       out->bytes_ssd_read = r.bytes_ssd_read;
       out->bytes_ssd_write = r.bytes_ssd_write;

@@ -53,6 +53,7 @@ std::string record_json(const moe_step_record& r) {
     o.set("peak_host_bytes", Value::of(static_cast<double>(r.peak_host_bytes)));
     o.set("peak_ssd_bytes", Value::of(static_cast<double>(r.peak_ssd_bytes)));
     o.set("ssd_ms", Value::of(r.ssd_ms));
+    o.set("ssd_read_ms", Value::of(r.ssd_read_ms));
     o.set("bytes_ssd_read", Value::of(static_cast<double>(r.bytes_ssd_read)));
     o.set("bytes_ssd_write", Value::of(static_cast<double>(r.bytes_ssd_write)));
     o.set("cache_hits", Value::of(static_cast<double>(r.cache_hits)));

@@ -43,10 +43,11 @@ typedef struct moe_step_record {
   const uint8_t* expert_tiers;  /* home tier: 0 device, 1 host, 2 SSD */
   const uint8_t* expert_pinned; /* 1 when pinned this step */
   /* SSD tier (0 on the host tier): peak file bytes, file I/O time and bytes, host cache hits and misses, mean
-   * time a prefetched expert waited in the cache before its first use. */
+   * time a prefetched expert waited in the cache before its first use; ssd_read_ms is the reads' part of ssd_ms. */
   int64_t peak_ssd_bytes;
   double ssd_ms, prefetch_lead_ms;
   int64_t bytes_ssd_read, bytes_ssd_write, cache_hits, cache_misses;
+  double ssd_read_ms;
 } moe_step_record;
 
 /* Creates an engine from a JSON config ({"model": ..., "train": ...}). With model omitted, init_dir

@@ -21,7 +21,7 @@ struct StepRecord {
   int64_t peak_device_bytes = 0, peak_host_bytes = 0, peak_ssd_bytes = 0;
   // SSD tier (zero on the host tier): file I/O time and bytes, host cache hits and misses, and the mean time a
   // prefetched expert waited in the cache before its first use.
-  double ssd_ms = 0, prefetch_lead_ms = 0;
+  double ssd_ms = 0, ssd_read_ms = 0, prefetch_lead_ms = 0;
   int64_t bytes_ssd_read = 0, bytes_ssd_write = 0, cache_hits = 0, cache_misses = 0;
   std::vector<std::vector<uint8_t>> expert_tiers;    // [MoE layer][expert] home tier: 0 device, 1 host, 2 SSD
   std::vector<std::vector<uint8_t>> expert_pinned;   // [MoE layer][expert] 1 when pinned this step

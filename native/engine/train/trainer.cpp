@@ -25,6 +25,7 @@ void record_offload(StepRecord& rec, const OffloadStepStats& s) {
   rec.peak_host_bytes = s.peak_host_bytes;
   rec.peak_ssd_bytes = s.peak_ssd_bytes;
   rec.ssd_ms = s.store.io_ms;
+  rec.ssd_read_ms = s.store.read_ms;
   rec.bytes_ssd_read = s.store.bytes_read;
   rec.bytes_ssd_write = s.store.bytes_written;
   rec.cache_hits = s.store.hits;
