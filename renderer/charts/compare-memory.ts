@@ -4,6 +4,7 @@
 import type { EChartsOption, ScatterSeriesOption } from 'echarts'
 
 import { runColor } from './compare-overlay'
+import { byteUnit } from './series'
 
 export interface MemoryPoint {
   id: string
@@ -16,14 +17,8 @@ export interface MemoryPoint {
 
 export const PLANNED_SUBTITLE = 'Device bytes are the planner’s estimate for each run’s config until offload telemetry is recorded'
 
-// Tiny test models plan a few MiB; real ones many GiB: the axis takes the unit that reads best.
-function byteUnit(points: readonly MemoryPoint[]): { name: string; bytes: number } {
-  const largest = Math.max(0, ...points.map((p) => p.deviceBytes ?? 0))
-  return largest >= 2 ** 30 ? { name: 'GiB', bytes: 2 ** 30 } : { name: 'MiB', bytes: 2 ** 20 }
-}
-
 export function memoryScatterOption(points: readonly MemoryPoint[]): EChartsOption {
-  const unit = byteUnit(points)
+  const unit = byteUnit(Math.max(0, ...points.map((p) => p.deviceBytes ?? 0)))
   const series: ScatterSeriesOption[] = points.flatMap((p, index) =>
     p.wallMs === null || p.deviceBytes === null
       ? []

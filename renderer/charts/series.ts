@@ -38,3 +38,8 @@ export function stepAxes(yName: string, yMin?: number) {
     tooltip: { trigger: 'axis' as const },
   }
 }
+
+/** Tiny test models move a few MiB, real ones many GiB: a byte axis takes the unit that reads best for its largest value. */
+export function byteUnit(largest: number): { name: string; bytes: number } {
+  return largest >= 2 ** 30 ? { name: 'GiB', bytes: 2 ** 30 } : { name: 'MiB', bytes: 2 ** 20 }
+}

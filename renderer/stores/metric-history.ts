@@ -11,8 +11,8 @@ export const METRICS = [
   'loss', 'aux_loss', 'lr', 'grad_norm', 'tokens', 'tokens_per_s', 'step_ms', 'forward_ms', 'backward_ms', 'optimizer_ms',
 ] as const satisfies readonly (ScalarMetric & keyof StepMetrics)[]
 
-export function emptySeries(): MetricSeries {
-  return { step: [], wallTime: [], values: Object.fromEntries(METRICS.map((m) => [m, []])) }
+export function emptySeries(metrics: readonly ScalarMetric[] = METRICS): MetricSeries {
+  return { step: [], wallTime: [], values: Object.fromEntries(metrics.map((m) => [m, []])) }
 }
 
 function keptIndices(length: number, cap: number): number[] | null {
@@ -25,15 +25,16 @@ function keptIndices(length: number, cap: number): number[] | null {
   return kept
 }
 
-export function appendSteps(history: MetricSeries, steps: readonly StepMetrics[], cap = 2000): MetricSeries {
+/** Appends the rows of `fresh` past the history's last step (live steps, or a series read from a later step). */
+export function appendSeries(history: MetricSeries, fresh: MetricSeries, cap = 2000): MetricSeries {
   const lastStep = history.step.at(-1) ?? -Infinity
-  const fresh = steps.filter((s) => s.step > lastStep).sort((a, b) => a.step - b.step)
-  if (fresh.length === 0) return history
-  const finite = (v: number) => (Number.isFinite(v) ? v : null)
-  const step = [...history.step, ...fresh.map((s) => s.step)]
-  const wallTime = [...history.wallTime, ...fresh.map((s) => s.wallTime)]
+  const rows = fresh.step.map((step, i) => ({ step, i })).filter((r) => r.step > lastStep).sort((a, b) => a.step - b.step).map((r) => r.i)
+  if (rows.length === 0) return history
+  const step = [...history.step, ...rows.map((i) => fresh.step[i]!)]
+  const wallTime = [...history.wallTime, ...rows.map((i) => fresh.wallTime[i]!)]
+  const metrics = [...new Set([...Object.keys(history.values), ...Object.keys(fresh.values)])]
   const values = Object.fromEntries(
-    METRICS.map((m) => [m, [...(history.values[m] ?? history.step.map(() => null)), ...fresh.map((s) => finite(s[m]))]]),
+    metrics.map((m) => [m, [...(history.values[m] ?? history.step.map(() => null)), ...rows.map((i) => fresh.values[m]?.[i] ?? null)]]),
   )
   const kept = keptIndices(step.length, cap)
   if (!kept) return { step, wallTime, values }
@@ -42,6 +43,16 @@ export function appendSteps(history: MetricSeries, steps: readonly StepMetrics[]
     wallTime: kept.map((i) => wallTime[i]!),
     values: Object.fromEntries(Object.entries(values).map(([m, vs]) => [m, kept.map((i) => vs[i] ?? null)])),
   }
+}
+
+export function appendSteps(history: MetricSeries, steps: readonly StepMetrics[], cap = 2000): MetricSeries {
+  const finite = (v: number) => (Number.isFinite(v) ? v : null)
+  const fresh: MetricSeries = {
+    step: steps.map((s) => s.step),
+    wallTime: steps.map((s) => s.wallTime),
+    values: Object.fromEntries(METRICS.map((m) => [m, steps.map((s) => finite(s[m]))])),
+  }
+  return appendSeries(history, fresh, cap)
 }
 
 /** Adds one step's tokens per expert to a layer's load, keeping the latest `maxSteps` rows. */

@@ -1,21 +1,25 @@
 // One open run: its detail (config, events, checkpoints), its metric history, the expert load of
 // one layer for the heatmap and the imbalance of every MoE layer. History is read when the view opens
 // and again on every reconnect (events sent while the socket was down are gone); between reads,
-// live `run.step` events are coalesced so the charts redraw at most four times a second.
+// live `run.step` events are coalesced so the charts redraw at most four times a second. Live steps
+// carry no offload telemetry, so an offloaded run's offload series is read again, from its last step,
+// at most once a second while steps arrive, and when the run stops.
 import { defineStore } from 'pinia'
 import { computed, ref, shallowRef } from 'vue'
 
 import type { EventPayload, Result, RunEvent } from '../../main/api/contract'
 import { api, type ApiClient } from '../api'
 import { imbalanceOverSteps, imbalanceRatio, type LayerImbalance } from '../charts/imbalance'
+import { OFFLOAD_METRICS } from '../charts/offload'
 import type { ExpertLoad, MetricSeries, Point } from '../charts/series'
 import { coalesce } from './coalesce'
-import { METRICS, appendExpertLoad, appendPoints, appendSteps, emptySeries } from './metric-history'
+import { METRICS, appendExpertLoad, appendPoints, appendSeries, appendSteps, emptySeries } from './metric-history'
 
 export type RunDetail = Result<'runs.get'>
 
 export const HEATMAP_STEPS = 100
 export const IMBALANCE_POINTS = 500
+export const OFFLOAD_REFRESH_MS = 1000
 const EVENT_LOG_LIMIT = 500
 
 /** MoE layers of a config and their expert counts (n_experts may be one per MoE layer). */
@@ -29,6 +33,7 @@ export const useRunDetailStore = defineStore('run-detail', () => {
   const runId = ref<string | null>(null)
   const detail = shallowRef<RunDetail | null>(null)
   const history = shallowRef<MetricSeries>(emptySeries())
+  const offloadHistory = shallowRef<MetricSeries>(emptySeries(OFFLOAD_METRICS))
   const liveEvents = shallowRef<RunEvent[]>([])
   const heatmapLayer = ref(0)
   const heatmap = shallowRef<ExpertLoad | null>(null)
@@ -37,6 +42,7 @@ export const useRunDetailStore = defineStore('run-detail', () => {
   const error = ref<string | null>(null)
 
   const expertsPerLayer = computed(() => (detail.value ? moeLayersOf(detail.value.config) : []))
+  const offloaded = computed(() => (detail.value?.offload?.mode ?? 'none') !== 'none')
   const events = computed(() => [...(detail.value?.events ?? []), ...liveEvents.value].slice(-EVENT_LOG_LIMIT))
 
   let client: ApiClient | undefined // set by open(); api() itself needs a window
@@ -48,6 +54,7 @@ export const useRunDetailStore = defineStore('run-detail', () => {
 
   const live = coalesce<EventPayload<'run.step'>>((batch) => {
     history.value = appendSteps(history.value, batch.map((b) => b.metrics))
+    if (offloaded.value && Date.now() - offloadReadAt >= OFFLOAD_REFRESH_MS) void refreshOffload()
     const load = heatmap.value
     if (load) {
       let next = load
@@ -59,6 +66,35 @@ export const useRunDetailStore = defineStore('run-detail', () => {
       points: appendPoints(points, batch.map((b): Point => [b.metrics.step, imbalanceRatio(b.expertTokens[layer] ?? [])]), IMBALANCE_POINTS),
     }))
   })
+
+  let offloadReadAt = 0
+  let offloadReading = false
+  let offloadReadAgain = false
+
+  // One read at a time, each from the step after the last one held; a request during a read reads once more after it.
+  async function refreshOffload(current = generation): Promise<void> {
+    const id = runId.value
+    if (!id) return
+    if (offloadReading) {
+      offloadReadAgain = true
+      return
+    }
+    offloadReading = true
+    offloadReadAt = Date.now()
+    try {
+      const fromStep = (offloadHistory.value.step.at(-1) ?? 0) + 1
+      const fresh = await requireClient().invoke('metrics.series', { id, metrics: [...OFFLOAD_METRICS], fromStep, maxPoints: 2000 })
+      if (current === generation) offloadHistory.value = appendSeries(offloadHistory.value, fresh)
+    } catch {
+      // the next batch of steps, a status change or a reload reads it again
+    } finally {
+      offloadReading = false
+      if (offloadReadAgain && current === generation) {
+        offloadReadAgain = false
+        void refreshOffload(current)
+      }
+    }
+  }
 
   async function loadHeatmap(layer: number, current = generation): Promise<void> {
     const id = runId.value
@@ -92,13 +128,15 @@ export const useRunDetailStore = defineStore('run-detail', () => {
     const current = generation
     loading.value = true
     try {
-      const [got, series] = await Promise.all([
+      const [got, series, offload] = await Promise.all([
         requireClient().invoke('runs.get', { id }),
         requireClient().invoke('metrics.series', { id, metrics: [...METRICS], maxPoints: 2000 }),
+        requireClient().invoke('metrics.series', { id, metrics: [...OFFLOAD_METRICS], maxPoints: 2000 }),
       ])
       if (current !== generation) return
       detail.value = got
       history.value = series
+      offloadHistory.value = offload
       liveEvents.value = []
       if (heatmapLayer.value >= expertsPerLayer.value.length) heatmapLayer.value = 0
       await Promise.all([loadHeatmap(heatmapLayer.value, current), loadImbalance(current)])
@@ -126,6 +164,7 @@ export const useRunDetailStore = defineStore('run-detail', () => {
     runId.value = null
     detail.value = null
     history.value = emptySeries()
+    offloadHistory.value = emptySeries(OFFLOAD_METRICS)
     heatmap.value = null
     imbalance.value = []
     liveEvents.value = []
@@ -149,7 +188,10 @@ export const useRunDetailStore = defineStore('run-detail', () => {
         mine((summary) => {
           if (detail.value) detail.value = { ...detail.value, summary }
           // A checkpoint or finish adds checkpoints; re-read them rather than guessing.
-          if (['stopped', 'finished', 'failed', 'paused'].includes(summary.status)) void refreshDetail()
+          if (['stopped', 'finished', 'failed', 'paused'].includes(summary.status)) {
+            void refreshDetail()
+            if (offloaded.value) void refreshOffload()
+          }
         }),
       ),
       subscriber.onConnection((state) => {
@@ -178,7 +220,7 @@ export const useRunDetailStore = defineStore('run-detail', () => {
   }
 
   return {
-    runId, detail, history, events, heatmapLayer, heatmap, imbalance, loading, error, expertsPerLayer,
+    runId, detail, history, offloadHistory, offloaded, events, heatmapLayer, heatmap, imbalance, loading, error, expertsPerLayer,
     open, close, reload, refreshDetail, selectLayer, flushLive: () => live.flushNow(),
   }
 })

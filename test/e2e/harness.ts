@@ -19,6 +19,9 @@
 //   launchBrowser() -> Browser           one Chromium per test file (fresh --user-data-dir); .page, .context,
 //                                        .problems (page errors and console errors), .newPage(), .close()
 //   openApp(page, wb, hash?)             loads the tokened URL (signs in) and then the route hash
+//   formInput(page, path)                the New-run form's input of a field ('model.top_k', 'name', 'dataset.path')
+//   fillTinyRunForm(page, wb, name, extra?) opens New run and fills the name, the bundled corpus, TINY_FORM's shapes
+//                                        (tinyRunSpec's, trained in seconds) and then `extra` ({ 'train.steps': '6' })
 //   waitForTestId(page, id, timeoutMs?)  resolves with the locator once [data-testid=id] is visible
 //   screenshot(page, name)               test-artifacts/e2e/<name>.png, returns the path
 //
@@ -267,6 +270,33 @@ export async function openApp(page: Page, wb: Workbench, hash = ''): Promise<voi
   await page.locator('h1').waitFor()
   // The test project has no DOM types; the page's location is reached through globalThis.
   if (hash) await page.evaluate((h) => void ((globalThis as unknown as { location: { hash: string } }).location.hash = h), hash)
+}
+
+/** The New-run form's input of a field (ids from renderer/views/new-run/field-ids.ts). */
+export const formInput = (page: Page, path: string): Locator => page.locator(`#field-${path.replace(/[^a-zA-Z0-9_-]/g, '-')}`)
+
+/** tinyRunSpec's shapes as the New-run form's inputs, so a run from the form trains in seconds on two slow cores. */
+export const TINY_FORM: Readonly<Record<string, string>> = {
+  'model.d_model': '64',
+  'model.n_layers': '2',
+  'model.n_heads': '4',
+  'model.n_kv_heads': '4',
+  'model.max_seq_len': '32',
+  'model.d_ff': '128',
+  'model.expert_d_ff': '128',
+  'model.n_experts': '4',
+  'train.batch_size': '4',
+  'train.seq_len': '32',
+  'train.warmup_steps': '1',
+  'train.threads': '1',
+}
+
+export async function fillTinyRunForm(page: Page, wb: Workbench, name: string, extra: Record<string, string> = {}): Promise<void> {
+  await openApp(page, wb, '#/new')
+  await waitForTestId(page, 'preflight')
+  await formInput(page, 'name').fill(name)
+  await formInput(page, 'dataset.path').fill(corpusPath)
+  for (const [path, value] of Object.entries({ ...TINY_FORM, ...extra })) await formInput(page, path).fill(value)
 }
 
 export async function waitForTestId(page: Page, testId: string, timeoutMs = 30_000): Promise<Locator> {

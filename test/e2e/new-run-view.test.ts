@@ -4,36 +4,18 @@
 import type { Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
-import { corpusPath, launchBrowser, openApp, screenshot, startWorkbench, waitForStatus, waitForTestId, type Browser, type Workbench } from './harness'
+import {
+  corpusPath, fillTinyRunForm, formInput, launchBrowser, openApp, screenshot, startWorkbench, waitForStatus, waitForTestId, type Browser, type Workbench,
+} from './harness'
 
 let wb: Workbench
 let browser: Browser
 let page: Page
 
-// Tiny shapes so each run trains in seconds on two slow cores.
-const TINY: Record<string, string> = {
-  'model.d_model': '64',
-  'model.n_layers': '2',
-  'model.n_heads': '4',
-  'model.n_kv_heads': '4',
-  'model.max_seq_len': '32',
-  'model.d_ff': '128',
-  'model.expert_d_ff': '128',
-  'model.n_experts': '4',
-  'train.batch_size': '4',
-  'train.seq_len': '32',
-  'train.steps': '6',
-  'train.warmup_steps': '1',
-  'train.threads': '1',
-  'train.checkpoint_every': '0',
-}
-
-const input = (path: string) => page.locator(`#field-${path.replace(/[^a-zA-Z0-9_-]/g, '-')}`)
+const input = (path: string) => formInput(page, path)
 
 async function fillTinyForm(name: string): Promise<void> {
-  await input('name').fill(name)
-  await input('dataset.path').fill(corpusPath)
-  for (const [path, value] of Object.entries(TINY)) await input(path).fill(value)
+  await fillTinyRunForm(page, wb, name, { 'train.steps': '6', 'train.checkpoint_every': '0' })
   await expect.poll(() => page.getByTestId('plan-verdict').textContent()).toMatch(/Fits/)
 }
 

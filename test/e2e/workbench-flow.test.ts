@@ -8,39 +8,17 @@ import { join } from 'node:path'
 import type { Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
-import { corpusPath, launchBrowser, openApp, screenshot, startWorkbench, waitForStatus, waitForStep, waitForTestId, type Browser, type Workbench } from './harness'
+import { fillTinyRunForm, launchBrowser, openApp, screenshot, startWorkbench, waitForStatus, waitForStep, waitForTestId, type Browser, type Workbench } from './harness'
 
 let wb: Workbench
 let browser: Browser
 let page: Page
 const ids: string[] = []
 
-// Tiny shapes so each run trains in seconds on two slow cores.
-const TINY: Record<string, string> = {
-  'model.d_model': '64',
-  'model.n_layers': '2',
-  'model.n_heads': '4',
-  'model.n_kv_heads': '4',
-  'model.max_seq_len': '32',
-  'model.d_ff': '128',
-  'model.expert_d_ff': '128',
-  'model.n_experts': '4',
-  'train.batch_size': '4',
-  'train.seq_len': '32',
-  'train.warmup_steps': '1',
-  'train.threads': '1',
-}
-
-const field = (path: string) => page.locator(`#field-${path.replace(/[^a-zA-Z0-9_-]/g, '-')}`)
 const scrollTop = () => page.evaluate(() => (globalThis as unknown as { scrollTo(x: number, y: number): void }).scrollTo(0, 0))
 
 async function startFromForm(name: string, steps: number, checkpointEvery: number): Promise<string> {
-  await openApp(page, wb, '#/new')
-  await waitForTestId(page, 'preflight')
-  await field('name').fill(name)
-  await field('dataset.path').fill(corpusPath)
-  for (const [path, value] of Object.entries({ ...TINY, 'train.steps': String(steps), 'train.checkpoint_every': String(checkpointEvery) }))
-    await field(path).fill(value)
+  await fillTinyRunForm(page, wb, name, { 'train.steps': String(steps), 'train.checkpoint_every': String(checkpointEvery) })
   await expect.poll(() => page.getByTestId('plan-verdict').textContent()).toMatch(/Fits/)
   await scrollTop()
   await screenshot(page, 'flow-new-run')

@@ -59,7 +59,7 @@ describe('run-detail store', () => {
     client.connect('closed')
     client.connect('open')
     await settle()
-    expect(client.calls('metrics.series')).toHaveLength(2)
+    expect(client.calls('metrics.series')).toHaveLength(4) // scalars and offload metrics, on open and again
     stop()
     expect(store.runId).toBeNull()
   })
