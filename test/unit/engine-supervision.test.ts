@@ -6,11 +6,13 @@ import { basename, dirname, join } from 'node:path'
 
 import { afterEach, describe, expect, it, vi } from 'vitest'
 
+import { RunConfigSchema } from '../../main/api/config'
 import { LiveThrottle } from '../../main/host/engine/live-throttle'
 import type { EngineExit, EnginePort } from '../../main/host/engine/port'
 import type { EngineStepRecord } from '../../main/host/engine/step-record'
 import { StepWriter } from '../../main/host/engine/step-writer'
 import type { FromWorker, ToWorker } from '../../main/host/engine/worker-protocol'
+import { planRun } from '../../main/host/planner/plan'
 import { RunManager } from '../../main/host/runs/run-manager'
 import { newRunId } from '../../main/host/runs/run-id'
 import { runOutcome } from '../../main/host/runs/run-outcome'
@@ -51,7 +53,7 @@ const stepRecord = (step: number): EngineStepRecord => ({
 const cleanups: (() => void)[] = []
 afterEach(() => cleanups.splice(0).forEach((c) => c()))
 
-function setUp(concurrency = 1) {
+function setUp(concurrency = 1, budgets?: () => { device: number; host: number; ssd: number | null }) {
   const dir = mkdtempSync(join(tmpdir(), 'engine-supervision-'))
   const store = TelemetryStore.open(join(dir, 'db.sqlite'))
   cleanups.push(() => {
@@ -72,6 +74,7 @@ function setUp(concurrency = 1) {
     workerEntry: 'engine-worker.js',
     prepareDataset: async (spec) => ({ path: spec.path, vocabSize: 256, tokens: 10_000 }),
     emit: () => {},
+    budgets,
   })
   const create = (name: string) => manager.create({ name, config: tinyConfig(), dataset: { path: '/data/x.bin' } }).id
   const until = (probe: () => boolean) => vi.waitFor(() => expect(probe()).toBe(true))
@@ -99,6 +102,21 @@ describe('RunManager supervision (scripted engine processes)', () => {
       await until(() => store.getRun(ids[i])?.status !== 'running')
       expect(store.getRun(ids[i])).toMatchObject({ status: error ? 'failed' : 'finished', error })
     }
+  })
+
+  it('settles a run’s offload before its engine starts, records it, and hands the engine the resolved mode', async () => {
+    const config = RunConfigSchema.parse({ ...tinyConfig(), offload: { mode: 'auto' } })
+    const resident = planRun(config, { device: 2 ** 40, host: 2 ** 40, ssd: null }).tiers[0]!.total
+    const { store, manager, ports, until } = setUp(1, () => ({ device: resident - 1, host: 2 ** 40, ssd: null }))
+    const id = manager.create({ name: 'auto', config, dataset: { path: '/data/x.bin' } }).id
+    expect(store.getRun(id)?.offload).toMatchObject({ requested: 'auto', mode: 'host', deviceBudgetBytes: resident - 1 })
+    expect(store.getRun(id)?.offload?.slots).toBeGreaterThanOrEqual(2)
+    await until(() => ports.length === 1)
+    const start = ports[0]!.sent[0] as Extract<ToWorker, { type: 'start' }>
+    expect(JSON.parse(start.configJson).offload).toMatchObject({ mode: 'host', device_budget_bytes: resident - 1, expert_slots: null })
+    const tooSmall = () => manager.create({ name: 'nowhere', config: { ...config, offload: { ...config.offload!, device_budget_bytes: 1024 } }, dataset: { path: '/d' } })
+    expect(tooSmall).toThrow(/spec\.config\.offload\.mode: auto: nothing fits: .*the device tier is short by/)
+    expect(store.listRuns()).toHaveLength(1)
   })
 
   it('runs up to `concurrency` engines at once and kills those that ignore a shutdown', async () => {
