@@ -133,5 +133,4 @@ export const RunConfigSchema = z
 export type ModelConfig = z.infer<typeof ModelConfigSchema>
 export type TrainConfig = z.infer<typeof TrainConfigSchema>
 export type OffloadConfig = z.infer<typeof OffloadConfigSchema>
-export type OffloadMode = OffloadConfig['mode']
 export type RunConfig = z.infer<typeof RunConfigSchema>

@@ -55,8 +55,8 @@ export const CheckpointSchema = z.object({
   bytes: z.number(),
 })
 
-export const OffloadRequestSchema = z.enum(['auto', 'none', 'host', 'ssd']).describe('the config’s offload.mode')
-export const OffloadModeSchema = z.enum(['none', 'host', 'ssd'])
+const OffloadRequestSchema = z.enum(['auto', 'none', 'host', 'ssd']).describe('the config’s offload.mode')
+const OffloadModeSchema = z.enum(['none', 'host', 'ssd'])
 
 // What the host decided for a run before its engine started (auto resolved), kept with the run.
 export const ResolvedOffloadSchema = z.object({

@@ -18,5 +18,3 @@ const CHOICES: Record<string, NullChoice> = {
 
 export const nullChoice = (field: Pick<FormField, 'path' | 'min' | 'exclusiveMin'>): NullChoice =>
   CHOICES[field.path] ?? { label: 'null', placeholder: '', start: field.min ?? (field.exclusiveMin ?? 0) + 1 }
-
-export const hasNullChoice = (path: string) => Object.hasOwn(CHOICES, path)

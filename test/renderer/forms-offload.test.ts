@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest'
 import type { Plan } from '../../main/api/contract'
 import { bytesInputText, parseBytes } from '../../renderer/forms/bytes'
 import { defaultDraft, withField } from '../../renderer/forms/config-draft'
-import { hasNullChoice, nullChoice } from '../../renderer/forms/null-choice'
+import { nullChoice } from '../../renderer/forms/null-choice'
 import { shownFields } from '../../renderer/forms/offload-fields'
 import { allFields, rangeText, runConfigForm } from '../../renderer/forms/schema-fields'
 import { capacityLines, modeLine, tierBars } from '../../renderer/forms/tier-bar'
@@ -28,7 +28,7 @@ describe('offload fields', () => {
 
   it('say what null means for every nullable field', () => {
     const nullable = allFields().filter((f) => f.kind === 'nullable-number')
-    expect(nullable.filter((f) => !hasNullChoice(f.path)).map((f) => f.path)).toEqual([])
+    expect(nullable.filter((f) => nullChoice(f).label === 'null').map((f) => f.path)).toEqual([])
     expect(nullChoice(field('model.capacity_factor'))).toMatchObject({ label: 'dropless (null)', start: 1 })
     expect(nullChoice(field('offload.device_budget_bytes')).start).toBe(2 ** 30)
   })

@@ -43,7 +43,7 @@ const slotsText = (n: number) => `${n} expert slot${n === 1 ? '' : 's'}`
 
 // The SSD tier's cache holds what the copy, optimizer and prefetch workers and the compute thread use
 // (the engine's minimum of 4), and the uploads in flight ahead of the compute thread.
-export const minCacheEntries = (o: OffloadConfig) => Math.max(o.lookahead + 2, 4)
+const minCacheEntries = (o: OffloadConfig) => Math.max(o.lookahead + 2, 4)
 
 function resident(s: Sizes, b: Budgets): Candidate {
   const device = residentDevice(s, b.device)
