@@ -24,7 +24,7 @@ MODEL = {"arch": "mixtral", "vocab_size": 256, "d_model": 256, "n_layers": 4, "n
 
 def run(cli, data, work, name, offload, steps, threads):
     cfg = {"model": MODEL,
-           "train": {"batch_size": 4, "seq_len": 128, "grad_accum": 2, "steps": steps, "warmup_steps": 2, "threads": threads,
+           "train": {"batch_size": 8, "seq_len": 128, "grad_accum": 2, "steps": steps, "warmup_steps": 2, "threads": threads,
                      "grad_clip": 1.0, "seed": 7}}
     if offload:
         cfg["offload"] = offload
@@ -78,9 +78,9 @@ def main():
     ap.add_argument("--workdir", default=None)
     a = ap.parse_args()
     work = tempfile.mkdtemp(dir=a.workdir)
-    # 12 slots for 32 experts (3 pinned at 25%), 16 host cache entries for the SSD tier.
+    # 12 slots for 32 experts (3 pinned at 25%); the SSD tier's host cache holds 24 of the 32 expert records.
     host = {"mode": "host", "expert_slots": 12, "lookahead": 2, "pin_fraction": 0.25}
-    ssd = dict(host, mode="ssd", cache_experts=16, prefetch=True)
+    ssd = dict(host, mode="ssd", cache_experts=24, prefetch=True)
     runs = {}
     def measure(name, offload):
         print(f"== {name}: {json.dumps(offload) if offload else 'resident'}", flush=True)
@@ -100,7 +100,7 @@ def main():
     for name, r in runs.items():
         if name != "resident" and r["losses"] != res["losses"]:
             print(f"warning: {name} losses differ from resident", file=sys.stderr)
-    print(f"\nmodel: {json.dumps(MODEL)}, batch 2 x 4 x 128 per step, {a.threads} threads, {a.steps} steps "
+    print(f"\nmodel: {json.dumps(MODEL)}, batch 2 x 8 x 128 per step, {a.threads} threads, {a.steps} steps "
           f"(median step of the last {a.steps - a.warmup})")
     print(f"{'run':<22}{'tok/s':>9}{'vs resident':>12}{'step ms':>9}{'up MB':>8}{'down MB':>8}{'stall ms':>9}"
           f"{'hits':>6}{'misses':>7}{'peak dev MB':>12}{'peak host MB':>13}")
