@@ -211,33 +211,35 @@ TEST(c_api_step_record_carries_offload) {
   moe_engine_destroy(e);
 }
 
-// A checkpoint taken while expert updates may still run holds the settled state: resuming it offloaded continues
-// exactly like an uninterrupted resident run.
+// A checkpoint taken while expert updates may still run holds the settled state: resuming it offloaded (host or
+// SSD tier) continues exactly like an uninterrupted resident run.
 TEST(offloaded_checkpoint_resumes_exactly) {
   Variant v;
   const Run resident = train(v, 8);
-  Variant o = v;
-  o.offload = host_offload(0.25, 2);
-  const std::string dir = (std::filesystem::temp_directory_path() / "moe_test_offload_ckpt").string();
-  std::filesystem::remove_all(dir);
-  auto be = moe::make_cpu_backend(1);
-  moe::EngineConfig cfg = moe::parse_config_text(config(o), "test");
-  {
-    moe::Trainer first(cfg, *be);
-    feed(first, 4 * v.grad_accum);
-    for (int s = 0; s < 4; ++s) first.step();
-    first.save_checkpoint(dir);
+  for (const std::string& offload : {host_offload(0.25, 2), ssd_offload(0.25, 2)}) {
+    Variant o = v;
+    o.offload = offload;
+    const std::string dir = (std::filesystem::temp_directory_path() / "moe_test_offload_ckpt").string();
+    std::filesystem::remove_all(dir);
+    auto be = moe::make_cpu_backend(1);
+    moe::EngineConfig cfg = moe::parse_config_text(config(o), "test");
+    {
+      moe::Trainer first(cfg, *be);
+      feed(first, 4 * v.grad_accum);
+      for (int s = 0; s < 4; ++s) first.step();
+      first.save_checkpoint(dir);
+    }
+    moe::Trainer second(cfg, *be);
+    second.resume_from(dir);
+    feed(second, 4 * v.grad_accum, 4 * v.grad_accum);
+    std::vector<double> losses(resident.losses.begin(), resident.losses.begin() + 4);
+    for (int s = 0; s < 4; ++s) losses.push_back(second.step().loss);
+    second.experts_to_arenas();
+    const std::vector<float> params(second.model().params(), second.model().params() + second.model().num_params());
+    CHECK_MSG(same_bits(losses, resident.losses), offload);
+    CHECK_MSG(same_bits(params, resident.params), offload);
+    std::filesystem::remove_all(dir);
   }
-  moe::Trainer second(cfg, *be);
-  second.resume_from(dir);
-  feed(second, 4 * v.grad_accum, 4 * v.grad_accum);
-  std::vector<double> losses(resident.losses.begin(), resident.losses.begin() + 4);
-  for (int s = 0; s < 4; ++s) losses.push_back(second.step().loss);
-  second.settle();
-  const std::vector<float> params(second.model().params(), second.model().params() + second.model().num_params());
-  CHECK(same_bits(losses, resident.losses));
-  CHECK(same_bits(params, resident.params));
-  std::filesystem::remove_all(dir);
 }
 
 // Evaluation and gradients between steps (moe_engine_forward, moe_engine_compute_gradients, twice) stream

@@ -148,6 +148,19 @@ int SsdExpertStore::find_victim() const {
   return best;
 }
 
+// Called under the lock with entry e marked busy: moves the parts with the lock released, then counts them.
+void SsdExpertStore::transfer_unlocked(std::unique_lock<std::mutex>& lock, int e, unsigned parts, bool write) {
+  Entry& x = entries_[e];
+  lock.unlock();
+  const auto t0 = Clock::now();
+  const size_t bytes = transfer(x.expert, x.buf, parts, write);
+  const double ms = ms_between(t0, Clock::now());
+  lock.lock();
+  stats_.io_ms += ms;
+  (write ? stats_.bytes_written : stats_.bytes_read) += static_cast<int64_t>(bytes);
+  if (!write) stats_.read_ms += ms;
+}
+
 // Under the lock: writes entry e's changed parts back; acquirers of its expert wait meanwhile.
 void SsdExpertStore::write_back(std::unique_lock<std::mutex>& lock, int e) {
   Entry& x = entries_[e];
@@ -155,13 +168,7 @@ void SsdExpertStore::write_back(std::unique_lock<std::mutex>& lock, int e) {
   const State was = x.state;
   x.state = State::Writing;
   const unsigned parts = x.dirty;
-  lock.unlock();
-  const auto t0 = Clock::now();
-  const size_t bytes = transfer(x.expert, x.buf, parts, true);
-  const double ms = ms_between(t0, Clock::now());
-  lock.lock();
-  stats_.io_ms += ms;
-  stats_.bytes_written += static_cast<int64_t>(bytes);
+  transfer_unlocked(lock, e, parts, true);
   x.dirty &= ~parts;
   x.state = was;
   changed_.notify_all();
@@ -172,14 +179,7 @@ void SsdExpertStore::fill(std::unique_lock<std::mutex>& lock, int e, unsigned ne
   const unsigned missing = need & ~x.valid;
   if (!missing) return;
   x.state = State::Loading;
-  lock.unlock();
-  const auto t0 = Clock::now();
-  const size_t bytes = transfer(x.expert, x.buf, missing, false);
-  const double ms = ms_between(t0, Clock::now());
-  lock.lock();
-  stats_.io_ms += ms;
-  stats_.read_ms += ms;
-  stats_.bytes_read += static_cast<int64_t>(bytes);
+  transfer_unlocked(lock, e, missing, false);
   x.valid |= missing;
   x.state = State::Ready;
   changed_.notify_all();

@@ -71,6 +71,7 @@ class SsdExpertStore final : public ExpertStore {
   // Under the lock: reads the parts of `need` entry e lacks (the lock is released meanwhile).
   void fill(std::unique_lock<std::mutex>& lock, int e, unsigned need);
   void write_back(std::unique_lock<std::mutex>& lock, int e);
+  void transfer_unlocked(std::unique_lock<std::mutex>& lock, int e, unsigned parts, bool write);
   void note_request();
   // Reads or writes the given parts of expert i's record, one request per run of adjacent parts.
   size_t transfer(int i, float* buf, unsigned parts, bool write);
