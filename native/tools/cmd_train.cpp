@@ -35,14 +35,17 @@ std::string record_json(const moe_step_record& r) {
   o.set("forward_ms", Value::of(r.forward_ms));
   o.set("backward_ms", Value::of(r.backward_ms));
   o.set("optimizer_ms", Value::of(r.optimizer_ms));
-  Value layers = Value::make_array();
-  const int32_t* counts = r.expert_tokens;
-  for (int l = 0; l < r.n_moe_layers; ++l) {
-    Value layer = Value::make_array();
-    for (int e = 0; e < r.experts_per_layer[l]; ++e) layer.push(Value::of(*counts++));
-    layers.push(layer);
-  }
-  o.set("expert_tokens", layers);
+  // [MoE layer][expert] arrays from the record's concatenated per-expert values.
+  auto per_layer = [&](const auto* values) {
+    Value layers = Value::make_array();
+    for (int l = 0; l < r.n_moe_layers; ++l) {
+      Value layer = Value::make_array();
+      for (int e = 0; e < r.experts_per_layer[l]; ++e) layer.push(Value::of(static_cast<int>(*values++)));
+      layers.push(layer);
+    }
+    return layers;
+  };
+  o.set("expert_tokens", per_layer(r.expert_tokens));
   if (r.offloaded) {
     o.set("upload_ms", Value::of(r.upload_ms));
     o.set("upload_hidden_ms", Value::of(r.upload_hidden_ms));
@@ -59,14 +62,8 @@ std::string record_json(const moe_step_record& r) {
     o.set("cache_hits", Value::of(static_cast<double>(r.cache_hits)));
     o.set("cache_misses", Value::of(static_cast<double>(r.cache_misses)));
     o.set("prefetch_lead_ms", Value::of(r.prefetch_lead_ms));
-    Value pinned = Value::make_array();
-    const uint8_t* pins = r.expert_pinned;
-    for (int l = 0; l < r.n_moe_layers; ++l) {
-      Value layer = Value::make_array();
-      for (int e = 0; e < r.experts_per_layer[l]; ++e) layer.push(Value::of(static_cast<int>(*pins++)));
-      pinned.push(layer);
-    }
-    o.set("expert_pinned", pinned);
+    o.set("expert_tiers", per_layer(r.expert_tiers));
+    o.set("expert_pinned", per_layer(r.expert_pinned));
   }
   return moe::json::dump(o);
 }
