@@ -184,9 +184,9 @@ class FailingBackend : public Backend {
   void crossentropy_backward(float* dl, const float* lg, const int32_t* t, float s, int N, int V) override {
     in_.crossentropy_backward(dl, lg, t, s, N, V);
   }
-  RouterLosses router_forward(float* p, int32_t* idx, float* w, const float* lg, int N, int E, int K,
-                              bool renorm) override {
-    return in_.router_forward(p, idx, w, lg, N, E, K, renorm);
+  RouterLosses router_forward(float* p, int32_t* idx, float* w, const float* lg, int N, int E, int K, bool renorm,
+                              const int32_t* forced) override {
+    return in_.router_forward(p, idx, w, lg, N, E, K, renorm, forced);
   }
   void router_backward(float* dl, const float* dw, const float* p, const int32_t* idx, const float* w,
                        const float* lg, int N, int E, int K, bool renorm, float aux, float z) override {

@@ -77,8 +77,9 @@ class Backend {
   }
 
   // MoE ops.
+  // forced_topk [N,K] (may be null): experts chosen for each token instead of the top-k (routing-skew experiments).
   virtual RouterLosses router_forward(float* probs, int32_t* topk_idx, float* topk_w, const float* logits, int N, int E,
-                                      int K, bool renormalize) = 0;
+                                      int K, bool renormalize, const int32_t* forced_topk) = 0;
   virtual void router_backward(float* dlogits, const float* dtopk_w, const float* probs, const int32_t* topk_idx,
                                const float* topk_w, const float* logits, int N, int E, int K, bool renormalize,
                                float aux_scale, float z_scale) = 0;

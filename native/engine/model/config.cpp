@@ -188,6 +188,29 @@ TrainConfig parse_train_config(const json::Value& obj) {
   return t;
 }
 
+RoutingSkew parse_routing_skew(const json::Value& obj) {
+  FieldReader r(obj, "routing_skew");
+  RoutingSkew k;
+  const json::Value* dist = r.get("distribution", json::Type::String);
+  if (!dist) fail("routing_skew.distribution: required (\"uniform\", \"zipf\" or \"hot\")");
+  if (dist->string == "none") k.distribution = SkewDistribution::None;
+  else if (dist->string == "uniform") k.distribution = SkewDistribution::Uniform;
+  else if (dist->string == "zipf") k.distribution = SkewDistribution::Zipf;
+  else if (dist->string == "hot") k.distribution = SkewDistribution::Hot;
+  else fail("routing_skew.distribution: \"" + dist->string + "\" is not supported; use \"none\", \"uniform\", \"zipf\" or \"hot\"");
+  k.zipf_s = r.number("zipf_s", k.zipf_s, 0.0, 10.0);
+  k.hot_fraction = r.number("hot_fraction", k.hot_fraction, 0.0, 1.0);
+  const double seed = r.number("seed", 0.0, 0.0, 9007199254740991.0);
+  if (seed != std::floor(seed)) fail("routing_skew.seed: must be a whole number");
+  k.seed = static_cast<uint64_t>(seed);
+  r.reject_unknown();
+  return k;
+}
+
+const char* skew_distribution_name(SkewDistribution d) {
+  return d == SkewDistribution::Uniform ? "uniform" : d == SkewDistribution::Zipf ? "zipf" : d == SkewDistribution::Hot ? "hot" : "none";
+}
+
 const char* offload_mode_name(OffloadMode m) {
   return m == OffloadMode::None ? "none" : m == OffloadMode::Host ? "host" : "ssd";
 }
@@ -279,13 +302,15 @@ EngineConfig parse_config(const json::Value& root) {
   check(root.is_object(), "config: must be a JSON object with \"model\" and optional \"train\" and \"offload\"");
   EngineConfig c;
   for (const auto& [k, v] : root.object)
-    if (k != "model" && k != "train" && k != "offload")
-      fail(k + ": unknown top-level field (expected \"model\", \"train\" and \"offload\")");
+    if (k != "model" && k != "train" && k != "offload" && k != "routing_skew")
+      fail(k + ": unknown top-level field (expected \"model\", \"train\", \"offload\" and \"routing_skew\")");
   const json::Value* model = root.find("model");
   check(model != nullptr, "model: required section is missing");
   c.model = parse_model_config(*model);
   if (const json::Value* train = root.find("train")) c.train = parse_train_config(*train);
   if (const json::Value* offload = root.find("offload")) c.offload = parse_offload_config(*offload);
+  if (const json::Value* skew = root.find("routing_skew"); skew && !skew->is_null())
+    c.train.routing_skew = parse_routing_skew(*skew);
   if (c.offload.mode != OffloadMode::None && c.train.compute_dtype != ComputeDtype::F32)
     fail("offload.mode: expert offload computes in fp32 only; set train.compute_dtype to \"fp32\"");
   if (c.train.seq_len > c.model.max_seq_len)
@@ -383,6 +408,15 @@ json::Value config_to_json(const EngineConfig& c) {
   o.set("train", train_config_to_json(c.train));
   // Written only when offload is on, so resident runs keep exactly the config.json they always had.
   if (c.offload.mode != OffloadMode::None) o.set("offload", offload_config_to_json(c.offload));
+  // Written only when on: a skewed run says so in its config.json.
+  if (c.train.routing_skew.distribution != SkewDistribution::None) {
+    json::Value k = json::Value::make_object();
+    k.set("distribution", json::Value::of(skew_distribution_name(c.train.routing_skew.distribution)));
+    k.set("zipf_s", json::Value::of(c.train.routing_skew.zipf_s));
+    k.set("hot_fraction", json::Value::of(c.train.routing_skew.hot_fraction));
+    k.set("seed", json::Value::of(static_cast<double>(c.train.routing_skew.seed)));
+    o.set("routing_skew", k);
+  }
   return o;
 }
 

@@ -41,6 +41,17 @@ struct ModelConfig {
   bool has_bias() const { return arch == Arch::GptMoe; }
 };
 
+// A routing-skew experiment (issue: load balance): the router's choices are replaced by seeded draws from a
+// distribution, everything else in the step stays real. Off by default; the config's top-level "routing_skew"
+// section, written to config.json only when on. Kept with the training settings (the trainer applies it).
+enum class SkewDistribution { None, Uniform, Zipf, Hot };
+struct RoutingSkew {
+  SkewDistribution distribution = SkewDistribution::None;
+  double zipf_s = 1.2;         // zipf: expert rank r is chosen with weight 1 / (r + 1)^s
+  double hot_fraction = 0.95;  // hot: this share of tokens routes to expert 0 (its other choices uniform)
+  uint64_t seed = 0;
+};
+
 struct TrainConfig {
   int batch_size = 8, seq_len = 256, steps = 1000, grad_accum = 1;
   double lr = 3e-4, min_lr = 3e-5;
@@ -49,6 +60,7 @@ struct TrainConfig {
   uint64_t seed = 1337;
   int threads = 2, checkpoint_every = 0;
   ComputeDtype compute_dtype = ComputeDtype::F32;
+  RoutingSkew routing_skew;
 };
 
 // Expert offload and pinning (docs/offload.md). mode "none" keeps every expert resident on the device.
@@ -91,6 +103,7 @@ EngineConfig parse_config_text(const std::string& text, const std::string& sourc
 ModelConfig parse_model_config(const json::Value& model);
 TrainConfig parse_train_config(const json::Value& train);
 OffloadConfig parse_offload_config(const json::Value& offload);
+RoutingSkew parse_routing_skew(const json::Value& skew);
 json::Value model_config_to_json(const ModelConfig& m);
 json::Value train_config_to_json(const TrainConfig& t);
 json::Value offload_config_to_json(const OffloadConfig& o);
@@ -102,5 +115,6 @@ const char* offload_mode_name(OffloadMode m);
 const char* pin_policy_name(PinPolicy p);
 const char* expert_optimizer_name(ExpertOptimizer o);
 const char* cache_policy_name(CachePolicy p);
+const char* skew_distribution_name(SkewDistribution d);
 
 }  // namespace moe

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "model/linear.h"
+#include "moe/routing_skew.h"
 
 namespace moe {
 
@@ -207,7 +208,18 @@ double Model::layer_forward(int l, int B, int T) {
 
   double aux = 0;
   if (cfg_.is_moe_layer(l)) {
-    RouterLosses rl = moe_layers_[cfg_.moe_index(l)]->forward(be_, p, experts(), a.ffn_out.f(), a.ln2.f(), N);
+    const int32_t* forced = nullptr;
+    if (routing_skew_) {
+      MoeLayer& layer = *moe_layers_[cfg_.moe_index(l)];
+      const int E = layer.shape().E, K = layer.shape().K;
+      std::vector<int32_t> picks(static_cast<size_t>(N) * K);
+      draw_skewed_routing(*routing_skew_, routing_draw_, l, N, E, K, picks.data());
+      forced_topk_.reserve(be_, picks.size() * sizeof(int32_t));
+      be_.copy(forced_topk_.i32(), picks.data(), picks.size() * sizeof(int32_t));
+      forced = forced_topk_.i32();
+    }
+    RouterLosses rl =
+        moe_layers_[cfg_.moe_index(l)]->forward(be_, p, experts(), a.ffn_out.f(), a.ln2.f(), N, forced);
     aux = cfg_.aux_loss_coef * rl.aux + cfg_.z_loss_coef * rl.z;
   } else {
     FfnShape fs{C, cfg_.d_ff, cfg_.arch == Arch::Mixtral};

@@ -55,6 +55,11 @@ class Model {
 
   // inputs/targets: [B, T] token ids (targets may be null: logits only; -1 masks a target).
   ForwardResult forward(const int32_t* inputs, const int32_t* targets, int B, int T);
+  // A routing-skew experiment: later forwards route by seeded draws numbered `draw` (null: the router decides).
+  void set_routing_skew(const RoutingSkew* skew, uint64_t draw) {
+    routing_skew_ = skew;
+    routing_draw_ = draw;
+  }
   // Accumulates into grads() the gradient of (loss + aux_loss) of the last forward, times loss_scale.
   void backward(float loss_scale);
 
@@ -98,6 +103,9 @@ class Model {
   int B_ = 0, T_ = 0;
 
   DeviceBuffer tokens_, targets_;
+  const RoutingSkew* routing_skew_ = nullptr;
+  uint64_t routing_draw_ = 0;
+  DeviceBuffer forced_topk_;
   std::vector<DeviceBuffer> resid_;  // resid_[l]: residual stream entering layer l; resid_[L] the output
   std::vector<LayerActs> acts_;
   DeviceBuffer lnf_, lnf_mean_, lnf_rstd_, logits_, losses_;

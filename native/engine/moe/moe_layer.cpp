@@ -83,7 +83,7 @@ size_t MoeLayer::buffer_bytes() const {
 }
 
 RouterLosses MoeLayer::forward(Backend& be, const LayerParams& p, ExpertAccess& experts, float* y, const float* x,
-                               int N) {
+                               int N, const int32_t* forced_topk) {
   const int C = s_.C, E = s_.E, K = s_.K;
   reserve_floats(be, logits_, (size_t)N * E);
   reserve_floats(be, probs_, (size_t)N * E);
@@ -91,7 +91,8 @@ RouterLosses MoeLayer::forward(Backend& be, const LayerParams& p, ExpertAccess& 
   reserve_floats(be, topk_w_, (size_t)N * K);
 
   be.matmul_forward(logits_.f(), x, p.router_w, nullptr, N, C, E);
-  RouterLosses losses = be.router_forward(probs_.f(), topk_idx_.i32(), topk_w_.f(), logits_.f(), N, E, K, s_.renormalize);
+  RouterLosses losses = be.router_forward(probs_.f(), topk_idx_.i32(), topk_w_.f(), logits_.f(), N, E, K, s_.renormalize,
+                                           forced_topk);
   be.dispatch_plan(plan_, topk_idx_.i32(), N, E, K, s_.capacity(N));
 
   const size_t S = plan_.total_slots();

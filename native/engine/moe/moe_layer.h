@@ -34,7 +34,9 @@ class MoeLayer {
   MoeLayer(const MoeShape& shape, int layer) : s_(shape), layer_(layer) {}
 
   // Routed experts are reached only through `experts` (it decides where their weights and gradients live).
-  RouterLosses forward(Backend& be, const LayerParams& p, ExpertAccess& experts, float* y, const float* x, int N);
+  // forced_topk [N,K] (may be null): experts chosen per token instead of the router's top-k (routing skew).
+  RouterLosses forward(Backend& be, const LayerParams& p, ExpertAccess& experts, float* y, const float* x, int N,
+                       const int32_t* forced_topk = nullptr);
   void backward(Backend& be, const LayerParams& p, const LayerParams& grads, ExpertAccess& experts, float* dx,
                 const float* dy, const float* x, int N, float aux_scale, float z_scale, BackwardScratch& scratch);
 

@@ -101,6 +101,8 @@ StepRecord Trainer::step() {
   for (int micro = 0; micro < A; ++micro) {
     if (offload_) offload_->begin_micro(micro, A);
     Batch b = next_batch();
+    if (cfg_.train.routing_skew.distribution != SkewDistribution::None)
+      model_.set_routing_skew(&cfg_.train.routing_skew, static_cast<uint64_t>(state_.step) * A + micro);
     auto tf = std::chrono::steady_clock::now();
     ForwardResult fr = model_.forward(b.inputs.data(), b.targets.data(), b.B, b.T);
     rec.forward_ms += ms_since(tf);

@@ -120,8 +120,8 @@ class CpuBackend final : public Backend {
   }
 
   RouterLosses router_forward(float* probs, int32_t* topk_idx, float* topk_w, const float* logits, int N, int E, int K,
-                              bool renormalize) override {
-    return cpu::router_forward(tp_, probs, topk_idx, topk_w, logits, N, E, K, renormalize);
+                              bool renormalize, const int32_t* forced_topk) override {
+    return cpu::router_forward(tp_, probs, topk_idx, topk_w, logits, N, E, K, renormalize, forced_topk);
   }
   void router_backward(float* dlogits, const float* dtopk_w, const float* probs, const int32_t* topk_idx,
                        const float* topk_w, const float* logits, int N, int E, int K, bool renormalize,

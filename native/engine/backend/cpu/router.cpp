@@ -63,7 +63,7 @@ float logsumexp_row(const float* l, int E) {
 }  // namespace
 
 RouterLosses router_forward(ThreadPool& tp, float* probs, int32_t* topk_idx, float* topk_w, const float* logits, int N,
-                            int E, int K, bool renormalize) {
+                            int E, int K, bool renormalize, const int32_t* forced_topk) {
   check_shapes(N, E, K);
   if (N == 0) return {0.0f, 0.0f};
   const int blocks = (N + kBlock - 1) / kBlock;
@@ -84,7 +84,14 @@ RouterLosses router_forward(ThreadPool& tp, float* probs, int32_t* topk_idx, flo
         int32_t* idx = topk_idx + n * K;
         float* w = topk_w + n * K;
         float lse = softmax_row(p, logits + n * E, E);
-        topk_row(idx, w, p, E, K);
+        if (forced_topk) {
+          for (int k = 0; k < K; ++k) {
+            idx[k] = forced_topk[n * K + k];
+            w[k] = p[idx[k]];
+          }
+        } else {
+          topk_row(idx, w, p, E, K);
+        }
         if (renormalize) {
           float s = 0.0f;
           for (int k = 0; k < K; ++k) s += w[k];

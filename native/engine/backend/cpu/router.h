@@ -13,8 +13,11 @@ struct RouterLosses {
 
 // probs[N,E] = softmax(logits); topk_idx[N,K] the K most probable experts in descending order (ties: lower
 // index first); topk_w[N,K] their probabilities, renormalised to sum 1 when `renormalize`.
+// With forced_topk[N,K] (distinct experts per token) those experts are taken instead of the top-k, with their
+// probabilities as weights, and the aux loss counts them: a skewed-routing experiment whose every other part
+// is the real computation.
 RouterLosses router_forward(ThreadPool& tp, float* probs, int32_t* topk_idx, float* topk_w, const float* logits, int N,
-                            int E, int K, bool renormalize);
+                            int E, int K, bool renormalize, const int32_t* forced_topk = nullptr);
 // dlogits[N,E] += ∂(Σ dtopk_w·topk_w)/∂logits + aux_scale·∂aux/∂logits + z_scale·∂z/∂logits.
 // f_e is a constant of the routing decision (as in Switch), so aux's gradient flows through P_e only.
 void router_backward(ThreadPool& tp, float* dlogits, const float* dtopk_w, const float* probs, const int32_t* topk_idx,
