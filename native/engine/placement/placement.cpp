@@ -1,0 +1,160 @@
+#include "placement/placement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "core/error.h"
+
+namespace moe {
+namespace {
+
+void validate(const PlacementConfig& cfg, const std::vector<int32_t>& tokens, const ExpertCostModel& cost) {
+  check(cfg.devices >= 1, "placement.devices: must be at least 1, got " + std::to_string(cfg.devices));
+  // Written so that NaN fails too.
+  check(cfg.lambda >= 1 && cfg.lambda <= 10, "placement.lambda: must be in [1, 10], got " + std::to_string(cfg.lambda));
+  check(cfg.alpha >= 1 && cfg.alpha <= 10, "placement.alpha: must be in [1, 10], got " + std::to_string(cfg.alpha));
+  check(cfg.min_tokens >= 1, "placement.min_tokens: must be at least 1, got " + std::to_string(cfg.min_tokens));
+  check(cost.compute_ms_per_token > 0 && std::isfinite(cost.compute_ms_per_token),
+        "placement.compute_ms_per_token: must be a positive finite number");
+  check(cost.upload_ms_per_expert >= 0 && std::isfinite(cost.upload_ms_per_expert),
+        "placement.upload_ms_per_expert: must be a non-negative finite number");
+  for (size_t e = 0; e < tokens.size(); ++e)
+    check(tokens[e] >= 0, "placement.tokens_per_expert[" + std::to_string(e) + "]: must not be negative, got " +
+                              std::to_string(tokens[e]));
+}
+
+// Indices of `key` by value descending, ties lower index first: the order every policy walks in.
+template <typename T>
+std::vector<int> by_descending(const std::vector<T>& key) {
+  std::vector<int> order(key.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return key[a] > key[b]; });
+  return order;
+}
+
+std::vector<ExpertPiece> static_pieces(const std::vector<int32_t>& tokens, int devices) {
+  std::vector<ExpertPiece> pieces;
+  for (int e = 0; e < (int)tokens.size(); ++e)
+    if (tokens[e] > 0) pieces.push_back({e, e % devices, 0, tokens[e]});
+  return pieces;
+}
+
+std::vector<ExpertPiece> greedy_pieces(const std::vector<int32_t>& tokens, int devices, const ExpertCostModel& cost) {
+  std::vector<double> expert_cost(tokens.size());
+  for (size_t e = 0; e < tokens.size(); ++e)
+    expert_cost[e] = std::max(cost.upload_ms_per_expert, tokens[e] * cost.compute_ms_per_token);
+  std::vector<double> device_cost(devices, 0.0);
+  std::vector<ExpertPiece> pieces;
+  for (int e : by_descending(expert_cost)) {
+    if (tokens[e] == 0) continue;
+    const int d = int(std::min_element(device_cost.begin(), device_cost.end()) - device_cost.begin());
+    device_cost[d] += expert_cost[e];
+    pieces.push_back({e, d, 0, tokens[e]});
+  }
+  std::sort(pieces.begin(), pieces.end(), [](const ExpertPiece& a, const ExpertPiece& b) { return a.expert < b.expert; });
+  return pieces;
+}
+
+// The state LLEP's donors share: loads as spilled so far, and rows [0, at_home[e]) still on e's home.
+struct Spill {
+  const PlacementConfig& cfg;
+  std::vector<int64_t> load;
+  std::vector<bool> receiver;
+  std::vector<int32_t> at_home;
+  int64_t cap = 0;
+  std::vector<ExpertPiece> spilled;
+
+  int least_loaded_receiver() const {
+    int best = -1;
+    for (int d = 0; d < cfg.devices; ++d)
+      if (receiver[d] && (best < 0 || load[d] < load[best])) best = d;
+    return best;
+  }
+
+  void shed(int donor, int64_t excess, const std::vector<int>& experts_by_tokens) {
+    for (int e : experts_by_tokens) {
+      if (e % cfg.devices != donor) continue;
+      while (excess >= cfg.min_tokens) {
+        const int to = least_loaded_receiver();
+        const int64_t room = cap - load[to];
+        if (room < cfg.min_tokens) return;
+        const int64_t rest = at_home[e], want = std::min(excess, room);
+        const int64_t rows = want >= rest ? rest : std::min(want, rest - cfg.min_tokens);
+        if (rows < cfg.min_tokens) break;
+        at_home[e] -= int32_t(rows);
+        spilled.push_back({e, to, at_home[e], int32_t(rows)});
+        load[donor] -= rows;
+        load[to] += rows;
+        excess -= rows;
+      }
+    }
+  }
+};
+
+std::vector<ExpertPiece> least_loaded_pieces(const PlacementConfig& cfg, const std::vector<int32_t>& tokens,
+                                             const std::vector<int64_t>& load_before, double imbalance_before) {
+  if (imbalance_before <= cfg.lambda) return static_pieces(tokens, cfg.devices);
+  // Past here some device is above the mean, so another is below it: there is always a receiver.
+  const double mean = double(std::accumulate(load_before.begin(), load_before.end(), int64_t(0))) / cfg.devices;
+  Spill spill{cfg, load_before, std::vector<bool>(cfg.devices), tokens, int64_t(std::floor(cfg.alpha * mean)), {}};
+  for (int d = 0; d < cfg.devices; ++d) spill.receiver[d] = load_before[d] <= mean;
+  const std::vector<int> experts_by_tokens = by_descending(tokens);
+  for (int donor : by_descending(load_before))
+    if (!spill.receiver[donor]) spill.shed(donor, load_before[donor] - int64_t(std::ceil(mean)), experts_by_tokens);
+
+  std::vector<ExpertPiece> pieces = std::move(spill.spilled);
+  for (int e = 0; e < (int)tokens.size(); ++e)
+    if (spill.at_home[e] > 0) pieces.push_back({e, e % cfg.devices, 0, spill.at_home[e]});
+  std::sort(pieces.begin(), pieces.end(), [](const ExpertPiece& a, const ExpertPiece& b) {
+    return a.expert != b.expert ? a.expert < b.expert : a.begin < b.begin;
+  });
+  return pieces;
+}
+
+std::vector<int64_t> device_loads(const std::vector<ExpertPiece>& pieces, int devices) {
+  std::vector<int64_t> load(devices, 0);
+  for (const ExpertPiece& p : pieces) load[p.device] += p.count;
+  return load;
+}
+
+double imbalance(const std::vector<int64_t>& load) {
+  const int64_t total = std::accumulate(load.begin(), load.end(), int64_t(0));
+  if (total == 0) return 1.0;
+  return double(*std::max_element(load.begin(), load.end())) * double(load.size()) / double(total);
+}
+
+}  // namespace
+
+Placement place_experts(const PlacementConfig& cfg, const std::vector<int32_t>& tokens_per_expert,
+                        const ExpertCostModel& cost) {
+  validate(cfg, tokens_per_expert, cost);
+  const int D = cfg.devices;
+  Placement out;
+  for (int e = 0; e < (int)tokens_per_expert.size(); ++e) out.home.push_back(e % D);
+  out.load_before = device_loads(static_pieces(tokens_per_expert, D), D);
+  out.imbalance_before = imbalance(out.load_before);
+  switch (cfg.policy) {
+    case PlacementPolicy::Static: out.pieces = static_pieces(tokens_per_expert, D); break;
+    case PlacementPolicy::Greedy: out.pieces = greedy_pieces(tokens_per_expert, D, cost); break;
+    case PlacementPolicy::LeastLoaded:
+      out.pieces = least_loaded_pieces(cfg, tokens_per_expert, out.load_before, out.imbalance_before);
+      break;
+  }
+  out.load_after = device_loads(out.pieces, D);
+  out.imbalance_after = imbalance(out.load_after);
+  // Each policy puts at most one piece of an expert on a device, so a piece away from home is one weight copy.
+  for (const ExpertPiece& p : out.pieces)
+    if (p.device != out.home[p.expert]) {
+      out.spilled_tokens += p.count;
+      ++out.moved_experts;
+    }
+  return out;
+}
+
+const char* placement_policy_name(PlacementPolicy p) {
+  return p == PlacementPolicy::Static ? "static" : p == PlacementPolicy::Greedy ? "greedy" : "least-loaded";
+}
+
+}  // namespace moe
