@@ -17,6 +17,10 @@ struct moe_engine {
   std::string last_error, config_json, backend_name, backend_description;
   std::vector<int32_t> experts_per_layer, expert_tokens;
   std::vector<uint8_t> expert_tiers, expert_pinned;
+  // Placement of the last step, flattened per MoE layer.
+  std::vector<double> imbalance;
+  std::vector<int64_t> device_loads, spilled_tokens;
+  std::vector<int32_t> moved_experts, expert_device;
   std::atomic<bool> stop{false};
   std::mutex pause_mutex;
   std::condition_variable pause_cv;
@@ -157,6 +161,18 @@ int moe_engine_step(moe_engine* engine, moe_step_record* out) {
     for (const auto& layer : r.expert_tiers) engine->expert_tiers.insert(engine->expert_tiers.end(), layer.begin(), layer.end());
     for (const auto& layer : r.expert_pinned)
       engine->expert_pinned.insert(engine->expert_pinned.end(), layer.begin(), layer.end());
+    for (auto* v : {&engine->device_loads, &engine->spilled_tokens}) v->clear();
+    for (auto* v : {&engine->moved_experts, &engine->expert_device}) v->clear();
+    engine->imbalance.clear();
+    for (const moe::LayerPlacement& p : r.placements) {
+      engine->imbalance.push_back(p.imbalance_before);
+      engine->imbalance.push_back(p.imbalance_after);
+      engine->device_loads.insert(engine->device_loads.end(), p.load_before.begin(), p.load_before.end());
+      engine->device_loads.insert(engine->device_loads.end(), p.load_after.begin(), p.load_after.end());
+      engine->spilled_tokens.push_back(p.spilled_tokens);
+      engine->moved_experts.push_back(p.moved_experts);
+      engine->expert_device.insert(engine->expert_device.end(), p.expert_device.begin(), p.expert_device.end());
+    }
     if (out) {
       *out = moe_step_record{};
       out->step = r.step;
@@ -190,6 +206,13 @@ int moe_engine_step(moe_engine* engine, moe_step_record* out) {
       out->bytes_ssd_write = r.bytes_ssd_write;
       out->cache_hits = r.cache_hits;
       out->cache_misses = r.cache_misses;
+      const bool placed = !r.placements.empty();
+      out->n_devices = placed ? static_cast<int32_t>(r.placements[0].load_after.size()) : 0;
+      out->imbalance = placed ? engine->imbalance.data() : nullptr;
+      out->device_loads = placed ? engine->device_loads.data() : nullptr;
+      out->spilled_tokens = placed ? engine->spilled_tokens.data() : nullptr;
+      out->moved_experts = placed ? engine->moved_experts.data() : nullptr;
+      out->expert_device = placed ? engine->expert_device.data() : nullptr;
     }
     return static_cast<int>(MOE_OK);
   });

@@ -102,4 +102,43 @@ TEST(skewed_training_routes_by_the_draws_and_is_deterministic) {
   CHECK_MSG(message.find("routing_skew.distribution") == 0, message);
 }
 
+// With D devices each step records every MoE layer's placement: loads that add up to the step's rows, the
+// policy's caps, and the same training as one device (placement decides where work goes, not what it is).
+TEST(steps_record_their_placement_across_devices) {
+  const std::string base = R"({"model": {"arch": "mixtral", "vocab_size": 64, "d_model": 32, "n_layers": 2,
+      "n_heads": 2, "max_seq_len": 64, "d_ff": 48, "n_experts": 16, "top_k": 2},
+    "train": {"batch_size": 8, "seq_len": 64, "steps": 10, "threads": 1},
+    "routing_skew": {"distribution": "hot", "hot_fraction": 0.95, "seed": 3})";
+  auto run = [&](const std::string& placement) {
+    moe::EngineConfig cfg = moe::parse_config_text(base + placement + "}", "test");
+    auto be = moe::make_cpu_backend(1);
+    moe::Trainer t(cfg, *be);
+    std::vector<int32_t> in(512), tg(512);
+    for (int i = 0; i < 512; ++i) in[i] = tg[i] = (i * 13) % 64;
+    std::vector<moe::StepRecord> out;
+    for (int s = 0; s < 2; ++s) {
+      t.feed_batch(in.data(), tg.data(), 8, 64);
+      out.push_back(t.step());
+    }
+    return out;
+  };
+  const auto one = run("");
+  CHECK(one[0].placements.empty());
+  for (const char* policy : {"static", "greedy", "least-loaded"}) {
+    const auto four = run(std::string(R"(, "placement": {"devices": 4, "policy": ")") + policy + "\"}");
+    for (size_t s = 0; s < four.size(); ++s) {
+      CHECK(four[s].loss == one[s].loss);
+      CHECK(four[s].placements.size() == 2);
+      for (const moe::LayerPlacement& p : four[s].placements) {
+        int64_t before = 0, after = 0;
+        for (int d = 0; d < 4; ++d) before += p.load_before[d], after += p.load_after[d];
+        CHECK(before == 512 * 2 && after == before);
+        CHECK(p.imbalance_before > 2.0);
+        if (std::string(policy) == "least-loaded") CHECK(p.imbalance_after <= 1.1 + 1e-9 && p.spilled_tokens > 0);
+        if (std::string(policy) == "static") CHECK(p.imbalance_after == p.imbalance_before);
+      }
+    }
+  }
+}
+
 TEST_MAIN()

@@ -65,6 +65,29 @@ std::string record_json(const moe_step_record& r) {
     o.set("expert_tiers", per_layer(r.expert_tiers));
     o.set("expert_pinned", per_layer(r.expert_pinned));
   }
+  if (r.n_devices > 0) {
+    Value layers = Value::make_array();
+    const int32_t* device = r.expert_device;
+    for (int l = 0; l < r.n_moe_layers; ++l) {
+      Value p = Value::make_object();
+      p.set("imbalance_before", Value::of(r.imbalance[2 * l]));
+      p.set("imbalance_after", Value::of(r.imbalance[2 * l + 1]));
+      Value before = Value::make_array(), after = Value::make_array();
+      for (int d = 0; d < r.n_devices; ++d) {
+        before.push(Value::of(static_cast<double>(r.device_loads[(2 * l) * r.n_devices + d])));
+        after.push(Value::of(static_cast<double>(r.device_loads[(2 * l + 1) * r.n_devices + d])));
+      }
+      p.set("device_tokens_before", before);
+      p.set("device_tokens_after", after);
+      p.set("spilled_tokens", Value::of(static_cast<double>(r.spilled_tokens[l])));
+      p.set("moved_experts", Value::of(r.moved_experts[l]));
+      Value map = Value::make_array();
+      for (int e = 0; e < r.experts_per_layer[l]; ++e) map.push(Value::of(*device++));
+      p.set("expert_device", map);
+      layers.push(p);
+    }
+    o.set("placement", layers);
+  }
   return moe::json::dump(o);
 }
 

@@ -48,6 +48,16 @@ typedef struct moe_step_record {
   double ssd_ms, prefetch_lead_ms;
   int64_t bytes_ssd_read, bytes_ssd_write, cache_hits, cache_misses;
   double ssd_read_ms;
+  /* Placement across n_devices devices (0 and NULL arrays with one device), per MoE layer: imbalance
+   * [layers][2] max/mean device load before (static homes) and after the policy; device_loads [layers][2][D]
+   * tokens per device before and after; spilled_tokens, moved_experts [layers]; expert_device
+   * [sum(experts_per_layer)] device of each expert's first rows (-1: no rows). */
+  int32_t n_devices;
+  const double* imbalance;
+  const int64_t* device_loads;
+  const int64_t* spilled_tokens;
+  const int32_t* moved_experts;
+  const int32_t* expert_device;
 } moe_step_record;
 
 /* Creates an engine from a JSON config ({"model": ..., "train": ...}). With model omitted, init_dir

@@ -207,6 +207,23 @@ RoutingSkew parse_routing_skew(const json::Value& obj) {
   return k;
 }
 
+PlacementConfig parse_placement_config(const json::Value& obj) {
+  FieldReader r(obj, "placement");
+  PlacementConfig p;
+  p.devices = r.integer("devices", p.devices, 1, 1024);
+  if (const json::Value* policy = r.get("policy", json::Type::String)) {
+    if (policy->string == "static") p.policy = PlacementPolicy::Static;
+    else if (policy->string == "greedy") p.policy = PlacementPolicy::Greedy;
+    else if (policy->string == "least-loaded") p.policy = PlacementPolicy::LeastLoaded;
+    else fail("placement.policy: \"" + policy->string + "\" is not supported; use \"static\", \"greedy\" or \"least-loaded\"");
+  }
+  p.lambda = r.number("lambda", p.lambda, 1.0, 10.0);
+  p.alpha = r.number("alpha", p.alpha, 1.0, 10.0);
+  p.min_tokens = r.integer("min_tokens", p.min_tokens, 1, kBig);
+  r.reject_unknown();
+  return p;
+}
+
 const char* skew_distribution_name(SkewDistribution d) {
   return d == SkewDistribution::Uniform ? "uniform" : d == SkewDistribution::Zipf ? "zipf" : d == SkewDistribution::Hot ? "hot" : "none";
 }
@@ -302,8 +319,9 @@ EngineConfig parse_config(const json::Value& root) {
   check(root.is_object(), "config: must be a JSON object with \"model\" and optional \"train\" and \"offload\"");
   EngineConfig c;
   for (const auto& [k, v] : root.object)
-    if (k != "model" && k != "train" && k != "offload" && k != "routing_skew")
-      fail(k + ": unknown top-level field (expected \"model\", \"train\", \"offload\" and \"routing_skew\")");
+    if (k != "model" && k != "train" && k != "offload" && k != "routing_skew" && k != "placement")
+      fail(k + ": unknown top-level field (expected \"model\", \"train\", \"offload\", \"routing_skew\" and "
+               "\"placement\")");
   const json::Value* model = root.find("model");
   check(model != nullptr, "model: required section is missing");
   c.model = parse_model_config(*model);
@@ -311,6 +329,8 @@ EngineConfig parse_config(const json::Value& root) {
   if (const json::Value* offload = root.find("offload")) c.offload = parse_offload_config(*offload);
   if (const json::Value* skew = root.find("routing_skew"); skew && !skew->is_null())
     c.train.routing_skew = parse_routing_skew(*skew);
+  if (const json::Value* placement = root.find("placement"); placement && !placement->is_null())
+    c.placement = parse_placement_config(*placement);
   if (c.offload.mode != OffloadMode::None && c.train.compute_dtype != ComputeDtype::F32)
     fail("offload.mode: expert offload computes in fp32 only; set train.compute_dtype to \"fp32\"");
   if (c.train.seq_len > c.model.max_seq_len)
@@ -416,6 +436,16 @@ json::Value config_to_json(const EngineConfig& c) {
     k.set("hot_fraction", json::Value::of(c.train.routing_skew.hot_fraction));
     k.set("seed", json::Value::of(static_cast<double>(c.train.routing_skew.seed)));
     o.set("routing_skew", k);
+  }
+  // Written only when it decides something, so single-device runs keep the config.json they always had.
+  if (c.placement.devices > 1) {
+    json::Value p = json::Value::make_object();
+    p.set("devices", json::Value::of(c.placement.devices));
+    p.set("policy", json::Value::of(placement_policy_name(c.placement.policy)));
+    p.set("lambda", json::Value::of(c.placement.lambda));
+    p.set("alpha", json::Value::of(c.placement.alpha));
+    p.set("min_tokens", json::Value::of(c.placement.min_tokens));
+    o.set("placement", p);
   }
   return o;
 }

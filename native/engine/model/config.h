@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "placement/placement.h"
 
 namespace moe {
 
@@ -95,6 +96,7 @@ struct EngineConfig {
   ModelConfig model;
   TrainConfig train;
   OffloadConfig offload;
+  PlacementConfig placement;  // D devices and the placement policy; one device: every decision is trivial
 };
 
 // Parses {"model": {...}, "train": {...}} (train optional). Throws EngineError naming the field.
@@ -103,6 +105,7 @@ EngineConfig parse_config_text(const std::string& text, const std::string& sourc
 ModelConfig parse_model_config(const json::Value& model);
 TrainConfig parse_train_config(const json::Value& train);
 OffloadConfig parse_offload_config(const json::Value& offload);
+PlacementConfig parse_placement_config(const json::Value& placement);
 RoutingSkew parse_routing_skew(const json::Value& skew);
 json::Value model_config_to_json(const ModelConfig& m);
 json::Value train_config_to_json(const TrainConfig& t);

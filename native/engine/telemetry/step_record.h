@@ -6,6 +6,15 @@
 
 namespace moe {
 
+// One MoE layer's placement decision for the step's tokens (issue: load balance), from the placement policy.
+struct LayerPlacement {
+  std::vector<int64_t> load_before, load_after;  // [D] tokens per device: static homes vs the placement
+  double imbalance_before = 1, imbalance_after = 1;  // max/mean of those
+  int64_t spilled_tokens = 0;                    // tokens computed away from their expert's home device
+  int moved_experts = 0;                         // weight copies the placement needs
+  std::vector<int32_t> expert_device;            // [E] device of the expert's first rows (-1: no rows)
+};
+
 struct StepRecord {
   int64_t step = 0;  // 1-based optimizer step
   double loss = 0, aux_loss = 0, lr = 0, grad_norm = 0;
@@ -26,6 +35,9 @@ struct StepRecord {
   std::vector<std::vector<uint8_t>> expert_tiers;    // [MoE layer][expert] home tier: 0 device, 1 host, 2 SSD
   std::vector<std::vector<uint8_t>> expert_pinned;   // [MoE layer][expert] 1 when pinned this step
   std::vector<std::vector<int32_t>> expert_uploads;  // [MoE layer][expert] weight uploads this step
+
+  // Placement across devices (empty with one device): per MoE layer.
+  std::vector<LayerPlacement> placements;
 };
 
 class TelemetrySink {
