@@ -89,6 +89,20 @@ export const OffloadConfigSchema = z
   })
   .strict()
 
+// A load-balance experiment (issue 7): the engine replaces the router's top-k with seeded draws and keeps the
+// rest of the step real. Omitted or distribution "none": the router routes; the engine gets the section only when on.
+export const RoutingSkewConfigSchema = z
+  .object({
+    distribution: z.enum(['none', 'uniform', 'zipf', 'hot']).default('none')
+      .describe("Experiment: replace the router's choices with seeded draws (not training a real router). none: the router routes; uniform, zipf or hot: experts drawn from that distribution"),
+    zipf_s: z.number().min(0).max(10).default(1.2)
+      .describe('zipf: expert rank r is drawn with weight 1/(r+1)^s (0 = uniform; larger = more skewed)'),
+    hot_fraction: z.number().min(0).max(1).default(0.95)
+      .describe('hot: share of tokens whose first choice is expert 0; their other choices are uniform over the rest'),
+    seed: int(0, Number.MAX_SAFE_INTEGER).default(0).describe('Seed of the draws: the same seed gives every run the same routing'),
+  })
+  .strict()
+
 function checkOffload(c: { train: TrainConfig; offload?: OffloadConfig }, ctx: z.RefinementCtx): void {
   const o = c.offload
   if (!o || o.mode === 'none') return
@@ -102,7 +116,12 @@ function checkOffload(c: { train: TrainConfig; offload?: OffloadConfig }, ctx: z
 }
 
 export const RunConfigSchema = z
-  .object({ model: ModelConfigSchema, train: TrainConfigSchema, offload: OffloadConfigSchema.optional() })
+  .object({
+    model: ModelConfigSchema,
+    train: TrainConfigSchema,
+    offload: OffloadConfigSchema.optional(),
+    routing_skew: RoutingSkewConfigSchema.optional(),
+  })
   .strict()
   .superRefine((c, ctx) => {
     const m = c.model
@@ -133,4 +152,5 @@ export const RunConfigSchema = z
 export type ModelConfig = z.infer<typeof ModelConfigSchema>
 export type TrainConfig = z.infer<typeof TrainConfigSchema>
 export type OffloadConfig = z.infer<typeof OffloadConfigSchema>
+export type RoutingSkewConfig = z.infer<typeof RoutingSkewConfigSchema>
 export type RunConfig = z.infer<typeof RunConfigSchema>
