@@ -7,7 +7,7 @@ import { z } from 'zod'
 import { RunConfigSchema } from '../../main/api/config'
 
 export type FieldKind = 'integer' | 'number' | 'boolean' | 'enum' | 'nullable-number' | 'number-or-list'
-export type SectionName = 'model' | 'train' | 'offload'
+export type SectionName = 'model' | 'train' | 'offload' | 'routing_skew'
 
 export interface FormField {
   section: SectionName
@@ -51,7 +51,12 @@ interface JsonSchemaNode {
   exclusiveMinimum?: number
 }
 
-const SECTION_TITLES: Record<SectionName, string> = { model: 'Model', train: 'Training', offload: 'Offload' }
+const SECTION_TITLES: Record<SectionName, string> = {
+  model: 'Model',
+  train: 'Training',
+  offload: 'Offload',
+  routing_skew: 'Routing skew (experiment)',
+}
 
 function bounds(node: JsonSchemaNode): Pick<FormField, 'integer' | 'min' | 'max' | 'exclusiveMin'> {
   return {

@@ -1,6 +1,7 @@
-// New run in Chromium against the real host: a run created from the generated form starts, a bad
-// value is flagged next to its field (client side) and a missing file next to its field (host side),
-// and a two-run sweep is queued and opens Compare.
+// New run in Chromium against the real host: a run created from the generated form starts, the
+// routing-skew section shows what its distribution uses, a bad value is flagged next to its field
+// (client side) and a missing file next to its field (host side), and a two-run sweep is queued and
+// opens Compare.
 import type { Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
@@ -38,6 +39,19 @@ describe('New run view', () => {
     expect(await page.locator('[data-field="model.capacity_factor"]').textContent()).toContain('dropless')
     expect(await page.locator('[data-field="model.n_experts"]').textContent()).toContain('per MoE layer')
     await expect.poll(() => page.getByTestId('plan-explanation').textContent()).toMatch(/resident/)
+  })
+
+  it('shows the routing-skew fields the chosen distribution uses', async () => {
+    const skew = page.locator('[data-section="routing_skew"]')
+    const shown = () => skew.locator('[data-field]').evaluateAll((fields) => fields.map((f) => f.getAttribute('data-field')))
+    expect(await skew.locator('legend').textContent()).toBe('Routing skew (experiment)')
+    expect(await shown()).toEqual(['routing_skew.distribution'])
+    await input('routing_skew.distribution').selectOption('hot')
+    await expect.poll(shown).toEqual(['routing_skew.distribution', 'routing_skew.hot_fraction', 'routing_skew.seed'])
+    await input('routing_skew.distribution').selectOption('zipf')
+    await expect.poll(shown).toEqual(['routing_skew.distribution', 'routing_skew.zipf_s', 'routing_skew.seed'])
+    await input('routing_skew.distribution').selectOption('none')
+    await expect.poll(shown).toEqual(['routing_skew.distribution'])
   })
 
   it('shows a validation error next to its field and blocks Start', async () => {

@@ -2,7 +2,7 @@
 // optional fields, ranges and help text come from the schema.
 import { describe, expect, it } from 'vitest'
 
-import { OffloadConfigSchema, RunConfigSchema } from '../../main/api/config'
+import { OffloadConfigSchema, RoutingSkewConfigSchema, RunConfigSchema } from '../../main/api/config'
 import { defaultDraft, moeLayerCount, numberFromInput, parseNumberList, withField } from '../../renderer/forms/config-draft'
 import { allFields, rangeText, runConfigForm, sectionsFromJsonSchema, type FormField } from '../../renderer/forms/schema-fields'
 
@@ -13,12 +13,13 @@ const field = (path: string): FormField => {
 }
 
 describe('form model from the run config schema', () => {
-  it('has a model, a training and an offload section holding every schema field', () => {
+  it('has a model, a training, an offload and a routing-skew section holding every schema field', () => {
     const sections = runConfigForm()
-    expect(sections.map((s) => s.name)).toEqual(['model', 'train', 'offload'])
+    expect(sections.map((s) => s.name)).toEqual(['model', 'train', 'offload', 'routing_skew'])
     expect(sections[0]!.fields.map((f) => f.key)).toEqual(Object.keys(RunConfigSchema.shape.model.shape))
     expect(sections[1]!.fields.map((f) => f.key)).toEqual(Object.keys(RunConfigSchema.shape.train.shape))
     expect(sections[2]!.fields.map((f) => f.key)).toEqual(Object.keys(OffloadConfigSchema.shape))
+    expect(sections[3]!.fields.map((f) => f.key)).toEqual(Object.keys(RoutingSkewConfigSchema.shape))
   })
 
   it('gives each field its kind', () => {
@@ -44,7 +45,8 @@ describe('form model from the run config schema', () => {
   })
 
   it('refuses a schema shape it cannot render, naming the field', () => {
-    const schema = { properties: { model: { properties: { odd: { type: 'object' } } }, train: { properties: {} }, offload: { properties: {} } } }
+    const empty = { properties: {} }
+    const schema = { properties: { model: { properties: { odd: { type: 'object' } } }, train: empty, offload: empty, routing_skew: empty } }
     expect(() => sectionsFromJsonSchema(schema)).toThrow(/model\.odd/)
   })
 })
@@ -66,8 +68,8 @@ describe('config draft', () => {
   })
 
   it('counts MoE layers for the per-layer n_experts list', () => {
-    expect(moeLayerCount({ model: { n_layers: 4, moe_every: 2 }, train: {}, offload: {} })).toBe(2)
-    expect(moeLayerCount({ model: { n_layers: 3 }, train: {}, offload: {} })).toBe(3)
+    expect(moeLayerCount({ model: { n_layers: 4, moe_every: 2 }, train: {}, offload: {}, routing_skew: {} })).toBe(2)
+    expect(moeLayerCount({ model: { n_layers: 3 }, train: {}, offload: {}, routing_skew: {} })).toBe(3)
   })
 
   it('parses typed numbers and lists', () => {
