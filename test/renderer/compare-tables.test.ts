@@ -40,6 +40,16 @@ describe('config diff', () => {
       { path: 'offload.expert_slots', values: ['null', '2'] },
     ])
   })
+
+  it('compares a config without a routing skew as routed by its router', () => {
+    const routed = RunConfigSchema.parse({ ...base, routing_skew: { distribution: 'none' } })
+    const hot = RunConfigSchema.parse({ ...base, routing_skew: { distribution: 'hot', hot_fraction: 0.8 } })
+    expect(configDiff([base, routed])).toEqual([])
+    expect(configDiff([base, hot])).toEqual([
+      { path: 'routing_skew.distribution', values: ['none', 'hot'] },
+      { path: 'routing_skew.hot_fraction', values: ['0.95', '0.8'] },
+    ])
+  })
 })
 
 describe('summary', () => {

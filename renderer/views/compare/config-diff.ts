@@ -1,7 +1,7 @@
 // The config diff of Compare: configs flattened to dotted paths (model.top_k), keeping only the paths
-// whose values are not the same in every run. A config without an offload section is resident, so it
-// compares as the offload defaults.
-import { OffloadConfigSchema, type RunConfig } from '../../../main/api/config'
+// whose values are not the same in every run. A config without an offload section is resident, and one
+// without a routing skew is routed by its router, so each compares as that section's defaults.
+import { OffloadConfigSchema, RoutingSkewConfigSchema, type RunConfig } from '../../../main/api/config'
 
 export type FlatConfig = Record<string, string>
 
@@ -9,7 +9,12 @@ const show = (value: unknown): string => (Array.isArray(value) ? `[${value.join(
 
 export function flattenConfig(config: RunConfig): FlatConfig {
   const flat: FlatConfig = {}
-  const sections = { model: config.model, train: config.train, offload: config.offload ?? OffloadConfigSchema.parse({}) }
+  const sections = {
+    model: config.model,
+    train: config.train,
+    offload: config.offload ?? OffloadConfigSchema.parse({}),
+    routing_skew: config.routing_skew ?? RoutingSkewConfigSchema.parse({}),
+  }
   for (const [section, fields] of Object.entries(sections))
     for (const [key, value] of Object.entries(fields)) if (value !== undefined) flat[`${section}.${key}`] = show(value)
   return flat
