@@ -258,16 +258,16 @@ void ExpertOffload::plan(int layer, ExpertPass pass, const std::vector<int>& exp
 // than the cache holds beside what the workers have in hand.
 void ExpertOffload::prefetch_for(int layer, ExpertPass pass) {
   int budget = cache_entries() - std::max(1, cfg_.lookahead) - 3;
-  for (size_t k = next_issue_; k < order_.size() && budget > 0; ++k, --budget) store_->prefetch(order_[k]);
+  for (size_t k = next_issue_; k < order_.size() && budget > 0; ++k, --budget) store_->prefetch(order_[k], kWeights);
   const int moe = model_.config().moe_index(layer);
   const int next = pass == ExpertPass::Forward ? moe + 1 : moe - 1;
   if (next < 0 || next >= static_cast<int>(moe_model_layers_.size())) return;
   const int next_layer = moe_model_layers_[next];
   const std::vector<int>& likely = forward_order_[next];
   if (pass == ExpertPass::Forward)
-    for (size_t k = 0; k < likely.size() && budget > 0; ++k, --budget) store_->prefetch(id(next_layer, likely[k]));
+    for (size_t k = 0; k < likely.size() && budget > 0; ++k, --budget) store_->prefetch(id(next_layer, likely[k]), kWeights);
   else
-    for (size_t k = likely.size(); k-- > 0 && budget > 0; --budget) store_->prefetch(id(next_layer, likely[k]));
+    for (size_t k = likely.size(); k-- > 0 && budget > 0; --budget) store_->prefetch(id(next_layer, likely[k]), kWeights);
 }
 
 // Issues uploads in compute order while the lookahead window has room and a slot is free.
@@ -463,9 +463,12 @@ void ExpertOffload::finish_gradients() {
 
 void ExpertOffload::start_expert_updates(double clip_scale) {
   clip_scale_ = clip_scale;
+  // SSD tier: read the updates' state ahead of the optimizer worker, in its order, as far as the cache allows.
+  int budget = ssd_ && cfg_.prefetch ? cache_entries() - 3 : 0;
   for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
     Expert& x = experts_[i];
     if (x.updated) continue;
+    if (budget-- > 0) store_->prefetch(i, x.grad_down ? kAllParts : kWeights | kMoment1 | kMoment2);
     x.updated = true;
     if (cfg_.optimizer == ExpertOptimizer::Delayed) submit_delayed_update(i, !x.grad_down);
     else submit_update(i, !x.grad_down);

@@ -35,8 +35,8 @@ class ExpertStore {
   virtual ExpertState acquire(int i, unsigned need, unsigned overwrite = 0) = 0;
   // dirty: the parts the caller changed (they must reach the SSD before the entry is reused).
   virtual void release(int i, unsigned dirty) = 0;
-  // A hint that expert i is needed soon; never blocks and never evicts an entry in use.
-  virtual void prefetch(int /*i*/) {}
+  // A hint that these parts of expert i are needed soon; never blocks and never evicts an entry in use.
+  virtual void prefetch(int /*i*/, unsigned /*parts*/) {}
   // Waits for background reads and writes every changed entry back.
   virtual void flush() {}
   virtual ExpertStoreStats take_stats() { return {}; }

@@ -258,18 +258,21 @@ void SsdExpertStore::release(int i, unsigned dirty) {
   changed_.notify_all();
 }
 
-void SsdExpertStore::prefetch(int i) {
-  io_worker_.submit([this, i] {
+void SsdExpertStore::prefetch(int i, unsigned parts) {
+  io_worker_.submit([this, i, parts] {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (where_[i] >= 0) return;
-    const int e = claim(lock, i, false);
+    int e = where_[i];
+    if (e >= 0 && (entries_[e].state != State::Ready || (parts & ~entries_[e].valid) == 0)) return;
+    if (e < 0) e = claim(lock, i, false);
     if (e < 0) return;
     Entry& x = entries_[e];
     ++x.refs;
-    fill(lock, e, kWeights);
+    fill(lock, e, parts);
     --x.refs;
-    x.was_prefetched = true;
-    x.prefetched = Clock::now();
+    if (x.refs == 0 && !x.was_prefetched) {
+      x.was_prefetched = true;
+      x.prefetched = Clock::now();
+    }
     x.last_use = ++clock_;
     changed_.notify_all();
   });

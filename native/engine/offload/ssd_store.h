@@ -35,7 +35,7 @@ class SsdExpertStore final : public ExpertStore {
 
   ExpertState acquire(int i, unsigned need, unsigned overwrite = 0) override;
   void release(int i, unsigned dirty) override;
-  void prefetch(int i) override;
+  void prefetch(int i, unsigned parts) override;
   void flush() override;
   ExpertStoreStats take_stats() override;
 
