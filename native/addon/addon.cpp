@@ -3,6 +3,7 @@
 #include <napi.h>
 
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "engine_wrap.h"
@@ -36,10 +37,45 @@ bool ByteLayers(Napi::Object o, const char* key, std::vector<uint8_t>& out) {
   return true;
 }
 
+// The flattened placement of a record ({devices, layers: [{imbalanceBefore, imbalanceAfter, spilledTokens,
+// movedExperts, loadBefore, loadAfter, expertDevice}]}), as moe_step_record points at it.
+struct PlacementArrays {
+  int32_t devices = 0;
+  std::vector<double> imbalance;
+  std::vector<int64_t> loads, spilled;
+  std::vector<int32_t> moved, expert_device;
+};
+
+void AppendNumbers(Napi::Object array, auto& out) {
+  const uint32_t n = array.Get("length").As<Napi::Number>().Uint32Value();
+  for (uint32_t i = 0; i < n; ++i)
+    out.push_back(static_cast<std::remove_reference_t<decltype(out)>::value_type>(
+        array.Get(i).As<Napi::Number>().DoubleValue()));
+}
+
+bool Placement(Napi::Object o, PlacementArrays& p) {
+  Napi::Value v = o.Get("placement");
+  if (v.IsUndefined()) return false;
+  Napi::Object placement = v.As<Napi::Object>();
+  p.devices = static_cast<int32_t>(NumberField(placement, "devices"));
+  Napi::Array layers = placement.Get("layers").As<Napi::Array>();
+  for (uint32_t l = 0; l < layers.Length(); ++l) {
+    Napi::Object layer = layers.Get(l).As<Napi::Object>();
+    p.imbalance.push_back(NumberField(layer, "imbalanceBefore"));
+    p.imbalance.push_back(NumberField(layer, "imbalanceAfter"));
+    p.spilled.push_back(static_cast<int64_t>(NumberField(layer, "spilledTokens")));
+    p.moved.push_back(static_cast<int32_t>(NumberField(layer, "movedExperts")));
+    AppendNumbers(layer.Get("loadBefore").As<Napi::Object>(), p.loads);
+    AppendNumbers(layer.Get("loadAfter").As<Napi::Object>(), p.loads);
+    AppendNumbers(layer.Get("expertDevice").As<Napi::Object>(), p.expert_device);
+  }
+  return true;
+}
+
 // packStepRecord({step, loss, ..., expertTokens: ArrayLike<number>[], and for an offloaded step upload_ms,
 // upload_hidden_ms, stall_ms, bytes_h2d, bytes_d2h, peak_device_bytes, peak_host_bytes, the SSD tier's
 // peak_ssd_bytes, ssd_ms, bytes_ssd_read, bytes_ssd_write, cache_hits, cache_misses, prefetch_lead_ms, tiers,
-// pins}) -> ArrayBuffer
+// pins}, and with placement a `placement` as EngineStepRecord's) -> ArrayBuffer
 Napi::Value PackStepRecord(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "packStepRecord: a record object");
@@ -85,6 +121,15 @@ Napi::Value PackStepRecord(const Napi::CallbackInfo& info) {
     record.prefetch_lead_ms = OptionalNumberField(r, "prefetch_lead_ms");
     record.expert_tiers = tiers.data();
     record.expert_pinned = pins.data();
+  }
+  PlacementArrays placement;
+  if (Placement(r, placement)) {
+    record.n_devices = placement.devices;
+    record.imbalance = placement.imbalance.data();
+    record.device_loads = placement.loads.data();
+    record.spilled_tokens = placement.spilled.data();
+    record.moved_experts = placement.moved.data();
+    record.expert_device = placement.expert_device.data();
   }
   const std::vector<uint8_t> packed = pack_step_record(record);
   Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(env, packed.size());

@@ -1,11 +1,14 @@
 // Packs one moe_step_record into the byte layout main/host/engine/step-record.ts decodes
-// (little-endian, version 3):
+// (little-endian, version 4):
 //   f64[11]: version, step, loss, aux_loss, lr, grad_norm, tokens, step_ms, forward_ms, backward_ms, optimizer_ms
 //   i32: n_moe_layers, then i32[n_moe_layers] experts per layer, then i32[sum of experts] tokens per expert
 //   f64[15]: offloaded (0 or 1), upload_ms, upload_hidden_ms, stall_ms, bytes_h2d, bytes_d2h, peak_device_bytes,
 //            peak_host_bytes, peak_ssd_bytes, ssd_ms, bytes_ssd_read, bytes_ssd_write, cache_hits, cache_misses,
 //            prefetch_lead_ms (all 0 when not offloaded)
 //   when offloaded: u8[sum of experts] home tier per expert, then u8[sum of experts] pinned flag per expert
+//   i32: n_devices (0 without placement); when > 0: f64[n_moe_layers × 4] imbalance before, imbalance after,
+//        spilled tokens, moved experts; f64[n_moe_layers × 2 × n_devices] tokens per device before, then after;
+//        i32[sum of experts] device of each expert's first rows (-1: no rows)
 #pragma once
 #include <bit>
 #include <cstdint>
@@ -19,7 +22,7 @@ namespace moe_addon {
 
 static_assert(std::endian::native == std::endian::little, "the step record is little-endian; so is the host");
 
-inline constexpr double kStepRecordVersion = 3;
+inline constexpr double kStepRecordVersion = 4;
 inline constexpr size_t kStepRecordScalars = 11;
 inline constexpr size_t kOffloadScalars = 15;
 
@@ -28,8 +31,12 @@ inline std::vector<uint8_t> pack_step_record(const moe_step_record& r) {
   const int64_t experts = std::accumulate(r.experts_per_layer, r.experts_per_layer + layers, int64_t{0});
   const bool offloaded = r.offloaded != 0 && r.expert_tiers && r.expert_pinned;
   const size_t per_expert = offloaded ? 2 * static_cast<size_t>(experts) : 0;
+  const int32_t devices = r.n_devices > 0 && r.imbalance ? r.n_devices : 0;
+  const size_t placement = devices ? 8 * static_cast<size_t>(layers) * (4 + 2 * static_cast<size_t>(devices)) +
+                                         4 * static_cast<size_t>(experts)
+                                   : 0;
   std::vector<uint8_t> buf(kStepRecordScalars * 8 + 4 + 4 * static_cast<size_t>(layers) +
-                           4 * static_cast<size_t>(experts) + kOffloadScalars * 8 + per_expert);
+                           4 * static_cast<size_t>(experts) + kOffloadScalars * 8 + per_expert + 4 + placement);
   const double scalars[kStepRecordScalars] = {kStepRecordVersion,      static_cast<double>(r.step), r.loss,
                                               r.aux_loss,              r.lr,
                                               r.grad_norm,             static_cast<double>(r.tokens),
@@ -65,6 +72,22 @@ inline std::vector<uint8_t> pack_step_record(const moe_step_record& r) {
     std::memcpy(out, r.expert_tiers, static_cast<size_t>(experts));
     std::memcpy(out + experts, r.expert_pinned, static_cast<size_t>(experts));
   }
+  out += per_expert;
+  std::memcpy(out, &devices, 4);
+  out += 4;
+  if (!devices) return buf;
+  for (int32_t l = 0; l < layers; ++l) {
+    const double summary[4] = {r.imbalance[2 * l], r.imbalance[2 * l + 1], static_cast<double>(r.spilled_tokens[l]),
+                               static_cast<double>(r.moved_experts[l])};
+    std::memcpy(out, summary, sizeof summary);
+    out += sizeof summary;
+  }
+  for (int64_t i = 0; i < static_cast<int64_t>(layers) * 2 * devices; ++i) {
+    const double load = static_cast<double>(r.device_loads[i]);
+    std::memcpy(out, &load, 8);
+    out += 8;
+  }
+  if (experts > 0) std::memcpy(out, r.expert_device, 4 * static_cast<size_t>(experts));
   return buf;
 }
 

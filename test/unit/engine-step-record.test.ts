@@ -49,6 +49,24 @@ describe('step record: C++ pack <-> TS decode', () => {
     expect(decodeStepRecord(packStepRecord(record)).tiers).toBeUndefined()
   })
 
+  it('carries the placement of a multi-device step', () => {
+    const placed: EngineStepRecord = {
+      ...record,
+      placement: {
+        devices: 3,
+        layers: record.expertTokens.map((t, l) => ({
+          imbalanceBefore: 2.5 + l, imbalanceAfter: 1.1, spilledTokens: 100 * l, movedExperts: l,
+          loadBefore: Float64Array.of(1, 2, 3 + l), loadAfter: Float64Array.of(2, 2, 2 + l),
+          expertDevice: Int32Array.from(t, (_, e) => (e % 4 === 3 ? -1 : e % 3)),
+        })),
+      },
+    }
+    expect(decodeStepRecord(packStepRecord(placed))).toEqual(placed)
+    expect(new Uint8Array(packStepRecord(placed))).toEqual(new Uint8Array(encodeStepRecord(placed)))
+    const packed = packStepRecord(placed)
+    expect(() => decodeStepRecord(packed.slice(0, packed.byteLength - 4))).toThrow(/expected/)
+  })
+
   it('rejects a truncated or padded buffer', () => {
     const packed = packStepRecord(record)
     expect(() => decodeStepRecord(packed.slice(0, packed.byteLength - 4))).toThrow(/expected/)

@@ -1,13 +1,16 @@
 // The packed per-step record the engine thread hands to JS (one ArrayBuffer per step, see
-// native/addon/step_record_pack.h): little-endian, version 3.
+// native/addon/step_record_pack.h): little-endian, version 4.
 //   f64[11]: version, step, loss, aux_loss, lr, grad_norm, tokens, step_ms, forward_ms, backward_ms, optimizer_ms
 //   i32: n_moe_layers, then i32[n_moe_layers] experts per layer, then i32[Σ experts] tokens per expert
 //   f64[15]: offloaded (0 or 1), upload_ms, upload_hidden_ms, stall_ms, bytes_h2d, bytes_d2h, peak_device_bytes,
 //            peak_host_bytes, peak_ssd_bytes, ssd_ms, bytes_ssd_read, bytes_ssd_write, cache_hits, cache_misses,
 //            prefetch_lead_ms
 //   when offloaded: u8[Σ experts] home tier (EXPERT_TIER code), then u8[Σ experts] pinned flag
+//   the placement block (step-record-placement.ts)
 // The offload fields are named as StepTelemetry's, so a decoded record is stored as it is.
-export const STEP_RECORD_VERSION = 3
+import { decodePlacement, encodePlacement, placementBytes, type StepPlacement } from './step-record-placement'
+
+export const STEP_RECORD_VERSION = 4
 const SCALARS = 11
 const OFFLOAD_SCALARS = 15
 const OFFLOAD_FIELDS = ['upload_ms', 'upload_hidden_ms', 'stall_ms', 'bytes_h2d', 'bytes_d2h', 'peak_device_bytes',
@@ -47,6 +50,8 @@ export interface EngineStepRecord {
   tiers?: readonly ArrayLike<number>[]
   /** [MoE layer][expert] 1 when the expert was pinned, else 0. */
   pins?: readonly ArrayLike<number>[]
+  /** Placement across devices: present only when the run has more than one. */
+  placement?: StepPlacement
 }
 
 export function decodeStepRecord(buf: ArrayBuffer): EngineStepRecord {
@@ -64,9 +69,8 @@ export function decodeStepRecord(buf: ArrayBuffer): EngineStepRecord {
   const experts = sizes.reduce((a, b) => a + b, 0)
   const offloadAt = off + experts * 4
   const offloaded = buf.byteLength >= offloadAt + OFFLOAD_SCALARS * 8 && view.getFloat64(offloadAt, true) === 1
-  const expected = offloadAt + OFFLOAD_SCALARS * 8 + (offloaded ? 2 * experts : 0)
-  if (buf.byteLength !== expected)
-    throw new Error(`step record: ${buf.byteLength} bytes, expected ${expected} for ${layers} MoE layers`)
+  const placementAt = offloadAt + OFFLOAD_SCALARS * 8 + (offloaded ? 2 * experts : 0)
+  const { placement } = decodePlacement(view, placementAt, sizes)
   const expertTokens = sizes.map((n) => {
     const a = new Int32Array(n)
     for (let e = 0; e < n; e++, off += 4) a[e] = view.getInt32(off, true)
@@ -76,6 +80,7 @@ export function decodeStepRecord(buf: ArrayBuffer): EngineStepRecord {
     step: f(1), loss: f(2), aux_loss: f(3), lr: f(4), grad_norm: f(5), tokens: f(6),
     step_ms: f(7), forward_ms: f(8), backward_ms: f(9), optimizer_ms: f(10), expertTokens,
   }
+  if (placement) record.placement = placement
   if (!offloaded) return record
   OFFLOAD_FIELDS.forEach((name, i) => { record[name] = view.getFloat64(offloadAt + 8 * (i + 1), true) })
   let bytesAt = offloadAt + OFFLOAD_SCALARS * 8
@@ -92,8 +97,9 @@ export function decodeStepRecord(buf: ArrayBuffer): EngineStepRecord {
 export function encodeStepRecord(r: EngineStepRecord): ArrayBuffer {
   const total = r.expertTokens.reduce((a, t) => a + t.length, 0)
   const offloaded = r.tiers !== undefined && r.pins !== undefined
-  const buf = new ArrayBuffer(SCALARS * 8 + 4 + 4 * r.expertTokens.length + 4 * total + OFFLOAD_SCALARS * 8 +
-    (offloaded ? 2 * total : 0))
+  const placementAt = SCALARS * 8 + 4 + 4 * r.expertTokens.length + 4 * total + OFFLOAD_SCALARS * 8 +
+    (offloaded ? 2 * total : 0)
+  const buf = new ArrayBuffer(placementAt + placementBytes(r.placement, total))
   const view = new DataView(buf)
   const scalars = [STEP_RECORD_VERSION, r.step, r.loss, r.aux_loss, r.lr, r.grad_norm, r.tokens, r.step_ms,
     r.forward_ms, r.backward_ms, r.optimizer_ms]
@@ -106,5 +112,6 @@ export function encodeStepRecord(r: EngineStepRecord): ArrayBuffer {
   const offload = offloaded ? [1, ...OFFLOAD_FIELDS.map((name) => r[name] ?? 0)] : new Array(OFFLOAD_SCALARS).fill(0)
   for (const v of offload) view.setFloat64((off += 8) - 8, v, true)
   if (offloaded) for (const layers of [r.tiers!, r.pins!]) for (const l of layers) for (let e = 0; e < l.length; e++) view.setUint8(off++, l[e])
+  encodePlacement(view, placementAt, r.placement)
   return buf
 }
