@@ -200,7 +200,7 @@ int SsdExpertStore::claim(std::unique_lock<std::mutex>& lock, int i, bool wait) 
     ++x.refs;  // holds the victim while its write-back runs unlocked
     write_back(lock, v);
     --x.refs;
-    if (x.refs > 0 || x.state != State::Ready && x.state != State::Free) continue;  // taken meanwhile
+    if (x.refs > 0 || (x.state != State::Ready && x.state != State::Free)) continue;  // taken meanwhile
     if (x.expert >= 0) where_[x.expert] = -1;
     x = Entry{x.buf};
     if (where_[i] >= 0) {
