@@ -103,6 +103,24 @@ export const RoutingSkewConfigSchema = z
   })
   .strict()
 
+// Expert placement across devices (issue 7, docs/placement.md): the engine decides per step and MoE layer where
+// each expert's rows would run and records the loads; the computation still runs on the one backend. One
+// device (the default) places nothing; the engine gets the section only with more.
+export const PlacementConfigSchema = z
+  .object({
+    devices: int(1, 1024).default(1)
+      .describe('Devices to place experts on (decisions recorded per step; the computation still runs on one backend). 1: no placement'),
+    policy: z.enum(['static', 'greedy', 'least-loaded']).default('static')
+      .describe('static: expert e on device e mod D; greedy: whole experts, heaviest first, each to the least-loaded device (ES-MoE); least-loaded: static homes, overloaded devices spill rows to the least-loaded ones (LLEP)'),
+    lambda: z.number().min(1).max(10).default(1.3)
+      .describe('least-loaded: rebalance a layer only when its max/mean device load exceeds this'),
+    alpha: z.number().min(1).max(10).default(1.1)
+      .describe('least-loaded: a device receiving spilled tokens is capped at alpha × the mean load'),
+    min_tokens: int(1, 1 << 24).default(32)
+      .describe('least-loaded: no piece of an expert smaller than this many tokens is spilled'),
+  })
+  .strict()
+
 function checkOffload(c: { train: TrainConfig; offload?: OffloadConfig }, ctx: z.RefinementCtx): void {
   const o = c.offload
   if (!o || o.mode === 'none') return
@@ -121,6 +139,7 @@ export const RunConfigSchema = z
     train: TrainConfigSchema,
     offload: OffloadConfigSchema.optional(),
     routing_skew: RoutingSkewConfigSchema.optional(),
+    placement: PlacementConfigSchema.optional(),
   })
   .strict()
   .superRefine((c, ctx) => {
@@ -153,4 +172,5 @@ export type ModelConfig = z.infer<typeof ModelConfigSchema>
 export type TrainConfig = z.infer<typeof TrainConfigSchema>
 export type OffloadConfig = z.infer<typeof OffloadConfigSchema>
 export type RoutingSkewConfig = z.infer<typeof RoutingSkewConfigSchema>
+export type PlacementConfig = z.infer<typeof PlacementConfigSchema>
 export type RunConfig = z.infer<typeof RunConfigSchema>

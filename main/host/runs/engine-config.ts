@@ -2,7 +2,8 @@
 // the resolved one. A resident run gets no offload section at all (the engine's config.json stays as it
 // always was); an offloaded one gets the mode the host settled on, the budget the planner used when the
 // config leaves the engine nothing to size slots or the cache by, and, for SSD, a directory in the run.
-// A routing skew goes through only when on, so an unskewed run's config.json stays as it was too.
+// A routing skew goes through only when on, and a placement only across more than one device, so a run
+// without them keeps the config.json it always had.
 import { join } from 'node:path'
 
 import type { RunConfig } from '../../api/config'
@@ -20,11 +21,12 @@ function offloadSection(offload: RunConfig['offload'], resolved: ResolvedOffload
 }
 
 export function engineConfigJson(config: RunConfig, resolved: ResolvedOffload | null, runDir: string): string {
-  const { offload, routing_skew: skew, ...rest } = config
+  const { offload, routing_skew: skew, placement, ...rest } = config
   const section = offloadSection(offload, resolved, runDir)
   return JSON.stringify({
     ...rest,
     ...(section ? { offload: section } : {}),
     ...(skew && skew.distribution !== 'none' ? { routing_skew: skew } : {}),
+    ...(placement && placement.devices > 1 ? { placement } : {}),
   })
 }
