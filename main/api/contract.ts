@@ -118,19 +118,40 @@ export const ExpertLoadSchema = z.object({
 
 export const PresetSchema = z.object({ name: z.string(), description: z.string(), config: RunConfigSchema })
 
-// Every per-layer array the engine records for one step (tiers, pins, placement and spills fill in as
-// offload and placement land; absent until then).
+// One MoE layer's placement across devices at one step (docs/placement.md), as the engine decided it.
+export const DevicePlacementSchema = z.object({
+  loadBefore: z.array(z.number()).describe('tokens per device with every expert on its static home (e mod D)'),
+  loadAfter: z.array(z.number()).describe('tokens per device as the policy placed them, a split expert counted where each piece runs'),
+  imbalanceBefore: z.number().describe('max/mean of loadBefore (1: balanced)'),
+  imbalanceAfter: z.number().describe('max/mean of loadAfter'),
+  spilledTokens: z.number().int().describe('tokens computed away from their expert’s home device'),
+  movedExperts: z.number().int().describe('weight copies the placement needs: (expert, device) pairs away from home'),
+})
+
+// Every per-layer array the engine records for one step (null where the run did not record it: tiers and
+// pins without offload, placement and devices with one device).
 export const StepLoadsSchema = z.object({
   step: z.number().int(),
   layers: z.array(
     z.object({
       tokens: z.array(z.number()).describe('tokens per expert'),
-      placement: z.array(z.number()).nullable().describe('device of each expert'),
+      placement: z.array(z.number()).nullable().describe('device of each expert’s first rows (-1: no rows)'),
       tiers: z.array(z.number()).nullable().describe('tier of each expert: 0 device, 1 host, 2 SSD'),
       pins: z.array(z.number()).nullable().describe('1 where the expert is pinned'),
       spilled: z.array(z.number()).nullable().describe('tokens of each expert spilled to another device'),
+      devices: DevicePlacementSchema.nullable().describe('the placement across devices; null: one device, nothing placed'),
     }),
   ),
+})
+
+// One MoE layer's placement over a step range, on one step axis (downsampled like metrics.series).
+export const PlacementSeriesSchema = z.object({
+  layer: z.number().int(),
+  steps: z.array(z.number().int()).describe('empty when the run records no placement (one device)'),
+  imbalanceBefore: z.array(z.number()).describe('max/mean tokens per device with the static homes'),
+  imbalanceAfter: z.array(z.number()).describe('max/mean tokens per device after the policy'),
+  spilledTokens: z.array(z.number()),
+  movedExperts: z.array(z.number()),
 })
 
 export const HardwareSchema = z.object({
@@ -219,6 +240,19 @@ export const requests = {
     params: z.object({ id: RunIdSchema, step: z.number().int().min(1) }).strict(),
     result: StepLoadsSchema,
   },
+  'metrics.placement': {
+    params: z
+      .object({
+        id: RunIdSchema,
+        layer: z.number().int().min(0),
+        fromStep: z.number().int().min(0).optional(),
+        toStep: z.number().int().min(0).optional(),
+        maxPoints: z.number().int().min(2).max(2000).default(2000),
+      })
+      .strict()
+      .describe('one MoE layer’s placement over a step range; one step’s loads per device are in metrics.stepLoads'),
+    result: PlacementSeriesSchema,
+  },
   'checkpoints.export': {
     params: z
       .object({
@@ -279,6 +313,8 @@ export type Checkpoint = z.output<typeof CheckpointSchema>
 export type StepMetrics = z.output<typeof StepMetricsSchema>
 export type ScalarMetric = z.output<typeof ScalarMetricSchema>
 export type StepLoads = z.output<typeof StepLoadsSchema>
+export type DevicePlacement = z.output<typeof DevicePlacementSchema>
+export type PlacementSeries = z.output<typeof PlacementSeriesSchema>
 export type Hardware = z.output<typeof HardwareSchema>
 export type Plan = z.output<typeof PlanSchema>
 export type ResolvedOffload = z.output<typeof ResolvedOffloadSchema>

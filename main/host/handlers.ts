@@ -2,7 +2,7 @@
 // the exporter. Params arrive already parsed against the contract by the transport.
 import { resolve } from 'node:path'
 
-import type { ApiHandlers, Checkpoint, RunSpec, RunSummary } from '../api/contract'
+import type { ApiHandlers, Checkpoint, DevicePlacement, RunSpec, RunSummary } from '../api/contract'
 import { issuesOf } from '../api/contract'
 import { RunConfigSchema } from '../api/config'
 import { listPresets } from './catalog'
@@ -13,7 +13,7 @@ import { planRun } from './planner/plan'
 import { budgetsOf } from './planner/resolve'
 import { checkRunInputs } from './run-inputs'
 import { toRunSummary } from './run-summary'
-import type { RunRecord, TelemetryStore } from './store/store'
+import type { LayerDevices, RunRecord, TelemetryStore } from './store/store'
 
 // What the handlers need of the RunManager; a structural type keeps tests free to pass a fake.
 export interface RunControl {
@@ -58,6 +58,10 @@ export function pickCheckpoint(store: TelemetryStore, id: string, step?: number)
   const found = checkpoints.find((c) => c.step === step)
   if (!found) throw new Error(`run "${id}" has no checkpoint at step ${step} (it has steps ${checkpoints.map((c) => c.step).join(', ')})`)
   return found
+}
+
+function devicesOf(d: LayerDevices | undefined): DevicePlacement | null {
+  return d ? { ...d, loadBefore: Array.from(d.loadBefore), loadAfter: Array.from(d.loadAfter) } : null
 }
 
 export function createHandlers({ store, runs, dataDir }: HandlerDeps): ApiHandlers {
@@ -117,8 +121,13 @@ export function createHandlers({ store, runs, dataDir }: HandlerDeps): ApiHandle
           tiers: layer(loads.tiers, l),
           pins: layer(loads.pins, l),
           spilled: layer(loads.spilledTokens, l),
+          devices: devicesOf(loads.devices?.[l]),
         })),
       }
+    },
+    'metrics.placement': async ({ id, layer, fromStep, toStep, maxPoints }) => {
+      requireRun(store, id)
+      return store.placementSeries(id, layer, { fromStep, toStep, maxPoints })
     },
     'checkpoints.export': async ({ id, step, dir, modelType, dtype }) => {
       requireRun(store, id)

@@ -6,6 +6,7 @@ import { join } from 'node:path'
 
 import { RunConfigSchema } from '../../main/api/config'
 import { EXPERT_TIER, type StepTelemetry, type TelemetryStore } from '../../main/host/store/store'
+import { placementOf } from './synthetic-placement'
 
 export interface DatasetShape {
   steps: number
@@ -56,7 +57,7 @@ export function syntheticSteps(shape: DatasetShape, first: number, count: number
   const capacity = (routed / shape.devices) * 1.25
   for (let step = first; step < first + count; step++) {
     const expertTokens: Int32Array[] = []
-    const placement: Int32Array[] = []
+    const devices: Int32Array[] = []
     const tiers: Int32Array[] = []
     const pins: Int32Array[] = []
     const spilledTokens: Int32Array[] = []
@@ -87,7 +88,7 @@ export function syntheticSteps(shape: DatasetShape, first: number, count: number
         return over > 0 && rank[e]! < 4 ? Math.min(t, Math.round(over / 2)) : 0
       })
       expertTokens.push(tokens)
-      placement.push(place)
+      devices.push(place)
       tiers.push(tier)
       pins.push(pinned)
       spilledTokens.push(spilled)
@@ -96,7 +97,7 @@ export function syntheticSteps(shape: DatasetShape, first: number, count: number
     records.push({
       step, loss: 5 * Math.exp(-step / 3000) + 1.5 + 0.05 * random(), aux_loss: 0.01, lr: 3e-4, grad_norm: 0.8, tokens: TOKENS_PER_STEP,
       step_ms: 900, forward_ms: 300, backward_ms: 500, optimizer_ms: 90,
-      expertTokens, placement, tiers, pins, spilledTokens,
+      expertTokens, placement: placementOf(expertTokens, shape.devices, (l, e) => devices[l]![e]!), tiers, pins, spilledTokens,
     })
   }
   return records

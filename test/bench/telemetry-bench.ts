@@ -8,6 +8,7 @@ import { join } from 'node:path'
 
 import { RunConfigSchema } from '../../main/api/config'
 import { EXPERT_TIER, TelemetryStore, type StepTelemetry } from '../../main/host/store/store'
+import { placementOf } from './synthetic-placement'
 
 const LAYERS = 16
 const EXPERTS = 64
@@ -28,36 +29,39 @@ function lcg(seed: number): () => number {
 function realisticRecords(first: number, count: number): StepTelemetry[] {
   const next = lcg(first)
   const perLayer = (f: (e: number) => number) => Array.from({ length: LAYERS }, () => Int32Array.from({ length: EXPERTS }, (_, e) => f(e)))
-  return Array.from({ length: count }, (_, i) => ({
-    step: first + i,
-    loss: 4 + next(),
-    aux_loss: 0.01 + next() / 100,
-    lr: 3e-4,
-    grad_norm: 0.5 + next(),
-    tokens: TOKENS,
-    step_ms: 900 + next() * 100,
-    forward_ms: 300,
-    backward_ms: 500,
-    optimizer_ms: 90,
-    upload_ms: 120,
-    upload_hidden_ms: 110,
-    stall_ms: 10 * next(),
-    ssd_ms: 40,
-    bytes_h2d: 3e9,
-    bytes_d2h: 1.5e9,
-    bytes_ssd_read: 2e9,
-    bytes_ssd_write: 1e9,
-    cache_hits: Math.floor(next() * 1000),
-    cache_misses: Math.floor(next() * 100),
-    peak_device_bytes: 70e9,
-    peak_host_bytes: 200e9,
-    peak_ssd_bytes: 900e9,
-    expertTokens: perLayer(() => Math.floor(((TOKENS * TOP_K) / EXPERTS) * (0.2 + 1.6 * next()))),
-    placement: perLayer((e) => (e + Math.floor(next() * 2)) % DEVICES),
-    tiers: perLayer(() => [EXPERT_TIER.device, EXPERT_TIER.host, EXPERT_TIER.ssd][Math.floor(next() * 3)]),
-    pins: perLayer(() => (next() < 0.25 ? 1 : 0)),
-    spilledTokens: perLayer(() => (next() < 0.1 ? Math.floor(next() * 512) : 0)),
-  }))
+  return Array.from({ length: count }, (_, i) => {
+    const expertTokens = perLayer(() => Math.floor(((TOKENS * TOP_K) / EXPERTS) * (0.2 + 1.6 * next())))
+    return {
+      step: first + i,
+      loss: 4 + next(),
+      aux_loss: 0.01 + next() / 100,
+      lr: 3e-4,
+      grad_norm: 0.5 + next(),
+      tokens: TOKENS,
+      step_ms: 900 + next() * 100,
+      forward_ms: 300,
+      backward_ms: 500,
+      optimizer_ms: 90,
+      upload_ms: 120,
+      upload_hidden_ms: 110,
+      stall_ms: 10 * next(),
+      ssd_ms: 40,
+      bytes_h2d: 3e9,
+      bytes_d2h: 1.5e9,
+      bytes_ssd_read: 2e9,
+      bytes_ssd_write: 1e9,
+      cache_hits: Math.floor(next() * 1000),
+      cache_misses: Math.floor(next() * 100),
+      peak_device_bytes: 70e9,
+      peak_host_bytes: 200e9,
+      peak_ssd_bytes: 900e9,
+      expertTokens,
+      placement: placementOf(expertTokens, DEVICES, (_, e) => (e + Math.floor(next() * 2)) % DEVICES),
+      tiers: perLayer(() => [EXPERT_TIER.device, EXPERT_TIER.host, EXPERT_TIER.ssd][Math.floor(next() * 3)]),
+      pins: perLayer(() => (next() < 0.25 ? 1 : 0)),
+      spilledTokens: perLayer(() => (next() < 0.1 ? Math.floor(next() * 512) : 0)),
+    }
+  })
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
@@ -94,7 +98,7 @@ async function writer(dir: string, tinyStepMs: number): Promise<void> {
     lastLoss: null, tokensPerSec: null, error: null,
   })
   console.log(`driver ${store.driver}; file DB in WAL mode at ${dbPath}`)
-  console.log(`records: ${LAYERS} MoE layers x ${EXPERTS} experts; all scalar columns; tokens, placement, tiers, pins, spilled blobs`)
+  console.log(`records: ${LAYERS} MoE layers x ${EXPERTS} experts; all scalar columns; tokens, placement, tiers, pins, spilled blobs; placement rows per layer`)
 
   // Warm-up (statement preparation, JIT) on steps that are then truncated away.
   appendTimed(store, realisticRecords(1, 50))

@@ -27,6 +27,7 @@ export const validParams: { [N in RequestName]: Params<N> } = {
   'metrics.series': { id: 'run-1', metrics: ['loss', 'lr'] },
   'metrics.expertLoad': { id: 'run-1', layer: 0 },
   'metrics.stepLoads': { id: 'run-1', step: 1 },
+  'metrics.placement': { id: 'run-1', layer: 0 },
   'checkpoints.export': { id: 'run-1', dir: '/tmp/export' },
   'presets.list': {},
   'hardware.probe': {},
@@ -113,7 +114,10 @@ export function fakeHandlers(overrides: Partial<ApiHandlers> = {}): ApiHandlers 
     'metrics.expertLoad': async ({ layer }) => ({ layer, experts: 2, steps: [1], counts: [3, 5] }),
     'metrics.stepLoads': async ({ step }) => ({
       step,
-      layers: [{ tokens: [3, 5], placement: null, tiers: null, pins: null, spilled: null }],
+      layers: [{ tokens: [3, 5], placement: null, tiers: null, pins: null, spilled: null, devices: null }],
+    }),
+    'metrics.placement': async ({ layer }) => ({
+      layer, steps: [1], imbalanceBefore: [1.5], imbalanceAfter: [1.1], spilledTokens: [40], movedExperts: [1],
     }),
     'checkpoints.export': async ({ dir }) => ({ dir }),
     'presets.list': async () => [],

@@ -9,6 +9,7 @@ import { dispatch } from '../../main/api/dispatch'
 import type { RunConfig } from '../../main/api/config'
 import type { EnginePort, EnginePortFactory } from '../../main/host/engine/port'
 import { createHost, type Host } from '../../main/host/host'
+import { placementOf } from '../bench/synthetic-placement'
 
 const dir = mkdtempSync(join(tmpdir(), 'moe-host-'))
 const tiny: RunConfig = RunConfigSchema.parse(JSON.parse(readFileSync('resources/presets/tiny.json', 'utf8')))
@@ -143,5 +144,45 @@ describe('checkpoints.export', () => {
     const summary = (await call('runs.get', { id })) as { result: { summary: { lastLoss: number }; checkpoints: unknown[] } }
     expect(summary.result.summary.lastLoss).toBe(2.5)
     expect(summary.result.checkpoints).toHaveLength(2)
+  })
+})
+
+describe('placement', () => {
+  const id = 'placed'
+  const record = (step: number) => {
+    const expertTokens = [Int32Array.of(90, 10, 0, 20), Int32Array.of(5, 5, 5, 5)]
+    return {
+      step, loss: 2, aux_loss: 0, lr: 1e-3, grad_norm: 1, tokens: 64, step_ms: 10, forward_ms: 4, backward_ms: 5, optimizer_ms: 1,
+      expertTokens, placement: placementOf(expertTokens, 2, (_, e) => (e === 0 ? 1 : 0)),
+    }
+  }
+
+  beforeAll(() => {
+    const config = RunConfigSchema.parse({ ...tiny, model: { ...tiny.model, n_layers: 2, n_experts: 4 }, placement: { devices: 2, policy: 'greedy' } })
+    host.store.insertRun({
+      id, name: 'placed', status: 'finished', config, dataset: { path: corpus }, init: null, offload: null,
+      runDir: join(dir, 'runs', id), createdAt: 1, startedAt: 2, finishedAt: 3, step: 0, totalSteps: 3,
+      lastLoss: null, tokensPerSec: null, error: null,
+    })
+    host.store.appendSteps(id, [1, 2, 3].map(record), [1, 2, 3])
+  })
+
+  it('serves one layer’s imbalance, spills and weight copies over a step range', async () => {
+    const reply = (await call('metrics.placement', { id, layer: 0, fromStep: 2 })) as { result: unknown }
+    // Static homes: devices 0 and 1 hold 90 and 30 tokens (max/mean 1.5); placed: expert 0 alone on device 1.
+    expect(reply.result).toEqual({ layer: 0, steps: [2, 3], imbalanceBefore: [1.5, 1.5], imbalanceAfter: [1.5, 1.5], spilledTokens: [120, 120], movedExperts: [3, 3] })
+  })
+
+  it('serves one step’s loads per device and expert devices beside its expert tokens', async () => {
+    const reply = (await call('metrics.stepLoads', { id, step: 2 })) as { result: { layers: { placement: number[]; devices: unknown }[] } }
+    expect(reply.result.layers[0]!.placement).toEqual([1, 0, -1, 0])
+    expect(reply.result.layers[0]!.devices).toEqual({
+      loadBefore: [90, 30], loadAfter: [30, 90], imbalanceBefore: 1.5, imbalanceAfter: 1.5, spilledTokens: 120, movedExperts: 3,
+    })
+  })
+
+  it('refuses a layer the run does not have, and an unknown run', async () => {
+    expect(((await call('metrics.placement', { id, layer: 2 })) as { error: { message: string } }).error.message).toBe(`run ${id}: layer 2 is out of range (2 MoE layers)`)
+    expect(((await call('metrics.placement', { id: 'ghost', layer: 0 })) as { error: { message: string } }).error.message).toBe('no run "ghost"')
   })
 })

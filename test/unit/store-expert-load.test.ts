@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, test } from 'vitest'
 import { encodeLayered, layeredArrays, viewLayered, type ElementBytes } from '../../main/host/store/blobs'
 import { openDatabase } from '../../main/host/store/db'
 import { EXPERT_TIER, TelemetryStore } from '../../main/host/store/store'
+import { placementOf } from '../bench/synthetic-placement'
 import { TINY_CONFIG, runRecord, stepRecord, tempDir, tokensAt, wallTimeOf } from './store-fixtures'
 
 describe('layered blob codec', () => {
@@ -119,21 +120,27 @@ describe('expert loads through the store', () => {
     expect(() => store.expertLoad('ghost', 0, { maxSteps: 10 })).toThrow('unknown run "ghost"')
   })
 
-  test('placement, tiers, pins and spilled tokens round trip per step', () => {
+  test('expert devices, tiers, pins and spilled tokens round trip per step', () => {
     const experts = [4, 4]
-    const placement = [Int32Array.of(0, 1, 0, 1), Int32Array.of(1, 1, 0, 300)]
+    const devices = [Int32Array.of(0, 1, 0, 1), Int32Array.of(1, 1, 0, 2)]
+    const tokens = stepRecord(1, {}, experts).expertTokens
+    const placement = placementOf(tokens, 3, (l, e) => devices[l]![e]!)
     const tiers = [Int32Array.of(EXPERT_TIER.device, EXPERT_TIER.host, EXPERT_TIER.ssd, 0), Int32Array.of(1, 1, 1, 1)]
     const pins = [Int32Array.of(1, 0, 0, 0), Int32Array.of(0, 0, 0, 1)]
     const spilledTokens = [Int32Array.of(0, 0, 1024, 0), Int32Array.of(5_000_000, 0, 0, 0)]
     store.appendSteps('r1', [stepRecord(1, { placement, tiers, pins, spilledTokens }, experts), stepRecord(2, {}, experts)], [1, 2])
     expect(store.stepLoads('r1', 1)).toEqual({
-      tokens: experts.map((n, l) => Int32Array.from({ length: n }, (_, e) => tokensAt(1, l, e))),
-      placement,
+      tokens,
+      placement: devices,
       tiers,
       pins,
       spilledTokens,
+      devices: placement.layers.map((l) => ({
+        imbalanceBefore: l.imbalanceBefore, imbalanceAfter: l.imbalanceAfter, spilledTokens: l.spilledTokens, movedExperts: l.movedExperts,
+        loadBefore: Int32Array.from(l.loadBefore), loadAfter: Int32Array.from(l.loadAfter),
+      })),
     })
-    expect(store.stepLoads('r1', 2)).toMatchObject({ placement: null, tiers: null, pins: null, spilledTokens: null })
+    expect(store.stepLoads('r1', 2)).toMatchObject({ placement: null, tiers: null, pins: null, spilledTokens: null, devices: null })
     expect(store.stepLoads('r1', 3)).toBeUndefined()
   })
 

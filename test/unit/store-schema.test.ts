@@ -7,6 +7,7 @@ import { StoreError } from '../../main/host/store/errors'
 import { migrate, schemaVersion } from '../../main/host/store/migrate'
 import { MIGRATIONS, type Migration } from '../../main/host/store/schema'
 import { TelemetryStore } from '../../main/host/store/store'
+import { placementOf } from '../bench/synthetic-placement'
 import { runRecord, stepRecords, tempDir, wallTimeOf } from './store-fixtures'
 
 let dir: string
@@ -45,6 +46,9 @@ describe('schema creation', () => {
         'peak_host_bytes', 'peak_ssd_bytes', 'prefetch_lead_ms',
       ])
       expect(columns(db, 'expert_loads')).toEqual(['run_id', 'step', 'tokens', 'placement', 'tiers', 'pins', 'spilled'])
+      expect(columns(db, 'layer_placements')).toEqual([
+        'run_id', 'step', 'layer', 'imbalance_before', 'imbalance_after', 'spilled_tokens', 'moved_experts', 'load_before', 'load_after',
+      ])
       expect(columns(db, 'events')).toEqual(['id', 'run_id', 'at', 'kind', 'message'])
       expect(columns(db, 'checkpoints')).toEqual(['run_id', 'step', 'path', 'created_at', 'bytes'])
       const steps = db.prepare("SELECT sql FROM sqlite_schema WHERE name = 'steps'").get()?.sql
@@ -130,7 +134,7 @@ describe('migrations', () => {
     })
     TelemetryStore.open(path).close()
     withRaw(path, (db) => {
-      expect(schemaVersion(db)).toBe(2)
+      expect(schemaVersion(db)).toBe(MIGRATIONS.length)
       expect(db.prepare('SELECT offload FROM runs').get()).toEqual({ offload: null })
       expect(db.prepare('SELECT loss, prefetch_lead_ms FROM steps').get()).toEqual({ loss: 2.5, prefetch_lead_ms: null })
     })
@@ -142,6 +146,25 @@ describe('migrations', () => {
     store.appendSteps('r2', [{ ...stepRecords(1, 1)[0]!, prefetch_lead_ms: 1.5 }], [wallTimeOf(1)])
     expect(store.series('r2', ['prefetch_lead_ms'], { maxPoints: 10 }).values['prefetch_lead_ms']).toEqual([1.5])
     store.close()
+  })
+
+  test('version 2 databases gain an empty layer_placements table; their steps read as placing nothing', () => {
+    const path = join(dir, 'v2.sqlite')
+    const store = TelemetryStore.open(path)
+    store.insertRun(runRecord('r1'))
+    store.appendSteps('r1', stepRecords(1, 2), [1, 2].map(wallTimeOf))
+    store.close()
+    withRaw(path, (db) => {
+      db.exec('DROP TABLE layer_placements; PRAGMA user_version = 2')
+    })
+    const migrated = TelemetryStore.open(path)
+    expect(migrated.stepLoads('r1', 2)?.devices).toBeNull()
+    expect(migrated.placementSeries('r1', 0, { maxPoints: 10 }).steps).toEqual([])
+    const placed = stepRecords(3, 1)[0]!
+    migrated.appendSteps('r1', [{ ...placed, placement: placementOf(placed.expertTokens, 2) }], [wallTimeOf(3)])
+    expect(migrated.placementSeries('r1', 0, { maxPoints: 10 }).steps).toEqual([3])
+    migrated.close()
+    withRaw(path, (db) => expect(schemaVersion(db)).toBe(3))
   })
 
   test('a read-only connection does not migrate an older database', () => {

@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, test } from 'vitest'
 import type { ScalarMetric } from '../../main/api/contract'
 import { openDatabase } from '../../main/host/store/db'
 import { TelemetryStore } from '../../main/host/store/store'
+import { placementOf } from '../bench/synthetic-placement'
 import { runRecord, stepRecord, stepRecords, tempDir, wallTimeOf } from './store-fixtures'
 
 const ALL_METRICS: ScalarMetric[] = [
@@ -92,12 +93,12 @@ describe('appendSteps and series', () => {
 
   test('one bad record in a batch writes none of the batch', () => {
     append(1, 2)
-    const bad = stepRecord(5, { placement: [new Int32Array(3)] })
+    const bad = stepRecord(5, { placement: placementOf([new Int32Array(3)], 2) })
     expect(() => store.appendSteps('r1', [stepRecord(3), stepRecord(4), bad], [3, 4, 5].map(wallTimeOf))).toThrow(
       /run r1 step 5: placement does not have the shape of expertTokens/,
     )
-    const huge = stepRecord(4, { placement: [0, 1, 2, 3].map(() => Int32Array.of(0, 1, 2, 3, 4, 5, 6, 70_000)) })
-    expect(() => store.appendSteps('r1', [stepRecord(3), huge], [3, 4].map(wallTimeOf))).toThrow(/placement: layer 0 element 7: 70000/)
+    const huge = stepRecord(4, { spilledTokens: [0, 1, 2, 3].map(() => [0, 1, 2, 3, 4, 5, 6, 2 ** 31]) })
+    expect(() => store.appendSteps('r1', [stepRecord(3), huge], [3, 4].map(wallTimeOf))).toThrow(/spilledTokens: layer 0 element 7: 2147483648/)
     expect(store.lastStep('r1')).toBe(2)
     expect(store.getRun('r1')?.step).toBe(2)
     expect(store.series('r1', ['loss'], { maxPoints: 10 }).step).toEqual([1, 2])

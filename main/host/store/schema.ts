@@ -100,4 +100,26 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE runs ADD COLUMN offload TEXT;
     `,
   },
+  {
+    version: 3,
+    description: 'placement across devices: per step and MoE layer, imbalance, spills, weight copies, tokens per device',
+    // Keyed by layer first: the replay reads one layer's series over a step range as one contiguous range;
+    // the index by step serves one step's read and the cascade from steps.
+    sql: `
+      CREATE TABLE layer_placements (
+        run_id TEXT NOT NULL,
+        step INTEGER NOT NULL,
+        layer INTEGER NOT NULL,
+        imbalance_before REAL NOT NULL,
+        imbalance_after REAL NOT NULL,
+        spilled_tokens INTEGER NOT NULL,
+        moved_experts INTEGER NOT NULL,
+        load_before BLOB NOT NULL,
+        load_after BLOB NOT NULL,
+        PRIMARY KEY (run_id, layer, step),
+        FOREIGN KEY (run_id, step) REFERENCES steps (run_id, step) ON DELETE CASCADE
+      ) WITHOUT ROWID;
+      CREATE INDEX layer_placements_by_step ON layer_placements (run_id, step);
+    `,
+  },
 ]

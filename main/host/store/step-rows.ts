@@ -1,7 +1,9 @@
-// StepTelemetry -> the values of one `steps` row and one `expert_loads` row.
+// StepTelemetry -> the values of one `steps` row, one `expert_loads` row and the step's
+// `layer_placements` rows.
 import { encodeLayered } from './blobs'
 import type { SqlValue } from './db'
 import { StoreError } from './errors'
+import { encodePlacement } from './placement-rows'
 import type { StepTelemetry } from './types'
 
 // Columns filled from the record as-is (NULL when the field is absent), in insert order.
@@ -27,6 +29,8 @@ export interface EncodedStep {
   step: number
   stepValues: SqlValue[]
   loadValues: SqlValue[]
+  /** One row per MoE layer with a placement across devices; none without. */
+  placementValues: SqlValue[][]
 }
 
 // The optional per-layer arrays must describe the same layers and experts as the token counts.
@@ -54,10 +58,12 @@ export function encodeStep(runId: string, r: StepTelemetry, wallTime: number): E
       runId,
       r.step,
       layered('expertTokens', r.expertTokens, 4),
-      layered('placement', r.placement, 2),
+      // Devices number at most 1024 (and -1: no rows), so int16.
+      layered('placement', r.placement?.layers.map((l) => l.expertDevice), 2),
       layered('tiers', r.tiers, 1),
       layered('pins', r.pins, 1),
       layered('spilledTokens', r.spilledTokens, 4),
     ],
+    placementValues: encodePlacement(runId, r),
   }
 }

@@ -4,16 +4,18 @@
 import { z } from 'zod'
 
 import { CheckpointSchema, RunEventSchema, ScalarMetricSchema } from '../../api/contract'
-import type { Checkpoint, ExpertLoadSchema, RunEvent, ScalarMetric, SeriesSchema } from '../../api/contract'
+import type { Checkpoint, ExpertLoadSchema, PlacementSeries, RunEvent, ScalarMetric, SeriesSchema } from '../../api/contract'
 import { elementReader, layeredArrays, viewLayered, type LayeredView } from './blobs'
 import { openDatabase, type DriverName, type SqlDatabase, type SqlRow } from './db'
 import { bucketStart, minMaxIndices } from './downsample'
 import { StoreError } from './errors'
 import { assertCurrentSchema, migrate } from './migrate'
+import { INSERT_PLACEMENT_SQL, decodeLayerDevices, type LayerDevices } from './placement-rows'
 import { RUN_COLUMNS, patchToColumns, runFromRow, runToRow } from './run-rows'
 import { INSERT_LOADS_SQL, INSERT_STEP_SQL, encodeStep, tokensPerSecond } from './step-rows'
 import type { RunRecord, StepTelemetry } from './types'
 
+export type { LayerDevices } from './placement-rows'
 export type { DatasetSpec, RunRecord, StepTelemetry } from './types'
 export { EXPERT_TIER } from './types'
 export { StoreError } from './errors'
@@ -28,6 +30,8 @@ export interface StepLoads {
   tiers: Int32Array[] | null
   pins: Int32Array[] | null
   spilledTokens: Int32Array[] | null
+  /** The placement across devices per MoE layer; null when the step placed nothing (one device). */
+  devices: LayerDevices[] | null
 }
 
 interface StepRange {
@@ -42,6 +46,8 @@ const SET_PROGRESS_SQL = 'UPDATE runs SET step = ?, last_loss = ?, tokens_per_s 
 
 // runs.last_loss / tokens_per_s feed run summaries, whose numbers must be finite.
 const finiteOrNull = (v: number | null): number | null => (v !== null && Number.isFinite(v) ? v : null)
+
+const moeLayersOf = (c: RunRecord['config']) => Math.floor(c.model.n_layers / c.model.moe_every)
 
 function stepBounds(runId: string, range: StepRange): [number, number] {
   const from = range.fromStep ?? 0
@@ -161,6 +167,7 @@ export class TelemetryStore {
     })
     const insertStep = this.db.prepare(INSERT_STEP_SQL)
     const insertLoads = this.db.prepare(INSERT_LOADS_SQL)
+    const insertPlacement = this.db.prepare(INSERT_PLACEMENT_SQL)
     const last = encoded[encoded.length - 1]
     const lastRecord = records[records.length - 1]
     this.db.transaction(() => {
@@ -173,6 +180,7 @@ export class TelemetryStore {
       for (const e of encoded) {
         insertStep.run(...e.stepValues)
         insertLoads.run(...e.loadValues)
+        for (const row of e.placementValues) insertPlacement.run(...row)
       }
       this.db
         .prepare(SET_PROGRESS_SQL)
@@ -290,12 +298,49 @@ export class TelemetryStore {
       .get(runId, step)
     if (!row) return undefined
     const decode = (column: string) => (row[column] == null ? null : layeredArrays(this.storedLayers(runId, row, column)))
+    const placed = this.db.prepare('SELECT * FROM layer_placements WHERE run_id = ? AND step = ? ORDER BY layer').all(runId, step)
     return {
       tokens: layeredArrays(this.storedLayers(runId, row, 'tokens')),
       placement: decode('placement'),
       tiers: decode('tiers'),
       pins: decode('pins'),
       spilledTokens: decode('spilled'),
+      devices: placed.length > 0 ? placed.map((p) => decodeLayerDevices(runId, p)) : null,
+    }
+  }
+
+  /**
+   * One MoE layer's placement over a step range, at most maxPoints steps (bucketed min/max of every
+   * column plus the first and last step, as `series`). Empty for a run that places nothing.
+   */
+  placementSeries(runId: string, layer: number, opts: StepRange & { maxPoints: number }): PlacementSeries {
+    if (!Number.isInteger(layer) || layer < 0) throw new StoreError(`run ${runId}: layer ${layer} is not a layer index`)
+    if (!Number.isInteger(opts.maxPoints) || opts.maxPoints < 2)
+      throw new StoreError(`run ${runId}: maxPoints must be an integer >= 2 (got ${opts.maxPoints})`)
+    const [from, to] = stepBounds(runId, opts)
+    this.requireRun(runId)
+    const moeLayers = moeLayersOf((this.getRun(runId) as RunRecord).config)
+    if (layer >= moeLayers) throw new StoreError(`run ${runId}: layer ${layer} is out of range (${moeLayers} MoE layers)`)
+    const rows = this.db
+      .prepare(
+        `SELECT step, imbalance_before, imbalance_after, spilled_tokens, moved_experts FROM layer_placements
+         WHERE run_id = ? AND layer = ? AND step BETWEEN ? AND ? ORDER BY step`,
+      )
+      .all(runId, layer, from, to)
+    const column = (name: string) => Float64Array.from(rows, (row) => Number(row[name]))
+    const before = column('imbalance_before')
+    const after = column('imbalance_after')
+    const spilled = column('spilled_tokens')
+    const moved = column('moved_experts')
+    const picked = minMaxIndices([before, after, spilled, moved], rows.length, opts.maxPoints)
+    const at = (values: Float64Array) => picked.map((i) => values[i]!)
+    return {
+      layer,
+      steps: picked.map((i) => Number(rows[i]!.step)),
+      imbalanceBefore: at(before),
+      imbalanceAfter: at(after),
+      spilledTokens: at(spilled),
+      movedExperts: at(moved),
     }
   }
 
@@ -357,9 +402,10 @@ export class TelemetryStore {
   }
 
   private configuredExperts(runId: string, layer: number): number {
-    const m = (this.getRun(runId) as RunRecord).config.model
-    const moeLayers = Math.floor(m.n_layers / m.moe_every)
+    const config = (this.getRun(runId) as RunRecord).config
+    const moeLayers = moeLayersOf(config)
     if (layer >= moeLayers) throw new StoreError(`run ${runId}: layer ${layer} is out of range (${moeLayers} MoE layers)`)
+    const m = config.model
     return Array.isArray(m.n_experts) ? m.n_experts[layer] : m.n_experts
   }
 }

@@ -33,7 +33,8 @@ export const EXPERT_TIER = { device: 0, host: 1, ssd: 2 } as const
 /**
  * A step as the store records it: the engine's record plus the offload/placement measurements the
  * engine adds as those features land. Every extra field is optional and stored as NULL when absent,
- * so a plain EngineStepRecord is a valid StepTelemetry.
+ * so a plain EngineStepRecord is a valid StepTelemetry. The engine's `placement` (devices > 1) fills
+ * expert_loads.placement with each expert's device and one layer_placements row per MoE layer.
  */
 export interface StepTelemetry extends EngineStepRecord {
   upload_ms?: number
@@ -50,8 +51,6 @@ export interface StepTelemetry extends EngineStepRecord {
   peak_host_bytes?: number
   peak_ssd_bytes?: number
   prefetch_lead_ms?: number
-  /** [MoE layer][expert] device index the expert ran on this step. */
-  placement?: readonly ArrayLike<number>[]
   /** [MoE layer][expert] EXPERT_TIER code of the expert's home. */
   tiers?: readonly ArrayLike<number>[]
   /** [MoE layer][expert] 1 when the expert was pinned on its device, else 0. */
