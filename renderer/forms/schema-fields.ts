@@ -7,7 +7,7 @@ import { z } from 'zod'
 import { RunConfigSchema } from '../../main/api/config'
 
 export type FieldKind = 'integer' | 'number' | 'boolean' | 'enum' | 'nullable-number' | 'number-or-list'
-export type SectionName = 'model' | 'train' | 'offload' | 'routing_skew'
+export type SectionName = 'model' | 'train' | 'offload' | 'routing_skew' | 'placement'
 
 export interface FormField {
   section: SectionName
@@ -56,6 +56,7 @@ const SECTION_TITLES: Record<SectionName, string> = {
   train: 'Training',
   offload: 'Offload',
   routing_skew: 'Routing skew (experiment)',
+  placement: 'Placement (devices)',
 }
 
 function bounds(node: JsonSchemaNode): Pick<FormField, 'integer' | 'min' | 'max' | 'exclusiveMin'> {

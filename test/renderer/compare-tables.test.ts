@@ -50,6 +50,16 @@ describe('config diff', () => {
       { path: 'routing_skew.hot_fraction', values: ['0.95', '0.8'] },
     ])
   })
+
+  it('compares a config without a placement as one device', () => {
+    const single = RunConfigSchema.parse({ ...base, placement: { devices: 1 } })
+    const spread = RunConfigSchema.parse({ ...base, placement: { devices: 4, policy: 'least-loaded' } })
+    expect(configDiff([base, single])).toEqual([])
+    expect(configDiff([base, spread])).toEqual([
+      { path: 'placement.devices', values: ['1', '4'] },
+      { path: 'placement.policy', values: ['static', 'least-loaded'] },
+    ])
+  })
 })
 
 describe('summary', () => {

@@ -1,0 +1,50 @@
+// The New-run form's placement section: generated from the schema like the rest, only the fields the device
+// count and the policy use shown.
+import { describe, expect, it } from 'vitest'
+
+import { defaultDraft, draftFromConfig, withField } from '../../renderer/forms/config-draft'
+import { allFields, rangeText, runConfigForm } from '../../renderer/forms/schema-fields'
+import { shownFields } from '../../renderer/forms/shown-fields'
+import { checkDraft } from '../../renderer/forms/validation'
+import { tinyConfig } from './compare-fixtures'
+
+const field = (path: string) => allFields().find((f) => f.path === path)!
+const section = () => runConfigForm().find((s) => s.name === 'placement')!
+type Draft = ReturnType<typeof defaultDraft>
+const withPlacement = (draft: Draft, key: string, value: unknown) => withField(draft, { section: 'placement', key }, value)
+const DEFAULTS = { devices: 1, policy: 'static', lambda: 1.3, alpha: 1.1, min_tokens: 32 }
+
+describe('placement fields', () => {
+  it('come from the schema under their own title, with kinds, defaults, ranges and help', () => {
+    expect(section().title).toBe('Placement (devices)')
+    expect(field('placement.devices')).toMatchObject({ kind: 'integer', min: 1, max: 1024, defaultValue: 1 })
+    expect(field('placement.policy')).toMatchObject({ kind: 'enum', options: ['static', 'greedy', 'least-loaded'], defaultValue: 'static' })
+    expect(field('placement.lambda')).toMatchObject({ kind: 'number', min: 1, max: 10, defaultValue: 1.3 })
+    expect(field('placement.alpha')).toMatchObject({ kind: 'number', min: 1, max: 10, defaultValue: 1.1 })
+    expect(field('placement.min_tokens')).toMatchObject({ kind: 'integer', min: 1, defaultValue: 32 })
+    expect(rangeText(field('placement.devices'))).toBe('1 … 1024')
+    expect(section().fields.every((f) => f.description)).toBe(true)
+  })
+
+  it('default to one device, and a default draft is a valid config that places nothing', () => {
+    const draft = defaultDraft()
+    expect(draft.placement).toEqual(DEFAULTS)
+    expect(checkDraft(draft).config?.placement).toEqual(DEFAULTS)
+    expect(checkDraft(draftFromConfig(tinyConfig)).config?.placement).toEqual(DEFAULTS)
+  })
+
+  it('show the policy only for more than one device, and LLEP’s knobs only for least-loaded', () => {
+    const keys = (draft: Draft, issues: string[] = []) => shownFields(section(), draft, (p) => issues.includes(p)).map((f) => f.key)
+    const one = defaultDraft()
+    expect(keys(one)).toEqual(['devices'])
+    expect(keys(withPlacement(one, 'policy', 'least-loaded'))).toEqual(['devices'])
+    const four = withPlacement(one, 'devices', 4)
+    expect(keys(four)).toEqual(['devices', 'policy'])
+    expect(keys(withPlacement(four, 'policy', 'greedy'))).toEqual(['devices', 'policy'])
+    expect(keys(withPlacement(four, 'policy', 'least-loaded'))).toEqual(['devices', 'policy', 'lambda', 'alpha', 'min_tokens'])
+    // A hidden field with an issue shows anyway, and the issue is the schema's range.
+    const stale = withPlacement(four, 'lambda', 0.5)
+    expect(checkDraft(stale).issues.map((i) => i.path)).toEqual(['placement.lambda'])
+    expect(keys(stale, ['placement.lambda'])).toEqual(['devices', 'policy', 'lambda'])
+  })
+})
