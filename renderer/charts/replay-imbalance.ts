@@ -18,23 +18,13 @@ export const IMBALANCE_GRID = { left: 44, right: 12, top: 22, bottom: 24 } as co
 // At most this many spike markers: more would cover the line.
 const MAX_SPIKE_MARKS = 200
 
-export function replayImbalanceOption(input: ImbalanceInput, palette: ReplayPalette): EChartsOption {
-  const points: [number, number | null][] = new Array(input.ratios.length)
-  for (let i = 0; i < input.ratios.length; i++) {
-    const r = input.ratios[i]!
-    points[i] = [input.steps[i]!, Number.isFinite(r) ? r : null]
-  }
-  const marks = input.spikeSteps.length <= MAX_SPIKE_MARKS ? input.spikeSteps : []
+/** What every max/mean chart of Replay shares: the grid the view's step marker assumes, steps along x, ratios from 1 up. */
+export function ratioChartFrame(title: string, palette: ReplayPalette): EChartsOption {
   return {
     animation: false,
     grid: { ...IMBALANCE_GRID },
     tooltip: { trigger: 'axis', valueFormatter: (v) => (typeof v === 'number' ? v.toFixed(2) : '—') },
-    title: {
-      text: input.approximate ? 'imbalance (max/mean) · from bucket means, refining…' : 'imbalance (max/mean)',
-      left: 44,
-      top: 0,
-      textStyle: { color: palette.muted, fontSize: 12, fontWeight: 'normal' },
-    },
+    title: { text: title, left: 44, top: 0, textStyle: { color: palette.muted, fontSize: 12, fontWeight: 'normal' } },
     xAxis: {
       type: 'value',
       min: 'dataMin',
@@ -50,6 +40,18 @@ export function replayImbalanceOption(input: ImbalanceInput, palette: ReplayPale
       axisLabel: { color: palette.muted },
       splitLine: { lineStyle: { color: palette.grid } },
     },
+  }
+}
+
+export function replayImbalanceOption(input: ImbalanceInput, palette: ReplayPalette): EChartsOption {
+  const points: [number, number | null][] = new Array(input.ratios.length)
+  for (let i = 0; i < input.ratios.length; i++) {
+    const r = input.ratios[i]!
+    points[i] = [input.steps[i]!, Number.isFinite(r) ? r : null]
+  }
+  const marks = input.spikeSteps.length <= MAX_SPIKE_MARKS ? input.spikeSteps : []
+  return {
+    ...ratioChartFrame(input.approximate ? 'imbalance (max/mean) · from bucket means, refining…' : 'imbalance (max/mean)', palette),
     series: [
       {
         id: 'ratio',

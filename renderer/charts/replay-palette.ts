@@ -36,3 +36,8 @@ export function paletteFromCss(read: (name: string) => string): ReplayPalette {
     ok: pick('--ok', p.ok),
   }
 }
+
+/** One colour per device, hues spread evenly around the wheel so neighbouring devices differ most with few devices. */
+export function deviceColor(device: number, devices: number): string {
+  return `hsl(${Math.round((device * 360) / Math.max(1, devices))}, 62%, 62%)`
+}

@@ -1,47 +1,39 @@
-// Tokens per device for one layer and step: before placement (the static home, expert e on device
-// e mod D) and after (the device the placement put each expert on), with the tokens that spilled away
-// from their expert's device shown apart.
+// One MoE layer at the replayed step: tokens per device before placement (the static home, expert e on
+// device e mod D) and after it, as the engine recorded them (a split expert counts where each piece ran,
+// so "after" cannot be summed from the expert->device map), and what each expert's state was.
+import type { DevicePlacement, StepLoads } from '../../main/api/contract'
 
-export interface LayerStep {
-  tokens: readonly number[]
-  placement: readonly number[] | null
-  tiers: readonly number[] | null
-  pins: readonly number[] | null
-  spilled: readonly number[] | null
-}
+export type LayerStep = StepLoads['layers'][number]
 
 export interface DeviceLoads {
-  /** null when the run recorded no placement: everything ran on one device. */
-  devices: number | null
+  devices: number
   before: number[]
   after: number[]
-  /** Of `after`, the tokens computed away from that device (spilled to others). */
-  spilledAway: number[]
+  imbalanceBefore: number
+  imbalanceAfter: number
+  spilledTokens: number
+  movedExperts: number
 }
 
-export function deviceCount(placement: readonly number[]): number {
-  let max = 0
-  for (const device of placement) if (device > max) max = device
-  return max + 1
-}
-
-export function deviceLoads(layer: LayerStep, devicesHint?: number): DeviceLoads {
-  const total = layer.tokens.reduce((a, b) => a + b, 0)
-  if (!layer.placement) {
-    const spilled = layer.spilled?.reduce((a, b) => a + b, 0) ?? 0
-    return { devices: null, before: [total], after: [total], spilledAway: [spilled] }
+/** The recorded loads per device, or null when the step placed nothing (one device). */
+export function deviceLoads(layer: Pick<LayerStep, 'devices'>): DeviceLoads | null {
+  const d: DevicePlacement | null = layer.devices
+  if (!d) return null
+  return {
+    devices: d.loadBefore.length,
+    before: d.loadBefore,
+    after: d.loadAfter,
+    imbalanceBefore: d.imbalanceBefore,
+    imbalanceAfter: d.imbalanceAfter,
+    spilledTokens: d.spilledTokens,
+    movedExperts: d.movedExperts,
   }
-  const devices = Math.max(devicesHint ?? 1, deviceCount(layer.placement))
-  const before = new Array<number>(devices).fill(0)
-  const after = new Array<number>(devices).fill(0)
-  const spilledAway = new Array<number>(devices).fill(0)
-  layer.tokens.forEach((tokens, e) => {
-    before[e % devices]! += tokens
-    const device = layer.placement![e] ?? e % devices
-    after[device]! += tokens
-    spilledAway[device]! += layer.spilled?.[e] ?? 0
-  })
-  return { devices, before, after, spilledAway }
+}
+
+/** "max/mean 1.95 → 1.22 · 120 tokens spilled · 3 weight copies" */
+export function placementSummary(loads: DeviceLoads): string {
+  const copies = `${loads.movedExperts.toLocaleString()} weight ${loads.movedExperts === 1 ? 'copy' : 'copies'}`
+  return `max/mean ${loads.imbalanceBefore.toFixed(2)} → ${loads.imbalanceAfter.toFixed(2)} · ${loads.spilledTokens.toLocaleString()} tokens spilled · ${copies}`
 }
 
 export const TIER_NAMES = ['device', 'host', 'SSD'] as const
@@ -49,19 +41,21 @@ export const TIER_NAMES = ['device', 'host', 'SSD'] as const
 export interface ExpertState {
   expert: number
   tokens: number
+  /** Device of the expert's first rows; null when it had no rows or the run places nothing. */
   device: number | null
   tier: (typeof TIER_NAMES)[number] | null
   pinned: boolean | null
   spilled: number | null
 }
 
-export function expertStates(layer: LayerStep): ExpertState[] {
+export function expertStates(layer: Omit<LayerStep, 'devices'>): ExpertState[] {
   return layer.tokens.map((tokens, expert) => {
     const tier = layer.tiers?.[expert]
+    const device = layer.placement?.[expert]
     return {
       expert,
       tokens,
-      device: layer.placement?.[expert] ?? null,
+      device: device === undefined || device < 0 ? null : device,
       tier: tier === undefined ? null : (TIER_NAMES[tier] ?? null),
       pinned: layer.pins ? layer.pins[expert] === 1 : null,
       spilled: layer.spilled ? (layer.spilled[expert] ?? 0) : null,

@@ -4,6 +4,7 @@
 import { defineStore } from 'pinia'
 import { computed, ref, shallowRef } from 'vue'
 
+import type { RunConfig } from '../../main/api/config'
 import type { Result, RunSummary, StepLoads } from '../../main/api/contract'
 import { api, type ApiClient } from '../api'
 import { imbalanceSeries, quantile } from '../replay/imbalance'
@@ -43,6 +44,7 @@ const message = (e: unknown) => (e instanceof Error ? e.message : String(e))
 export const useReplayStore = defineStore('replay', () => {
   const runId = ref<string | null>(null)
   const summary = shallowRef<RunSummary | null>(null)
+  const config = shallowRef<RunConfig | null>(null)
   const error = ref<string | null>(null)
   const loading = ref(false)
   const experts = shallowRef<number[]>([]) // per MoE layer
@@ -88,6 +90,7 @@ export const useReplayStore = defineStore('replay', () => {
       const detail = await client.invoke('runs.get', { id })
       if (mine !== generation) return
       summary.value = detail.summary
+      config.value = detail.config
       const last = detail.summary.step
       if (last < 1) {
         experts.value = []
@@ -123,6 +126,7 @@ export const useReplayStore = defineStore('replay', () => {
 
   function resetData(): void {
     summary.value = null
+    config.value = null
     heatmap.value = null
     ratios.value = null
     shown.value = null
@@ -229,7 +233,7 @@ export const useReplayStore = defineStore('replay', () => {
   }
 
   return {
-    runId, summary, error, loading, experts, layer, layers, state, step, zoom, heatmap, ratios, threshold, thresholdChoice, p95,
+    runId, summary, config, error, loading, experts, layer, layers, state, step, zoom, heatmap, ratios, threshold, thresholdChoice, p95,
     spikes, shown, layerLoads, stepError,
     open, setLayer, setZoom, dispatch, jumpToSpike, setThreshold,
   }

@@ -108,6 +108,7 @@ export function writeSyntheticRun(store: TelemetryStore, dataDir: string, id: st
   const config = RunConfigSchema.parse({
     model: { arch: 'mixtral', d_model: 512, n_layers: shape.layers, n_heads: 8, d_ff: 1024, n_experts: shape.experts, top_k: TOP_K },
     train: { steps: shape.steps, batch_size: 32, seq_len: 256 },
+    placement: { devices: shape.devices, policy: 'greedy' },
   })
   const now = Date.now()
   store.insertRun({

@@ -1,10 +1,12 @@
-// The replay's chart builders: heatmap bitmap and axes, imbalance with threshold and spikes, device bars.
+// The replay's chart builders: heatmap bitmap and axes, imbalance with threshold and spikes, device bars, and
+// device imbalance before and after placement.
 import { describe, expect, it } from 'vitest'
 
 import { deviceBarsData, replayDevicesOption } from '../../renderer/charts/replay-devices'
 import { cellAt, cellLabel, colorLut, colorTop, heatmapPixels, replayHeatmapAxesOption } from '../../renderer/charts/replay-heatmap'
-import { replayImbalanceOption } from '../../renderer/charts/replay-imbalance'
-import { DEFAULT_REPLAY_PALETTE as palette, paletteFromCss } from '../../renderer/charts/replay-palette'
+import { IMBALANCE_GRID, replayImbalanceOption } from '../../renderer/charts/replay-imbalance'
+import { DEFAULT_REPLAY_PALETTE as palette, deviceColor, paletteFromCss } from '../../renderer/charts/replay-palette'
+import { placementImbalanceOption } from '../../renderer/charts/replay-placement'
 
 const input = { steps: [1, 11], experts: 2, counts: [0, 10, 5, 10], bucketSize: 10 }
 
@@ -49,22 +51,53 @@ describe('replay imbalance chart', () => {
 })
 
 describe('replay device bars', () => {
-  const loads = { devices: 2, before: [40, 60], after: [70, 30], spilledAway: [0, 5] }
+  const loads = { devices: 2, before: [40, 60], after: [70, 30], imbalanceBefore: 1.2, imbalanceAfter: 1.4, spilledTokens: 30, movedExperts: 1 }
 
-  it('updates only series data by id, the after bar without its spilled part', () => {
+  it('updates only series data by id, each after bar in its device’s colour', () => {
     expect(deviceBarsData(loads)).toEqual({
-      series: [{ id: 'before', data: [40, 60] }, { id: 'after', data: [70, 25] }, { id: 'spilled', data: [0, 5] }],
+      series: [
+        { id: 'before', data: [40, 60] },
+        { id: 'after', data: [{ value: 70, itemStyle: { color: 'hsl(0, 62%, 62%)' } }, { value: 30, itemStyle: { color: 'hsl(180, 62%, 62%)' } }] },
+      ],
     })
   })
 
-  it('labels devices, or one bar when placement was not recorded', () => {
-    expect((replayDevicesOption(loads, palette) as { xAxis: { data: string[] } }).xAxis.data).toEqual(['dev 0', 'dev 1'])
-    const single = replayDevicesOption({ devices: null, before: [3], after: [3], spilledAway: [0] }, palette) as { xAxis: { data: string[] } }
-    expect(single.xAxis.data).toEqual(['device'])
+  it('labels every device, before bars muted and after bars by device', () => {
+    const option = replayDevicesOption(loads, palette) as { xAxis: { data: string[] }; series: { id: string; data: unknown[]; itemStyle: { color: string } }[] }
+    expect(option.xAxis.data).toEqual(['dev 0', 'dev 1'])
+    expect(option.series.map((s) => s.id)).toEqual(['before', 'after'])
+    expect(option.series[0]!.itemStyle.color).toBe(palette.muted)
+    expect(option.series[1]!.data).toEqual((deviceBarsData(loads).series as { data: unknown[] }[])[1]!.data)
+  })
+
+  it('gives devices evenly spread hues', () => {
+    expect([0, 1, 2, 3].map((d) => deviceColor(d, 4))).toEqual(['hsl(0, 62%, 62%)', 'hsl(90, 62%, 62%)', 'hsl(180, 62%, 62%)', 'hsl(270, 62%, 62%)'])
+    expect(deviceColor(0, 0)).toBe('hsl(0, 62%, 62%)')
   })
 
   it('takes colours from CSS variables with defaults', () => {
     expect(paletteFromCss((n) => (n === '--accent' ? ' #123456 ' : '')).accent).toBe('#123456')
     expect(paletteFromCss(() => '').text).toBe(palette.text)
+  })
+})
+
+describe('replay device imbalance chart', () => {
+  const series = { steps: [1, 2, 3], imbalanceBefore: [2, 1.9, 2.2], imbalanceAfter: [1.1, 1.05, 1.2] }
+  type Option = { series: { id: string; data: unknown[]; lineStyle: { color: string }; markLine?: { data: unknown[]; label: { formatter: string } } }[]; grid: unknown }
+
+  it('plots before and after per step on the expert-imbalance grid, after in the accent colour', () => {
+    const option = placementImbalanceOption({ series, lambda: null }, palette) as Option
+    expect(option.grid).toEqual(IMBALANCE_GRID)
+    expect(option.series.map((s) => s.id)).toEqual(['before', 'after'])
+    expect(option.series[0]!.data).toEqual([[1, 2], [2, 1.9], [3, 2.2]])
+    expect(option.series[1]!.data).toEqual([[1, 1.1], [2, 1.05], [3, 1.2]])
+    expect(option.series[1]!.lineStyle.color).toBe(palette.accent)
+    expect(option.series[1]!.markLine!.data).toEqual([])
+  })
+
+  it('marks least-loaded’s lambda, the ratio above which it rebalances', () => {
+    const option = placementImbalanceOption({ series, lambda: 1.3 }, palette) as Option
+    expect(option.series[1]!.markLine!.data).toEqual([{ yAxis: 1.3 }])
+    expect(option.series[1]!.markLine!.label.formatter).toBe('λ 1.3: rebalance above')
   })
 })

@@ -2,7 +2,7 @@
 // loads and the step lookups.
 import { describe, expect, it } from 'vitest'
 
-import { deviceLoads, expertStates } from '../../renderer/replay/devices'
+import { deviceLoads, expertStates, placementSummary } from '../../renderer/replay/devices'
 import { imbalanceRatio, imbalanceSeries, quantile } from '../../renderer/replay/imbalance'
 import { commandForKey, keyBelongsToField } from '../../renderer/replay/keyboard'
 import { initialPlayback, playback } from '../../renderer/replay/playback'
@@ -105,20 +105,24 @@ describe('keyboard map', () => {
 })
 
 describe('device loads', () => {
-  const layer = { tokens: [10, 20, 30, 40], placement: [1, 1, 0, 0], tiers: [0, 1, 2, 0], pins: [1, 0, 0, 0], spilled: [0, 5, 0, 0] }
+  const devices = { loadBefore: [40, 60], loadAfter: [70, 30], imbalanceBefore: 1.2, imbalanceAfter: 1.4, spilledTokens: 30, movedExperts: 1 }
+  const layer = { tokens: [10, 20, 30, 40], placement: [1, -1, 0, 0], tiers: [0, 1, 2, 0], pins: [1, 0, 0, 0], spilled: [0, 5, 0, 0], devices }
 
-  it('sums tokens by static home (e mod D) before and by placement after, spills apart', () => {
-    expect(deviceLoads(layer)).toEqual({ devices: 2, before: [40, 60], after: [70, 30], spilledAway: [0, 5] })
-  })
-
-  it('is one device bar when no placement was recorded', () => {
-    expect(deviceLoads({ tokens: [1, 2], placement: null, tiers: null, pins: null, spilled: null })).toEqual({
-      devices: null, before: [3], after: [3], spilledAway: [0],
+  it('are the recorded loads before and after, with the layer’s imbalance, spills and copies', () => {
+    expect(deviceLoads(layer)).toEqual({
+      devices: 2, before: [40, 60], after: [70, 30], imbalanceBefore: 1.2, imbalanceAfter: 1.4, spilledTokens: 30, movedExperts: 1,
     })
+    expect(placementSummary(deviceLoads(layer)!)).toBe('max/mean 1.20 → 1.40 · 30 tokens spilled · 1 weight copy')
+    expect(placementSummary({ ...deviceLoads(layer)!, spilledTokens: 1234, movedExperts: 3 })).toMatch(/1,234 tokens spilled · 3 weight copies$/)
   })
 
-  it('describes every expert, null where the run did not record it', () => {
-    expect(expertStates(layer)[1]).toEqual({ expert: 1, tokens: 20, device: 1, tier: 'host', pinned: false, spilled: 5 })
+  it('are none when the step placed nothing', () => {
+    expect(deviceLoads({ devices: null })).toBeNull()
+  })
+
+  it('describe every expert, null where the run did not record it or the expert had no rows to place', () => {
+    expect(expertStates(layer)[0]).toEqual({ expert: 0, tokens: 10, device: 1, tier: 'device', pinned: true, spilled: 0 })
+    expect(expertStates(layer)[1]).toEqual({ expert: 1, tokens: 20, device: null, tier: 'host', pinned: false, spilled: 5 })
     expect(expertStates({ tokens: [7], placement: null, tiers: null, pins: null, spilled: null })[0]).toEqual({
       expert: 0, tokens: 7, device: null, tier: null, pinned: null, spilled: null,
     })
