@@ -13,8 +13,9 @@ export function describeModel(config: RunConfig): string {
   return [m.arch, `L${m.n_layers}`, `d${m.d_model}`, experts, `top-${m.top_k}`, ...extras].join(' ')
 }
 
-// Where expert state lives (as the host resolved it), how experts get their tokens, and how much CPU the
-// engine uses: "host offload · 4 slots · dropless · 2 threads".
+// Where expert state lives (as the host resolved it), how experts get their tokens, where they would run
+// (placement across devices, recorded per step) and how much CPU the engine uses:
+// "host offload · 4 slots · dropless · least-loaded on 4 devices · 2 threads".
 export function describeStrategy(config: RunConfig, offload: ResolvedOffload | null = null): string {
   const cf = config.model.capacity_factor
   const routing = cf === null ? 'dropless' : `capacity ${cf}`
@@ -23,5 +24,7 @@ export function describeStrategy(config: RunConfig, offload: ResolvedOffload | n
   const where = !offload || offload.mode === 'none'
     ? ['resident']
     : [`${offload.mode} offload`, offload.slots !== null ? `${offload.slots} slots` : '', config.offload?.optimizer === 'delayed' ? 'one-step stale' : '']
-  return [...where, routing, threads, t.grad_accum > 1 ? `accum ${t.grad_accum}` : ''].filter(Boolean).join(' · ')
+  const p = config.placement
+  const placed = p && p.devices > 1 ? `${p.policy} on ${p.devices} devices` : ''
+  return [...where, routing, placed, threads, t.grad_accum > 1 ? `accum ${t.grad_accum}` : ''].filter(Boolean).join(' · ')
 }

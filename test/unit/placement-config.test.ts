@@ -1,9 +1,11 @@
-// The run config's placement section (experts placed across D devices per step, issue 7) and the engine
-// config a run's engine receives: the section only when there is more than one device to place on.
+// The run config's placement section (experts placed across D devices per step, issue 7), the engine config
+// a run's engine receives (the section only when there is more than one device to place on) and the run's
+// strategy description.
 import { describe, expect, it } from 'vitest'
 
 import { RunConfigSchema, type PlacementConfig } from '../../main/api/config'
 import { issuesOf } from '../../main/api/contract'
+import { describeStrategy } from '../../main/host/describe-run'
 import { engineConfigJson } from '../../main/host/runs/engine-config'
 
 const model = { arch: 'mixtral', vocab_size: 64, d_model: 32, n_layers: 2, n_heads: 4, max_seq_len: 16, d_ff: 48, n_experts: 4, top_k: 2 }
@@ -64,5 +66,12 @@ describe('engine config with a placement', () => {
   it('sits after a routing skew', () => {
     const c = RunConfigSchema.parse({ model, train, routing_skew: { distribution: 'hot' }, placement: { devices: 2 } })
     expect(Object.keys(engine(c))).toEqual(['model', 'train', 'routing_skew', 'placement'])
+  })
+})
+
+describe('strategy description with a placement', () => {
+  it('names the policy and devices, and nothing for one device', () => {
+    expect(describeStrategy(config({ devices: 4, policy: 'least-loaded' }))).toBe('resident · dropless · least-loaded on 4 devices · 2 threads')
+    expect(describeStrategy(config({ devices: 1, policy: 'greedy' }))).toBe('resident · dropless · 2 threads')
   })
 })
