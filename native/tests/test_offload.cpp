@@ -243,13 +243,13 @@ TEST(offloaded_checkpoint_resumes_exactly) {
 }
 
 // Evaluation and gradients between steps (moe_engine_forward, moe_engine_compute_gradients, twice) stream
-// experts through the slots and give resident logits and gradients.
+// experts through the slots and give resident logits and gradients, on the host and the SSD tier.
 TEST(passes_outside_training_match_resident) {
   std::vector<std::vector<float>> logits, grads;
-  for (bool offload : {false, true}) {
+  for (const std::string& offload : {std::string(), host_offload(0.25, 2), ssd_offload(0.25, 2)}) {
     Variant v;
     v.grad_accum = 1;
-    if (offload) v.offload = host_offload(0.25, 2);
+    v.offload = offload;
     char err[512] = {};
     moe_engine* e = moe_engine_create(config(v).c_str(), nullptr, err, sizeof err);
     CHECK_MSG(e != nullptr, err);
@@ -283,8 +283,10 @@ TEST(passes_outside_training_match_resident) {
     grads.push_back(all);
     moe_engine_destroy(e);
   }
-  CHECK(same_bits(logits[0], logits[1]));
-  CHECK(same_bits(grads[0], grads[1]));
+  for (size_t i = 1; i < logits.size(); ++i) {
+    CHECK_MSG(same_bits(logits[0], logits[i]), "logits of offload variant " + std::to_string(i));
+    CHECK_MSG(same_bits(grads[0], grads[i]), "gradients of offload variant " + std::to_string(i));
+  }
 }
 
 TEST_MAIN()

@@ -418,7 +418,8 @@ void ExpertOffload::submit_update(int i, bool zero_grad) {
       cpu::adamw_update(host_pool_, s.w + at, s.g + at, s.m + at, s.v + at, static_cast<int64_t>(pt->numel),
                         adamw_params(t, lr, hp, clip_scale, pt->decay));
     }
-    store_->release(i, zero_grad ? kAllParts : kWeights | kMoment1 | kMoment2);
+    // The gradient has been applied: its file copy may stay stale (docs/offload.md, "SSD tier").
+    store_->release(i, kWeights | kMoment1 | kMoment2, kGrad);
   });
 }
 

@@ -249,11 +249,11 @@ ExpertState SsdExpertStore::acquire(int i, unsigned need, unsigned overwrite) {
   }
 }
 
-void SsdExpertStore::release(int i, unsigned dirty) {
+void SsdExpertStore::release(int i, unsigned dirty, unsigned consumed) {
   std::lock_guard<std::mutex> lock(mutex_);
   Entry& x = entries_[where_[i]];
   --x.refs;
-  x.dirty |= dirty;
+  x.dirty = (x.dirty | dirty) & ~consumed;
   x.last_use = ++clock_;
   changed_.notify_all();
 }

@@ -34,7 +34,7 @@ class SsdExpertStore final : public ExpertStore {
   ~SsdExpertStore() override;
 
   ExpertState acquire(int i, unsigned need, unsigned overwrite = 0) override;
-  void release(int i, unsigned dirty) override;
+  void release(int i, unsigned dirty, unsigned consumed = 0) override;
   void prefetch(int i, unsigned parts) override;
   void flush() override;
   ExpertStoreStats take_stats() override;
