@@ -78,8 +78,8 @@ export const OffloadConfigSchema = z
       .describe('Expert updates overlap the rest of the step; false: they run after the step and are waited for (ablation)'),
     host_budget_bytes: z.number().int().positive().nullable().default(null)
       .describe('Host tier budget; null: the machine’s memory (SSD mode: sizes the cache when cache_experts is null)'),
-    cache_policy: z.enum(['lru', 'lfu']).default('lru')
-      .describe('SSD mode host cache eviction: least recently used, or MoESys Algorithm 2 frequency policy with hit threshold and decay'),
+    cache_policy: z.enum(['lru', 'lfu', 'next-use']).default('lru')
+      .describe('SSD mode host cache eviction: least recently used (ES-MoE), MoESys Algorithm 2 frequency policy with hit threshold and decay, or next-use (the expert the pass order needs last)'),
     cache_experts: int(1, 1 << 24).nullable().default(null)
       .describe('SSD mode host cache entries (one expert’s weights, gradient and moments each); null: derived from host_budget_bytes'),
     lfu_threshold: int(1, 1e6).default(2).describe('lfu: hits before an expert may displace a cached one'),

@@ -40,6 +40,7 @@ TEST(ssd_policies_prefetch_and_ablations_are_exact) {
     const Run resident = train(v);
     const std::vector<std::pair<int, std::string>> variants = {
         {1, R"(, "cache_policy": "lfu", "lfu_threshold": 2, "lfu_decay": 0.5, "lfu_decay_every": 16)"},
+        {2, R"(, "cache_policy": "next-use")"},
         {1, R"(, "prefetch": false)"},
         {0, ""},
         {1, R"(, "optimizer_overlap": false)"},
@@ -49,7 +50,7 @@ TEST(ssd_policies_prefetch_and_ablations_are_exact) {
       const std::string what = " lookahead " + std::to_string(lookahead) + extra;
       o.offload = ssd_offload(0.25, lookahead, extra);
       check_identical(train(o), resident, "ssd" + what);
-      if (extra.find("lfu") != std::string::npos || extra.find("prefetch") != std::string::npos) continue;
+      if (extra.find("cache_policy") != std::string::npos || extra.find("prefetch") != std::string::npos) continue;
       o.offload = host_offload(0.25, lookahead, 4, extra);
       check_identical(train(o), resident, "host" + what);
     }
@@ -85,7 +86,7 @@ TEST(delayed_updates_are_one_step_stale) {
 // 16 experts through 5 cache entries: every step misses, reads and writes whole records, and hits where the
 // cache still holds an expert; the host tier holds exactly the cache.
 TEST(ssd_cache_counts_its_traffic) {
-  for (const char* policy : {"lru", "lfu"}) {
+  for (const char* policy : {"lru", "lfu", "next-use"}) {
     Variant v;
     v.grad_accum = 1;
     v.offload = ssd_offload(0.25, 1, std::string(R"(, "cache_policy": ")") + policy + "\"");

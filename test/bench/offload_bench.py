@@ -79,10 +79,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     a = ap.parse_args()
     work = tempfile.mkdtemp(dir=a.workdir)
-    # 12 slots for 32 experts (3 pinned at 25%); the SSD tier's host cache holds 24 of the 32 expert records.
+    # 12 slots for 32 experts (3 pinned at 25%); the SSD tier's host cache holds 24 of the 32 expert records,
+    # evicting by next use (the LRU row is ES-MoE's policy for comparison).
     host = {"mode": "host", "expert_slots": 12, "lookahead": 2, "pin_fraction": 0.25}
-    ssd = dict(host, mode="ssd", cache_experts=24, prefetch=True)
-    plan = [("resident", None), ("host", host), ("ssd", ssd),
+    ssd = dict(host, mode="ssd", cache_experts=24, prefetch=True, cache_policy="next-use")
+    plan = [("resident", None), ("host", host), ("ssd", ssd), ("ssd lru", dict(ssd, cache_policy="lru")),
             ("host pin 0", dict(host, pin_fraction=0.0)), ("host pin 0.5", dict(host, pin_fraction=0.5)),
             ("- pinning", dict(host, pin_fraction=0.0, pin_policy="none")),
             ("- optimizer overlap", dict(host, pin_fraction=0.0, pin_policy="none", optimizer_overlap=False)),

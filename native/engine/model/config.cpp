@@ -236,7 +236,9 @@ const char* expert_optimizer_name(ExpertOptimizer o) {
   return o == ExpertOptimizer::Expert ? "expert" : o == ExpertOptimizer::Layer ? "layer" : "delayed";
 }
 
-const char* cache_policy_name(CachePolicy p) { return p == CachePolicy::Lru ? "lru" : "lfu"; }
+const char* cache_policy_name(CachePolicy p) {
+  return p == CachePolicy::Lru ? "lru" : p == CachePolicy::Lfu ? "lfu" : "next-use";
+}
 
 const char* pin_policy_name(PinPolicy p) {
   return p == PinPolicy::Previous ? "previous" : p == PinPolicy::Ema ? "ema" : "none";
@@ -292,7 +294,8 @@ OffloadConfig parse_offload_config(const json::Value& obj) {
   if (const json::Value* policy = r.get("cache_policy", json::Type::String)) {
     if (policy->string == "lru") o.cache_policy = CachePolicy::Lru;
     else if (policy->string == "lfu") o.cache_policy = CachePolicy::Lfu;
-    else fail("offload.cache_policy: \"" + policy->string + "\" is not supported; use \"lru\" or \"lfu\"");
+    else if (policy->string == "next-use") o.cache_policy = CachePolicy::NextUse;
+    else fail("offload.cache_policy: \"" + policy->string + "\" is not supported; use \"lru\", \"lfu\" or \"next-use\"");
   }
   o.cache_experts = optional_count(r, "cache_experts");
   o.lfu_threshold = r.integer("lfu_threshold", o.lfu_threshold, 1, 1000000);

@@ -70,7 +70,7 @@ enum class PinPolicy { Previous, Ema, None };
 // When an expert's AdamW update starts: after its own backward (ES-MoE), after its layer's backward, or one
 // step late (ZeRO-Offload's delayed parameter update: not exact, an ablation baseline).
 enum class ExpertOptimizer { Expert, Layer, Delayed };
-enum class CachePolicy { Lru, Lfu };
+enum class CachePolicy { Lru, Lfu, NextUse };
 
 struct OffloadConfig {
   OffloadMode mode = OffloadMode::None;

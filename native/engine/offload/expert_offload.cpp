@@ -147,6 +147,7 @@ void ExpertOffload::make_store(const OffloadConfig& cfg, const std::vector<size_
   }
   auto ssd = std::make_unique<SsdExpertStore>(cfg.ssd_dir.empty() ? default_ssd_dir() : cfg.ssd_dir, sizes, entries,
                                               cfg, host_, ssd_tier_);
+  ssd->set_next_use([this](int i) { return next_use(i); });
   ssd_ = ssd.get();
   store_ = std::move(ssd);
   experts_from_arenas();
@@ -189,6 +190,19 @@ void ExpertOffload::zero_expert_grads() {
     std::memset(s.g, 0, experts_[i].floats * sizeof(float));
     store_->release(i, kGrad);
   }
+}
+
+// Sweeps alternate direction (forward ascends the MoE layers, backward descends; the optimizer's sweep, which
+// ascends after a backward, is treated as the next forward): an expert of the layer in hand or one the sweep has
+// passed is next needed in the following sweep.
+int64_t ExpertOffload::next_use(int expert) const {
+  const int64_t sweep = sweep_.load(std::memory_order_relaxed);
+  const int L = static_cast<int>(moe_model_layers_.size());
+  const int cur = static_cast<int>(sweep / 2), layer = experts_[expert].moe_layer;
+  const bool descending = sweep % 2 != 0;
+  if (descending ? layer < cur : layer > cur) return descending ? cur - layer : layer - cur;
+  const int left = descending ? cur : L - 1 - cur;
+  return left + 1 + (descending ? layer : L - 1 - layer);
 }
 
 void ExpertOffload::charge_activations() {
@@ -249,7 +263,9 @@ void ExpertOffload::plan(int layer, ExpertPass pass, const std::vector<int>& exp
   order_.clear();
   for (int e : experts) order_.push_back(id(layer, e));
   cursor_ = next_issue_ = 0;
-  if (pass == ExpertPass::Forward) forward_order_[model_.config().moe_index(layer)] = experts;
+  const int moe = model_.config().moe_index(layer);
+  if (pass == ExpertPass::Forward) forward_order_[moe] = experts;
+  sweep_.store(int64_t{moe} * 2 + (pass == ExpertPass::Backward ? 1 : 0), std::memory_order_relaxed);
   issue_ahead();
   if (ssd_ && cfg_.prefetch) prefetch_for(layer, pass);
 }
@@ -464,6 +480,7 @@ void ExpertOffload::finish_gradients() {
 
 void ExpertOffload::start_expert_updates(double clip_scale) {
   clip_scale_ = clip_scale;
+  sweep_.store(0, std::memory_order_relaxed);
   // SSD tier: read the updates' state ahead of the optimizer worker, in its order, as far as the cache allows.
   int budget = ssd_ && cfg_.prefetch ? cache_entries() - 3 : 0;
   for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {

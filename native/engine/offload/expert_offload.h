@@ -142,6 +142,10 @@ class ExpertOffload final : public ExpertAccess {
   PinSelector pins_;
   std::vector<std::vector<uint8_t>> pinned_;
   std::vector<std::vector<int>> forward_order_;  // [MoE layer] experts its latest forward computed
+  // Where the schedule is, for the next-use cache policy: the MoE layer in hand and the sweep's direction
+  // (forward and the optimizer ascend, backward descends), packed as layer * 2 + descending.
+  std::atomic<int64_t> sweep_{0};
+  int64_t next_use(int expert) const;
 
   // Current pass.
   int layer_ = -1;

@@ -134,7 +134,12 @@ int SsdExpertStore::find_victim() const {
       continue;
     }
     const Entry& b = entries_[best];
-    if (policy_ == CachePolicy::Lru) {
+    if (policy_ == CachePolicy::NextUse && next_use_) {
+      const int64_t nx = next_use_(x.expert), nb = next_use_(b.expert);
+      if (nx > nb || (nx == nb && x.last_use < b.last_use)) best = e;
+      continue;
+    }
+    if (policy_ == CachePolicy::Lru || policy_ == CachePolicy::NextUse) {
       if (x.last_use < b.last_use) best = e;
       continue;
     }

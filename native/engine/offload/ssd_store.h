@@ -9,11 +9,14 @@
 //     are multiplied by `decay`; the victim is the entry with the fewest hits among those with at least
 //     `threshold` hits (a new entry is on probation until then). Algorithm 2 would bypass the cache when no
 //     entry qualifies; here the CPU optimizer needs the state in host memory, so the fewest-hits entry goes.
+//   * next-use: the entry whose expert the schedule needs last (Belady's choice, from the pass order the
+//     offload engine knows: forward ascends the MoE layers, backward descends them).
 // A changed (dirty) entry is written back when it is evicted and on flush().
 #pragma once
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,6 +35,9 @@ class SsdExpertStore final : public ExpertStore {
   SsdExpertStore(const std::string& dir, const std::vector<size_t>& sizes, int entries, const OffloadConfig& cfg,
                  MemoryTier& host, MemoryTier& ssd);
   ~SsdExpertStore() override;
+
+  // next-use policy: how far in the future expert i is needed (larger: later), asked under the store's lock.
+  void set_next_use(std::function<int64_t(int expert)> next_use) { next_use_ = std::move(next_use); }
 
   ExpertState acquire(int i, unsigned need, unsigned overwrite = 0) override;
   void release(int i, unsigned dirty, unsigned consumed = 0) override;
@@ -98,6 +104,7 @@ class SsdExpertStore final : public ExpertStore {
   ExpertStoreStats stats_;
   double lead_ms_sum_ = 0;
   int64_t lead_count_ = 0;
+  std::function<int64_t(int)> next_use_;
   SerialWorker io_worker_;  // background prefetch reads
 };
 
