@@ -171,8 +171,9 @@ void ExpertOffload::experts_to_arenas() {
 }
 
 void ExpertOffload::experts_from_arenas() {
-  if (!ssd_) return;
   settle();
+  forget_slot_contents();
+  if (!ssd_) return;
   for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
     const Expert& x = experts_[i];
     float *w = params_ + x.begin, *g = grads_ + x.begin, *m = optimizer_.m() + x.begin, *v = optimizer_.v() + x.begin;
@@ -212,10 +213,16 @@ void ExpertOffload::charge_activations() {
   activations_charged_ = now;
 }
 
+// Weights change between steps (updates) and on loads: no slot's contents may be reused across them.
+void ExpertOffload::forget_slot_contents() {
+  for (Slot& s : slots_) s.holds = -1;
+}
+
 // Between steps (evaluation, C API gradients): no pins, every slot streams, and no update ever starts, so a
 // pass outside training computes what resident training would.
 void ExpertOffload::enter_idle() {
   in_step_ = false;
+  forget_slot_contents();
   free_.clear();
   for (Expert& x : experts_) {
     x.slot = x.pin_slot = -1;
@@ -226,6 +233,7 @@ void ExpertOffload::enter_idle() {
 
 void ExpertOffload::begin_step(int t, double lr, const TrainConfig& hp) {
   in_step_ = true;
+  forget_slot_contents();
   t_ = t;
   lr_ = lr;
   hp_ = hp;
@@ -302,10 +310,17 @@ void ExpertOffload::issue(int i) {
   if (pinned) {
     x.slot = x.pin_slot;
   } else {
-    x.slot = free_.front();
-    free_.erase(free_.begin());
+    // A free slot that still holds this expert's weights saves their upload (the turn from forward to
+    // backward, and between micro-batches); otherwise the longest-free slot, whose contents are least likely
+    // to be wanted again.
+    auto it = std::find_if(free_.begin(), free_.end(), [&](int slot) { return slots_[slot].holds == i; });
+    if (it == free_.end()) it = free_.begin();
+    x.slot = *it;
+    free_.erase(it);
   }
   Slot& s = slots_[x.slot];
+  const bool weights_up = s.holds != i;
+  s.holds = i;
   const size_t bytes = x.floats * sizeof(float);
   // The gradient buffer starts as the host gradient of earlier micro-batches, or zero (pinned experts keep
   // theirs in the slot until the last micro-batch).
@@ -313,18 +328,20 @@ void ExpertOffload::issue(int i) {
   const bool grad_zero = pinned || (pass_ == ExpertPass::Backward && !x.grad_down);
   float *w_dst = s.w.f(), *g_dst = s.g.f();
   s.ticket = copy_worker_.submit([=, this] {
-    // The next use of an expert waits for its last update (no staleness); other experts' updates run on.
-    optimizer_worker_.wait(update_ticket_[i]);
-    const ExpertState host = store_->acquire(i, grad_up ? kWeights | kGrad : kWeights);
-    const auto t0 = Clock::now();
-    std::memcpy(w_dst, host.w, bytes);
-    if (grad_up) std::memcpy(g_dst, host.g, bytes);
-    add_upload_time(ms_between(t0, Clock::now()));
-    store_->release(i, 0);
+    if (weights_up || grad_up) {
+      // The next use of an expert waits for its last update (no staleness); other experts' updates run on.
+      optimizer_worker_.wait(update_ticket_[i]);
+      const ExpertState host = store_->acquire(i, (weights_up ? kWeights : 0u) | (grad_up ? kGrad : 0u));
+      const auto t0 = Clock::now();
+      if (weights_up) std::memcpy(w_dst, host.w, bytes);
+      if (grad_up) std::memcpy(g_dst, host.g, bytes);
+      add_upload_time(ms_between(t0, Clock::now()));
+      store_->release(i, 0);
+    }
     if (grad_zero) std::memset(g_dst, 0, bytes);
   });
-  stats_.bytes_h2d += static_cast<int64_t>(bytes * (grad_up ? 2 : 1));
-  ++stats_.uploads[x.moe_layer][x.e];
+  stats_.bytes_h2d += static_cast<int64_t>(bytes * ((weights_up ? 1 : 0) + (grad_up ? 1 : 0)));
+  if (weights_up) ++stats_.uploads[x.moe_layer][x.e];
 }
 
 void ExpertOffload::add_upload_time(double ms) { upload_ns_ += static_cast<int64_t>(ms * 1e6); }

@@ -95,6 +95,8 @@ class ExpertOffload final : public ExpertAccess {
   struct Slot {
     TierBlock w, g;
     uint64_t ticket = 0;  // the upload that filled it
+    int holds = -1;       // the expert whose weights it still holds (within a step weights change only by an
+                          // expert's update, which starts after its last use of the step)
   };
   struct Expert {
     int layer = 0, moe_layer = 0, e = 0;
@@ -111,6 +113,7 @@ class ExpertOffload final : public ExpertAccess {
   int id(int layer, int e) const { return layer_base_[layer] + e; }
   void make_store(const OffloadConfig& cfg, const std::vector<size_t>& sizes);
   void enter_idle();
+  void forget_slot_contents();
   void issue_ahead();
   void issue(int id);
   void release(int id);
