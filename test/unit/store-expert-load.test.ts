@@ -1,4 +1,3 @@
-import { join } from 'node:path'
 
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
 
@@ -6,7 +5,7 @@ import { encodeLayered, layeredArrays, viewLayered, type ElementBytes } from '..
 import { openDatabase } from '../../main/host/store/db'
 import { EXPERT_TIER, TelemetryStore } from '../../main/host/store/store'
 import { placementOf } from '../bench/synthetic-placement'
-import { TINY_CONFIG, runRecord, stepRecord, tempDir, tokensAt, wallTimeOf } from './store-fixtures'
+import { TINY_CONFIG, stepRecord, storeWithRun, tokensAt, wallTimeOf } from './store-fixtures'
 
 describe('layered blob codec', () => {
   const layers = [Int32Array.of(5, -3, 0), Int32Array.of(), Int32Array.of(127, -128, 1, 2)]
@@ -52,11 +51,7 @@ describe('expert loads through the store', () => {
   let path: string
   let store: TelemetryStore
   beforeEach(() => {
-    let dir: string
-    ;({ dir, cleanup } = tempDir())
-    path = join(dir, 'telemetry.sqlite')
-    store = TelemetryStore.open(path)
-    store.insertRun(runRecord('r1'))
+    ;({ store, path, cleanup } = storeWithRun())
   })
   afterEach(() => {
     store.close()

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url'
 import { build } from 'rolldown'
 
 import { RunConfigSchema } from '../../main/api/config'
-import type { RunRecord, StepTelemetry } from '../../main/host/store/store'
+import { TelemetryStore, type RunRecord, type StepTelemetry } from '../../main/host/store/store'
 
 export const TINY_CONFIG = RunConfigSchema.parse(
   JSON.parse(readFileSync(new URL('../../resources/presets/tiny.json', import.meta.url), 'utf8')),
@@ -19,6 +19,15 @@ export const TINY_CONFIG = RunConfigSchema.parse(
 export function tempDir(): { dir: string; cleanup: () => void } {
   const dir = mkdtempSync(join(tmpdir(), 'moe-store-test-'))
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) }
+}
+
+/** A fresh store file in a temporary directory holding one run, `r1` (the store tests' starting point). */
+export function storeWithRun(): { store: TelemetryStore; path: string; cleanup: () => void } {
+  const { dir, cleanup } = tempDir()
+  const path = join(dir, 'telemetry.sqlite')
+  const store = TelemetryStore.open(path)
+  store.insertRun(runRecord('r1'))
+  return { store, path, cleanup }
 }
 
 export function runRecord(id: string, overrides: Partial<RunRecord> = {}): RunRecord {

@@ -1,23 +1,18 @@
 // The store's placement across devices: one layer_placements row per step and MoE layer written with the
 // step, read back per step (loads per device) and per layer over a step range (imbalance, spills, copies).
-import { join } from 'node:path'
 
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
 
 import { openDatabase } from '../../main/host/store/db'
 import { TelemetryStore } from '../../main/host/store/store'
 import { placementOf, type StepPlacement } from '../bench/synthetic-placement'
-import { runRecord, stepRecord, tempDir, wallTimeOf } from './store-fixtures'
+import { stepRecord, storeWithRun, wallTimeOf } from './store-fixtures'
 
 let cleanup: () => void
 let path: string
 let store: TelemetryStore
 beforeEach(() => {
-  let dir: string
-  ;({ dir, cleanup } = tempDir())
-  path = join(dir, 'telemetry.sqlite')
-  store = TelemetryStore.open(path)
-  store.insertRun(runRecord('r1'))
+  ;({ store, path, cleanup } = storeWithRun())
 })
 afterEach(() => {
   store.close()

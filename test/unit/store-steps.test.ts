@@ -1,4 +1,3 @@
-import { join } from 'node:path'
 
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
 
@@ -6,7 +5,7 @@ import type { ScalarMetric } from '../../main/api/contract'
 import { openDatabase } from '../../main/host/store/db'
 import { TelemetryStore } from '../../main/host/store/store'
 import { placementOf } from '../bench/synthetic-placement'
-import { runRecord, stepRecord, stepRecords, tempDir, wallTimeOf } from './store-fixtures'
+import { stepRecord, stepRecords, storeWithRun, wallTimeOf } from './store-fixtures'
 
 const ALL_METRICS: ScalarMetric[] = [
   'loss', 'aux_loss', 'lr', 'grad_norm', 'tokens', 'tokens_per_s', 'step_ms', 'forward_ms', 'backward_ms', 'optimizer_ms',
@@ -16,11 +15,7 @@ let cleanup: () => void
 let path: string
 let store: TelemetryStore
 beforeEach(() => {
-  let dir: string
-  ;({ dir, cleanup } = tempDir())
-  path = join(dir, 'telemetry.sqlite')
-  store = TelemetryStore.open(path)
-  store.insertRun(runRecord('r1'))
+  ;({ store, path, cleanup } = storeWithRun())
 })
 afterEach(() => {
   store.close()
