@@ -45,6 +45,13 @@ class FieldReader {
     return v ? v->boolean : def;
   }
 
+  // A seed: a whole number a double holds exactly.
+  uint64_t seed(const std::string& key, uint64_t def) {
+    const double d = number(key, static_cast<double>(def), 0.0, 9007199254740991.0);
+    if (d != std::floor(d)) fail(field(key) + ": must be a whole number");
+    return static_cast<uint64_t>(d);
+  }
+
   const json::Value* raw(const std::string& key) {
     used_.insert(key);
     return obj_.find(key);
@@ -173,9 +180,7 @@ TrainConfig parse_train_config(const json::Value& obj) {
   t.beta2 = r.number("beta2", t.beta2, 0.0, 0.999999999);
   t.eps = r.number("eps", t.eps, 0.0, 1.0);
   t.grad_clip = r.number("grad_clip", t.grad_clip, 0.0, 1e9);
-  double seed = r.number("seed", static_cast<double>(t.seed), 0.0, 9007199254740991.0);
-  if (seed != std::floor(seed)) fail("train.seed: must be a whole number");
-  t.seed = static_cast<uint64_t>(seed);
+  t.seed = r.seed("seed", t.seed);
   t.threads = r.integer("threads", t.threads, 1, 1024);
   t.checkpoint_every = r.integer("checkpoint_every", t.checkpoint_every, 0, 1 << 30);
   if (const json::Value* dtype = r.get("compute_dtype", json::Type::String)) {
@@ -200,9 +205,7 @@ RoutingSkew parse_routing_skew(const json::Value& obj) {
   else fail("routing_skew.distribution: \"" + dist->string + "\" is not supported; use \"none\", \"uniform\", \"zipf\" or \"hot\"");
   k.zipf_s = r.number("zipf_s", k.zipf_s, 0.0, 10.0);
   k.hot_fraction = r.number("hot_fraction", k.hot_fraction, 0.0, 1.0);
-  const double seed = r.number("seed", 0.0, 0.0, 9007199254740991.0);
-  if (seed != std::floor(seed)) fail("routing_skew.seed: must be a whole number");
-  k.seed = static_cast<uint64_t>(seed);
+  k.seed = r.seed("seed", k.seed);
   r.reject_unknown();
   return k;
 }

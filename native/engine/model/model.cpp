@@ -212,10 +212,10 @@ double Model::layer_forward(int l, int B, int T) {
     if (routing_skew_) {
       MoeLayer& layer = *moe_layers_[cfg_.moe_index(l)];
       const int E = layer.shape().E, K = layer.shape().K;
-      std::vector<int32_t> picks(static_cast<size_t>(N) * K);
-      draw_skewed_routing(*routing_skew_, routing_draw_, l, N, E, K, picks.data());
-      forced_topk_.reserve(be_, picks.size() * sizeof(int32_t));
-      be_.copy(forced_topk_.i32(), picks.data(), picks.size() * sizeof(int32_t));
+      skew_picks_.resize(static_cast<size_t>(N) * K);
+      draw_skewed_routing(*routing_skew_, routing_draw_, l, N, E, K, skew_picks_.data());
+      forced_topk_.reserve(be_, skew_picks_.size() * sizeof(int32_t));
+      be_.copy(forced_topk_.i32(), skew_picks_.data(), skew_picks_.size() * sizeof(int32_t));
       forced = forced_topk_.i32();
     }
     RouterLosses rl =

@@ -105,6 +105,7 @@ class Model {
   DeviceBuffer tokens_, targets_;
   const RoutingSkew* routing_skew_ = nullptr;
   uint64_t routing_draw_ = 0;
+  std::vector<int32_t> skew_picks_;  // host staging of the draws, reused across layers and steps
   DeviceBuffer forced_topk_;
   std::vector<DeviceBuffer> resid_;  // resid_[l]: residual stream entering layer l; resid_[L] the output
   std::vector<LayerActs> acts_;

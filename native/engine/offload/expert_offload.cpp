@@ -117,7 +117,7 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
   if (cfg.pin_policy == PinPolicy::None) pin_slots_ = 0;
   pins_ = PinSelector(cfg.pin_policy, pin_slots_, experts_per_layer);
 
-  make_store(cfg, sizes);
+  make_store(cfg, sizes, all_experts);
   if (cfg.optimizer == ExpertOptimizer::Delayed)
     pending_ = TierBlock(host_, all_experts * sizeof(float), "the experts' pending (previous step's) gradients");
   // Sizes the per-step bookkeeping, then waits idle: passes before the first step (evaluation) work too.
@@ -125,14 +125,12 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
   enter_idle();
 }
 
-void ExpertOffload::make_store(const OffloadConfig& cfg, const std::vector<size_t>& sizes) {
-  std::vector<size_t> begins;
-  for (const Expert& x : experts_) begins.push_back(x.begin);
+void ExpertOffload::make_store(const OffloadConfig& cfg, const std::vector<size_t>& sizes, size_t all_experts) {
   if (cfg.mode != OffloadMode::Ssd) {
     // Host tier: each expert's master weights, gradient and two AdamW moments (the arenas' expert ranges).
-    size_t all = 0;
-    for (size_t n : sizes) all += n;
-    host_.charge(4 * all * sizeof(float), "the experts' master weights, gradients and AdamW moments");
+    host_.charge(4 * all_experts * sizeof(float), "the experts' master weights, gradients and AdamW moments");
+    std::vector<size_t> begins;
+    for (const Expert& x : experts_) begins.push_back(x.begin);
     store_ = std::make_unique<ArenaExpertStore>(params_, grads_, optimizer_.m(), optimizer_.v(), std::move(begins));
     return;
   }
@@ -438,6 +436,16 @@ void ExpertOffload::update_layer(int layer) {
   }
 }
 
+// The resident optimizer's AdamW, tensor by tensor, on one expert's host state with the given gradient.
+void ExpertOffload::apply_adamw(const Expert& x, const ExpertState& s, const float* grad, const UpdateStep& step,
+                                const TrainConfig& hp) {
+  for (const ParamTensor* pt : x.tensors) {
+    const size_t at = pt->offset - x.begin;
+    cpu::adamw_update(host_pool_, s.w + at, grad + at, s.m + at, s.v + at, static_cast<int64_t>(pt->numel),
+                      adamw_params(step.t, step.lr, hp, step.clip_scale, pt->decay));
+  }
+}
+
 // Runs on whichever thread learns the gradient is complete; only touches this expert's state.
 void ExpertOffload::submit_update(int i, bool zero_grad) {
   update_ticket_[i] = optimizer_worker_.submit([this, i, zero_grad, t = t_, lr = lr_, hp = hp_] {
@@ -446,11 +454,7 @@ void ExpertOffload::submit_update(int i, bool zero_grad) {
     const Expert& x = experts_[i];
     const ExpertState s = store_->acquire(i, kAllParts & ~(zero_grad ? kGrad : 0u), zero_grad ? kGrad : 0u);
     if (zero_grad) std::memset(s.g, 0, x.floats * sizeof(float));
-    for (const ParamTensor* pt : x.tensors) {
-      const size_t at = pt->offset - x.begin;
-      cpu::adamw_update(host_pool_, s.w + at, s.g + at, s.m + at, s.v + at, static_cast<int64_t>(pt->numel),
-                        adamw_params(t, lr, hp, clip_scale, pt->decay));
-    }
+    apply_adamw(x, s, s.g, UpdateStep{t, lr, clip_scale}, hp);
     // The gradient has been applied: its file copy may stay stale (docs/offload.md, "SSD tier").
     store_->release(i, kWeights | kMoment1 | kMoment2, kGrad);
   });
@@ -465,12 +469,7 @@ void ExpertOffload::submit_delayed_update(int i, bool zero_grad) {
         float* pending = pending_.f() + x.pending_at;
         const ExpertState s = store_->acquire(i, kAllParts);
         if (zero_grad) std::memset(s.g, 0, x.floats * sizeof(float));
-        if (valid)
-          for (const ParamTensor* pt : x.tensors) {
-            const size_t at = pt->offset - x.begin;
-            cpu::adamw_update(host_pool_, s.w + at, pending + at, s.m + at, s.v + at, static_cast<int64_t>(pt->numel),
-                              adamw_params(t, lr, hp, scale, pt->decay));
-          }
+        if (valid) apply_adamw(x, s, pending, UpdateStep{t, lr, scale}, hp);
         std::memcpy(pending, s.g, x.floats * sizeof(float));
         store_->release(i, kAllParts);
       });

@@ -111,7 +111,7 @@ class ExpertOffload final : public ExpertAccess {
   };
 
   int id(int layer, int e) const { return layer_base_[layer] + e; }
-  void make_store(const OffloadConfig& cfg, const std::vector<size_t>& sizes);
+  void make_store(const OffloadConfig& cfg, const std::vector<size_t>& sizes, size_t all_experts);
   void enter_idle();
   void forget_slot_contents();
   void issue_ahead();
@@ -119,6 +119,12 @@ class ExpertOffload final : public ExpertAccess {
   void release(int id);
   void prefetch_for(int layer, ExpertPass pass);
   void download_grad(int id, bool final, bool then_update);
+  struct UpdateStep {
+    int t;
+    double lr, clip_scale;
+  };
+  void apply_adamw(const Expert& x, const ExpertState& s, const float* grad, const UpdateStep& step,
+                   const TrainConfig& hp);
   void submit_update(int id, bool zero_grad);
   void submit_delayed_update(int id, bool zero_grad);
   void update_layer(int layer);
