@@ -21,6 +21,9 @@ struct moe_engine {
   std::vector<double> imbalance;
   std::vector<int64_t> device_loads, spilled_tokens;
   std::vector<int32_t> moved_experts, expert_device;
+  std::vector<double> device_busy_ms, layer_ms;
+  std::vector<int64_t> layer_bytes, device_peak_bytes;
+  std::vector<int32_t> layer_pipeline;
   std::atomic<bool> stop{false};
   std::mutex pause_mutex;
   std::condition_variable pause_cv;
@@ -164,6 +167,10 @@ int moe_engine_step(moe_engine* engine, moe_step_record* out) {
     for (auto* v : {&engine->device_loads, &engine->spilled_tokens}) v->clear();
     for (auto* v : {&engine->moved_experts, &engine->expert_device}) v->clear();
     engine->imbalance.clear();
+    for (auto* v : {&engine->device_busy_ms, &engine->layer_ms}) v->clear();
+    engine->layer_bytes.clear();
+    engine->layer_pipeline.clear();
+    engine->device_peak_bytes = r.device_peak_bytes;
     for (const moe::LayerPlacement& p : r.placements) {
       engine->imbalance.push_back(p.imbalance_before);
       engine->imbalance.push_back(p.imbalance_after);
@@ -172,6 +179,10 @@ int moe_engine_step(moe_engine* engine, moe_step_record* out) {
       engine->spilled_tokens.push_back(p.spilled_tokens);
       engine->moved_experts.push_back(p.moved_experts);
       engine->expert_device.insert(engine->expert_device.end(), p.expert_device.begin(), p.expert_device.end());
+      engine->device_busy_ms.insert(engine->device_busy_ms.end(), p.device_busy_ms.begin(), p.device_busy_ms.end());
+      engine->layer_ms.insert(engine->layer_ms.end(), {p.critical_ms, p.wall_ms, p.predicted_ms});
+      engine->layer_bytes.insert(engine->layer_bytes.end(), {p.token_bytes, p.weight_bytes, p.offload_bytes});
+      engine->layer_pipeline.insert(engine->layer_pipeline.end(), {p.partitions, p.reuse_strategy});
     }
     if (out) {
       *out = moe_step_record{};
@@ -213,6 +224,11 @@ int moe_engine_step(moe_engine* engine, moe_step_record* out) {
       out->spilled_tokens = placed ? engine->spilled_tokens.data() : nullptr;
       out->moved_experts = placed ? engine->moved_experts.data() : nullptr;
       out->expert_device = placed ? engine->expert_device.data() : nullptr;
+      out->device_busy_ms = placed ? engine->device_busy_ms.data() : nullptr;
+      out->layer_ms = placed ? engine->layer_ms.data() : nullptr;
+      out->layer_bytes = placed ? engine->layer_bytes.data() : nullptr;
+      out->layer_pipeline = placed ? engine->layer_pipeline.data() : nullptr;
+      out->device_peak_bytes = placed ? engine->device_peak_bytes.data() : nullptr;
     }
     return static_cast<int>(MOE_OK);
   });

@@ -84,9 +84,23 @@ std::string record_json(const moe_step_record& r) {
       Value map = Value::make_array();
       for (int e = 0; e < r.experts_per_layer[l]; ++e) map.push(Value::of(*device++));
       p.set("expert_device", map);
+      Value busy = Value::make_array();
+      for (int d = 0; d < r.n_devices; ++d) busy.push(Value::of(r.device_busy_ms[l * r.n_devices + d]));
+      p.set("device_busy_ms", busy);
+      p.set("critical_ms", Value::of(r.layer_ms[3 * l]));
+      p.set("wall_ms", Value::of(r.layer_ms[3 * l + 1]));
+      p.set("predicted_ms", Value::of(r.layer_ms[3 * l + 2]));
+      p.set("token_bytes", Value::of(static_cast<double>(r.layer_bytes[3 * l])));
+      p.set("weight_bytes", Value::of(static_cast<double>(r.layer_bytes[3 * l + 1])));
+      p.set("offload_bytes", Value::of(static_cast<double>(r.layer_bytes[3 * l + 2])));
+      p.set("partitions", Value::of(r.layer_pipeline[2 * l]));
+      p.set("reuse_strategy", Value::of(r.layer_pipeline[2 * l + 1]));
       layers.push(p);
     }
     o.set("placement", layers);
+    Value peaks = Value::make_array();
+    for (int d = 0; d < r.n_devices; ++d) peaks.push(Value::of(static_cast<double>(r.device_peak_bytes[d])));
+    o.set("device_peak_bytes", peaks);
   }
   return moe::json::dump(o);
 }

@@ -48,7 +48,8 @@ typedef struct moe_step_record {
   double ssd_ms, prefetch_lead_ms;
   int64_t bytes_ssd_read, bytes_ssd_write, cache_hits, cache_misses;
   double ssd_read_ms;
-  /* Placement across n_devices devices (0 and NULL arrays with one device), per MoE layer: imbalance
+  /* Placement across n_devices devices (0 and NULL arrays when experts run in the MoE layer itself: one device
+   * and no pipelining), per MoE layer: imbalance
    * [layers][2] max/mean device load before (static homes) and after the policy; device_loads [layers][2][D]
    * tokens per device before and after; spilled_tokens, moved_experts [layers]; expert_device
    * [sum(experts_per_layer)] device of each expert's first rows (-1: no rows). */
@@ -58,6 +59,17 @@ typedef struct moe_step_record {
   const int64_t* spilled_tokens;
   const int32_t* moved_experts;
   const int32_t* expert_device;
+  /* How each MoE layer's expert phase ran on the devices (with n_devices > 0; NULL otherwise), forward + backward:
+   * device_busy_ms [layers][D] each device's time on its streams (CPU time on virtual devices); layer_ms
+   * [layers][3] critical (the slowest device's pipelined time), wall, and equation 10's prediction (0 without
+   * memory reuse); layer_bytes [layers][3] token rows, weights + gradients, and offloaded activations moved;
+   * layer_pipeline [layers][2] partitions n and memory-reuse strategy (0 none, 1..4 S1..S4); device_peak_bytes [D]
+   * the largest each device's buffers grew to. */
+  const double* device_busy_ms;
+  const double* layer_ms;
+  const int64_t* layer_bytes;
+  const int32_t* layer_pipeline;
+  const int64_t* device_peak_bytes;
 } moe_step_record;
 
 /* Creates an engine from a JSON config ({"model": ..., "train": ...}). With model omitted, init_dir

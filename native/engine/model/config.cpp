@@ -210,22 +210,6 @@ RoutingSkew parse_routing_skew(const json::Value& obj) {
   return k;
 }
 
-PlacementConfig parse_placement_config(const json::Value& obj) {
-  FieldReader r(obj, "placement");
-  PlacementConfig p;
-  p.devices = r.integer("devices", p.devices, 1, 1024);
-  if (const json::Value* policy = r.get("policy", json::Type::String)) {
-    if (policy->string == "static") p.policy = PlacementPolicy::Static;
-    else if (policy->string == "greedy") p.policy = PlacementPolicy::Greedy;
-    else if (policy->string == "least-loaded") p.policy = PlacementPolicy::LeastLoaded;
-    else fail("placement.policy: \"" + policy->string + "\" is not supported; use \"static\", \"greedy\" or \"least-loaded\"");
-  }
-  p.lambda = r.number("lambda", p.lambda, 1.0, 10.0);
-  p.alpha = r.number("alpha", p.alpha, 1.0, 10.0);
-  p.min_tokens = r.integer("min_tokens", p.min_tokens, 1, kBig);
-  r.reject_unknown();
-  return p;
-}
 
 const char* skew_distribution_name(SkewDistribution d) {
   return d == SkewDistribution::Uniform ? "uniform" : d == SkewDistribution::Zipf ? "zipf" : d == SkewDistribution::Hot ? "hot" : "none";
@@ -254,18 +238,69 @@ int64_t optional_bytes(FieldReader& r, const std::string& key) {
   if (!v || v->is_null()) return 0;
   if (v->type != json::Type::Number || v->number != std::floor(v->number) || v->number < 1 ||
       v->number > 9007199254740991.0)
-    fail("offload." + key + ": must be a positive whole number of bytes or null");
+    fail(r.field(key) + ": must be a positive whole number of bytes or null");
   return static_cast<int64_t>(v->number);
 }
 
 int optional_count(FieldReader& r, const std::string& key) {
   const json::Value* v = r.raw(key);
   if (!v || v->is_null()) return 0;
-  if (v->type != json::Type::Number) fail("offload." + key + ": must be a number or null");
+  if (v->type != json::Type::Number) fail(r.field(key) + ": must be a number or null");
   return r.checked_int(key, v->number, 1, kBig);
 }
 
 }  // namespace
+
+PlacementConfig parse_placement_config(const json::Value& obj, DeviceGroupConfig* devices) {
+  FieldReader r(obj, "placement");
+  PlacementConfig p;
+  p.devices = r.integer("devices", p.devices, 1, 1024);
+  if (const json::Value* policy = r.get("policy", json::Type::String)) {
+    if (policy->string == "static") p.policy = PlacementPolicy::Static;
+    else if (policy->string == "greedy") p.policy = PlacementPolicy::Greedy;
+    else if (policy->string == "least-loaded") p.policy = PlacementPolicy::LeastLoaded;
+    else fail("placement.policy: \"" + policy->string + "\" is not supported; use \"static\", \"greedy\" or \"least-loaded\"");
+  }
+  p.lambda = r.number("lambda", p.lambda, 1.0, 10.0);
+  p.alpha = r.number("alpha", p.alpha, 1.0, 10.0);
+  p.min_tokens = r.integer("min_tokens", p.min_tokens, 1, kBig);
+  DeviceGroupConfig group;
+  group.budget_bytes = optional_bytes(r, "device_budget_bytes");
+  group.threads = r.integer("threads_per_device", group.threads, 1, 256);
+  if (devices) *devices = group;
+  r.reject_unknown();
+  return p;
+}
+
+PipelineConfig parse_pipeline_config(const json::Value& obj) {
+  FieldReader r(obj, "pipeline");
+  PipelineConfig p;
+  if (const json::Value* n = r.raw("partitions")) {
+    if (n->type == json::Type::String && n->string == "auto") p.partitions = 0;
+    else if (n->type == json::Type::Number) p.partitions = r.checked_int("partitions", n->number, 1, 64);
+    else fail("pipeline.partitions: must be a whole number in [1, 64] or \"auto\"");
+  }
+  if (const json::Value* c = r.get("candidates", json::Type::Array)) {
+    check(!c->array.empty(), "pipeline.candidates: must list at least one partition count");
+    p.candidates.clear();
+    for (const json::Value& v : c->array) {
+      if (v.type != json::Type::Number) fail("pipeline.candidates: every entry must be a whole number in [1, 64]");
+      p.candidates.push_back(r.checked_int("candidates", v.number, 1, 64));
+    }
+  }
+  if (const json::Value* m = r.get("memory_reuse", json::Type::String)) {
+    const std::string& s = m->string;
+    if (s == "off") p.memory_reuse = ReuseStrategy::None;
+    else if (s == "auto") p.reuse_auto = true;
+    else if (s == "S1") p.memory_reuse = ReuseStrategy::S1;
+    else if (s == "S2") p.memory_reuse = ReuseStrategy::S2;
+    else if (s == "S3") p.memory_reuse = ReuseStrategy::S3;
+    else if (s == "S4") p.memory_reuse = ReuseStrategy::S4;
+    else fail("pipeline.memory_reuse: \"" + s + "\" is not supported; use \"off\", \"auto\", \"S1\", \"S2\", \"S3\" or \"S4\"");
+  }
+  r.reject_unknown();
+  return p;
+}
 
 OffloadConfig parse_offload_config(const json::Value& obj) {
   FieldReader r(obj, "offload");
@@ -325,9 +360,9 @@ EngineConfig parse_config(const json::Value& root) {
   check(root.is_object(), "config: must be a JSON object with \"model\" and optional \"train\" and \"offload\"");
   EngineConfig c;
   for (const auto& [k, v] : root.object)
-    if (k != "model" && k != "train" && k != "offload" && k != "routing_skew" && k != "placement")
-      fail(k + ": unknown top-level field (expected \"model\", \"train\", \"offload\", \"routing_skew\" and "
-               "\"placement\")");
+    if (k != "model" && k != "train" && k != "offload" && k != "routing_skew" && k != "placement" && k != "pipeline")
+      fail(k + ": unknown top-level field (expected \"model\", \"train\", \"offload\", \"routing_skew\", "
+               "\"placement\" and \"pipeline\")");
   const json::Value* model = root.find("model");
   check(model != nullptr, "model: required section is missing");
   c.model = parse_model_config(*model);
@@ -336,7 +371,12 @@ EngineConfig parse_config(const json::Value& root) {
   if (const json::Value* skew = root.find("routing_skew"); skew && !skew->is_null())
     c.train.routing_skew = parse_routing_skew(*skew);
   if (const json::Value* placement = root.find("placement"); placement && !placement->is_null())
-    c.placement = parse_placement_config(*placement);
+    c.placement = parse_placement_config(*placement, &c.device_group);
+  if (const json::Value* pipeline = root.find("pipeline"); pipeline && !pipeline->is_null())
+    c.pipeline = parse_pipeline_config(*pipeline);
+  if (c.offload.mode != OffloadMode::None && (c.placement.devices > 1 || c.pipeline.engaged()))
+    fail("placement.devices: experts run on several devices or pipelined only without offload for now; set "
+         "offload.mode to \"none\", or placement.devices to 1 and drop the pipeline section");
   if (c.offload.mode != OffloadMode::None && c.train.compute_dtype != ComputeDtype::F32)
     fail("offload.mode: expert offload computes in fp32 only; set train.compute_dtype to \"fp32\"");
   if (c.train.seq_len > c.model.max_seq_len)
@@ -451,7 +491,22 @@ json::Value config_to_json(const EngineConfig& c) {
     p.set("lambda", json::Value::of(c.placement.lambda));
     p.set("alpha", json::Value::of(c.placement.alpha));
     p.set("min_tokens", json::Value::of(c.placement.min_tokens));
+    p.set("device_budget_bytes", c.device_group.budget_bytes > 0
+                                     ? json::Value::of(static_cast<double>(c.device_group.budget_bytes))
+                                     : json::Value::null());
+    p.set("threads_per_device", json::Value::of(c.device_group.threads));
     o.set("placement", p);
+  }
+  if (c.pipeline.engaged()) {
+    json::Value p = json::Value::make_object();
+    p.set("partitions", c.pipeline.partitions == 0 ? json::Value::of("auto") : json::Value::of(c.pipeline.partitions));
+    json::Value candidates = json::Value::make_array();
+    for (int n : c.pipeline.candidates) candidates.push(json::Value::of(n));
+    p.set("candidates", candidates);
+    p.set("memory_reuse", json::Value::of(c.pipeline.reuse_auto                               ? "auto"
+                                        : c.pipeline.memory_reuse == ReuseStrategy::None ? "off"
+                                                                                         : reuse_strategy_name(c.pipeline.memory_reuse)));
+    o.set("pipeline", p);
   }
   return o;
 }

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "core/json.h"
+#include "devices/device_group_config.h"
+#include "pipeline/pipeline_config.h"
 #include "placement/placement.h"
 
 namespace moe {
@@ -97,6 +99,10 @@ struct EngineConfig {
   TrainConfig train;
   OffloadConfig offload;
   PlacementConfig placement;  // D devices and the placement policy; one device: every decision is trivial
+  DeviceGroupConfig device_group;  // the devices' budgets and threads
+  PipelineConfig pipeline;         // micro-batches and memory reuse of the MoE layers' expert phase
+  // Experts run through devices/ (placement, pipelining) rather than directly in the MoE layer.
+  bool runs_on_devices() const { return placement.devices > 1 || pipeline.engaged(); }
 };
 
 // Parses {"model": {...}, "train": {...}} (train optional). Throws EngineError naming the field.
@@ -105,7 +111,9 @@ EngineConfig parse_config_text(const std::string& text, const std::string& sourc
 ModelConfig parse_model_config(const json::Value& model);
 TrainConfig parse_train_config(const json::Value& train);
 OffloadConfig parse_offload_config(const json::Value& offload);
-PlacementConfig parse_placement_config(const json::Value& placement);
+// devices (may be null) receives the placement section's device fields.
+PlacementConfig parse_placement_config(const json::Value& placement, DeviceGroupConfig* devices = nullptr);
+PipelineConfig parse_pipeline_config(const json::Value& pipeline);
 RoutingSkew parse_routing_skew(const json::Value& skew);
 json::Value model_config_to_json(const ModelConfig& m);
 json::Value train_config_to_json(const TrainConfig& t);

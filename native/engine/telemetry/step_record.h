@@ -13,6 +13,17 @@ struct LayerPlacement {
   int64_t spilled_tokens = 0;                    // tokens computed away from their expert's home device
   int moved_experts = 0;                         // weight copies the placement needs
   std::vector<int32_t> expert_device;            // [E] device of the expert's first rows (-1: no rows)
+
+  // How the layer ran on the devices (measured, forward + backward; devices/device_experts.h).
+  std::vector<double> device_busy_ms;  // [D] each device's time on its streams (compute, copies), CPU time
+  double critical_ms = 0;    // the slowest device's pipelined time: what the layer's expert phase takes on D devices
+  double wall_ms = 0;        // wall time of the expert phase in this process (devices share its cores)
+  double predicted_ms = 0;   // equation 10's forward + backward time for the chosen reuse strategy (0: none)
+  int64_t token_bytes = 0;   // token rows sent between devices: dispatch, return, re-sends
+  int64_t weight_bytes = 0;  // weights sent to experts' guest devices and gradients sent home
+  int64_t offload_bytes = 0;  // activations offloaded to the host and restored by the reuse strategy
+  int partitions = 1;        // pipeline n
+  int reuse_strategy = 0;    // 0 none, 1..4 S1..S4
 };
 
 struct StepRecord {
@@ -38,6 +49,7 @@ struct StepRecord {
 
   // Placement across devices (empty with one device): per MoE layer.
   std::vector<LayerPlacement> placements;
+  std::vector<int64_t> device_peak_bytes;  // [D] the largest each device's buffers grew to (empty: one device)
 };
 
 class TelemetrySink {

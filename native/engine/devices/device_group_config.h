@@ -1,0 +1,12 @@
+// The virtual devices' own resources (JSON: placement.device_budget_bytes, placement.threads_per_device).
+#pragma once
+#include <cstdint>
+
+namespace moe {
+
+struct DeviceGroupConfig {
+  int64_t budget_bytes = 0;  // each device's buffer budget; 0: unlimited (JSON null)
+  int threads = 1;           // compute threads of each device's backend
+};
+
+}  // namespace moe
