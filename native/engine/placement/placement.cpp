@@ -41,19 +41,57 @@ std::vector<ExpertPiece> static_pieces(const std::vector<int32_t>& tokens, int d
   return pieces;
 }
 
-std::vector<ExpertPiece> greedy_pieces(const std::vector<int32_t>& tokens, int devices, const ExpertCostModel& cost) {
-  std::vector<double> expert_cost(tokens.size());
-  for (size_t e = 0; e < tokens.size(); ++e)
-    expert_cost[e] = std::max(cost.upload_ms_per_expert, tokens[e] * cost.compute_ms_per_token);
-  std::vector<double> device_cost(devices, 0.0);
-  std::vector<ExpertPiece> pieces;
-  for (int e : by_descending(expert_cost)) {
-    if (tokens[e] == 0) continue;
-    const int d = int(std::min_element(device_cost.begin(), device_cost.end()) - device_cost.begin());
-    device_cost[d] += expert_cost[e];
-    pieces.push_back({e, d, 0, tokens[e]});
+// Greedy's jobs: each expert with rows, whole, or (greedy_split) cut into k contiguous near-equal pieces when it
+// holds more than the fair share ceil(total / D) of the rows; k = min(D, ceil(rows / fair)), lowered until the
+// smallest piece floor(rows / k) is at least min_tokens. Listed in expert order, then by begin.
+struct Job {
+  int expert;
+  int32_t begin, count;
+  double cost;
+};
+
+std::vector<Job> greedy_jobs(const PlacementConfig& cfg, const std::vector<int32_t>& tokens, const ExpertCostModel& cost) {
+  const int64_t D = cfg.devices;
+  const int64_t total = std::accumulate(tokens.begin(), tokens.end(), int64_t(0));
+  const int64_t fair = (total + D - 1) / D;
+  std::vector<Job> jobs;
+  for (int e = 0; e < (int)tokens.size(); ++e) {
+    const int64_t rows = tokens[e];
+    if (rows == 0) continue;
+    int64_t k = 1;
+    if (cfg.greedy_split && rows > fair) {
+      k = std::min(D, (rows + fair - 1) / fair);
+      while (k > 1 && rows / k < cfg.min_tokens) --k;
+    }
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t begin = rows * i / k, count = rows * (i + 1) / k - begin;
+      jobs.push_back({e, int32_t(begin), int32_t(count), std::max(cost.upload_ms_per_expert, count * cost.compute_ms_per_token)});
+    }
   }
-  std::sort(pieces.begin(), pieces.end(), [](const ExpertPiece& a, const ExpertPiece& b) { return a.expert < b.expert; });
+  return jobs;
+}
+
+std::vector<ExpertPiece> greedy_pieces(const PlacementConfig& cfg, const std::vector<int32_t>& tokens,
+                                       const ExpertCostModel& cost) {
+  std::vector<Job> jobs = greedy_jobs(cfg, tokens, cost);
+  // Stable: equal costs keep expert order, then begin order.
+  std::stable_sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.cost > b.cost; });
+  std::vector<double> device_cost(cfg.devices, 0.0);
+  std::vector<std::vector<int>> held(tokens.size());  // devices already holding a piece of the expert
+  std::vector<ExpertPiece> pieces;
+  for (const Job& job : jobs) {
+    // An expert has at most D pieces, so some device is always free of it.
+    const std::vector<int>& taken = held[job.expert];
+    int d = -1;
+    for (int c = 0; c < cfg.devices; ++c)
+      if (std::find(taken.begin(), taken.end(), c) == taken.end() && (d < 0 || device_cost[c] < device_cost[d])) d = c;
+    device_cost[d] += job.cost;
+    held[job.expert].push_back(d);
+    pieces.push_back({job.expert, d, job.begin, job.count});
+  }
+  std::sort(pieces.begin(), pieces.end(), [](const ExpertPiece& a, const ExpertPiece& b) {
+    return a.expert != b.expert ? a.expert < b.expert : a.begin < b.begin;
+  });
   return pieces;
 }
 
@@ -137,7 +175,7 @@ Placement place_experts(const PlacementConfig& cfg, const std::vector<int32_t>& 
   out.imbalance_before = imbalance(out.load_before);
   switch (cfg.policy) {
     case PlacementPolicy::Static: out.pieces = static_pieces(tokens_per_expert, D); break;
-    case PlacementPolicy::Greedy: out.pieces = greedy_pieces(tokens_per_expert, D, cost); break;
+    case PlacementPolicy::Greedy: out.pieces = greedy_pieces(cfg, tokens_per_expert, cost); break;
     case PlacementPolicy::LeastLoaded:
       out.pieces = least_loaded_pieces(cfg, tokens_per_expert, out.load_before, out.imbalance_before);
       break;
