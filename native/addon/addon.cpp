@@ -38,12 +38,18 @@ bool ByteLayers(Napi::Object o, const char* key, std::vector<uint8_t>& out) {
 }
 
 // The flattened placement of a record ({devices, layers: [{imbalanceBefore, imbalanceAfter, spilledTokens,
-// movedExperts, loadBefore, loadAfter, expertDevice}]}), as moe_step_record points at it.
+// movedExperts, loadBefore, loadAfter, expertDevice, execution?: {deviceBusyMs, criticalMs, wallMs, predictedMs,
+// tokenBytes, weightBytes, offloadBytes, partitions, reuseStrategy}}], devicePeakBytes?}), as moe_step_record
+// points at it. executed: every layer has its execution and the record its devicePeakBytes.
 struct PlacementArrays {
   int32_t devices = 0;
   std::vector<double> imbalance;
   std::vector<int64_t> loads, spilled;
   std::vector<int32_t> moved, expert_device;
+  bool executed = false;
+  std::vector<double> device_busy_ms, layer_ms;
+  std::vector<int64_t> layer_bytes, device_peak_bytes;
+  std::vector<int32_t> layer_pipeline;
 };
 
 void AppendNumbers(Napi::Object array, auto& out) {
@@ -59,6 +65,8 @@ bool Placement(Napi::Object o, PlacementArrays& p) {
   Napi::Object placement = v.As<Napi::Object>();
   p.devices = static_cast<int32_t>(NumberField(placement, "devices"));
   Napi::Array layers = placement.Get("layers").As<Napi::Array>();
+  const bool peaks = placement.Get("devicePeakBytes").IsObject();
+  uint32_t executed_layers = 0;
   for (uint32_t l = 0; l < layers.Length(); ++l) {
     Napi::Object layer = layers.Get(l).As<Napi::Object>();
     p.imbalance.push_back(NumberField(layer, "imbalanceBefore"));
@@ -68,14 +76,32 @@ bool Placement(Napi::Object o, PlacementArrays& p) {
     AppendNumbers(layer.Get("loadBefore").As<Napi::Object>(), p.loads);
     AppendNumbers(layer.Get("loadAfter").As<Napi::Object>(), p.loads);
     AppendNumbers(layer.Get("expertDevice").As<Napi::Object>(), p.expert_device);
+    Napi::Value execution = layer.Get("execution");
+    if (!execution.IsObject()) continue;
+    ++executed_layers;
+    Napi::Object x = execution.As<Napi::Object>();
+    AppendNumbers(x.Get("deviceBusyMs").As<Napi::Object>(), p.device_busy_ms);
+    for (const char* key : {"criticalMs", "wallMs", "predictedMs"}) p.layer_ms.push_back(NumberField(x, key));
+    for (const char* key : {"tokenBytes", "weightBytes", "offloadBytes"})
+      p.layer_bytes.push_back(static_cast<int64_t>(NumberField(x, key)));
+    for (const char* key : {"partitions", "reuseStrategy"}) p.layer_pipeline.push_back(static_cast<int32_t>(NumberField(x, key)));
   }
+  p.executed = peaks || executed_layers > 0;
+  if (!p.executed) return true;
+  if (peaks) AppendNumbers(placement.Get("devicePeakBytes").As<Napi::Object>(), p.device_peak_bytes);
+  const size_t d = static_cast<size_t>(p.devices > 0 ? p.devices : 0);
+  if (!peaks || executed_layers != layers.Length() || p.device_busy_ms.size() != layers.Length() * d ||
+      p.device_peak_bytes.size() != d)
+    throw Napi::TypeError::New(o.Env(), "packStepRecord: the execution needs every layer's deviceBusyMs and "
+                                        "devicePeakBytes, one entry per device");
   return true;
 }
 
 // packStepRecord({step, loss, ..., expertTokens: ArrayLike<number>[], and for an offloaded step upload_ms,
 // upload_hidden_ms, stall_ms, bytes_h2d, bytes_d2h, peak_device_bytes, peak_host_bytes, the SSD tier's
 // peak_ssd_bytes, ssd_ms, bytes_ssd_read, bytes_ssd_write, cache_hits, cache_misses, prefetch_lead_ms, tiers,
-// pins}, and with placement a `placement` as EngineStepRecord's) -> ArrayBuffer
+// pins}, and with placement a `placement` as EngineStepRecord's, its layers' execution and devicePeakBytes included)
+// -> ArrayBuffer
 Napi::Value PackStepRecord(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "packStepRecord: a record object");
@@ -130,6 +156,13 @@ Napi::Value PackStepRecord(const Napi::CallbackInfo& info) {
     record.spilled_tokens = placement.spilled.data();
     record.moved_experts = placement.moved.data();
     record.expert_device = placement.expert_device.data();
+    if (placement.executed) {
+      record.device_busy_ms = placement.device_busy_ms.data();
+      record.layer_ms = placement.layer_ms.data();
+      record.layer_bytes = placement.layer_bytes.data();
+      record.layer_pipeline = placement.layer_pipeline.data();
+      record.device_peak_bytes = placement.device_peak_bytes.data();
+    }
   }
   const std::vector<uint8_t> packed = pack_step_record(record);
   Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(env, packed.size());

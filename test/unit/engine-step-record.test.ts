@@ -1,4 +1,5 @@
-// The step record packed by the addon (native/addon/step_record_pack.h) decodes in TS to what went in.
+// The step record packed by the addon (native/addon/step_record_pack.h) decodes in TS to what went in:
+// version 5 with each MoE layer's execution on the devices, and version 4 records still decode.
 import { describe, expect, it } from 'vitest'
 
 import { loadEngineAddon } from '../../main/host/engine/addon'
@@ -65,6 +66,90 @@ describe('step record: C++ pack <-> TS decode', () => {
     expect(new Uint8Array(packStepRecord(placed))).toEqual(new Uint8Array(encodeStepRecord(placed)))
     const packed = packStepRecord(placed)
     expect(() => decodeStepRecord(packed.slice(0, packed.byteLength - 4))).toThrow(/expected/)
+  })
+
+  const placedOn = (devices: number): EngineStepRecord => ({
+    ...record,
+    placement: {
+      devices,
+      layers: record.expertTokens.map((t, l) => ({
+        imbalanceBefore: 2.5 + l, imbalanceAfter: 1.1, spilledTokens: 100 * l, movedExperts: l,
+        loadBefore: Float64Array.from({ length: devices }, (_, d) => d + l), loadAfter: new Float64Array(devices).fill(2 + l),
+        expertDevice: Int32Array.from(t, (_, e) => (e % 4 === 3 ? -1 : e % devices)),
+      })),
+    },
+  })
+  const executed = (r: EngineStepRecord): EngineStepRecord => {
+    const p = r.placement!
+    return {
+      ...r,
+      placement: {
+        ...p,
+        layers: p.layers.map((l, i) => ({
+          ...l,
+          execution: {
+            deviceBusyMs: Float64Array.from({ length: p.devices }, (_, d) => 1.5 * d + 0.125 * i),
+            criticalMs: 7.25 + i, wallMs: 12.5, predictedMs: i === 0 ? 0 : 6.75,
+            tokenBytes: 2 ** 33 + i, weightBytes: 3 * 2 ** 20, offloadBytes: i === 1 ? 2 ** 40 + 8 : 0,
+            partitions: 1 << i, reuseStrategy: i % 5,
+          },
+        })),
+        devicePeakBytes: Float64Array.from({ length: p.devices }, (_, d) => 2 ** 34 + d),
+      },
+    }
+  }
+
+  it('v5: carries each layer’s execution on the devices and the devices’ peak bytes', () => {
+    const run = executed(placedOn(3))
+    expect(decodeStepRecord(packStepRecord(run))).toEqual(run)
+    expect(new Uint8Array(packStepRecord(run))).toEqual(new Uint8Array(encodeStepRecord(run)))
+    const decoded = decodeStepRecord(encodeStepRecord(run)).placement!
+    expect(decoded.layers.map((l) => [l.execution!.partitions, l.execution!.reuseStrategy])).toEqual([[1, 0], [2, 1], [4, 2]])
+    expect(Array.from(decoded.devicePeakBytes!)).toEqual([2 ** 34, 2 ** 34 + 1, 2 ** 34 + 2])
+    // The execution adds 4 bytes of flag, per layer 6 + D f64 and 2 i32, and D f64 of peaks.
+    expect(encodeStepRecord(run).byteLength - encodeStepRecord(placedOn(3)).byteLength).toBe(3 * 8 * (6 + 3) + 3 * 8 + 3 * 8)
+    const packed = packStepRecord(run)
+    expect(() => decodeStepRecord(packed.slice(0, packed.byteLength - 8))).toThrow(/expected/)
+  })
+
+  it('v5: one device pipelined records its execution too (n_devices 1)', () => {
+    const single = executed(placedOn(1))
+    expect(decodeStepRecord(packStepRecord(single))).toEqual(single)
+    expect(new Uint8Array(packStepRecord(single))).toEqual(new Uint8Array(encodeStepRecord(single)))
+  })
+
+  it('v5: a placement without execution (the engine did not measure it) has a 0 flag and decodes without it', () => {
+    const placed = placedOn(2)
+    const decoded = decodeStepRecord(packStepRecord(placed))
+    expect(decoded).toEqual(placed)
+    expect(decoded.placement!.devicePeakBytes).toBeUndefined()
+    expect(decoded.placement!.layers.every((l) => l.execution === undefined)).toBe(true)
+  })
+
+  it('refuses an execution that is partial or not of D devices, in C++ and in TS', () => {
+    const run = executed(placedOn(2))
+    const [first, ...rest] = run.placement!.layers
+    const partial = { ...run, placement: { ...run.placement!, layers: [{ ...first!, execution: undefined }, ...rest] } }
+    expect(() => packStepRecord(partial)).toThrow(/every layer's deviceBusyMs and devicePeakBytes/)
+    expect(() => encodeStepRecord(partial)).toThrow(/every layer's deviceBusyMs and devicePeakBytes/)
+    const short = { ...run, placement: { ...run.placement!, devicePeakBytes: Float64Array.of(1) } }
+    expect(() => packStepRecord(short)).toThrow(/one entry per device/)
+    expect(() => encodeStepRecord(short)).toThrow(/of 2 devices/)
+  })
+
+  it('still decodes version 4 records (no execution flag), placed or not', () => {
+    const v4 = (r: EngineStepRecord): ArrayBuffer => {
+      const v5 = new Uint8Array(encodeStepRecord(r))
+      // Version 4 is version 5 without the execution flag after the expert devices (placed records only).
+      const bytes = r.placement ? v5.slice(0, v5.byteLength - 4) : v5.slice()
+      new DataView(bytes.buffer).setFloat64(0, 4, true)
+      return bytes.buffer
+    }
+    expect(decodeStepRecord(v4(record))).toEqual(record)
+    expect(decodeStepRecord(v4(placedOn(3)))).toEqual(placedOn(3))
+    const bad = new Uint8Array(encodeStepRecord(record))
+    new DataView(bad.buffer).setFloat64(0, 3, true)
+    expect(() => decodeStepRecord(bad.buffer)).toThrow('step record: version 3, expected one of 4, 5')
   })
 
   it('rejects a truncated or padded buffer', () => {

@@ -1,7 +1,36 @@
-// The placement block at the end of a packed step record (version 4, native/addon/step_record_pack.h):
-//   i32 n_devices (0 without placement); when > 0: f64[layers × 4] imbalance before, imbalance after, spilled
-//   tokens, moved experts; f64[layers × 2 × n_devices] tokens per device before, then after; i32[Σ experts]
-//   device of each expert's first rows (-1: no rows).
+// The placement block at the end of a packed step record (native/addon/step_record_pack.h):
+//   i32 n_devices (0 when experts run in the MoE layer itself: one device, no pipelining); when > 0:
+//     f64[layers × 4] imbalance before, imbalance after, spilled tokens, moved experts;
+//     f64[layers × 2 × n_devices] tokens per device before, then after;
+//     i32[Σ experts] device of each expert's first rows (-1: no rows);
+//   version 5 adds, when n_devices > 0:
+//     i32 executed (1 when the engine measured how the layers ran on the devices, else 0); when 1:
+//       f64[layers × (6 + n_devices)] per layer critical_ms, wall_ms, predicted_ms, token_bytes, weight_bytes,
+//         offload_bytes, then device_busy_ms[n_devices];
+//       i32[layers × 2] per layer partitions n, reuse strategy (0 none, 1..4 S1..S4);
+//       f64[n_devices] device_peak_bytes.
+// Version 4 records end after the expert devices.
+
+export interface LayerExecution {
+  /** [D] each device's time on its streams (CPU time on virtual devices), forward + backward. */
+  deviceBusyMs: Float64Array
+  /** The slowest device's pipelined time: what the layer's expert phase takes on D devices. */
+  criticalMs: number
+  /** Wall time of the expert phase in this process (the virtual devices share its cores). */
+  wallMs: number
+  /** Equation 10's forward + backward time for the chosen memory-reuse strategy (0: none). */
+  predictedMs: number
+  /** Token rows sent between devices (dispatch, return, re-sends). */
+  tokenBytes: number
+  /** Weights sent to experts' guest devices and gradients sent home. */
+  weightBytes: number
+  /** Activations offloaded to the host and restored by the memory-reuse strategy. */
+  offloadBytes: number
+  /** Pipeline partitions n. */
+  partitions: number
+  /** 0 none, 1..4 S1..S4. */
+  reuseStrategy: number
+}
 
 export interface LayerPlacement {
   imbalanceBefore: number
@@ -11,20 +40,43 @@ export interface LayerPlacement {
   loadBefore: Float64Array
   loadAfter: Float64Array
   expertDevice: Int32Array
+  /** How the layer ran on the devices (version 5, when the engine measured it). */
+  execution?: LayerExecution
 }
 
 export interface StepPlacement {
   devices: number
   layers: LayerPlacement[]
+  /** [D] the largest each device's buffers grew to this step (version 5, with the layers' execution). */
+  devicePeakBytes?: Float64Array
+}
+
+/** Layer scalars of the execution block before its devices' busy times. */
+const EXECUTION_SCALARS = 6
+
+/**
+ * Whether the placement carries the execution block: every layer's execution and the devices' peaks, or none
+ * of them (a part of it, or arrays not of D devices, throw).
+ */
+export function hasExecution(placement: StepPlacement): boolean {
+  const d = placement.devices
+  const some = placement.devicePeakBytes !== undefined || placement.layers.some((l) => l.execution !== undefined)
+  if (!some) return false
+  if (placement.devicePeakBytes?.length !== d || placement.layers.some((l) => l.execution?.deviceBusyMs.length !== d))
+    throw new Error(`step record: the execution on ${d} devices needs every layer's deviceBusyMs and devicePeakBytes of ${d} devices`)
+  return true
 }
 
 export function placementBytes(placement: StepPlacement | undefined, experts: number): number {
   if (!placement) return 4
-  return 4 + placement.layers.length * 8 * (4 + 2 * placement.devices) + 4 * experts
+  const layers = placement.layers.length
+  const d = placement.devices
+  const execution = hasExecution(placement) ? layers * 8 * (EXECUTION_SCALARS + d) + layers * 8 + 8 * d : 0
+  return 4 + layers * 8 * (4 + 2 * d) + 4 * experts + 4 + execution
 }
 
-/** Reads the block at `at`; returns it (undefined without placement) and where it ends. */
-export function decodePlacement(view: DataView, at: number, sizes: readonly number[]): { placement?: StepPlacement; end: number } {
+/** Reads the block at `at` of a record of `version` (4 or 5); returns it (undefined without placement) and where it ends. */
+export function decodePlacement(view: DataView, at: number, sizes: readonly number[], version = 5): { placement?: StepPlacement; end: number } {
   if (view.byteLength < at + 4) throw new Error(`step record: ${view.byteLength} bytes, expected at least ${at + 4}`)
   const devices = view.getInt32(at, true)
   let off = at + 4
@@ -33,10 +85,14 @@ export function decodePlacement(view: DataView, at: number, sizes: readonly numb
     return { end: off }
   }
   const experts = sizes.reduce((a, b) => a + b, 0)
-  const end = off + sizes.length * 8 * (4 + 2 * devices) + 4 * experts
+  const placed = off + sizes.length * 8 * (4 + 2 * devices) + 4 * experts
+  const flagged = version >= 5 ? placed + 4 : placed
+  const executed = version >= 5 && devices > 0 && view.byteLength >= flagged && view.getInt32(placed, true) === 1
+  const end = flagged + (executed ? sizes.length * 8 * (EXECUTION_SCALARS + devices) + sizes.length * 8 + 8 * devices : 0)
   if (devices < 0 || view.byteLength !== end)
     throw new Error(`step record: ${view.byteLength} bytes, expected ${end} for placement on ${devices} devices`)
   const f64 = () => { off += 8; return view.getFloat64(off - 8, true) }
+  const i32 = () => { off += 4; return view.getInt32(off - 4, true) }
   const layers: LayerPlacement[] = sizes.map(() => ({
     imbalanceBefore: f64(), imbalanceAfter: f64(), spilledTokens: f64(), movedExperts: f64(),
     loadBefore: new Float64Array(devices), loadAfter: new Float64Array(devices), expertDevice: new Int32Array(0),
@@ -47,18 +103,42 @@ export function decodePlacement(view: DataView, at: number, sizes: readonly numb
   }
   layers.forEach((layer, l) => {
     layer.expertDevice = new Int32Array(sizes[l]!)
-    for (let e = 0; e < sizes[l]!; e++, off += 4) layer.expertDevice[e] = view.getInt32(off, true)
+    for (let e = 0; e < sizes[l]!; e++) layer.expertDevice[e] = i32()
   })
-  return { placement: { devices, layers }, end }
+  if (version >= 5) off += 4
+  if (!executed) return { placement: { devices, layers }, end }
+  for (const layer of layers) {
+    const [criticalMs, wallMs, predictedMs, tokenBytes, weightBytes, offloadBytes] = Array.from({ length: EXECUTION_SCALARS }, f64) as [
+      number, number, number, number, number, number,
+    ]
+    const deviceBusyMs = Float64Array.from({ length: devices }, f64)
+    layer.execution = { deviceBusyMs, criticalMs, wallMs, predictedMs, tokenBytes, weightBytes, offloadBytes, partitions: 0, reuseStrategy: 0 }
+  }
+  for (const layer of layers) {
+    layer.execution!.partitions = i32()
+    layer.execution!.reuseStrategy = i32()
+  }
+  const devicePeakBytes = Float64Array.from({ length: devices }, f64)
+  return { placement: { devices, layers, devicePeakBytes }, end }
 }
 
-/** Writes the block at `at` (the buffer was sized with placementBytes). */
+/** Writes the block at `at` (the buffer was sized with placementBytes), as version 5. */
 export function encodePlacement(view: DataView, at: number, placement: StepPlacement | undefined): void {
   view.setInt32(at, placement?.devices ?? 0, true)
   if (!placement) return
   let off = at + 4
   const f64 = (v: number) => { view.setFloat64(off, v, true); off += 8 }
+  const i32 = (v: number) => { view.setInt32(off, v, true); off += 4 }
   for (const l of placement.layers) [l.imbalanceBefore, l.imbalanceAfter, l.spilledTokens, l.movedExperts].forEach(f64)
   for (const l of placement.layers) { l.loadBefore.forEach(f64); l.loadAfter.forEach(f64) }
-  for (const l of placement.layers) for (const d of l.expertDevice) { view.setInt32(off, d, true); off += 4 }
+  for (const l of placement.layers) l.expertDevice.forEach(i32)
+  const executed = hasExecution(placement)
+  i32(executed ? 1 : 0)
+  if (!executed) return
+  for (const { execution: x } of placement.layers) {
+    ;[x!.criticalMs, x!.wallMs, x!.predictedMs, x!.tokenBytes, x!.weightBytes, x!.offloadBytes].forEach(f64)
+    x!.deviceBusyMs.forEach(f64)
+  }
+  for (const { execution: x } of placement.layers) { i32(x!.partitions); i32(x!.reuseStrategy) }
+  placement.devicePeakBytes!.forEach(f64)
 }

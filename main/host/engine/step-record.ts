@@ -1,16 +1,19 @@
 // The packed per-step record the engine thread hands to JS (one ArrayBuffer per step, see
-// native/addon/step_record_pack.h): little-endian, version 4.
+// native/addon/step_record_pack.h): little-endian, version 5 (version 4 still decodes: its placement block
+// has no execution part).
 //   f64[11]: version, step, loss, aux_loss, lr, grad_norm, tokens, step_ms, forward_ms, backward_ms, optimizer_ms
 //   i32: n_moe_layers, then i32[n_moe_layers] experts per layer, then i32[Σ experts] tokens per expert
 //   f64[15]: offloaded (0 or 1), upload_ms, upload_hidden_ms, stall_ms, bytes_h2d, bytes_d2h, peak_device_bytes,
 //            peak_host_bytes, peak_ssd_bytes, ssd_ms, bytes_ssd_read, bytes_ssd_write, cache_hits, cache_misses,
 //            prefetch_lead_ms
 //   when offloaded: u8[Σ experts] home tier (EXPERT_TIER code), then u8[Σ experts] pinned flag
-//   the placement block (step-record-placement.ts)
+//   the placement block (step-record-placement.ts; version 5 adds how each MoE layer ran on the devices)
 // The offload fields are named as StepTelemetry's, so a decoded record is stored as it is.
 import { decodePlacement, encodePlacement, placementBytes, type StepPlacement } from './step-record-placement'
 
-export const STEP_RECORD_VERSION = 4
+export const STEP_RECORD_VERSION = 5
+/** Versions decodeStepRecord reads: 4 (placement without execution) and this one. */
+export const STEP_RECORD_VERSIONS: readonly number[] = [4, 5]
 const SCALARS = 11
 const OFFLOAD_SCALARS = 15
 const OFFLOAD_FIELDS = ['upload_ms', 'upload_hidden_ms', 'stall_ms', 'bytes_h2d', 'bytes_d2h', 'peak_device_bytes',
@@ -50,7 +53,7 @@ export interface EngineStepRecord {
   tiers?: readonly ArrayLike<number>[]
   /** [MoE layer][expert] 1 when the expert was pinned, else 0. */
   pins?: readonly ArrayLike<number>[]
-  /** Placement across devices: present only when the run has more than one. */
+  /** Placement across devices: present when experts run on the devices (more than one, or pipelined on one). */
   placement?: StepPlacement
 }
 
@@ -58,7 +61,9 @@ export function decodeStepRecord(buf: ArrayBuffer): EngineStepRecord {
   if (buf.byteLength < SCALARS * 8 + 4) throw new Error(`step record: ${buf.byteLength} bytes is too short`)
   const view = new DataView(buf)
   const f = (i: number) => view.getFloat64(i * 8, true)
-  if (f(0) !== STEP_RECORD_VERSION) throw new Error(`step record: version ${f(0)}, expected ${STEP_RECORD_VERSION}`)
+  const version = f(0)
+  if (!STEP_RECORD_VERSIONS.includes(version))
+    throw new Error(`step record: version ${version}, expected one of ${STEP_RECORD_VERSIONS.join(', ')}`)
   let off = SCALARS * 8
   const layers = view.getInt32(off, true)
   off += 4
@@ -70,7 +75,7 @@ export function decodeStepRecord(buf: ArrayBuffer): EngineStepRecord {
   const offloadAt = off + experts * 4
   const offloaded = buf.byteLength >= offloadAt + OFFLOAD_SCALARS * 8 && view.getFloat64(offloadAt, true) === 1
   const placementAt = offloadAt + OFFLOAD_SCALARS * 8 + (offloaded ? 2 * experts : 0)
-  const { placement } = decodePlacement(view, placementAt, sizes)
+  const { placement } = decodePlacement(view, placementAt, sizes, version)
   const expertTokens = sizes.map((n) => {
     const a = new Int32Array(n)
     for (let e = 0; e < n; e++, off += 4) a[e] = view.getInt32(off, true)
