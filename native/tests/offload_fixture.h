@@ -21,6 +21,7 @@ struct Variant {
   std::string offload;  // the "offload" section, empty: resident
   std::string layers = R"("n_layers": 2, "n_experts": [8, 8])";
   int threads = 1;
+  std::string sections;  // more top-level sections ("placement", "pipeline", "routing_skew"), each after a comma
 };
 
 inline std::string config(const Variant& v) {
@@ -34,7 +35,7 @@ inline std::string config(const Variant& v) {
                   std::to_string(v.threads) + R"(, "seed": 11, "grad_accum": )" +
                   std::to_string(v.grad_accum) + R"(, "grad_clip": )" + std::to_string(v.grad_clip) + "}";
   if (!v.offload.empty()) c += R"(, "offload": )" + v.offload;
-  return c + "}";
+  return c + v.sections + "}";
 }
 
 // extra: more fields, each starting with a comma.

@@ -264,6 +264,7 @@ PlacementConfig parse_placement_config(const json::Value& obj, DeviceGroupConfig
   p.lambda = r.number("lambda", p.lambda, 1.0, 10.0);
   p.alpha = r.number("alpha", p.alpha, 1.0, 10.0);
   p.min_tokens = r.integer("min_tokens", p.min_tokens, 1, kBig);
+  p.greedy_split = r.boolean("greedy_split", p.greedy_split);
   DeviceGroupConfig group;
   group.budget_bytes = optional_bytes(r, "device_budget_bytes");
   group.threads = r.integer("threads_per_device", group.threads, 1, 256);
@@ -491,6 +492,7 @@ json::Value config_to_json(const EngineConfig& c) {
     p.set("lambda", json::Value::of(c.placement.lambda));
     p.set("alpha", json::Value::of(c.placement.alpha));
     p.set("min_tokens", json::Value::of(c.placement.min_tokens));
+    p.set("greedy_split", json::Value::of(c.placement.greedy_split));
     p.set("device_budget_bytes", c.device_group.budget_bytes > 0
                                      ? json::Value::of(static_cast<double>(c.device_group.budget_bytes))
                                      : json::Value::null());

@@ -4,12 +4,18 @@
 
 namespace moe {
 
-void ffn_forward(Backend& be, const FfnParams& p, const FfnShape& s, float* y, const float* x, float* h, float* act,
-                 int N) {
+void ffn_hidden_forward(Backend& be, const FfnParams& p, const FfnShape& s, const float* x, float* h, float* act,
+                        int N) {
   if (N == 0) return;
   linear_forward(be, h, x, p.w_in, p.w_in_bf16, p.b_in, N, s.C, s.in_rows());
   if (s.swiglu) be.swiglu_forward(act, h, N, s.F);
   else be.gelu_forward(act, h, static_cast<int64_t>(N) * s.F);
+}
+
+void ffn_forward(Backend& be, const FfnParams& p, const FfnShape& s, float* y, const float* x, float* h, float* act,
+                 int N) {
+  if (N == 0) return;
+  ffn_hidden_forward(be, p, s, x, h, act, N);
   linear_forward(be, y, act, p.w_out, p.w_out_bf16, p.b_out, N, s.F, s.C);
 }
 

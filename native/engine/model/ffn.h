@@ -13,6 +13,9 @@ struct FfnShape {
 };
 
 // h [N, in_rows] and act [N, F] are saved for backward.
+// The first half of ffn_forward: the in-projection and activation (also what memory reuse S3/S4 recompute).
+void ffn_hidden_forward(Backend& be, const FfnParams& p, const FfnShape& s, const float* x, float* h, float* act,
+                        int N);
 void ffn_forward(Backend& be, const FfnParams& p, const FfnShape& s, float* y, const float* x, float* h, float* act,
                  int N);
 // dx += ∂/∂x, grads += ∂/∂params. dh [N, in_rows] and dact [N, F] are scratch.

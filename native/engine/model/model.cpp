@@ -20,6 +20,28 @@ Model::Model(const ModelConfig& cfg, Backend& be, ComputeDtype dtype)
     if (cfg_.is_moe_layer(l)) moe_layers_.push_back(std::make_unique<MoeLayer>(MoeShape::from_config(cfg_, l), l));
 }
 
+void Model::run_experts_on_devices(const PlacementConfig& placement, const PipelineConfig& pipeline,
+                                   const DeviceGroupConfig& devices) {
+  device_group_ = std::make_unique<DeviceGroup>(placement, pipeline, devices);
+  device_experts_.clear();
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    if (!cfg_.is_moe_layer(l)) continue;
+    MoeLayer& layer = *moe_layers_[cfg_.moe_index(l)];
+    device_experts_.push_back(std::make_unique<DeviceExperts>(*device_group_, layer.shape().expert, layer.shape().E, l));
+    layer.run_experts_on(device_experts_.back().get());
+  }
+}
+
+std::vector<LayerPlacement> Model::take_device_records() {
+  std::vector<LayerPlacement> out;
+  for (auto& d : device_experts_) out.push_back(d->take_record());
+  return out;
+}
+
+std::vector<int64_t> Model::device_peak_bytes() const {
+  return device_group_ ? device_group_->peak_bytes() : std::vector<int64_t>{};
+}
+
 // Points every linear weight's *_bf16 at its place in the bf16 arena and records the ranges to refresh. The
 // router stays fp32: its logits pick the experts, and a bf16 rounding there would flip near-tied choices.
 void Model::bind_bf16_weights() {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "devices/device_experts.h"
 #include "model/buffer.h"
 #include "model/config.h"
 #include "model/params.h"
@@ -67,6 +68,14 @@ class Model {
   int moe_layer_count() const { return static_cast<int>(moe_layers_.size()); }
   const MoeLayer& moe_layer(int i) const { return *moe_layers_[i]; }
 
+  // Routed experts compute on D devices with this placement and pipelining (issue 7) from now on.
+  void run_experts_on_devices(const PlacementConfig& placement, const PipelineConfig& pipeline,
+                              const DeviceGroupConfig& devices);
+  bool on_devices() const { return device_group_ != nullptr; }
+  // Per MoE layer, what its experts did on the devices since the last call; and each device's peak bytes.
+  std::vector<LayerPlacement> take_device_records();
+  std::vector<int64_t> device_peak_bytes() const;
+
   // Allocates every activation and scratch buffer a step of B × T tokens uses (forward does it too).
   void reserve_activations(int B, int T);
   // Bytes of those buffers: what offload charges to the device tier besides parameters and slots.
@@ -98,6 +107,8 @@ class Model {
   std::vector<std::pair<size_t, size_t>> bf16_ranges_;
   bool bf16_stale_ = true;
   std::vector<std::unique_ptr<MoeLayer>> moe_layers_;
+  std::unique_ptr<DeviceGroup> device_group_;
+  std::vector<std::unique_ptr<DeviceExperts>> device_experts_;  // [MoE layer]
   std::unique_ptr<ResidentExpertAccess> resident_experts_;
   ExpertAccess* expert_access_ = nullptr;  // indexed by MoE-layer index
   int B_ = 0, T_ = 0;

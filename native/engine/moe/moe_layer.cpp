@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "devices/device_experts.h"
+
 namespace moe {
 
 MoeShape MoeShape::from_config(const ModelConfig& cfg, int layer) {
@@ -44,8 +46,10 @@ void MoeLayer::reserve(Backend& be, int N, BackwardScratch& scratch) {
   topk_idx_.reserve(be, sizeof(int32_t) * N * K);
   reserve_floats(be, topk_w_, (size_t)N * K);
   reserve_floats(be, xs_, S * C);
-  reserve_floats(be, h_, S * s_.expert.in_rows());
-  reserve_floats(be, act_, S * s_.expert.F);
+  if (!devices_) {  // on devices, the devices hold the hidden activations
+    reserve_floats(be, h_, S * s_.expert.in_rows());
+    reserve_floats(be, act_, S * s_.expert.F);
+  }
   reserve_floats(be, ys_, S * C);
   for (const FfnShape* fs : {&s_.shared, &s_.residual}) {
     if (fs->F == 0) continue;
@@ -82,6 +86,24 @@ size_t MoeLayer::buffer_bytes() const {
   return total;
 }
 
+// The routed experts one after another on the layer's own backend, through the ExpertAccess.
+void MoeLayer::forward_experts(Backend& be, ExpertAccess& experts, const float* x) {
+  const int C = s_.C;
+  const size_t S = plan_.total_slots();
+  reserve_floats(be, h_, S * s_.expert.in_rows());
+  reserve_floats(be, act_, S * s_.expert.F);
+  // Announce the order before permuting, so an offloading access uploads the first expert meanwhile.
+  const std::vector<int> order = experts_with_rows(false);
+  experts.plan(layer_, ExpertPass::Forward, order);
+  be.permute_forward(xs_.f(), x, plan_, C);
+  for (int e : order) {
+    const size_t off = plan_.offsets[e];
+    ffn_forward(be, experts.weights(layer_, e), s_.expert, ys_.f() + off * C, xs_.f() + off * C,
+                h_.f() + off * s_.expert.in_rows(), act_.f() + off * s_.expert.F, rows(e));
+    experts.done_forward(layer_, e);
+  }
+}
+
 RouterLosses MoeLayer::forward(Backend& be, const LayerParams& p, ExpertAccess& experts, float* y, const float* x,
                                int N, const int32_t* forced_topk) {
   const int C = s_.C, E = s_.E, K = s_.K;
@@ -97,18 +119,15 @@ RouterLosses MoeLayer::forward(Backend& be, const LayerParams& p, ExpertAccess& 
 
   const size_t S = plan_.total_slots();
   reserve_floats(be, xs_, S * C);
-  reserve_floats(be, h_, S * s_.expert.in_rows());
-  reserve_floats(be, act_, S * s_.expert.F);
   reserve_floats(be, ys_, S * C);
-  // Announce the order before permuting, so an offloading access uploads the first expert meanwhile.
-  const std::vector<int> order = experts_with_rows(false);
-  experts.plan(layer_, ExpertPass::Forward, order);
-  be.permute_forward(xs_.f(), x, plan_, C);
-  for (int e : order) {
-    const size_t off = plan_.offsets[e];
-    ffn_forward(be, experts.weights(layer_, e), s_.expert, ys_.f() + off * C, xs_.f() + off * C,
-                h_.f() + off * s_.expert.in_rows(), act_.f() + off * s_.expert.F, rows(e));
-    experts.done_forward(layer_, e);
+  if (devices_) {
+    be.permute_forward(xs_.f(), x, plan_, C);
+    std::vector<int64_t> offsets(plan_.offsets.begin(), plan_.offsets.end() - 1);
+    std::vector<int> expert_rows(E);
+    for (int e = 0; e < E; ++e) expert_rows[e] = rows(e);
+    devices_->forward(experts, offsets, expert_rows, xs_.f(), ys_.f(), N);
+  } else {
+    forward_experts(be, experts, x);
   }
   be.combine_forward(y, ys_.f(), topk_w_.f(), plan_, C);
 
@@ -168,7 +187,7 @@ void MoeLayer::backward(Backend& be, const LayerParams& p, const LayerParams& g,
   // Routed experts: combine -> experts (per segment, in reverse) -> permute. Announced first, so uploads
   // overlap the combine.
   const std::vector<int> order = experts_with_rows(true);
-  experts.plan(layer_, ExpertPass::Backward, order);
+  if (!devices_) experts.plan(layer_, ExpertPass::Backward, order);
   reserve_floats(be, scratch.a, S * C + (size_t)N * K);
   be.zero(scratch.a.f(), scratch.a.bytes());
   float* dys = scratch.a.f();
@@ -178,16 +197,20 @@ void MoeLayer::backward(Backend& be, const LayerParams& p, const LayerParams& g,
   reserve_floats(be, scratch.b, S * C);
   be.zero(scratch.b.f(), scratch.b.bytes());
   float* dxs = scratch.b.f();
-  const size_t max_rows = plan_.capacity ? plan_.capacity : N;
-  reserve_floats(be, scratch.c, max_rows * s_.expert.in_rows());
-  reserve_floats(be, scratch.d, max_rows * s_.expert.F);
-  for (int e : order) {
-    const size_t off = plan_.offsets[e];
-    const FfnParams w = experts.weights(layer_, e);
-    ffn_backward(be, w, experts.grads(layer_, e), s_.expert, dxs + off * C, dys + off * C, xs_.f() + off * C,
-                 h_.f() + off * s_.expert.in_rows(), act_.f() + off * s_.expert.F, scratch.c.f(), scratch.d.f(),
-                 rows(e));
-    experts.done_backward(layer_, e);
+  if (devices_) {
+    devices_->backward(be, experts, dys, xs_.f(), dxs);
+  } else {
+    const size_t max_rows = plan_.capacity ? plan_.capacity : N;
+    reserve_floats(be, scratch.c, max_rows * s_.expert.in_rows());
+    reserve_floats(be, scratch.d, max_rows * s_.expert.F);
+    for (int e : order) {
+      const size_t off = plan_.offsets[e];
+      const FfnParams w = experts.weights(layer_, e);
+      ffn_backward(be, w, experts.grads(layer_, e), s_.expert, dxs + off * C, dys + off * C, xs_.f() + off * C,
+                   h_.f() + off * s_.expert.in_rows(), act_.f() + off * s_.expert.F, scratch.c.f(), scratch.d.f(),
+                   rows(e));
+      experts.done_backward(layer_, e);
+    }
   }
   be.permute_backward(dx, dxs, plan_, C);
 

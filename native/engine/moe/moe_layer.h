@@ -12,6 +12,10 @@
 #include "offload/expert_access.h"
 
 namespace moe {
+class DeviceExperts;
+}
+
+namespace moe {
 
 struct MoeShape {
   int C = 0, E = 0, K = 0;
@@ -45,6 +49,9 @@ class MoeLayer {
   void reserve(Backend& be, int N, BackwardScratch& scratch);
   size_t buffer_bytes() const;
 
+  // Routed experts then compute on the run's devices (placement, pipelining) instead of here. Not owned.
+  void run_experts_on(DeviceExperts* devices) { devices_ = devices; }
+
   const DispatchPlan& plan() const { return plan_; }
   const MoeShape& shape() const { return s_; }
   // Rows an expert computes: its tokens (dropless) or the full padded segment (capacity).
@@ -52,9 +59,11 @@ class MoeLayer {
 
  private:
   std::vector<int> experts_with_rows(bool reverse) const;
+  void forward_experts(Backend& be, ExpertAccess& experts, const float* x);
 
   MoeShape s_;
   int layer_;
+  DeviceExperts* devices_ = nullptr;
   DispatchPlan plan_;
   DeviceBuffer logits_, probs_, topk_idx_, topk_w_, xs_, h_, act_, ys_;
   DeviceBuffer shared_h_, shared_act_, shared_out_, gate_logit_, gated_shared_;

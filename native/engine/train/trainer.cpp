@@ -14,24 +14,6 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Where each MoE layer's experts compute this step, decided by the placement policy on the step's tokens.
-void record_placements(StepRecord& rec, const PlacementConfig& cfg) {
-  for (const std::vector<int32_t>& tokens : rec.expert_tokens) {
-    const Placement p = place_experts(cfg, tokens, ExpertCostModel{});
-    LayerPlacement lp;
-    lp.load_before = p.load_before;
-    lp.load_after = p.load_after;
-    lp.imbalance_before = p.imbalance_before;
-    lp.imbalance_after = p.imbalance_after;
-    lp.spilled_tokens = p.spilled_tokens;
-    lp.moved_experts = p.moved_experts;
-    lp.expert_device.assign(tokens.size(), -1);
-    for (const ExpertPiece& piece : p.pieces)
-      if (piece.begin == 0) lp.expert_device[piece.expert] = piece.device;
-    rec.placements.push_back(std::move(lp));
-  }
-}
-
 void record_offload(StepRecord& rec, const OffloadStepStats& s) {
   rec.offloaded = true;
   rec.upload_ms = s.upload_ms;
@@ -58,6 +40,7 @@ void record_offload(StepRecord& rec, const OffloadStepStats& s) {
 
 Trainer::Trainer(const EngineConfig& cfg, Backend& be) : cfg_(cfg), be_(be), model_(cfg_.model, be, cfg_.train.compute_dtype), opt_(model_) {
   model_.init(cfg_.train.seed);
+  if (cfg_.runs_on_devices()) model_.run_experts_on_devices(cfg_.placement, cfg_.pipeline, cfg_.device_group);
   state_.seed = cfg_.train.seed;
   if (cfg_.offload.mode != OffloadMode::None) {
     offload_ = std::make_unique<ExpertOffload>(model_, opt_, cfg_.offload, cfg_.train.threads, cfg_.train.batch_size,
@@ -149,7 +132,10 @@ StepRecord Trainer::step() {
   }
   rec.optimizer_ms = ms_since(to);
   rec.grad_norm = info.grad_norm;
-  if (cfg_.placement.devices > 1) record_placements(rec, cfg_.placement);
+  if (model_.on_devices()) {
+    rec.placements = model_.take_device_records();
+    rec.device_peak_bytes = model_.device_peak_bytes();
+  }
 
   state_.step = rec.step;
   state_.tokens_seen += rec.tokens;
