@@ -118,12 +118,54 @@ export const PlacementConfigSchema = z
       .describe('least-loaded: a device receiving spilled tokens is capped at alpha × the mean load'),
     min_tokens: int(1, 1 << 24).default(32)
       .describe('least-loaded: no piece of an expert smaller than this many tokens is spilled'),
+    greedy_split: z.boolean().default(true)
+      .describe('greedy: cut an expert heavier than a device’s fair share into pieces on several devices; false: whole experts only (ES-MoE)'),
+    device_budget_bytes: z.number().int('must be a whole number of bytes').positive('must be a positive number of bytes')
+      .max(Number.MAX_SAFE_INTEGER).nullable().default(null)
+      .describe('Each device’s buffer budget (activations, weights received, partitions in flight); null: unlimited'),
+    threads_per_device: int(1, 256).default(1)
+      .describe('Compute threads of each device’s backend'),
   })
   .strict()
 
-function checkOffload(c: { train: TrainConfig; offload?: OffloadConfig }, ctx: z.RefinementCtx): void {
+// The MoE layers' expert phase pipelined in n micro-batches (MPipeMoE, docs/placement.md), with an optional
+// memory-reuse strategy. partitions 1 with memory_reuse off (the default) is no pipelining, and the engine then
+// gets no section. Not with offload for now (see checkDevices).
+const PARTITIONS_MESSAGE = 'must be a whole number in [1, 64] or "auto"'
+export const PipelineConfigSchema = z
+  .object({
+    partitions: z.union([z.number().int(PARTITIONS_MESSAGE).min(1, PARTITIONS_MESSAGE).max(64, PARTITIONS_MESSAGE), z.literal('auto')], {
+      error: PARTITIONS_MESSAGE,
+    }).default(1)
+      .describe('Micro-batches n each MoE layer’s tokens are split into, overlapping dispatch, compute and return; auto: chosen online by Algorithm 1 from the candidates. 1: no pipelining'),
+    candidates: z.array(int(1, 64), { error: 'must list partition counts, each a whole number in [1, 64]' })
+      .min(1, 'must list at least one partition count').default([1, 2, 4, 8])
+      .describe('auto: the partition counts n Algorithm 1 tries'),
+    memory_reuse: z.enum(['off', 'auto', 'S1', 'S2', 'S3', 'S4']).default('off')
+      .describe('How partitions share activation buffers: off (each keeps its own), S1–S4 (offload or re-send the dispatched input, recompute or offload the hidden activations; Table II), or auto (the cheapest by equation 10 on this machine)'),
+  })
+  .strict()
+
+/** The pipeline changes how experts run: more than one partition, or a memory-reuse strategy (as the engine's engaged()). */
+export function pipelineEngaged(p: PipelineConfig | undefined): boolean {
+  return p !== undefined && (p.partitions !== 1 || p.memory_reuse !== 'off')
+}
+
+/** Experts run through the engine's devices (placement across more than one, or pipelined on one). */
+export function runsOnDevices(c: { placement?: PlacementConfig; pipeline?: PipelineConfig }): boolean {
+  return (c.placement?.devices ?? 1) > 1 || pipelineEngaged(c.pipeline)
+}
+
+/** The engine's rule (config.cpp): devices and pipelining only without offload, for now; named by placement.devices. */
+export const OFFLOAD_DEVICES_MESSAGE =
+  'experts run on several devices or pipelined only without offload for now; set offload.mode to "none", or placement.devices to 1 and drop the pipeline section (partitions 1, memory_reuse off)'
+
+function checkOffload(c: { train: TrainConfig; offload?: OffloadConfig; placement?: PlacementConfig; pipeline?: PipelineConfig }, ctx: z.RefinementCtx): void {
   const o = c.offload
   if (!o || o.mode === 'none') return
+  // "auto" may resolve to resident; the host checks what it resolves to (planner/resolve.ts).
+  if (o.mode !== 'auto' && runsOnDevices(c))
+    ctx.addIssue({ code: 'custom', path: ['placement', 'devices'], message: `${o.mode} offload: ${OFFLOAD_DEVICES_MESSAGE}` })
   const issue = (key: keyof OffloadConfig, message: string) => ctx.addIssue({ code: 'custom', path: ['offload', key], message })
   if ((o.mode === 'host' || o.mode === 'ssd') && o.expert_slots === null && o.device_budget_bytes === null)
     issue('expert_slots', `${o.mode} offload needs expert_slots or device_budget_bytes`)
@@ -140,6 +182,7 @@ export const RunConfigSchema = z
     offload: OffloadConfigSchema.optional(),
     routing_skew: RoutingSkewConfigSchema.optional(),
     placement: PlacementConfigSchema.optional(),
+    pipeline: PipelineConfigSchema.optional(),
   })
   .strict()
   .superRefine((c, ctx) => {
@@ -173,4 +216,5 @@ export type TrainConfig = z.infer<typeof TrainConfigSchema>
 export type OffloadConfig = z.infer<typeof OffloadConfigSchema>
 export type RoutingSkewConfig = z.infer<typeof RoutingSkewConfigSchema>
 export type PlacementConfig = z.infer<typeof PlacementConfigSchema>
+export type PipelineConfig = z.infer<typeof PipelineConfigSchema>
 export type RunConfig = z.infer<typeof RunConfigSchema>

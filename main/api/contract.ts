@@ -118,6 +118,19 @@ export const ExpertLoadSchema = z.object({
 
 export const PresetSchema = z.object({ name: z.string(), description: z.string(), config: RunConfigSchema })
 
+// How one MoE layer's expert phase ran on the devices at one step (forward + backward, docs/placement.md).
+export const LayerExecutionSchema = z.object({
+  deviceBusyMs: z.array(z.number()).describe('each device’s time on its streams (compute, copies; CPU time on virtual devices)'),
+  criticalMs: z.number().describe('the slowest device’s pipelined time: what the expert phase takes on D devices (measured)'),
+  wallMs: z.number().describe('wall time of the expert phase in this process (the virtual devices share its cores)'),
+  predictedMs: z.number().describe('equation 10’s time for the chosen memory-reuse strategy; 0 without one'),
+  tokenBytes: z.number().describe('token rows sent between devices: dispatch, return, re-sends'),
+  weightBytes: z.number().describe('weights sent to experts’ guest devices and gradients sent home'),
+  offloadBytes: z.number().describe('activations offloaded to the host and restored by the memory-reuse strategy'),
+  partitions: z.number().int().describe('pipeline micro-batches n'),
+  reuseStrategy: z.number().int().min(0).max(4).describe('memory reuse: 0 none, 1..4 S1..S4'),
+})
+
 // One MoE layer's placement across devices at one step (docs/placement.md), as the engine decided it.
 export const DevicePlacementSchema = z.object({
   loadBefore: z.array(z.number()).describe('tokens per device with every expert on its static home (e mod D)'),
@@ -126,6 +139,7 @@ export const DevicePlacementSchema = z.object({
   imbalanceAfter: z.number().describe('max/mean of loadAfter'),
   spilledTokens: z.number().int().describe('tokens computed away from their expert’s home device'),
   movedExperts: z.number().int().describe('weight copies the placement needs: (expert, device) pairs away from home'),
+  execution: LayerExecutionSchema.nullable().describe('how the layer ran on the devices; null: not recorded (older runs)'),
 })
 
 // Every per-layer array the engine records for one step (null where the run did not record it: tiers and
@@ -139,9 +153,10 @@ export const StepLoadsSchema = z.object({
       tiers: z.array(z.number()).nullable().describe('tier of each expert: 0 device, 1 host, 2 SSD'),
       pins: z.array(z.number()).nullable().describe('1 where the expert is pinned'),
       spilled: z.array(z.number()).nullable().describe('tokens of each expert spilled to another device'),
-      devices: DevicePlacementSchema.nullable().describe('the placement across devices; null: one device, nothing placed'),
+      devices: DevicePlacementSchema.nullable().describe('the placement across devices; null: experts ran in the MoE layer (one device, no pipeline)'),
     }),
   ),
+  devicePeakBytes: z.array(z.number()).nullable().describe('the largest each device’s buffers grew to at the step; null: not recorded'),
 })
 
 // One MoE layer's placement over a step range, on one step axis (downsampled like metrics.series).
@@ -152,6 +167,8 @@ export const PlacementSeriesSchema = z.object({
   imbalanceAfter: z.array(z.number()).describe('max/mean tokens per device after the policy'),
   spilledTokens: z.array(z.number()),
   movedExperts: z.array(z.number()),
+  criticalMs: z.array(z.number().nullable()).describe('the layer’s measured critical time on the devices; null where not recorded'),
+  predictedMs: z.array(z.number().nullable()).describe('equation 10’s prediction for the layer; 0 without memory reuse, null where not recorded'),
 })
 
 export const HardwareSchema = z.object({

@@ -1,5 +1,5 @@
 // Short human descriptions of a run config for lists and tables ("mixtral L4 d256 8x top-2").
-import type { RunConfig } from '../api/config'
+import { pipelineEngaged, type RunConfig } from '../api/config'
 import type { ResolvedOffload } from '../api/contract'
 
 export function describeModel(config: RunConfig): string {
@@ -14,8 +14,8 @@ export function describeModel(config: RunConfig): string {
 }
 
 // Where expert state lives (as the host resolved it), how experts get their tokens, where they would run
-// (placement across devices, recorded per step) and how much CPU the engine uses:
-// "host offload · 4 slots · dropless · least-loaded on 4 devices · 2 threads".
+// (placement across devices, recorded per step), how their phase is pipelined and how much CPU the engine uses:
+// "resident · dropless · least-loaded on 4 devices · pipelined n=4 reuse S2 · 2 threads".
 export function describeStrategy(config: RunConfig, offload: ResolvedOffload | null = null): string {
   const cf = config.model.capacity_factor
   const routing = cf === null ? 'dropless' : `capacity ${cf}`
@@ -26,5 +26,7 @@ export function describeStrategy(config: RunConfig, offload: ResolvedOffload | n
     : [`${offload.mode} offload`, offload.slots !== null ? `${offload.slots} slots` : '', config.offload?.optimizer === 'delayed' ? 'one-step stale' : '']
   const p = config.placement
   const placed = p && p.devices > 1 ? `${p.policy} on ${p.devices} devices` : ''
-  return [...where, routing, placed, threads, t.grad_accum > 1 ? `accum ${t.grad_accum}` : ''].filter(Boolean).join(' · ')
+  const q = config.pipeline
+  const piped = q && pipelineEngaged(q) ? `pipelined n=${q.partitions}${q.memory_reuse !== 'off' ? ` reuse ${q.memory_reuse}` : ''}` : ''
+  return [...where, routing, placed, piped, threads, t.grad_accum > 1 ? `accum ${t.grad_accum}` : ''].filter(Boolean).join(' · ')
 }

@@ -61,7 +61,14 @@ export function pickCheckpoint(store: TelemetryStore, id: string, step?: number)
 }
 
 function devicesOf(d: LayerDevices | undefined): DevicePlacement | null {
-  return d ? { ...d, loadBefore: Array.from(d.loadBefore), loadAfter: Array.from(d.loadAfter) } : null
+  if (!d) return null
+  const x = d.execution
+  return {
+    ...d,
+    loadBefore: Array.from(d.loadBefore),
+    loadAfter: Array.from(d.loadAfter),
+    execution: x ? { ...x, deviceBusyMs: Array.from(x.deviceBusyMs) } : null,
+  }
 }
 
 export function createHandlers({ store, runs, dataDir }: HandlerDeps): ApiHandlers {
@@ -123,6 +130,7 @@ export function createHandlers({ store, runs, dataDir }: HandlerDeps): ApiHandle
           spilled: layer(loads.spilledTokens, l),
           devices: devicesOf(loads.devices?.[l]),
         })),
+        devicePeakBytes: loads.devicePeakBytes ? Array.from(loads.devicePeakBytes) : null,
       }
     },
     'metrics.placement': async ({ id, layer, fromStep, toStep, maxPoints }) => {

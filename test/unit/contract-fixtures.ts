@@ -115,9 +115,11 @@ export function fakeHandlers(overrides: Partial<ApiHandlers> = {}): ApiHandlers 
     'metrics.stepLoads': async ({ step }) => ({
       step,
       layers: [{ tokens: [3, 5], placement: null, tiers: null, pins: null, spilled: null, devices: null }],
+      devicePeakBytes: null,
     }),
     'metrics.placement': async ({ layer }) => ({
       layer, steps: [1], imbalanceBefore: [1.5], imbalanceAfter: [1.1], spilledTokens: [40], movedExperts: [1],
+      criticalMs: [12.5], predictedMs: [null],
     }),
     'checkpoints.export': async ({ dir }) => ({ dir }),
     'presets.list': async () => [],

@@ -10,6 +10,7 @@ import type { RunConfig } from '../../main/api/config'
 import type { EnginePort, EnginePortFactory } from '../../main/host/engine/port'
 import { createHost, type Host } from '../../main/host/host'
 import { placementOf } from '../bench/synthetic-placement'
+import { withExecution } from './synthetic-execution'
 
 const dir = mkdtempSync(join(tmpdir(), 'moe-host-'))
 const tiny: RunConfig = RunConfigSchema.parse(JSON.parse(readFileSync('resources/presets/tiny.json', 'utf8')))
@@ -156,6 +157,8 @@ describe('placement', () => {
       expertTokens, placement: placementOf(expertTokens, 2, (_, e) => (e === 0 ? 1 : 0)),
     }
   }
+  // Step 3 also says how each layer ran on the devices (step record v5): 4 partitions with S2.
+  const executed = (r: ReturnType<typeof record>) => ({ ...r, placement: withExecution(r.placement, { partitions: 4, reuse: 2, step: r.step }) })
 
   beforeAll(() => {
     const config = RunConfigSchema.parse({ ...tiny, model: { ...tiny.model, n_layers: 2, n_experts: 4 }, placement: { devices: 2, policy: 'greedy' } })
@@ -164,21 +167,38 @@ describe('placement', () => {
       runDir: join(dir, 'runs', id), createdAt: 1, startedAt: 2, finishedAt: 3, step: 0, totalSteps: 3,
       lastLoss: null, tokensPerSec: null, error: null,
     })
-    host.store.appendSteps(id, [1, 2, 3].map(record), [1, 2, 3])
+    host.store.appendSteps(id, [record(1), record(2), executed(record(3))], [1, 2, 3])
   })
 
   it('serves one layer’s imbalance, spills and weight copies over a step range', async () => {
     const reply = (await call('metrics.placement', { id, layer: 0, fromStep: 2 })) as { result: unknown }
     // Static homes: devices 0 and 1 hold 90 and 30 tokens (max/mean 1.5); placed: expert 0 alone on device 1.
-    expect(reply.result).toEqual({ layer: 0, steps: [2, 3], imbalanceBefore: [1.5, 1.5], imbalanceAfter: [1.5, 1.5], spilledTokens: [120, 120], movedExperts: [3, 3] })
+    const x = executed(record(3)).placement.layers[0]!.execution
+    expect(reply.result).toEqual({
+      layer: 0, steps: [2, 3], imbalanceBefore: [1.5, 1.5], imbalanceAfter: [1.5, 1.5], spilledTokens: [120, 120], movedExperts: [3, 3],
+      criticalMs: [null, x.criticalMs], predictedMs: [null, x.predictedMs],
+    })
   })
 
   it('serves one step’s loads per device and expert devices beside its expert tokens', async () => {
     const reply = (await call('metrics.stepLoads', { id, step: 2 })) as { result: { layers: { placement: number[]; devices: unknown }[] } }
     expect(reply.result.layers[0]!.placement).toEqual([1, 0, -1, 0])
     expect(reply.result.layers[0]!.devices).toEqual({
-      loadBefore: [90, 30], loadAfter: [30, 90], imbalanceBefore: 1.5, imbalanceAfter: 1.5, spilledTokens: 120, movedExperts: 3,
+      loadBefore: [90, 30], loadAfter: [30, 90], imbalanceBefore: 1.5, imbalanceAfter: 1.5, spilledTokens: 120, movedExperts: 3, execution: null,
     })
+    expect(reply.result).toMatchObject({ devicePeakBytes: null })
+  })
+
+  it('serves how each layer ran on the devices and the devices’ peak bytes at a step that recorded them', async () => {
+    type Reply = { result: { layers: { devices: { execution: unknown } }[]; devicePeakBytes: number[] } }
+    const reply = (await call('metrics.stepLoads', { id, step: 3 })) as Reply
+    const written = executed(record(3)).placement
+    reply.result.layers.forEach((layer, l) => {
+      const x = written.layers[l]!.execution
+      expect(layer.devices.execution).toEqual({ ...x, deviceBusyMs: Array.from(x.deviceBusyMs) })
+    })
+    expect(reply.result.layers[0]!.devices.execution).toMatchObject({ partitions: 4, reuseStrategy: 2 })
+    expect(reply.result.devicePeakBytes).toEqual(Array.from(written.devicePeakBytes))
   })
 
   it('refuses a layer the run does not have, and an unknown run', async () => {

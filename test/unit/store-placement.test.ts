@@ -1,5 +1,6 @@
 // The store's placement across devices: one layer_placements row per step and MoE layer written with the
-// step, read back per step (loads per device) and per layer over a step range (imbalance, spills, copies).
+// step, read back per step (loads per device) and per layer over a step range (imbalance, spills, copies);
+// with step record v5, how each layer ran on the devices and each device's peak bytes (migration 4).
 
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
 
@@ -7,6 +8,7 @@ import { openDatabase } from '../../main/host/store/db'
 import { TelemetryStore } from '../../main/host/store/store'
 import { placementOf, type StepPlacement } from '../bench/synthetic-placement'
 import { stepRecord, storeWithRun, wallTimeOf } from './store-fixtures'
+import { withExecution } from './synthetic-execution'
 
 let cleanup: () => void
 let path: string
@@ -42,9 +44,10 @@ describe('placement per step', () => {
       expect(d).toEqual({
         imbalanceBefore: written.imbalanceBefore, imbalanceAfter: written.imbalanceAfter,
         spilledTokens: written.spilledTokens, movedExperts: written.movedExperts,
-        loadBefore: Int32Array.from(written.loadBefore), loadAfter: Int32Array.from(written.loadAfter),
+        loadBefore: Int32Array.from(written.loadBefore), loadAfter: Int32Array.from(written.loadAfter), execution: null,
       })
     })
+    expect(loads.devicePeakBytes).toBeNull()
   })
 
   test('a step without placement has none, beside placed steps', () => {
@@ -60,7 +63,7 @@ describe('placement per step', () => {
     const refuse = (placement: StepPlacement, message: RegExp) =>
       expect(() => store.appendSteps('r1', [placedRecord(1), { ...r, placement }], [1, 2].map(wallTimeOf))).toThrow(message)
     const layer0 = (change: Partial<StepPlacement['layers'][number]>) => ({ ...good, layers: [{ ...good.layers[0]!, ...change }, ...good.layers.slice(1)] })
-    refuse({ ...good, devices: 1 }, /run r1 step 2: placement has 1 devices; placing needs at least 2/)
+    refuse({ ...good, devices: 0 }, /run r1 step 2: placement has 0 devices; it needs at least 1/)
     refuse({ ...good, layers: good.layers.slice(1) }, /placement does not have the shape of expertTokens/)
     refuse(layer0({ loadAfter: new Float64Array(3) }), /step 2: placement layer 0: loads for 4 and 3 devices, not 4/)
     refuse(layer0({ imbalanceAfter: Number.NaN }), /layer 0: imbalance .* is not finite/)
@@ -105,6 +108,8 @@ describe('placement series', () => {
       imbalanceAfter: expected.map((l) => l.imbalanceAfter),
       spilledTokens: expected.map((l) => l.spilledTokens),
       movedExperts: expected.map((l) => l.movedExperts),
+      criticalMs: [null, null, null, null, null],
+      predictedMs: [null, null, null, null, null],
     })
     expect(store.placementSeries('r1', 3, { fromStep: 30, maxPoints: 100 }).steps).toEqual([])
   })
@@ -126,12 +131,80 @@ describe('placement series', () => {
   test('a run that places nothing answers with no steps; bad arguments are refused', () => {
     store.appendSteps('r1', [stepRecord(1)], [wallTimeOf(1)])
     expect(store.placementSeries('r1', 0, { maxPoints: 100 })).toEqual({
-      layer: 0, steps: [], imbalanceBefore: [], imbalanceAfter: [], spilledTokens: [], movedExperts: [],
+      layer: 0, steps: [], imbalanceBefore: [], imbalanceAfter: [], spilledTokens: [], movedExperts: [], criticalMs: [], predictedMs: [],
     })
     expect(() => store.placementSeries('r1', 4, { maxPoints: 100 })).toThrow('run r1: layer 4 is out of range (4 MoE layers)')
     expect(() => store.placementSeries('r1', -1, { maxPoints: 100 })).toThrow(/layer -1 is not a layer index/)
     expect(() => store.placementSeries('r1', 0, { maxPoints: 1 })).toThrow(/maxPoints must be an integer >= 2/)
     expect(() => store.placementSeries('r1', 0, { fromStep: -2, maxPoints: 10 })).toThrow(/fromStep\/toStep/)
     expect(() => store.placementSeries('ghost', 0, { maxPoints: 10 })).toThrow('unknown run "ghost"')
+  })
+})
+
+// Step s as placedRecord(s), also saying how each layer ran: 4 partitions with S1 (which offloads).
+const executedRecord = (step: number) => {
+  const r = placedRecord(step)
+  return { ...r, placement: withExecution(r.placement, { partitions: 4, reuse: 1, step }) }
+}
+
+describe('execution on the devices (step record v5)', () => {
+  test('each layer’s busy ms per device, critical / wall / predicted ms, bytes, partitions and reuse, and the devices’ peaks read back as written', () => {
+    const r = executedRecord(1)
+    store.appendSteps('r1', [r], [wallTimeOf(1)])
+    const loads = store.stepLoads('r1', 1)!
+    loads.devices!.forEach((d, l) => expect(d.execution).toEqual(r.placement.layers[l]!.execution))
+    expect(loads.devices![2]!.execution).toMatchObject({ partitions: 4, reuseStrategy: 1, offloadBytes: 2 ** 33 + 2 })
+    expect(loads.devicePeakBytes).toEqual(r.placement.devicePeakBytes)
+  })
+
+  test('steps with and without it sit side by side; the series has the critical and predicted ms where measured', () => {
+    store.appendSteps('r1', [placedRecord(1), executedRecord(2), placedRecord(3)], [1, 2, 3].map(wallTimeOf))
+    const x = executedRecord(2).placement.layers[1]!.execution
+    expect(store.placementSeries('r1', 1, { maxPoints: 100 })).toMatchObject({
+      steps: [1, 2, 3], criticalMs: [null, x.criticalMs, null], predictedMs: [null, x.predictedMs, null],
+    })
+    expect(store.stepLoads('r1', 3)).toMatchObject({ devicePeakBytes: null })
+    expect(store.stepLoads('r1', 3)!.devices!.every((d) => d.execution === null)).toBe(true)
+  })
+
+  test('one device, pipelined, records its layers (n_devices 1)', () => {
+    const r = stepRecord(1)
+    const placement = withExecution(placementOf(r.expertTokens, 1, () => 0), { partitions: 8, reuse: 0 })
+    store.appendSteps('r1', [{ ...r, placement }], [wallTimeOf(1)])
+    const loads = store.stepLoads('r1', 1)!
+    expect(loads.devices![0]!.execution).toMatchObject({ partitions: 8, reuseStrategy: 0, predictedMs: 0 })
+    expect(loads.devices![0]!.execution!.deviceBusyMs).toHaveLength(1)
+    expect(loads.devicePeakBytes).toHaveLength(1)
+  })
+
+  test('an execution that does not fit its step is refused with its field, and none of the batch is written', () => {
+    const r = executedRecord(2)
+    const layer0 = (change: object) => ({
+      ...r, placement: { ...r.placement, layers: [{ ...r.placement.layers[0]!, execution: { ...r.placement.layers[0]!.execution, ...change } }, ...r.placement.layers.slice(1)] },
+    })
+    const refuse = (record: object, message: RegExp) =>
+      expect(() => store.appendSteps('r1', [executedRecord(1), record as typeof r], [1, 2].map(wallTimeOf))).toThrow(message)
+    refuse({ ...r, placement: { ...r.placement, layers: [{ ...r.placement.layers[0]!, execution: undefined }, ...r.placement.layers.slice(1)] } },
+      /step 2: placement: 3 of 4 layers say how they ran on the devices; all or none must/)
+    refuse(layer0({ deviceBusyMs: new Float64Array(3) }), /step 2: placement layer 0: deviceBusyMs for 3 devices, not 4/)
+    refuse(layer0({ deviceBusyMs: Float64Array.of(1, Number.NaN, 1, 1) }), /layer 0: deviceBusyMs: element 1: NaN is not finite/)
+    refuse(layer0({ criticalMs: -1 }), /layer 0: criticalMs -1 is not a time/)
+    refuse(layer0({ predictedMs: Number.POSITIVE_INFINITY }), /layer 0: predictedMs Infinity is not a time/)
+    refuse(layer0({ tokenBytes: 1.5 }), /layer 0: tokenBytes 1.5 is not a byte count/)
+    refuse(layer0({ partitions: 0 }), /layer 0: partitions 0 is not in 1 … 64/)
+    refuse(layer0({ reuseStrategy: 5 }), /layer 0: reuseStrategy 5 is not 0 \(none\) … 4 \(S4\)/)
+    refuse({ ...r, placement: { ...r.placement, devicePeakBytes: Float64Array.of(1, 2) } }, /step 2: devicePeakBytes has 2 devices, the placement 4/)
+    refuse({ ...r, placement: { ...r.placement, devicePeakBytes: Float64Array.of(1, 2, 3, -4) } }, /step 2: devicePeakBytes: a peak is not a byte count/)
+    expect(store.lastStep('r1')).toBe(0)
+  })
+
+  test('a corrupt busy-time or peak blob is reported with its run, step (and layer)', () => {
+    store.appendSteps('r1', [executedRecord(1), executedRecord(2)], [1, 2].map(wallTimeOf))
+    const db = openDatabase(path)
+    db.prepare("UPDATE layer_placements SET device_busy_ms = x'0000' WHERE step = 2 AND layer = 3").run()
+    db.prepare("UPDATE expert_loads SET device_peak_bytes = x'000000' WHERE step = 1").run()
+    db.close()
+    expect(() => store.stepLoads('r1', 2)).toThrow(/^run r1 step 2 layer 3: layer_placements.device_busy_ms is corrupt: 2 bytes is not a whole number of float64s/)
+    expect(() => store.stepLoads('r1', 1)).toThrow(/^run r1 step 1: expert_loads.device_peak_bytes is corrupt: /)
   })
 })

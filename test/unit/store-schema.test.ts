@@ -2,6 +2,7 @@ import { join } from 'node:path'
 
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
 
+import { encodeLayered } from '../../main/host/store/blobs'
 import { openDatabase, type SqlDatabase } from '../../main/host/store/db'
 import { StoreError } from '../../main/host/store/errors'
 import { migrate, schemaVersion } from '../../main/host/store/migrate'
@@ -9,6 +10,7 @@ import { MIGRATIONS, type Migration } from '../../main/host/store/schema'
 import { TelemetryStore } from '../../main/host/store/store'
 import { placementOf } from '../bench/synthetic-placement'
 import { runRecord, stepRecords, tempDir, wallTimeOf } from './store-fixtures'
+import { withExecution } from './synthetic-execution'
 
 let dir: string
 let cleanup: () => void
@@ -45,9 +47,11 @@ describe('schema creation', () => {
         'bytes_d2h', 'bytes_ssd_read', 'bytes_ssd_write', 'cache_hits', 'cache_misses', 'peak_device_bytes',
         'peak_host_bytes', 'peak_ssd_bytes', 'prefetch_lead_ms',
       ])
-      expect(columns(db, 'expert_loads')).toEqual(['run_id', 'step', 'tokens', 'placement', 'tiers', 'pins', 'spilled'])
+      expect(columns(db, 'expert_loads')).toEqual(['run_id', 'step', 'tokens', 'placement', 'tiers', 'pins', 'spilled', 'device_peak_bytes'])
       expect(columns(db, 'layer_placements')).toEqual([
         'run_id', 'step', 'layer', 'imbalance_before', 'imbalance_after', 'spilled_tokens', 'moved_experts', 'load_before', 'load_after',
+        'critical_ms', 'wall_ms', 'predicted_ms', 'token_bytes', 'weight_bytes', 'offload_bytes', 'partitions', 'reuse_strategy',
+        'device_busy_ms',
       ])
       expect(columns(db, 'events')).toEqual(['id', 'run_id', 'at', 'kind', 'message'])
       expect(columns(db, 'checkpoints')).toEqual(['run_id', 'step', 'path', 'created_at', 'bytes'])
@@ -155,7 +159,7 @@ describe('migrations', () => {
     store.appendSteps('r1', stepRecords(1, 2), [1, 2].map(wallTimeOf))
     store.close()
     withRaw(path, (db) => {
-      db.exec('DROP TABLE layer_placements; PRAGMA user_version = 2')
+      db.exec('DROP TABLE layer_placements; ALTER TABLE expert_loads DROP COLUMN device_peak_bytes; PRAGMA user_version = 2')
     })
     const migrated = TelemetryStore.open(path)
     expect(migrated.stepLoads('r1', 2)?.devices).toBeNull()
@@ -164,7 +168,40 @@ describe('migrations', () => {
     migrated.appendSteps('r1', [{ ...placed, placement: placementOf(placed.expertTokens, 2) }], [wallTimeOf(3)])
     expect(migrated.placementSeries('r1', 0, { maxPoints: 10 }).steps).toEqual([3])
     migrated.close()
-    withRaw(path, (db) => expect(schemaVersion(db)).toBe(3))
+    withRaw(path, (db) => expect(schemaVersion(db)).toBe(MIGRATIONS.length))
+  })
+
+  test('version 3 databases gain the execution columns; their placed steps read as not measured beside new ones that are', () => {
+    const path = join(dir, 'v3.sqlite')
+    withRaw(path, (db) => migrate(db, MIGRATIONS.slice(0, 3)))
+    const r1 = runRecord('r1')
+    const [first, second] = stepRecords(1, 2) as [ReturnType<typeof stepRecords>[number], ReturnType<typeof stepRecords>[number]]
+    const placed = { ...first, placement: placementOf(first.expertTokens, 2) }
+    // A step written by the version 3 store: its layer_placements rows have no execution columns.
+    withRaw(path, (db) => {
+      db.prepare('INSERT INTO runs (id, name, status, config, dataset, run_dir, created_at, total_steps) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
+        .run('r1', r1.name, 'finished', JSON.stringify(r1.config), JSON.stringify(r1.dataset), r1.runDir, 1, 2)
+      db.prepare('INSERT INTO steps (run_id, step, wall_time, loss) VALUES (?, ?, ?, ?)').run('r1', 1, 1, 2.5)
+      db.prepare('INSERT INTO expert_loads (run_id, step, tokens) VALUES (?, ?, ?)').run('r1', 1, encodeLayered(placed.expertTokens, 4))
+      placed.placement.layers.forEach((l, layer) =>
+        db.prepare(`INSERT INTO layer_placements (run_id, step, layer, imbalance_before, imbalance_after, spilled_tokens, moved_experts,
+          load_before, load_after) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`).run('r1', 1, layer, l.imbalanceBefore, l.imbalanceAfter,
+          l.spilledTokens, l.movedExperts, encodeLayered([l.loadBefore], 4), encodeLayered([l.loadAfter], 4)))
+    })
+    const store = TelemetryStore.open(path)
+    withRaw(path, (db) => expect(schemaVersion(db)).toBe(4))
+    const old = store.stepLoads('r1', 1)!
+    expect(old.devicePeakBytes).toBeNull()
+    expect(old.devices!.map((d) => d.execution)).toEqual([null, null, null, null])
+    expect(old.devices![0]!.imbalanceBefore).toBe(placed.placement.layers[0]!.imbalanceBefore)
+    const executed = { ...second, placement: withExecution(placementOf(second.expertTokens, 2), { partitions: 2, reuse: 3 }) }
+    store.appendSteps('r1', [executed], [wallTimeOf(2)])
+    expect(store.stepLoads('r1', 2)!.devices![1]!.execution).toEqual(executed.placement.layers[1]!.execution)
+    expect(store.stepLoads('r1', 2)!.devicePeakBytes).toEqual(executed.placement.devicePeakBytes)
+    expect(store.placementSeries('r1', 0, { maxPoints: 10 })).toMatchObject({
+      steps: [1, 2], criticalMs: [null, executed.placement.layers[0]!.execution.criticalMs],
+    })
+    store.close()
   })
 
   test('a read-only connection does not migrate an older database', () => {

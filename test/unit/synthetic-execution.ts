@@ -2,7 +2,14 @@
 // test/bench/synthetic-placement.ts: busy time per device proportional to its tokens after placement, the
 // critical time the busiest device's, bytes from the tokens moved, and a pipeline of `partitions` with
 // memory-reuse strategy `reuse`. Deterministic in the step, so a test can recompute what it wrote.
+import type { LayerExecution, LayerPlacement } from '../../main/host/engine/step-record-placement'
 import type { StepPlacement } from '../bench/synthetic-placement'
+
+/** A placement whose every layer says how it ran, with the devices' peak bytes. */
+export interface ExecutedPlacement extends StepPlacement {
+  layers: (LayerPlacement & { execution: LayerExecution })[]
+  devicePeakBytes: Float64Array
+}
 
 export interface ExecutionOptions {
   partitions?: number
@@ -11,7 +18,7 @@ export interface ExecutionOptions {
   step?: number
 }
 
-export function withExecution(placement: StepPlacement, options: ExecutionOptions = {}): Required<StepPlacement> {
+export function withExecution(placement: StepPlacement, options: ExecutionOptions = {}): ExecutedPlacement {
   const { partitions = 4, reuse = 2, step = 0 } = options
   const layers = placement.layers.map((layer, l) => {
     const deviceBusyMs = Float64Array.from(layer.loadAfter, (tokens) => tokens / 100 + 0.25 * l + step / 8)

@@ -1,7 +1,7 @@
 // Before a run's engine starts, the host settles its offload: "auto" becomes the mode the planner
 // picks for this machine, and the decision (mode, budgets, slots, cache entries, why) is kept with the
 // run so its page can say "auto → host" and a restart trains the same way.
-import type { RunConfig } from '../../api/config'
+import { OFFLOAD_DEVICES_MESSAGE, runsOnDevices, type RunConfig } from '../../api/config'
 import { ApiInputError, type Hardware, type ResolvedOffload } from '../../api/contract'
 import { planRun, type Budgets } from './plan'
 
@@ -19,6 +19,11 @@ export function resolveOffload(config: RunConfig, machine: Budgets): ResolvedOff
   const plan = planRun(config, machine)
   if (plan.requested === 'auto' && !plan.fits)
     throw new ApiInputError('runs.create', [{ path: 'spec.config.offload.mode', message: plan.explanation }])
+  // The schema refuses host/ssd with devices or a pipeline; "auto" is refused here when it needs to offload.
+  if (plan.mode !== 'none' && runsOnDevices(config))
+    throw new ApiInputError('runs.create', [
+      { path: 'spec.config.placement.devices', message: `offload auto → ${plan.mode}: ${OFFLOAD_DEVICES_MESSAGE}` },
+    ])
   const budget = (tier: string) => plan.tiers.find((t) => t.tier === tier)?.budget ?? null
   return {
     requested: plan.requested,

@@ -2,11 +2,13 @@
 // the resolved one. A resident run gets no offload section at all (the engine's config.json stays as it
 // always was); an offloaded one gets the mode the host settled on, the budget the planner used when the
 // config leaves the engine nothing to size slots or the cache by, and, for SSD, a directory in the run.
-// A routing skew goes through only when on, and a placement only across more than one device, so a run
-// without them keeps the config.json it always had.
+// A routing skew goes through only when on, a pipeline only when engaged (more than one partition or a
+// memory-reuse strategy), and a placement only when experts run on the devices (more than one device, or
+// pipelined on one), so a run without them keeps the config.json it always had. greedy_split goes through
+// only when turned off (the engine's default is on).
 import { join } from 'node:path'
 
-import type { RunConfig } from '../../api/config'
+import { pipelineEngaged, runsOnDevices, type RunConfig } from '../../api/config'
 import type { ResolvedOffload } from '../../api/contract'
 
 function offloadSection(offload: RunConfig['offload'], resolved: ResolvedOffload | null, runDir: string): Record<string, unknown> | null {
@@ -20,13 +22,21 @@ function offloadSection(offload: RunConfig['offload'], resolved: ResolvedOffload
   return section
 }
 
+function placementSection(config: RunConfig): Record<string, unknown> | null {
+  if (!config.placement || !runsOnDevices(config)) return null
+  const { greedy_split: split, ...placement } = config.placement
+  return split === false ? { ...placement, greedy_split: false } : placement
+}
+
 export function engineConfigJson(config: RunConfig, resolved: ResolvedOffload | null, runDir: string): string {
-  const { offload, routing_skew: skew, placement, ...rest } = config
+  const { offload, routing_skew: skew, placement: _placement, pipeline, ...rest } = config
   const section = offloadSection(offload, resolved, runDir)
+  const placement = placementSection(config)
   return JSON.stringify({
     ...rest,
     ...(section ? { offload: section } : {}),
     ...(skew && skew.distribution !== 'none' ? { routing_skew: skew } : {}),
-    ...(placement && placement.devices > 1 ? { placement } : {}),
+    ...(placement ? { placement } : {}),
+    ...(pipeline && pipelineEngaged(pipeline) ? { pipeline } : {}),
   })
 }

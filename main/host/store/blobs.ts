@@ -95,3 +95,24 @@ export function viewLayered(blob: Uint8Array): LayeredView {
 export function layeredArrays(v: LayeredView): Int32Array[] {
   return Array.from({ length: v.layers }, (_, l) => Int32Array.from({ length: v.length(l) }, (_, i) => v.at(l, i)))
 }
+
+// Per-device real values (busy milliseconds, peak bytes beyond int32): little-endian float64s, nothing else;
+// the reader checks the count it expects.
+export function encodeFloat64s(values: ArrayLike<number>): Uint8Array {
+  const out = new Uint8Array(8 * values.length)
+  const view = new DataView(out.buffer)
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i]!
+    if (!Number.isFinite(v)) throw new RangeError(`element ${i}: ${v} is not finite`)
+    view.setFloat64(8 * i, v, true)
+  }
+  return out
+}
+
+/** The float64s of a blob written by encodeFloat64s; `count` (when given) is how many it must hold. */
+export function decodeFloat64s(blob: Uint8Array, count?: number): Float64Array {
+  if (blob.byteLength % 8 !== 0) throw new RangeError(`${blob.byteLength} bytes is not a whole number of float64s`)
+  if (count !== undefined && blob.byteLength !== 8 * count) throw new RangeError(`${blob.byteLength} bytes, expected ${8 * count}`)
+  const view = new DataView(blob.buffer, blob.byteOffset, blob.byteLength)
+  return Float64Array.from({ length: blob.byteLength / 8 }, (_, i) => view.getFloat64(8 * i, true))
+}

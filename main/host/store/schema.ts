@@ -122,4 +122,21 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX layer_placements_by_step ON layer_placements (run_id, step);
     `,
   },
+  {
+    version: 4,
+    description: 'experts on devices: per step and MoE layer, how the expert phase ran (busy ms per device, critical, wall and predicted ms, bytes moved, partitions, memory reuse); per step, each device’s peak bytes',
+    // Nullable: rows from before (and steps whose engine did not measure the execution) read as not measured.
+    sql: `
+      ALTER TABLE layer_placements ADD COLUMN critical_ms REAL;
+      ALTER TABLE layer_placements ADD COLUMN wall_ms REAL;
+      ALTER TABLE layer_placements ADD COLUMN predicted_ms REAL;
+      ALTER TABLE layer_placements ADD COLUMN token_bytes INTEGER;
+      ALTER TABLE layer_placements ADD COLUMN weight_bytes INTEGER;
+      ALTER TABLE layer_placements ADD COLUMN offload_bytes INTEGER;
+      ALTER TABLE layer_placements ADD COLUMN partitions INTEGER;
+      ALTER TABLE layer_placements ADD COLUMN reuse_strategy INTEGER;
+      ALTER TABLE layer_placements ADD COLUMN device_busy_ms BLOB;
+      ALTER TABLE expert_loads ADD COLUMN device_peak_bytes BLOB;
+    `,
+  },
 ]

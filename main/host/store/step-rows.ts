@@ -1,6 +1,6 @@
-// StepTelemetry -> the values of one `steps` row, one `expert_loads` row and the step's
-// `layer_placements` rows.
-import { encodeLayered } from './blobs'
+// StepTelemetry -> the values of one `steps` row, one `expert_loads` row (with each device's peak bytes when
+// the record has them) and the step's `layer_placements` rows.
+import { encodeFloat64s, encodeLayered } from './blobs'
 import type { SqlValue } from './db'
 import { StoreError } from './errors'
 import { encodePlacement } from './placement-rows'
@@ -18,7 +18,7 @@ const STEP_COLUMNS = ['run_id', 'step', 'wall_time', 'tokens_per_s', ...MEASURED
 export const INSERT_STEP_SQL =
   `INSERT INTO steps (${STEP_COLUMNS.join(', ')}) VALUES (${STEP_COLUMNS.map(() => '?').join(', ')})`
 export const INSERT_LOADS_SQL =
-  'INSERT INTO expert_loads (run_id, step, tokens, placement, tiers, pins, spilled) VALUES (?, ?, ?, ?, ?, ?, ?)'
+  'INSERT INTO expert_loads (run_id, step, tokens, placement, tiers, pins, spilled, device_peak_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'
 
 /** Throughput of a step, or null when its time is not positive. */
 export function tokensPerSecond(r: StepTelemetry): number | null {
@@ -37,6 +37,16 @@ export interface EncodedStep {
 function sameShape(runId: string, r: StepTelemetry, name: string, layers: readonly ArrayLike<number>[]): void {
   const ok = layers.length === r.expertTokens.length && layers.every((a, l) => a.length === r.expertTokens[l].length)
   if (!ok) throw new StoreError(`run ${runId} step ${r.step}: ${name} does not have the shape of expertTokens`)
+}
+
+// Each device's peak bytes (step record v5): float64s, one per device of the placement; NULL without them.
+function devicePeaks(runId: string, r: StepTelemetry): Uint8Array | null {
+  const peaks = r.placement?.devicePeakBytes
+  if (!peaks) return null
+  const where = `run ${runId} step ${r.step}: devicePeakBytes`
+  if (peaks.length !== r.placement!.devices) throw new StoreError(`${where} has ${peaks.length} devices, the placement ${r.placement!.devices}`)
+  if (Array.from(peaks).some((v) => !Number.isSafeInteger(v) || v < 0)) throw new StoreError(`${where}: a peak is not a byte count`)
+  return encodeFloat64s(peaks)
 }
 
 export function encodeStep(runId: string, r: StepTelemetry, wallTime: number): EncodedStep {
@@ -63,6 +73,7 @@ export function encodeStep(runId: string, r: StepTelemetry, wallTime: number): E
       layered('tiers', r.tiers, 1),
       layered('pins', r.pins, 1),
       layered('spilledTokens', r.spilledTokens, 4),
+      devicePeaks(runId, r),
     ],
     placementValues: encodePlacement(runId, r),
   }

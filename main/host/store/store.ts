@@ -5,7 +5,7 @@ import { z } from 'zod'
 
 import { CheckpointSchema, RunEventSchema, ScalarMetricSchema } from '../../api/contract'
 import type { Checkpoint, ExpertLoadSchema, PlacementSeries, RunEvent, ScalarMetric, SeriesSchema } from '../../api/contract'
-import { elementReader, layeredArrays, viewLayered, type LayeredView } from './blobs'
+import { decodeFloat64s, elementReader, layeredArrays, viewLayered, type LayeredView } from './blobs'
 import { openDatabase, type DriverName, type SqlDatabase, type SqlRow } from './db'
 import { bucketStart, minMaxIndices } from './downsample'
 import { StoreError } from './errors'
@@ -15,7 +15,7 @@ import { RUN_COLUMNS, patchToColumns, runFromRow, runToRow } from './run-rows'
 import { INSERT_LOADS_SQL, INSERT_STEP_SQL, encodeStep, tokensPerSecond } from './step-rows'
 import type { RunRecord, StepTelemetry } from './types'
 
-export type { LayerDevices } from './placement-rows'
+export type { LayerDevices, LayerExecutionRow } from './placement-rows'
 export type { DatasetSpec, RunRecord, StepTelemetry } from './types'
 export { EXPERT_TIER } from './types'
 export { StoreError } from './errors'
@@ -30,8 +30,10 @@ export interface StepLoads {
   tiers: Int32Array[] | null
   pins: Int32Array[] | null
   spilledTokens: Int32Array[] | null
-  /** The placement across devices per MoE layer; null when the step placed nothing (one device). */
+  /** The placement across devices per MoE layer; null when experts ran in the MoE layer itself (one device). */
   devices: LayerDevices[] | null
+  /** Each device's peak bytes at the step; null when not recorded (before step record v5, or not measured). */
+  devicePeakBytes: Float64Array | null
 }
 
 interface StepRange {
@@ -294,7 +296,7 @@ export class TelemetryStore {
   /** Every per-layer array recorded for one step (for replay), or undefined when the step has none. */
   stepLoads(runId: string, step: number): StepLoads | undefined {
     const row = this.db
-      .prepare('SELECT step, tokens, placement, tiers, pins, spilled FROM expert_loads WHERE run_id = ? AND step = ?')
+      .prepare('SELECT step, tokens, placement, tiers, pins, spilled, device_peak_bytes FROM expert_loads WHERE run_id = ? AND step = ?')
       .get(runId, step)
     if (!row) return undefined
     const decode = (column: string) => (row[column] == null ? null : layeredArrays(this.storedLayers(runId, row, column)))
@@ -306,12 +308,24 @@ export class TelemetryStore {
       pins: decode('pins'),
       spilledTokens: decode('spilled'),
       devices: placed.length > 0 ? placed.map((p) => decodeLayerDevices(runId, p)) : null,
+      devicePeakBytes: this.devicePeaks(runId, row),
+    }
+  }
+
+  private devicePeaks(runId: string, row: SqlRow): Float64Array | null {
+    if (row.device_peak_bytes == null) return null
+    try {
+      if (!(row.device_peak_bytes instanceof Uint8Array)) throw new RangeError('not a blob')
+      return decodeFloat64s(row.device_peak_bytes)
+    } catch (e) {
+      throw new StoreError(`run ${runId} step ${Number(row.step)}: expert_loads.device_peak_bytes is corrupt: ${(e as Error).message}`)
     }
   }
 
   /**
    * One MoE layer's placement over a step range, at most maxPoints steps (bucketed min/max of every
-   * column plus the first and last step, as `series`). Empty for a run that places nothing.
+   * column plus the first and last step, as `series`), with the layer's critical and predicted ms where the
+   * engine measured them (null elsewhere). Empty for a run that places nothing.
    */
   placementSeries(runId: string, layer: number, opts: StepRange & { maxPoints: number }): PlacementSeries {
     if (!Number.isInteger(layer) || layer < 0) throw new StoreError(`run ${runId}: layer ${layer} is not a layer index`)
@@ -323,17 +337,21 @@ export class TelemetryStore {
     if (layer >= moeLayers) throw new StoreError(`run ${runId}: layer ${layer} is out of range (${moeLayers} MoE layers)`)
     const rows = this.db
       .prepare(
-        `SELECT step, imbalance_before, imbalance_after, spilled_tokens, moved_experts FROM layer_placements
-         WHERE run_id = ? AND layer = ? AND step BETWEEN ? AND ? ORDER BY step`,
+        `SELECT step, imbalance_before, imbalance_after, spilled_tokens, moved_experts, critical_ms, predicted_ms
+         FROM layer_placements WHERE run_id = ? AND layer = ? AND step BETWEEN ? AND ? ORDER BY step`,
       )
       .all(runId, layer, from, to)
-    const column = (name: string) => Float64Array.from(rows, (row) => Number(row[name]))
+    // NULL (not measured) reads as NaN, which never wins a bucket, and goes out as null.
+    const column = (name: string) => Float64Array.from(rows, (row) => (row[name] == null ? Number.NaN : Number(row[name])))
     const before = column('imbalance_before')
     const after = column('imbalance_after')
     const spilled = column('spilled_tokens')
     const moved = column('moved_experts')
-    const picked = minMaxIndices([before, after, spilled, moved], rows.length, opts.maxPoints)
+    const critical = column('critical_ms')
+    const predicted = column('predicted_ms')
+    const picked = minMaxIndices([before, after, spilled, moved, critical, predicted], rows.length, opts.maxPoints)
     const at = (values: Float64Array) => picked.map((i) => values[i]!)
+    const measured = (values: Float64Array) => picked.map((i) => (Number.isNaN(values[i]!) ? null : values[i]!))
     return {
       layer,
       steps: picked.map((i) => Number(rows[i]!.step)),
@@ -341,6 +359,8 @@ export class TelemetryStore {
       imbalanceAfter: at(after),
       spilledTokens: at(spilled),
       movedExperts: at(moved),
+      criticalMs: measured(critical),
+      predictedMs: measured(predicted),
     }
   }
 
