@@ -131,7 +131,7 @@ TEST(split_experts_train_within_1e6_of_resident) {
 TEST(every_partition_count_and_reuse_strategy_matches_resident) {
   const Run want = offload_test::train(resident(), 10);
   const Run want_one_step = offload_test::train(resident(), 1);
-  for (const std::string policy : {"static", "least-loaded"})
+  for (const std::string policy : {"static", "greedy", "least-loaded"})
     for (int n : {1, 2, 3, 4})
       for (const std::string reuse : {"off", "S1", "S2", "S3", "S4"}) {
         if (n == 1 && reuse != "off") continue;
