@@ -203,6 +203,38 @@ DeviceExperts::PassStats DeviceExperts::run_graphs(std::vector<JobGraph>& graphs
   return s;
 }
 
+int DeviceExperts::add_row_copies(JobGraph& g, Backend& be, DeviceRows& r, int p, const float* from, float* to,
+                                  bool to_device, bool slots, std::vector<int> deps, int64_t& token_bytes) const {
+  const int64_t C = shape_.C, slot = r.max_part_rows;
+  const double bytes = double(r.part_rows[p] * C * kF);
+  token_bytes += int64_t(bytes);
+  return g.add(Stream::Comm, bytes, [&be, &r, p, from, to, to_device, slots, C, slot] {
+    for (const Chunk& c : r.parts[p]) {
+      const int64_t on_device = (slots ? (p % 2) * slot + c.part_row : c.dev_row) * C, in_layer = c.slot_row * C;
+      be.copy(to + (to_device ? on_device : in_layer), from + (to_device ? in_layer : on_device), c.rows * C * kF);
+    }
+  }, std::move(deps));
+}
+
+int DeviceExperts::add_host_copies(JobGraph& g, Backend& be, DeviceRows& r, int p, ReuseStrategy strategy, float* X,
+                                   float* H, float* A, bool to_host, std::vector<int> deps) const {
+  const bool input = offloads_input(strategy), hidden = offloads_hidden(strategy);
+  if (!input && !hidden) return -1;
+  const int64_t C = shape_.C, IR = shape_.in_rows(), F = shape_.F, slot = r.max_part_rows;
+  const double bytes = double(r.part_rows[p] * ((input ? C : 0) + (hidden ? IR + F : 0)) * kF);
+  return g.add(Stream::Mem, bytes, [&be, &r, p, X, H, A, C, IR, F, slot, input, hidden, to_host] {
+    auto move = [&](float* device, DeviceBuffer& host, int64_t width, const Chunk& c) {
+      float* on_device = device + ((p % 2) * slot + c.part_row) * width;
+      float* on_host = host.f() + c.dev_row * width;
+      be.copy(to_host ? on_host : on_device, to_host ? on_device : on_host, c.rows * width * kF);
+    };
+    for (const Chunk& c : r.parts[p]) {
+      if (input) move(X, r.host_x, C, c);
+      if (hidden) move(H, r.host_h, IR, c), move(A, r.host_act, F, c);
+    }
+  }, std::move(deps));
+}
+
 DeviceExperts::PassStats DeviceExperts::run_forward(int n, ReuseStrategy strategy) {
   lay_out(n);
   const bool reuse = strategy != ReuseStrategy::None;
@@ -253,11 +285,7 @@ DeviceExperts::PassStats DeviceExperts::run_forward(int n, ReuseStrategy strateg
         deps.push_back(compute[p - 2]);
         if (offload[p - 2] >= 0) deps.push_back(offload[p - 2]);
       }
-      const double bytes = double(r.part_rows[p] * C * kF);
-      token_bytes += int64_t(bytes);
-      in[p] = g.add(Stream::Comm, bytes, [&be, &r, p, X, xs, C, at] {
-        for (const Chunk& c : r.parts[p]) be.copy(at(X, C, p, c), xs + c.slot_row * C, c.rows * C * kF);
-      }, deps);
+      in[p] = add_row_copies(g, be, r, p, xs, X, true, reuse, deps, token_bytes);
     };
     add_in(0);
     for (int p = 0; p < n; ++p) {
@@ -270,24 +298,8 @@ DeviceExperts::PassStats DeviceExperts::run_forward(int n, ReuseStrategy strateg
           ffn_forward(be, params_[c.piece].w, shape_, at(Y, C, p, c), at(X, C, p, c), at(H, IR, p, c), at(A, F, p, c),
                       c.rows);
       }, deps);
-      const double bytes = double(r.part_rows[p] * C * kF);
-      token_bytes += int64_t(bytes);
-      out[p] = g.add(Stream::Comm, bytes, [&be, &r, p, Y, ys, C, at] {
-        for (const Chunk& c : r.parts[p]) be.copy(ys + c.slot_row * C, at(Y, C, p, c), c.rows * C * kF);
-      }, {compute[p]});
-      if (offloads_input(strategy) || offloads_hidden(strategy)) {
-        const bool input = offloads_input(strategy), hidden = offloads_hidden(strategy);
-        const double moved = double(r.part_rows[p] * ((input ? C : 0) + (hidden ? IR + F : 0)) * kF);
-        offload[p] = g.add(Stream::Mem, moved, [&be, &r, p, X, H, A, C, IR, F, at, input, hidden] {
-          for (const Chunk& c : r.parts[p]) {
-            if (input) be.copy(r.host_x.f() + c.dev_row * C, at(X, C, p, c), c.rows * C * kF);
-            if (hidden) {
-              be.copy(r.host_h.f() + c.dev_row * IR, at(H, IR, p, c), c.rows * IR * kF);
-              be.copy(r.host_act.f() + c.dev_row * F, at(A, F, p, c), c.rows * F * kF);
-            }
-          }
-        }, {compute[p]});
-      }
+      out[p] = add_row_copies(g, be, r, p, Y, ys, false, reuse, {compute[p]}, token_bytes);
+      offload[p] = add_host_copies(g, be, r, p, strategy, X, H, A, true, {compute[p]});
     }
   }
   PassStats s = run_graphs(graphs);
@@ -348,30 +360,10 @@ DeviceExperts::PassStats DeviceExperts::run_backward(Backend& main, ReuseStrateg
     auto add_in = [&](int p) {
       std::vector<int> deps;
       if (p >= 2) deps.push_back(compute[p - 2]);
-      const double row_bytes = double(r.part_rows[p] * C * kF);
-      token_bytes += int64_t(row_bytes);
-      ins[p].push_back(g.add(Stream::Comm, row_bytes, [&be, &r, p, DY, dys_ptr, C, at] {
-        for (const Chunk& c : r.parts[p]) be.copy(at(DY, C, p, c), dys_ptr + c.slot_row * C, c.rows * C * kF);
-      }, deps));
-      if (resends_input(strategy)) {
-        token_bytes += int64_t(row_bytes);
-        ins[p].push_back(g.add(Stream::Comm, row_bytes, [&be, &r, p, X, xs, C, at] {
-          for (const Chunk& c : r.parts[p]) be.copy(at(X, C, p, c), xs + c.slot_row * C, c.rows * C * kF);
-        }, deps));
-      }
-      if (offloads_input(strategy) || offloads_hidden(strategy)) {
-        const bool input = offloads_input(strategy), hidden = offloads_hidden(strategy);
-        const double moved = double(r.part_rows[p] * ((input ? C : 0) + (hidden ? IR + F : 0)) * kF);
-        ins[p].push_back(g.add(Stream::Mem, moved, [&be, &r, p, X, H, A, C, IR, F, at, input, hidden] {
-          for (const Chunk& c : r.parts[p]) {
-            if (input) be.copy(at(X, C, p, c), r.host_x.f() + c.dev_row * C, c.rows * C * kF);
-            if (hidden) {
-              be.copy(at(H, IR, p, c), r.host_h.f() + c.dev_row * IR, c.rows * IR * kF);
-              be.copy(at(A, F, p, c), r.host_act.f() + c.dev_row * F, c.rows * F * kF);
-            }
-          }
-        }, deps));
-      }
+      ins[p].push_back(add_row_copies(g, be, r, p, dys_ptr, DY, true, true, deps, token_bytes));
+      if (resends_input(strategy)) ins[p].push_back(add_row_copies(g, be, r, p, xs, X, true, true, deps, token_bytes));
+      if (const int restore = add_host_copies(g, be, r, p, strategy, X, H, A, false, deps); restore >= 0)
+        ins[p].push_back(restore);
     };
     add_in(0);
     const bool recompute = recomputes_hidden(strategy);
@@ -390,11 +382,7 @@ DeviceExperts::PassStats DeviceExperts::run_backward(Backend& main, ReuseStrateg
           ffn_backward(be, pp.w, pp.g, shape_, at(DX, C, p, c), at(DY, C, p, c), x, h, act, DH, DA, c.rows);
         }
       }, deps);
-      const double row_bytes = double(r.part_rows[p] * C * kF);
-      token_bytes += int64_t(row_bytes);
-      out[p] = g.add(Stream::Comm, row_bytes, [&be, &r, p, DX, dxs, C, at] {
-        for (const Chunk& c : r.parts[p]) be.copy(dxs + c.slot_row * C, at(DX, C, p, c), c.rows * C * kF);
-      }, {compute[p]});
+      out[p] = add_row_copies(g, be, r, p, DX, dxs, false, true, {compute[p]}, token_bytes);
     }
   }
   PassStats s = run_graphs(graphs);

@@ -78,6 +78,14 @@ class DeviceExperts {
   PassStats run_forward(int n, ReuseStrategy strategy);
   PassStats run_backward(Backend& main, ReuseStrategy strategy);
   PassStats run_graphs(std::vector<JobGraph>& graphs);
+  // Partition p's rows between the layer's [S, C] rows and a device buffer (its two partition slots, or else its
+  // place among the device's rows): dispatch (to_device) or return; the bytes count as token traffic.
+  int add_row_copies(JobGraph& g, Backend& be, DeviceRows& r, int p, const float* from, float* to, bool to_device,
+                     bool slots, std::vector<int> deps, int64_t& token_bytes) const;
+  // Partition p's activations that the strategy offloads, between its slots and the host (to_host: after the
+  // forward compute; else restored before backward). Returns the job, or -1 when the strategy offloads nothing.
+  int add_host_copies(JobGraph& g, Backend& be, DeviceRows& r, int p, ReuseStrategy strategy, float* X, float* H,
+                      float* A, bool to_host, std::vector<int> deps) const;
   double predicted_ms(int n, ReuseStrategy strategy) const;
   void add_to_record(const PassStats& s);
   ExpertCostModel cost_model() const;
