@@ -6,15 +6,16 @@ import { runConfigForm, type FormField, type FormSection, type SectionName } fro
 export type ConfigDraft = Record<SectionName, Record<string, unknown>>
 
 export function draftFromConfig(config: RunConfig | ConfigDraft): ConfigDraft {
-  const { model, train, offload, routing_skew, placement } = config
+  const { model, train, offload, routing_skew, placement, pipeline } = config
   return structuredClone({
     model: { ...model }, train: { ...train }, offload: { ...offload }, routing_skew: { ...routing_skew }, placement: { ...placement },
+    pipeline: { ...pipeline },
   }) as ConfigDraft
 }
 
 /** Every default of the schema; an enum without one starts at its first option. */
 export function defaultDraft(sections: FormSection[] = runConfigForm()): ConfigDraft {
-  const draft: ConfigDraft = { model: {}, train: {}, offload: {}, routing_skew: {}, placement: {} }
+  const draft: ConfigDraft = { model: {}, train: {}, offload: {}, routing_skew: {}, placement: {}, pipeline: {} }
   for (const field of sections.flatMap((s) => s.fields)) {
     if (field.defaultValue !== undefined) draft[field.section][field.key] = structuredClone(field.defaultValue)
     else if (field.kind === 'enum') draft[field.section][field.key] = field.options[0]

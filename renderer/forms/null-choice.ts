@@ -14,6 +14,7 @@ const CHOICES: Record<string, NullChoice> = {
   'offload.expert_slots': { label: 'from the budget (null)', placeholder: 'as many as the budget holds', start: 4 },
   'offload.host_budget_bytes': { label: 'machine memory (null)', placeholder: 'the machine’s memory', start: 2 ** 32 },
   'offload.cache_experts': { label: 'from the host budget (null)', placeholder: 'as many as the host budget holds', start: 8 },
+  'placement.device_budget_bytes': { label: 'unlimited (null)', placeholder: 'no budget per device', start: 2 ** 30 },
 }
 
 export const nullChoice = (field: Pick<FormField, 'path' | 'min' | 'exclusiveMin'>): NullChoice =>

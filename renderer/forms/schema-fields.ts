@@ -6,8 +6,13 @@ import { z } from 'zod'
 
 import { RunConfigSchema } from '../../main/api/config'
 
-export type FieldKind = 'integer' | 'number' | 'boolean' | 'enum' | 'nullable-number' | 'number-or-list'
-export type SectionName = 'model' | 'train' | 'offload' | 'routing_skew' | 'placement'
+export type FieldKind =
+  | 'integer' | 'number' | 'boolean' | 'enum' | 'nullable-number' | 'number-or-list'
+  /** A whole number in a range, or one word standing for "the engine chooses" (options[0], e.g. "auto"). */
+  | 'integer-or-word'
+  /** A non-empty list of numbers in a range, typed as "1, 2, 4, 8". */
+  | 'number-list'
+export type SectionName = 'model' | 'train' | 'offload' | 'routing_skew' | 'placement' | 'pipeline'
 
 export interface FormField {
   section: SectionName
@@ -42,6 +47,8 @@ interface JsonSchemaNode {
   enum?: unknown[]
   anyOf?: JsonSchemaNode[]
   items?: JsonSchemaNode
+  const?: unknown
+  minItems?: number
   properties?: Record<string, JsonSchemaNode>
   required?: string[]
   default?: unknown
@@ -57,6 +64,7 @@ const SECTION_TITLES: Record<SectionName, string> = {
   offload: 'Offload',
   routing_skew: 'Routing skew (experiment)',
   placement: 'Placement (devices)',
+  pipeline: 'Pipeline (micro-batches)',
 }
 
 function bounds(node: JsonSchemaNode): Pick<FormField, 'integer' | 'min' | 'max' | 'exclusiveMin'> {
@@ -81,7 +89,10 @@ function fieldShape(path: string, node: JsonSchemaNode): Pick<FormField, 'kind' 
     if (isNumeric(first) && second?.type === 'null') return { kind: 'nullable-number', ...bounds(first!), ...plain }
     if (isNumeric(first) && second?.type === 'array' && isNumeric(second.items))
       return { kind: 'number-or-list', ...bounds(first!), ...plain }
+    if (first?.type === 'integer' && second?.type === 'string' && typeof second.const === 'string')
+      return { kind: 'integer-or-word', ...bounds(first), options: [second.const] }
   }
+  if (node.type === 'array' && isNumeric(node.items)) return { kind: 'number-list', ...bounds(node.items!), ...plain }
   throw new Error(`the New-run form cannot render config field "${path}" (JSON Schema ${JSON.stringify(node)})`)
 }
 

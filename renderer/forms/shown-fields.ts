@@ -1,7 +1,9 @@
 // The fields of a section that matter for the draft's choices. Offload: the mode alone when resident, the
 // SSD cache's knobs only where the SSD may be used (ssd, auto), the LFU knobs only with the LFU policy.
 // Routing skew: the distribution alone when off, then the seed and the distribution's own parameter.
-// Placement: the devices alone for one device, then the policy, and LLEP's knobs only for least-loaded.
+// Placement: the devices alone for one device, then the policy, LLEP's knobs only for least-loaded and
+// greedy_split only for greedy; the devices' budget and threads wherever experts run on the devices (more than
+// one, or a pipeline on one). Pipeline: the partitions and the memory reuse, the candidates only for "auto".
 // A field with an issue always shows, so no issue is hidden behind a choice.
 import type { ConfigDraft } from './config-draft'
 import type { FormField, FormSection, SectionName } from './schema-fields'
@@ -28,21 +30,46 @@ function skewUses(key: string, skew: Record<string, unknown>): boolean {
 }
 
 const LEAST_LOADED_KEYS = new Set(['lambda', 'alpha', 'min_tokens'])
+const DEVICE_KEYS = new Set(['device_budget_bytes', 'threads_per_device'])
 
-function placementUses(key: string, placement: Record<string, unknown>): boolean {
-  if (key === 'devices') return true
-  if (!(Number(placement['devices'] ?? 1) > 1)) return false
-  return !LEAST_LOADED_KEYS.has(key) || placement['policy'] === 'least-loaded'
+/** The draft's pipeline is engaged (as the schema's pipelineEngaged): more than one partition, auto, or memory reuse. */
+export function draftPipelined(draft: ConfigDraft): boolean {
+  return (draft.pipeline['partitions'] ?? 1) !== 1 || (draft.pipeline['memory_reuse'] ?? 'off') !== 'off'
 }
 
-const USES: Partial<Record<SectionName, (key: string, values: Record<string, unknown>) => boolean>> = {
+const manyDevices = (draft: ConfigDraft) => Number(draft.placement['devices'] ?? 1) > 1
+
+function placementUses(key: string, placement: Record<string, unknown>, draft: ConfigDraft): boolean {
+  if (key === 'devices') return true
+  if (DEVICE_KEYS.has(key)) return manyDevices(draft) || draftPipelined(draft)
+  if (!manyDevices(draft)) return false
+  if (LEAST_LOADED_KEYS.has(key)) return placement['policy'] === 'least-loaded'
+  if (key === 'greedy_split') return placement['policy'] === 'greedy'
+  return true
+}
+
+function pipelineUses(key: string, pipeline: Record<string, unknown>): boolean {
+  return key !== 'candidates' || pipeline['partitions'] === 'auto'
+}
+
+const USES: Partial<Record<SectionName, (key: string, values: Record<string, unknown>, draft: ConfigDraft) => boolean>> = {
   offload: offloadUses,
   routing_skew: skewUses,
   placement: placementUses,
+  pipeline: pipelineUses,
 }
 
 export function shownFields(section: FormSection, draft: ConfigDraft, hasIssues: (path: string) => boolean): FormField[] {
   const uses = USES[section.name]
   if (!uses) return section.fields
-  return section.fields.filter((f) => uses(f.key, draft[section.name]) || hasIssues(f.path))
+  return section.fields.filter((f) => uses(f.key, draft[section.name], draft) || hasIssues(f.path))
+}
+
+/** Whether the section's choice is "off" (its note then says what that means): resident, routed, one device, not pipelined. */
+export function sectionOff(name: SectionName, draft: ConfigDraft): boolean {
+  if (name === 'offload') return (draft.offload['mode'] ?? 'none') === 'none'
+  if (name === 'routing_skew') return (draft.routing_skew['distribution'] ?? 'none') === 'none'
+  if (name === 'placement') return !manyDevices(draft) && !draftPipelined(draft)
+  if (name === 'pipeline') return !draftPipelined(draft)
+  return false
 }

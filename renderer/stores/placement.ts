@@ -1,11 +1,12 @@
-// The placement across devices of the run open in Replay: its placement settings (null when it runs on one
-// device and records none) and one MoE layer's series over the run (imbalance before and after the policy,
-// spilled tokens, weight copies), each layer read once. One step's loads per device come with that step's
-// loads in the replay store.
+// The placement across devices of the run open in Replay: its placement settings (null when its experts run
+// inside the MoE layers, one device without a pipeline, and it records none; the section's defaults for one
+// pipelined device without a placement section) and one MoE layer's series over the run (imbalance before and
+// after the policy, spilled tokens, weight copies, critical and predicted ms), each layer read once. One step's
+// loads, execution and peaks per device come with that step's loads in the replay store.
 import { defineStore } from 'pinia'
 import { ref, shallowRef } from 'vue'
 
-import type { PlacementConfig } from '../../main/api/config'
+import { PlacementConfigSchema, runsOnDevices, type PlacementConfig, type RunConfig } from '../../main/api/config'
 import type { PlacementSeries } from '../../main/api/contract'
 import { api, type ApiClient } from '../api'
 import { requestCache } from '../replay/request-cache'
@@ -26,12 +27,12 @@ export const usePlacementStore = defineStore('placement', () => {
   let generation = 0 // bumps on open(): answers for an earlier run are dropped
   let wanted = -1 // the layer asked for last: an earlier layer's late answer is dropped
 
-  function open(id: string, section: PlacementConfig | undefined, using: ApiClient = api()): void {
+  function open(id: string, config: Pick<RunConfig, 'placement' | 'pipeline'> | undefined, using: ApiClient = api()): void {
     generation++
     client = using
     runId = id
     cache = requestCache<PlacementSeries>()
-    settings.value = section && section.devices > 1 ? section : null
+    settings.value = config && runsOnDevices(config) ? (config.placement ?? PlacementConfigSchema.parse({})) : null
     series.value = null
     error.value = null
   }

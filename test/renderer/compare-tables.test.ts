@@ -60,6 +60,17 @@ describe('config diff', () => {
       { path: 'placement.policy', values: ['static', 'least-loaded'] },
     ])
   })
+
+  it('compares a config without a pipeline as one partition without memory reuse', () => {
+    const flat = RunConfigSchema.parse({ ...base, pipeline: { partitions: 1 } })
+    const piped = RunConfigSchema.parse({ ...base, pipeline: { partitions: 'auto', candidates: [2, 4], memory_reuse: 'S2' } })
+    expect(configDiff([base, flat])).toEqual([])
+    expect(configDiff([base, piped])).toEqual([
+      { path: 'pipeline.partitions', values: ['1', 'auto'] },
+      { path: 'pipeline.candidates', values: ['[1, 2, 4, 8]', '[2, 4]'] },
+      { path: 'pipeline.memory_reuse', values: ['off', 'S2'] },
+    ])
+  })
 })
 
 describe('summary', () => {

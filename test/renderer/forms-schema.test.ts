@@ -2,7 +2,7 @@
 // optional fields, ranges and help text come from the schema.
 import { describe, expect, it } from 'vitest'
 
-import { OffloadConfigSchema, PlacementConfigSchema, RoutingSkewConfigSchema, RunConfigSchema } from '../../main/api/config'
+import { OffloadConfigSchema, PipelineConfigSchema, PlacementConfigSchema, RoutingSkewConfigSchema, RunConfigSchema } from '../../main/api/config'
 import { defaultDraft, moeLayerCount, numberFromInput, parseNumberList, withField } from '../../renderer/forms/config-draft'
 import { allFields, rangeText, runConfigForm, sectionsFromJsonSchema, type FormField } from '../../renderer/forms/schema-fields'
 
@@ -13,14 +13,15 @@ const field = (path: string): FormField => {
 }
 
 describe('form model from the run config schema', () => {
-  it('has a model, a training, an offload, a routing-skew and a placement section holding every schema field', () => {
+  it('has a model, a training, an offload, a routing-skew, a placement and a pipeline section holding every schema field', () => {
     const sections = runConfigForm()
-    expect(sections.map((s) => s.name)).toEqual(['model', 'train', 'offload', 'routing_skew', 'placement'])
+    expect(sections.map((s) => s.name)).toEqual(['model', 'train', 'offload', 'routing_skew', 'placement', 'pipeline'])
     expect(sections[0]!.fields.map((f) => f.key)).toEqual(Object.keys(RunConfigSchema.shape.model.shape))
     expect(sections[1]!.fields.map((f) => f.key)).toEqual(Object.keys(RunConfigSchema.shape.train.shape))
     expect(sections[2]!.fields.map((f) => f.key)).toEqual(Object.keys(OffloadConfigSchema.shape))
     expect(sections[3]!.fields.map((f) => f.key)).toEqual(Object.keys(RoutingSkewConfigSchema.shape))
     expect(sections[4]!.fields.map((f) => f.key)).toEqual(Object.keys(PlacementConfigSchema.shape))
+    expect(sections[5]!.fields.map((f) => f.key)).toEqual(Object.keys(PipelineConfigSchema.shape))
   })
 
   it('gives each field its kind', () => {
@@ -47,7 +48,7 @@ describe('form model from the run config schema', () => {
 
   it('refuses a schema shape it cannot render, naming the field', () => {
     const empty = { properties: {} }
-    const schema = { properties: { model: { properties: { odd: { type: 'object' } } }, train: empty, offload: empty, routing_skew: empty, placement: empty } }
+    const schema = { properties: { model: { properties: { odd: { type: 'object' } } }, train: empty, offload: empty, routing_skew: empty, placement: empty, pipeline: empty } }
     expect(() => sectionsFromJsonSchema(schema)).toThrow(/model\.odd/)
   })
 })
@@ -69,8 +70,8 @@ describe('config draft', () => {
   })
 
   it('counts MoE layers for the per-layer n_experts list', () => {
-    expect(moeLayerCount({ model: { n_layers: 4, moe_every: 2 }, train: {}, offload: {}, routing_skew: {}, placement: {} })).toBe(2)
-    expect(moeLayerCount({ model: { n_layers: 3 }, train: {}, offload: {}, routing_skew: {}, placement: {} })).toBe(3)
+    expect(moeLayerCount({ model: { n_layers: 4, moe_every: 2 }, train: {}, offload: {}, routing_skew: {}, placement: {}, pipeline: {} })).toBe(2)
+    expect(moeLayerCount({ model: { n_layers: 3 }, train: {}, offload: {}, routing_skew: {}, placement: {}, pipeline: {} })).toBe(3)
   })
 
   it('parses typed numbers and lists', () => {

@@ -105,7 +105,7 @@ describe('keyboard map', () => {
 })
 
 describe('device loads', () => {
-  const devices = { loadBefore: [40, 60], loadAfter: [70, 30], imbalanceBefore: 1.2, imbalanceAfter: 1.4, spilledTokens: 30, movedExperts: 1 }
+  const devices = { loadBefore: [40, 60], loadAfter: [70, 30], imbalanceBefore: 1.2, imbalanceAfter: 1.4, spilledTokens: 30, movedExperts: 1, execution: null }
   const layer = { tokens: [10, 20, 30, 40], placement: [1, -1, 0, 0], tiers: [0, 1, 2, 0], pins: [1, 0, 0, 0], spilled: [0, 5, 0, 0], devices }
 
   it('are the recorded loads before and after, with the layer’s imbalance, spills and copies', () => {

@@ -1,8 +1,8 @@
 // The config diff of Compare: configs flattened to dotted paths (model.top_k), keeping only the paths
 // whose values are not the same in every run. A config without an offload section is resident, one
-// without a routing skew is routed by its router, and one without a placement runs on one device, so each
-// compares as that section's defaults.
-import { OffloadConfigSchema, PlacementConfigSchema, RoutingSkewConfigSchema, type RunConfig } from '../../../main/api/config'
+// without a routing skew is routed by its router, one without a placement runs on one device, and one without
+// a pipeline runs its experts in one partition, so each compares as that section's defaults.
+import { OffloadConfigSchema, PipelineConfigSchema, PlacementConfigSchema, RoutingSkewConfigSchema, type RunConfig } from '../../../main/api/config'
 
 export type FlatConfig = Record<string, string>
 
@@ -16,6 +16,7 @@ export function flattenConfig(config: RunConfig): FlatConfig {
     offload: config.offload ?? OffloadConfigSchema.parse({}),
     routing_skew: config.routing_skew ?? RoutingSkewConfigSchema.parse({}),
     placement: config.placement ?? PlacementConfigSchema.parse({}),
+    pipeline: config.pipeline ?? PipelineConfigSchema.parse({}),
   }
   for (const [section, fields] of Object.entries(sections))
     for (const [key, value] of Object.entries(fields)) if (value !== undefined) flat[`${section}.${key}`] = show(value)
