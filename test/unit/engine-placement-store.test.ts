@@ -1,7 +1,8 @@
 // A placed run's step records travel from the engine (addon) through the packed record and the StepWriter into
 // the store (docs/placement.md): under a hot routing skew on 4 devices, LLEP's spills show as a lower imbalance
-// after than before, loads that still add up to every routed token, and each expert's device. A run on one
-// device records none of it.
+// after than before, loads that still add up to every routed token, and each expert's device; with step record
+// v5 each layer's execution on the devices (busy ms, critical / wall / predicted ms, bytes, partitions, reuse)
+// and the devices' peaks, also for one pipelined device. A run on one device without a pipeline records none.
 import { join } from 'node:path'
 
 import { afterAll, describe, expect, it } from 'vitest'
@@ -21,8 +22,10 @@ afterAll(cleanup)
 const shard = writeCorpusShard(join(dir, 'corpus.bin'))
 const STEPS = 3
 
-async function trainInto(store: TelemetryStore, runId: string, placement: object): Promise<void> {
-  const config = RunConfigSchema.parse({ ...tinyConfig({ steps: STEPS }), routing_skew: { distribution: 'hot', hot_fraction: 0.9 }, placement })
+async function trainInto(store: TelemetryStore, runId: string, placement: object, pipeline?: object): Promise<void> {
+  const config = RunConfigSchema.parse({
+    ...tinyConfig({ steps: STEPS }), routing_skew: { distribution: 'hot', hot_fraction: 0.9 }, placement, ...(pipeline ? { pipeline } : {}),
+  })
   const engine = new Engine(engineConfigJson(config, null, join(dir, runId)))
   engine.setData(shard)
   store.insertRun(runRecord(runId, { config, totalSteps: STEPS }))
@@ -58,8 +61,35 @@ describe('placement telemetry: engine -> packed record -> store', () => {
       expect(Array.from(loads.tokens[l]!).reduce((a, b) => a + b, 0)).toBe(routed)
     })
     for (const devices of loads.placement!) for (const d of devices) expect(d).toBeGreaterThanOrEqual(0)
-    expect(store.stepLoads('single', STEPS)).toMatchObject({ placement: null, devices: null })
+    expect(store.stepLoads('single', STEPS)).toMatchObject({ placement: null, devices: null, devicePeakBytes: null })
     expect(store.placementSeries('single', 0, { maxPoints: 100 }).steps).toEqual([])
+    store.close()
+  })
+
+  it('stores how each layer ran on the devices (step record v5): busy ms per device, times, bytes, partitions, reuse, peaks', async () => {
+    const store = TelemetryStore.open(join(dir, 'telemetry-v5.sqlite'))
+    await trainInto(store, 'executed', { devices: 4, policy: 'least-loaded', min_tokens: 4 }, { partitions: 2, memory_reuse: 'S2' })
+    await trainInto(store, 'pipelined', { devices: 1 }, { partitions: 4 })
+    const loads = store.stepLoads('executed', STEPS)!
+    for (const d of loads.devices!) {
+      const x = d.execution!
+      expect(x).toMatchObject({ partitions: 2, reuseStrategy: 2 })
+      expect(x.deviceBusyMs).toHaveLength(4)
+      expect(x.criticalMs).toBeGreaterThan(0)
+      expect(x.wallMs).toBeGreaterThan(0)
+      expect(x.predictedMs).toBeGreaterThan(0) // equation 10 for S2
+      // Spilled rows travel to other devices and back, and their experts' weights with them.
+      expect(x.tokenBytes).toBeGreaterThan(0)
+      expect(x.weightBytes).toBeGreaterThan(0)
+    }
+    expect(loads.devicePeakBytes).toHaveLength(4)
+    for (const peak of loads.devicePeakBytes!) expect(peak).toBeGreaterThan(0)
+    const series = store.placementSeries('executed', 0, { maxPoints: 100 })
+    expect(series.criticalMs.every((v) => v !== null && v > 0)).toBe(true)
+    // One device with a pipeline runs through the devices too: n_devices 1, its layers and peak recorded.
+    const single = store.stepLoads('pipelined', STEPS)!
+    expect(single.devices!.map((d) => [d.loadBefore.length, d.execution?.partitions, d.execution?.reuseStrategy])).toEqual([[1, 4, 0], [1, 4, 0]])
+    expect(single.devicePeakBytes).toHaveLength(1)
     store.close()
   })
 })
