@@ -1,7 +1,8 @@
 // How the layer ran on the devices at the current step: each device's busy time as a bar in that device's
 // colour, with the measured critical time and equation 10's prediction as lines across them; and each
-// device's peak bytes with the per-device budget as a line. Updated every step with series data only (merge
-// mode, by series id); the whole option is rebuilt only when the device count changes.
+// device's peak bytes with the per-device budget as a line, on ticks of whole binary units. Updated every step
+// with series data and the value axis only (merge mode, by series id); the whole option is rebuilt only when the
+// device count changes.
 import type { EChartsOption } from 'echarts'
 
 import { formatBytes } from '../format'
@@ -31,11 +32,30 @@ const busyLines = (x: LayerExecutionView, palette: ReplayPalette) =>
     { name: 'predicted (eq. 10)', value: x.predictedMs, color: palette.warn, dashed: true },
   ])
 
-// The value axis reaches the marked lines too (ECharts scales to the bars only).
-const reach = (...lines: (number | null)[]) => {
-  const top = Math.max(0, ...lines.filter((v): v is number => v !== null))
-  return { max: (extent: { max: number }) => Math.max(extent.max, top) }
+/** The smallest 1, 2, 2.5 or 5 × 10^k at or above v (v > 0). */
+export function niceCeil(v: number): number {
+  const power = 10 ** Math.floor(Math.log10(v))
+  return ([1, 2, 2.5, 5, 10].find((m) => m * power >= v * (1 - 1e-12)) ?? 10) * power
 }
+
+// The value axis reaches a marked line above every bar, at a round number (ECharts scales to the bars only);
+// undefined: ECharts' own scale. A function, so each merged update replaces the last step's.
+const reach = (...lines: (number | null)[]) => {
+  const line = Math.max(0, ...lines.filter((v): v is number => v !== null))
+  return { max: (extent: { max: number }) => (line > extent.max ? niceCeil(line * 1.05) : undefined) }
+}
+
+/** Byte ticks in whole binary units: about 4 steps of 1, 2 or 5 × 10^k KiB (MiB, GiB) up to at least top. */
+export function byteTicks(top: number): { max: number; interval: number } {
+  if (!(top > 0)) return { max: 1024, interval: 256 }
+  const unit = 1024 ** Math.min(4, Math.floor(Math.log(top) / Math.log(1024)))
+  const raw = top / unit / 4
+  const power = 10 ** Math.floor(Math.log10(raw))
+  const step = ([1, 2, 5, 10].find((m) => m * power >= raw) ?? 10) * power * unit
+  return { max: Math.ceil(top / step) * step, interval: step }
+}
+
+const peakAxis = (p: DevicePeaks) => byteTicks(Math.max(0, ...p.peaks, p.budget ?? 0))
 
 /** The per-step update of the busy chart: the bars, the lines and the axis reaching them, merged by series id. */
 export function deviceBusyData(x: LayerExecutionView, palette: ReplayPalette): EChartsOption {
@@ -75,14 +95,14 @@ const peakLine = (p: DevicePeaks, palette: ReplayPalette) =>
 
 /** The per-step update of the peaks chart. */
 export function devicePeaksData(p: DevicePeaks, palette: ReplayPalette): EChartsOption {
-  return { yAxis: reach(p.budget), series: [{ id: 'peak', data: byDevice(p.peaks), markLine: peakLine(p, palette) }] }
+  return { yAxis: peakAxis(p), series: [{ id: 'peak', data: byDevice(p.peaks), markLine: peakLine(p, palette) }] }
 }
 
 export function devicePeaksOption(p: DevicePeaks, palette: ReplayPalette): EChartsOption {
   const f = frame(p.peaks.length, 'peak bytes', palette, formatBytes)
   return {
     ...f,
-    yAxis: { ...f.yAxis, ...reach(p.budget) },
+    yAxis: { ...f.yAxis, ...peakAxis(p) },
     series: [{ id: 'peak', name: 'peak bytes', type: 'bar', barMaxWidth: 28, data: byDevice(p.peaks), markLine: peakLine(p, palette) }],
   }
 }

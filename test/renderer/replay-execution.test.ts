@@ -5,7 +5,7 @@ import * as echarts from 'echarts'
 import { describe, expect, it } from 'vitest'
 
 import type { StepLoads } from '../../main/api/contract'
-import { deviceBusyData, deviceBusyOption, devicePeaksData, devicePeaksOption } from '../../renderer/charts/replay-execution'
+import { byteTicks, deviceBusyData, deviceBusyOption, devicePeaksData, devicePeaksOption, niceCeil } from '../../renderer/charts/replay-execution'
 import { DEFAULT_REPLAY_PALETTE as palette, deviceColor } from '../../renderer/charts/replay-palette'
 import { bytesSummary, devicePeaks, executionSummary, layerExecution, peaksSummary } from '../../renderer/replay/execution'
 
@@ -56,7 +56,7 @@ describe('layer execution view', () => {
 describe('device busy chart', () => {
   const x = layerExecution(layerWith(execution))!
   type Bars = { id: string; data: { value: number; itemStyle: { color: string } }[]; markLine: { data: { name: string; yAxis: number; lineStyle: { type: string } }[] } }
-  type Option = { xAxis: { data: string[] }; yAxis: { name: string; max: (e: { max: number }) => number }; series: Bars[] }
+  type Option = { xAxis: { data: string[] }; yAxis: { name: string; max: (extent: { max: number }) => number | undefined }; series: Bars[] }
 
   it('has a bar per device in its colour, the measured critical time and the prediction as lines', () => {
     const option = deviceBusyOption(x, palette) as unknown as Option
@@ -67,9 +67,9 @@ describe('device busy chart', () => {
     expect(option.series[0]!.markLine.data.map((l) => [l.name, l.yAxis, l.lineStyle.type])).toEqual([
       ['critical (measured)', 10, 'solid'], ['predicted (eq. 10)', 11.5, 'dashed'],
     ])
-    // The axis reaches a line above every bar.
-    expect(option.yAxis.max({ max: 9 })).toBe(11.5)
-    expect(option.yAxis.max({ max: 20 })).toBe(20)
+    // The bars reach above both lines: ECharts' own scale; a line above every bar: the axis reaches it, at a round number.
+    expect(option.yAxis.max({ max: 12.25 })).toBeUndefined()
+    expect(option.yAxis.max({ max: 4 })).toBe(20)
   })
 
   it('updates only the series data, lines and axis reach by id; no prediction line without one', () => {
@@ -78,13 +78,23 @@ describe('device busy chart', () => {
     expect(update.series[0]!.id).toBe('busy')
     expect(update.series[0]!.data.map((d) => d.value)).toEqual([1, 2, 3, 4])
     expect(update.series[0]!.markLine.data.map((l) => l.name)).toEqual(['critical (measured)'])
-    expect(update.yAxis.max({ max: 4 })).toBe(10)
+    expect(update.yAxis.max({ max: 4 })).toBe(20) // 10 ms critical × 1.05, rounded up to 2 × 10^k
+  })
+})
+
+describe('axis scales', () => {
+  it('round a line up to 1, 2, 2.5 or 5 × 10^k, and byte ticks to whole binary units', () => {
+    expect([0.3, 0.36948, 1, 10.5, 2.2, 4.9].map(niceCeil)).toEqual([0.5, 0.5, 1, 20, 2.5, 5])
+    expect(byteTicks(609 * 1024)).toEqual({ max: 800 * 1024, interval: 200 * 1024 })
+    expect(byteTicks(3 * 2 ** 20)).toEqual({ max: 3 * 2 ** 20, interval: 2 ** 20 })
+    expect(byteTicks(100)).toEqual({ max: 100, interval: 50 })
+    expect(byteTicks(0)).toEqual({ max: 1024, interval: 256 })
   })
 })
 
 describe('device peaks chart', () => {
   const p = { peaks: [2 ** 20, 3 * 2 ** 29], budget: 2 ** 31 }
-  type Option = { xAxis: { data: string[] }; yAxis: { axisLabel: { formatter: (v: number) => string }; max: (e: { max: number }) => number }; series: { id: string; data: { value: number }[]; markLine: { data: { name: string; yAxis: number }[] } }[] }
+  type Option = { xAxis: { data: string[] }; yAxis: { axisLabel: { formatter: (v: number) => string }; max: number; interval: number }; series: { id: string; data: { value: number }[]; markLine: { data: { name: string; yAxis: number }[] } }[] }
 
   it('has a bar per device in bytes, the budget as a line the axis reaches', () => {
     const option = devicePeaksOption(p, palette) as unknown as Option
@@ -92,14 +102,16 @@ describe('device peaks chart', () => {
     expect(option.series[0]!.data.map((d) => d.value)).toEqual(p.peaks)
     expect(option.series[0]!.markLine.data).toMatchObject([{ name: 'budget 2.00 GiB', yAxis: 2 ** 31 }])
     expect(option.yAxis.axisLabel.formatter(2 ** 30)).toBe('1.00 GiB')
-    expect(option.yAxis.max({ max: 2 ** 30 })).toBe(2 ** 31)
+    // Ticks of half GiB reaching the 2 GiB budget above the 1.5 GiB peak.
+    expect([option.yAxis.max, option.yAxis.interval]).toEqual([2 * 2 ** 30, 2 ** 29])
   })
 
   it('draws no budget line for an unlimited budget, and updates data by id', () => {
     const update = devicePeaksData({ ...p, budget: null }, palette) as unknown as Pick<Option, 'series' | 'yAxis'>
     expect(update.series[0]!.id).toBe('peak')
     expect(update.series[0]!.markLine.data).toEqual([])
-    expect(update.yAxis.max({ max: 5 })).toBe(5)
+    // Without a budget the bars set the ticks: 1.5 GiB in steps of 0.5 GiB.
+    expect([update.yAxis.max, update.yAxis.interval]).toEqual([1.5 * 2 ** 30, 2 ** 29])
   })
 
   it('renders the busy chart through ECharts (server side) with every device and both lines', () => {
