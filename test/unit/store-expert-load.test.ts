@@ -132,10 +132,11 @@ describe('expert loads through the store', () => {
       spilledTokens,
       devices: placement.layers.map((l) => ({
         imbalanceBefore: l.imbalanceBefore, imbalanceAfter: l.imbalanceAfter, spilledTokens: l.spilledTokens, movedExperts: l.movedExperts,
-        loadBefore: Int32Array.from(l.loadBefore), loadAfter: Int32Array.from(l.loadAfter),
+        loadBefore: Int32Array.from(l.loadBefore), loadAfter: Int32Array.from(l.loadAfter), execution: null,
       })),
+      devicePeakBytes: null,
     })
-    expect(store.stepLoads('r1', 2)).toMatchObject({ placement: null, tiers: null, pins: null, spilledTokens: null, devices: null })
+    expect(store.stepLoads('r1', 2)).toMatchObject({ placement: null, tiers: null, pins: null, spilledTokens: null, devices: null, devicePeakBytes: null })
     expect(store.stepLoads('r1', 3)).toBeUndefined()
   })
 
