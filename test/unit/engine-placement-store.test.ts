@@ -36,6 +36,25 @@ async function trainInto(store: TelemetryStore, runId: string, placement: object
   writer.flush()
 }
 
+describe('the engine takes the placement and pipeline the host passes', () => {
+  it('as its effective config shows: greedy_split, the device budget and threads, partitions, candidates, reuse', () => {
+    const config = RunConfigSchema.parse({
+      ...tinyConfig({ steps: STEPS }),
+      placement: { devices: 2, policy: 'greedy', greedy_split: false, device_budget_bytes: 2 ** 30, threads_per_device: 2 },
+      pipeline: { partitions: 'auto', candidates: [1, 2], memory_reuse: 'auto' },
+    })
+    const effective = JSON.parse(new Engine(engineConfigJson(config, null, join(dir, 'effective'))).configJson)
+    expect(effective.placement).toMatchObject({ devices: 2, policy: 'greedy', greedy_split: false, device_budget_bytes: 2 ** 30, threads_per_device: 2 })
+    expect(effective.pipeline).toEqual({ partitions: 'auto', candidates: [1, 2], memory_reuse: 'auto' })
+  })
+
+  it('refuses offload with devices as the schema does, naming placement.devices', () => {
+    const json = JSON.stringify({ ...JSON.parse(engineConfigJson(RunConfigSchema.parse({ ...tinyConfig({ steps: STEPS }), placement: { devices: 2 } }), null, dir)),
+      offload: { mode: 'host', expert_slots: 2 } })
+    expect(() => new Engine(json)).toThrow(/placement\.devices/)
+  })
+})
+
 describe('placement telemetry: engine -> packed record -> store', () => {
   it('stores every step’s loads per device, imbalance, spills, copies and expert devices; one device stores none', async () => {
     const store = TelemetryStore.open(join(dir, 'telemetry.sqlite'))

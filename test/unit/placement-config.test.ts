@@ -11,8 +11,6 @@ import { engineConfigJson } from '../../main/host/runs/engine-config'
 const model = { arch: 'mixtral', vocab_size: 64, d_model: 32, n_layers: 2, n_heads: 4, max_seq_len: 16, d_ff: 48, n_experts: 4, top_k: 2 }
 const train = { batch_size: 2, seq_len: 16 }
 const DEFAULTS = { devices: 1, policy: 'static', lambda: 1.3, alpha: 1.1, min_tokens: 32, greedy_split: true, device_budget_bytes: null, threads_per_device: 1 }
-// The engine's section: greedy_split only when off (its default is on).
-const { greedy_split: _split, ...ENGINE_DEFAULTS } = DEFAULTS
 
 const config = (placement?: Partial<PlacementConfig>) => RunConfigSchema.parse({ model, train, ...(placement ? { placement } : {}) })
 
@@ -71,11 +69,11 @@ describe('engine config with a placement', () => {
   const engine = (c: ReturnType<typeof config>) => JSON.parse(engineConfigJson(c, null, '/runs/r1'))
 
   it('passes the section through with more than one device', () => {
-    expect(engine(config({ devices: 4, policy: 'least-loaded', lambda: 2 })).placement).toEqual({ ...ENGINE_DEFAULTS, devices: 4, policy: 'least-loaded', lambda: 2 })
+    expect(engine(config({ devices: 4, policy: 'least-loaded', lambda: 2 })).placement).toEqual({ ...DEFAULTS, devices: 4, policy: 'least-loaded', lambda: 2 })
     expect(engine(config({ devices: 2, device_budget_bytes: 2 ** 30, threads_per_device: 4 })).placement)
-      .toEqual({ ...ENGINE_DEFAULTS, devices: 2, device_budget_bytes: 2 ** 30, threads_per_device: 4 })
+      .toEqual({ ...DEFAULTS, devices: 2, device_budget_bytes: 2 ** 30, threads_per_device: 4 })
     expect(engine(config({ devices: 2, policy: 'greedy', greedy_split: false })).placement)
-      .toEqual({ ...ENGINE_DEFAULTS, devices: 2, policy: 'greedy', greedy_split: false })
+      .toEqual({ ...DEFAULTS, devices: 2, policy: 'greedy', greedy_split: false })
   })
 
   it('leaves it out with one device or none given, so the engine’s config.json is unchanged', () => {

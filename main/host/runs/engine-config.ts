@@ -4,8 +4,7 @@
 // config leaves the engine nothing to size slots or the cache by, and, for SSD, a directory in the run.
 // A routing skew goes through only when on, a pipeline only when engaged (more than one partition or a
 // memory-reuse strategy), and a placement only when experts run on the devices (more than one device, or
-// pipelined on one), so a run without them keeps the config.json it always had. greedy_split goes through
-// only when turned off (the engine's default is on).
+// pipelined on one), so a run without them keeps the config.json it always had.
 import { join } from 'node:path'
 
 import { pipelineEngaged, runsOnDevices, type RunConfig } from '../../api/config'
@@ -22,16 +21,10 @@ function offloadSection(offload: RunConfig['offload'], resolved: ResolvedOffload
   return section
 }
 
-function placementSection(config: RunConfig): Record<string, unknown> | null {
-  if (!config.placement || !runsOnDevices(config)) return null
-  const { greedy_split: split, ...placement } = config.placement
-  return split === false ? { ...placement, greedy_split: false } : placement
-}
-
 export function engineConfigJson(config: RunConfig, resolved: ResolvedOffload | null, runDir: string): string {
   const { offload, routing_skew: skew, placement: _placement, pipeline, ...rest } = config
   const section = offloadSection(offload, resolved, runDir)
-  const placement = placementSection(config)
+  const placement = runsOnDevices(config) ? config.placement : undefined
   return JSON.stringify({
     ...rest,
     ...(section ? { offload: section } : {}),
