@@ -104,12 +104,13 @@ export const RoutingSkewConfigSchema = z
   .strict()
 
 // Expert placement across devices (issue 7, docs/placement.md): the engine decides per step and MoE layer where
-// each expert's rows would run and records the loads; the computation still runs on the one backend. One
-// device (the default) places nothing; the engine gets the section only with more.
+// each expert's rows run and runs them there, on D virtual devices (backends sharing this machine), recording
+// the loads, time and bytes per device. One device (the default) places nothing; the engine gets the section only
+// when experts run on the devices (more than one, or a pipeline on one).
 export const PlacementConfigSchema = z
   .object({
     devices: int(1, 1024).default(1)
-      .describe('Devices to place experts on (decisions recorded per step; the computation still runs on one backend). 1: no placement'),
+      .describe('Devices to run experts on (virtual devices sharing this machine; placement, time and bytes recorded per step). 1: no placement'),
     policy: z.enum(['static', 'greedy', 'least-loaded']).default('static')
       .describe('static: expert e on device e mod D; greedy: whole experts, heaviest first, each to the least-loaded device (ES-MoE); least-loaded: static homes, overloaded devices spill rows to the least-loaded ones (LLEP)'),
     lambda: z.number().min(1).max(10).default(1.3)

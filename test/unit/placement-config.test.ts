@@ -1,6 +1,5 @@
 // The run config's placement section (experts placed across D devices per step, issue 7), the engine config
-// a run's engine receives (the section only when there is more than one device to place on) and the run's
-// strategy description.
+// a run's engine receives (the section only when experts run on the devices) and the run's strategy description.
 import { describe, expect, it } from 'vitest'
 
 import { RunConfigSchema, type PlacementConfig } from '../../main/api/config'
@@ -58,10 +57,10 @@ describe('placement config', () => {
     })
   })
 
-  it('describes every field, saying the computation still runs on one backend', () => {
+  it('describes every field, saying the devices are virtual', () => {
     const shape = RunConfigSchema.shape.placement.unwrap().shape
     expect(Object.values(shape).every((f) => f.description)).toBe(true)
-    expect(shape.devices.description).toMatch(/the computation still runs on one backend\)\. 1: no placement$/)
+    expect(shape.devices.description).toMatch(/virtual devices sharing this machine; .*\)\. 1: no placement$/)
   })
 })
 
