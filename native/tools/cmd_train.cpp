@@ -65,7 +65,7 @@ std::string record_json(const moe_step_record& r) {
     o.set("expert_tiers", per_layer(r.expert_tiers));
     o.set("expert_pinned", per_layer(r.expert_pinned));
   }
-  if (r.n_devices > 0) {
+  if (r.n_devices > 0 && r.layer_ms) {
     Value layers = Value::make_array();
     const int32_t* device = r.expert_device;
     for (int l = 0; l < r.n_moe_layers; ++l) {

@@ -24,6 +24,7 @@ POLICIES = ["static", "greedy", "least-loaded"]
 
 
 def run(cli, data, work, skew, policy, steps, pipeline=None):
+    """One training run; returns its step records (each with the placement of every MoE layer)."""
     cfg = {"model": MODEL, "train": {"batch_size": 32, "seq_len": 128, "steps": steps, "threads": 2},
            "routing_skew": skew, "placement": {"devices": 8, "policy": policy}}
     if pipeline:
@@ -35,9 +36,15 @@ def run(cli, data, work, skew, policy, steps, pipeline=None):
     subprocess.run(["rm", "-rf", out], check=True)
     subprocess.run([cli, "train", "--config", path, "--data", data, "--out", out, "--quiet"], check=True)
     with open(os.path.join(out, "log.jsonl")) as f:
-        records = [json.loads(line) for line in f if line.strip()]
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def summarize(runs):
+    """Loads from every step; times from every step but each run's first, which pays for start-up and
+    Algorithm 1's trials."""
+    records = [r for run_records in runs for r in run_records]
     layers = [p for r in records for p in r["placement"]]
-    timed = records[1:] or records  # the first step pays for start-up and Algorithm 1's trials
+    timed = [r for run_records in runs for r in (run_records[1:] or run_records)]
     device_ms = [r["step_ms"] - sum(p["wall_ms"] for p in r["placement"]) + sum(p["critical_ms"] for p in r["placement"])
                  for r in timed]
     last = records[-1]["placement"]
@@ -57,18 +64,26 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
     ap.add_argument("--data", required=True)
-    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     work = tempfile.mkdtemp()
-    results = {(s, p): run(a.cli, a.data, work, SKEWS[s], p, a.steps) for s in SKEWS for p in POLICIES}
-    pipelined = {name: run(a.cli, a.data, work, SKEWS["skew95"], "least-loaded", a.steps, pipe)
-                 for name, pipe in [("n=1", None), ("n=4", {"partitions": 4}),
-                                    ("n=4 reuse auto", {"partitions": 4, "memory_reuse": "auto"}),
-                                    ("n=auto", {"partitions": "auto"})]}
+    configs = {(s, p): (SKEWS[s], p, None) for s in SKEWS for p in POLICIES}
+    pipelines = [("n=1", None), ("n=4", {"partitions": 4}), ("n=4 reuse auto", {"partitions": 4, "memory_reuse": "auto"}),
+                 ("n=auto", {"partitions": "auto"})]
+    configs.update({name: (SKEWS["skew95"], "least-loaded", pipe) for name, pipe in pipelines})
+    # Rounds interleave the configurations, so a slow spell of this shared machine hits all of them alike.
+    runs = {key: [] for key in configs}
+    for _ in range(a.rounds):
+        for key, (skew, policy, pipe) in configs.items():
+            runs[key].append(run(a.cli, a.data, work, skew, policy, a.steps, pipe))
     subprocess.run(["rm", "-rf", work], check=True)
+    results = {(s, p): summarize(runs[(s, p)]) for s in SKEWS for p in POLICIES}
+    pipelined = {name: summarize(runs[name]) for name, _ in pipelines}
     print(f"8 virtual devices, {MODEL['n_experts']} experts, top-{MODEL['top_k']}, d_model {MODEL['d_model']}, "
-          f"4096 tokens per step; loads: mean over {a.steps} steps x {MODEL['n_layers']} MoE layers; times: median "
-          f"of steps 2..{a.steps}; ratios against static under the same routing")
+          f"4096 tokens per step; {a.rounds} rounds of {a.steps} steps per configuration; loads: mean over steps and "
+          f"{MODEL['n_layers']} MoE layers; times: median of steps 2..{a.steps}; ratios against static under the same "
+          f"routing")
     print(f"{'routing':<9}{'policy':<14}{'max/mean before':>16}{'after':>7}{'spilled':>9}{'copies':>8}"
           f"{'device step ms':>16}{'vs static':>10}{'wall ms':>9}{'vs static':>10}{'peak MiB':>10}{'vs static':>10}")
     for (s, p), r in results.items():
