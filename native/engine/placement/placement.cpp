@@ -71,14 +71,18 @@ std::vector<Job> greedy_jobs(const PlacementConfig& cfg, const std::vector<int32
   return jobs;
 }
 
-std::vector<ExpertPiece> greedy_pieces(const PlacementConfig& cfg, const std::vector<int32_t>& tokens,
-                                       const ExpertCostModel& cost) {
+struct Schedule {
+  std::vector<ExpertPiece> pieces;
+  double makespan = 0;  // the largest accumulated cost of a device
+};
+
+Schedule list_schedule(const PlacementConfig& cfg, const std::vector<int32_t>& tokens, const ExpertCostModel& cost) {
   std::vector<Job> jobs = greedy_jobs(cfg, tokens, cost);
   // Stable: equal costs keep expert order, then begin order.
   std::stable_sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.cost > b.cost; });
   std::vector<double> device_cost(cfg.devices, 0.0);
   std::vector<std::vector<int>> held(tokens.size());  // devices already holding a piece of the expert
-  std::vector<ExpertPiece> pieces;
+  Schedule out;
   for (const Job& job : jobs) {
     // An expert has at most D pieces, so some device is always free of it.
     const std::vector<int>& taken = held[job.expert];
@@ -87,12 +91,26 @@ std::vector<ExpertPiece> greedy_pieces(const PlacementConfig& cfg, const std::ve
       if (std::find(taken.begin(), taken.end(), c) == taken.end() && (d < 0 || device_cost[c] < device_cost[d])) d = c;
     device_cost[d] += job.cost;
     held[job.expert].push_back(d);
-    pieces.push_back({job.expert, d, job.begin, job.count});
+    out.pieces.push_back({job.expert, d, job.begin, job.count});
   }
-  std::sort(pieces.begin(), pieces.end(), [](const ExpertPiece& a, const ExpertPiece& b) {
+  out.makespan = *std::max_element(device_cost.begin(), device_cost.end());
+  std::sort(out.pieces.begin(), out.pieces.end(), [](const ExpertPiece& a, const ExpertPiece& b) {
     return a.expert != b.expert ? a.expert < b.expert : a.begin < b.begin;
   });
-  return pieces;
+  return out;
+}
+
+// With greedy_split, the split schedule is kept only when its makespan beats the whole-expert one: cutting can
+// lose (every piece pays its own upload, and one piece per device constrains LPT), and keeping the better of
+// the two keeps Graham's bound against the whole-expert optimum.
+std::vector<ExpertPiece> greedy_pieces(const PlacementConfig& cfg, const std::vector<int32_t>& tokens,
+                                       const ExpertCostModel& cost) {
+  PlacementConfig whole_cfg = cfg;
+  whole_cfg.greedy_split = false;
+  Schedule whole = list_schedule(whole_cfg, tokens, cost);
+  if (!cfg.greedy_split) return std::move(whole.pieces);
+  Schedule split = list_schedule(cfg, tokens, cost);
+  return split.makespan < whole.makespan ? std::move(split.pieces) : std::move(whole.pieces);
 }
 
 // The state LLEP's donors share: loads as spilled so far, and rows [0, at_home[e]) still on e's home.

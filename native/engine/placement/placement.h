@@ -15,14 +15,12 @@
 //              Why cut: a whole expert with H of the T rows keeps max/mean ≥ H × D / T whatever the rest does (3.8
 //              when 95% of the tokens pick one expert among their top-2 on 8 devices); with offload any device can
 //              load any expert for a step, so its rows can be shared out, at one upload per piece.
-//              Bounds: with greedy_split false it is exactly LPT over the experts, makespan ≤ (4/3 − 1/(3D)) ×
-//              the optimum. The one-piece-per-device rule voids that proof for the cut jobs (a piece can be denied
-//              the least-loaded device): a tested case has makespan 41 where the best assignment of its pieces is
-//              33 on 3 devices. On brute-forced small instances the split greedy stayed within (2 − 1/D) × the best
-//              assignment of its own pieces and within the whole-expert greedy's makespan + its largest piece
-//              (checked on millions of random instances, not proven). Cutting can lose to not cutting: {39, 37}
-//              on 2 devices, min_tokens 1 → pieces 19 + 20 and makespan 56 against 39 whole; and where the upload
-//              dominates, each extra piece adds an upload.
+//              The split schedule is kept only when its makespan is below the whole-expert one (ties: whole):
+//              cutting can lose (the one-piece-per-device rule can deny a piece the least-loaded device: {39, 37}
+//              on 2 devices with min_tokens 1 cuts to 56 against 39 whole; every extra piece pays an upload).
+//              Bounds: the result is never worse than LPT over whole experts, so makespan ≤ (4/3 − 1/(3D)) × the
+//              whole-expert optimum (Graham). Against the best assignment of the cut pieces Graham's bound does not
+//              hold; brute-forced small instances stayed within (2 − 1/D) of it (checked, not proven).
 // LeastLoaded  LLEP's least-loaded assignment over the static homes. If max/mean load ≤ lambda, it is Static.
 //              Otherwise, with mean = total / D, cap = floor(alpha × mean) and receivers = the devices whose static
 //              load ≤ mean, each donor (static load > mean; heaviest first, ties: lower device) sheds
