@@ -279,7 +279,7 @@ TEST(greedy_breaks_ties_by_lower_expert_then_lower_device) {
 TEST(greedy_is_within_the_lpt_bound_of_the_optimum) {
   // The whole-expert greedy (greedy_split = false) is exactly Graham's LPT over the experts.
   const ExpertCostModel by_tokens{1.0, 0.0}, with_upload{0.5, 40.0};
-  int instances = 0, optimal = 0;
+  int instances = 0, optimal = 0, split_better = 0;
   for (const ExpertCostModel& cost : {by_tokens, with_upload})
     for (uint64_t i = 0; i < 500; ++i) {
       const int E = 1 + int(moe::random_u64(11, i, 0) % 8), D = 2 + int(moe::random_u64(11, i, 1) % 2);
@@ -293,8 +293,17 @@ TEST(greedy_is_within_the_lpt_bound_of_the_optimum) {
                 "instance " + std::to_string(i) + ": greedy " + std::to_string(greedy) + " vs optimum " + std::to_string(best));
       ++instances;
       optimal += greedy <= best + 1e-9;
+      // The default (splitting) greedy never does worse than the whole-expert one, so the bound carries over.
+      PlacementConfig split = whole_greedy(D);
+      split.greedy_split = true;
+      split.min_tokens = 1;
+      const double cut = makespan(moe::place_experts(split, rows, cost), D, cost);
+      CHECK_MSG(cut <= greedy + 1e-9 && cut <= (4.0 / 3.0 - 1.0 / (3.0 * D)) * best + 1e-9,
+                "instance " + std::to_string(i) + ": split greedy " + std::to_string(cut));
+      split_better += cut < greedy - 1e-9;
     }
-  std::printf("  greedy optimal on %d of %d instances\n", optimal, instances);
+  std::printf("  greedy optimal on %d of %d instances; the splitting greedy better on %d\n", optimal, instances,
+              split_better);
 }
 
 TEST(least_loaded_keeps_its_guarantees_on_random_instances) {
