@@ -1,23 +1,14 @@
 // The Hardware view and the shell's keyboard shortcuts in Chromium against the real host.
 import type { Page } from 'playwright-core'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 
-import { launchBrowser, openApp, screenshot, startWorkbench, waitForTestId, type Browser, type Workbench } from './harness'
+import { openApp, screenshot, waitForTestId, withWorkbenchAndBrowser, type Browser, type Workbench } from './harness'
 
 let wb: Workbench
 let browser: Browser
 let page: Page
 
-beforeAll(async () => {
-  wb = await startWorkbench()
-  browser = await launchBrowser()
-  page = browser.page
-})
-
-afterAll(async () => {
-  await browser?.close()
-  await wb?.close()
-})
+withWorkbenchAndBrowser((started) => ({ wb, browser, page } = started))
 
 describe('Hardware view', () => {
   it('shows the CPU, its SIMD paths, memory, the data disk, GPUs and backends', async () => {

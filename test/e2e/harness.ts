@@ -25,16 +25,19 @@
 //   waitForTestId(page, id, timeoutMs?)  resolves with the locator once [data-testid=id] is visible
 //   screenshot(page, name)               test-artifacts/e2e/<name>.png, returns the path
 //
+//   withWorkbenchAndBrowser(set)         registers the file's beforeAll (a workbench and a Chromium, handed to
+//                                        `set`) and afterAll (both closed)
+//
 // Typical file:
-//   let wb: Workbench; let browser: Browser
-//   beforeAll(async () => { wb = await startWorkbench(); browser = await launchBrowser() })
-//   afterAll(async () => { await browser?.close(); await wb?.close() })
+//   let wb: Workbench; let browser: Browser; let page: Page
+//   withWorkbenchAndBrowser((s) => ({ wb, browser, page } = s))
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
 import { chromium, type BrowserContext, type Locator, type Page } from 'playwright-core'
+import { afterAll, beforeAll } from 'vitest'
 
 import type { RunConfig } from '../../main/api/config'
 import type { ApiHandlers, EventName, EventPayload, RunSpec, RunStatus, RunSummary } from '../../main/api/contract'
@@ -265,6 +268,21 @@ export async function launchBrowser(viewport = { width: 1280, height: 800 }): Pr
 }
 
 /** Signs in with the tokened URL (the app drops the token from the address bar), then goes to `hash`. */
+/** One workbench and one Chromium for the whole test file: started before its tests, closed after them. */
+export function withWorkbenchAndBrowser(set: (started: { wb: Workbench; browser: Browser; page: Page }) => void): void {
+  let wb: Workbench | undefined
+  let browser: Browser | undefined
+  beforeAll(async () => {
+    wb = await startWorkbench()
+    browser = await launchBrowser()
+    set({ wb, browser, page: browser.page })
+  })
+  afterAll(async () => {
+    await browser?.close()
+    await wb?.close()
+  })
+}
+
 export async function openApp(page: Page, wb: Workbench, hash = ''): Promise<void> {
   await page.goto(wb.url())
   await page.locator('h1').waitFor()

@@ -3,11 +3,9 @@
 // (client side) and a missing file next to its field (host side), and a two-run sweep is queued and
 // opens Compare.
 import type { Page } from 'playwright-core'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 
-import {
-  corpusPath, fillTinyRunForm, formInput, launchBrowser, openApp, screenshot, startWorkbench, waitForStatus, waitForTestId, type Browser, type Workbench,
-} from './harness'
+import { corpusPath, fillTinyRunForm, formInput, openApp, screenshot, waitForStatus, waitForTestId, withWorkbenchAndBrowser, type Browser, type Workbench } from './harness'
 
 let wb: Workbench
 let browser: Browser
@@ -20,16 +18,7 @@ async function fillTinyForm(name: string): Promise<void> {
   await expect.poll(() => page.getByTestId('plan-verdict').textContent()).toMatch(/Fits/)
 }
 
-beforeAll(async () => {
-  wb = await startWorkbench()
-  browser = await launchBrowser()
-  page = browser.page
-})
-
-afterAll(async () => {
-  await browser?.close()
-  await wb?.close()
-})
+withWorkbenchAndBrowser((started) => ({ wb, browser, page } = started))
 
 describe('New run view', () => {
   it('generates the form from the schema and plans the preset', async () => {

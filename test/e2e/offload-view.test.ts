@@ -3,11 +3,11 @@
 // slots and formulas, and a host-offloaded run (expert_slots 2) of the tiny shapes started from the form
 // fills the Run view's offload charts and lists its settings.
 import type { Page } from 'playwright-core'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 
 import { RunConfigSchema } from '../../main/api/config'
 import { planRun } from '../../main/host/planner/plan'
-import { fillTinyRunForm, formInput, launchBrowser, screenshot, startWorkbench, waitForStatus, waitForTestId, type Browser, type Workbench } from './harness'
+import { fillTinyRunForm, formInput, screenshot, waitForStatus, waitForTestId, withWorkbenchAndBrowser, type Browser, type Workbench } from './harness'
 
 let wb: Workbench
 let browser: Browser
@@ -23,16 +23,7 @@ const nullBox = (path: string) => page.locator(`[data-null-for="${path}"]`)
 const shown = (path: string) => page.locator(`[data-field="${path}"]`).count()
 const text = (testId: string) => page.getByTestId(testId).textContent()
 
-beforeAll(async () => {
-  wb = await startWorkbench()
-  browser = await launchBrowser()
-  page = browser.page
-})
-
-afterAll(async () => {
-  await browser?.close()
-  await wb?.close()
-})
+withWorkbenchAndBrowser((started) => ({ wb, browser, page } = started))
 
 describe('expert offload in the workbench', () => {
   it('shows the offload fields the mode uses', async () => {

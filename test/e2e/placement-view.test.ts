@@ -5,9 +5,9 @@
 // the layer ran on the devices (n, S2, critical against predicted ms, bytes moved, busy ms and peak bytes per
 // device), the numbers the host recorded.
 import type { Page } from 'playwright-core'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 
-import { fillTinyRunForm, formInput, launchBrowser, openApp, screenshot, startWorkbench, waitForStatus, waitForTestId, type Browser, type Workbench } from './harness'
+import { fillTinyRunForm, formInput, openApp, screenshot, waitForStatus, waitForTestId, withWorkbenchAndBrowser, type Browser, type Workbench } from './harness'
 
 let wb: Workbench
 let browser: Browser
@@ -20,16 +20,7 @@ const shownIn = (section: string) => () =>
 const shown = shownIn('placement')
 const DEVICE_FIELDS = ['placement.device_budget_bytes', 'placement.threads_per_device']
 
-beforeAll(async () => {
-  wb = await startWorkbench()
-  browser = await launchBrowser()
-  page = browser.page
-})
-
-afterAll(async () => {
-  await browser?.close()
-  await wb?.close()
-})
+withWorkbenchAndBrowser((started) => ({ wb, browser, page } = started))
 
 describe('placement in the workbench', () => {
   it('shows the placement fields the device count and policy use', async () => {

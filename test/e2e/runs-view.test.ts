@@ -1,24 +1,15 @@
 // The Runs table in Chromium against the real host: the empty state, real short trainings appearing
 // live with sparklines, filter and sort, and delete behind a confirmation.
 import type { Page } from 'playwright-core'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 
-import { launchBrowser, openApp, screenshot, startTraining, startWorkbench, tinyRunSpec, waitForStatus, waitForTestId, type Browser, type Workbench } from './harness'
+import { openApp, screenshot, startTraining, tinyRunSpec, waitForStatus, waitForTestId, withWorkbenchAndBrowser, type Browser, type Workbench } from './harness'
 
 let wb: Workbench
 let browser: Browser
 let page: Page
 
-beforeAll(async () => {
-  wb = await startWorkbench()
-  browser = await launchBrowser()
-  page = browser.page
-})
-
-afterAll(async () => {
-  await browser?.close()
-  await wb?.close()
-})
+withWorkbenchAndBrowser((started) => ({ wb, browser, page } = started))
 
 const rowOf = (id: string) => page.locator(`tr[data-run-id="${id}"]`)
 

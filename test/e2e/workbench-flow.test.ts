@@ -6,9 +6,9 @@ import { readdirSync } from 'node:fs'
 import { join } from 'node:path'
 
 import type { Page } from 'playwright-core'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 
-import { fillTinyRunForm, launchBrowser, openApp, screenshot, startWorkbench, waitForStatus, waitForStep, waitForTestId, type Browser, type Workbench } from './harness'
+import { fillTinyRunForm, openApp, screenshot, waitForStatus, waitForStep, waitForTestId, withWorkbenchAndBrowser, type Browser, type Workbench } from './harness'
 
 let wb: Workbench
 let browser: Browser
@@ -30,16 +30,7 @@ async function startFromForm(name: string, steps: number, checkpointEvery: numbe
 const stepShown = async () => Number((await page.getByTestId('replay-step').textContent())?.match(/step ([\d,]+)/)?.[1]?.replace(/,/g, ''))
 const markedStep = () => page.getByTestId('replay-heatmap-marker').getAttribute('data-step').then(Number)
 
-beforeAll(async () => {
-  wb = await startWorkbench()
-  browser = await launchBrowser()
-  page = browser.page
-})
-
-afterAll(async () => {
-  await browser?.close()
-  await wb?.close()
-})
+withWorkbenchAndBrowser((started) => ({ wb, browser, page } = started))
 
 describe('workbench flow', () => {
   it('opens on the Runs view', async () => {
