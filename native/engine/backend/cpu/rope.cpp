@@ -36,54 +36,43 @@ const RopeTable& rope_table(int T, int HS, float theta) {
   return table;
 }
 
-}  // namespace
-
-void rope_forward(ThreadPool& tp, float* out, const float* inp, int B, int T, int NH, int NKV, int HS, float theta) {
+// forward: dst = R(angle)·src. backward: dst += R(−angle)·src, since the rotation is orthogonal its inverse is
+// its transpose. Multiplying by sign = ±1 is exact, so both read as the textbook formulas.
+template <bool kBackward>
+void rotate_rows(ThreadPool& tp, float* dst, const float* src, int B, int T, int NH, int NKV, int HS, float theta) {
   const RopeTable& tab = rope_table(T, HS, theta);
   const float* cos_t = tab.cos.data();
   const float* sin_t = tab.sin.data();
+  const float sign = kBackward ? -1.0f : 1.0f;
   int half = HS / 2, rotated = (NH + NKV) * HS, row = (NH + 2 * NKV) * HS;
   tp.parallel_for((int64_t)B * T, [=](int64_t n0, int64_t n1, int) {
     for (int64_t n = n0; n < n1; ++n) {
       const float* c = cos_t + (n % T) * half;
       const float* s = sin_t + (n % T) * half;
-      const float* x = inp + n * row;
-      float* y = out + n * row;
+      const float* x = src + n * row;
+      float* y = dst + n * row;
       for (int h0 = 0; h0 < rotated; h0 += HS) {
         for (int i = 0; i < half; ++i) {
-          float x1 = x[h0 + i], x2 = x[h0 + half + i];
-          y[h0 + i] = x1 * c[i] - x2 * s[i];
-          y[h0 + half + i] = x2 * c[i] + x1 * s[i];
+          const float x1 = x[h0 + i], x2 = x[h0 + half + i];
+          const float y1 = x1 * c[i] - sign * x2 * s[i], y2 = x2 * c[i] + sign * x1 * s[i];
+          if (kBackward) y[h0 + i] += y1, y[h0 + half + i] += y2;
+          else y[h0 + i] = y1, y[h0 + half + i] = y2;
         }
       }
-      for (int j = rotated; j < row; ++j) y[j] = x[j];
+      for (int j = rotated; j < row; ++j) y[j] = kBackward ? y[j] + x[j] : x[j];
     }
   });
 }
 
-// The rotation is orthogonal, so its backward applies the inverse rotation (angle -t·θ^(-2i/HS)).
+}  // namespace
+
+void rope_forward(ThreadPool& tp, float* out, const float* inp, int B, int T, int NH, int NKV, int HS, float theta) {
+  rotate_rows<false>(tp, out, inp, B, T, NH, NKV, HS, theta);
+}
+
 void rope_backward(ThreadPool& tp, float* dinp, const float* dout, int B, int T, int NH, int NKV, int HS,
                    float theta) {
-  const RopeTable& tab = rope_table(T, HS, theta);
-  const float* cos_t = tab.cos.data();
-  const float* sin_t = tab.sin.data();
-  int half = HS / 2, rotated = (NH + NKV) * HS, row = (NH + 2 * NKV) * HS;
-  tp.parallel_for((int64_t)B * T, [=](int64_t n0, int64_t n1, int) {
-    for (int64_t n = n0; n < n1; ++n) {
-      const float* c = cos_t + (n % T) * half;
-      const float* s = sin_t + (n % T) * half;
-      const float* dy = dout + n * row;
-      float* dx = dinp + n * row;
-      for (int h0 = 0; h0 < rotated; h0 += HS) {
-        for (int i = 0; i < half; ++i) {
-          float g1 = dy[h0 + i], g2 = dy[h0 + half + i];
-          dx[h0 + i] += g1 * c[i] + g2 * s[i];
-          dx[h0 + half + i] += g2 * c[i] - g1 * s[i];
-        }
-      }
-      for (int j = rotated; j < row; ++j) dx[j] += dy[j];
-    }
-  });
+  rotate_rows<true>(tp, dinp, dout, B, T, NH, NKV, HS, theta);
 }
 
 }  // namespace moe::cpu
