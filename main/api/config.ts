@@ -124,8 +124,8 @@ export const PlacementConfigSchema = z
     device_budget_bytes: z.number().int('must be a whole number of bytes').positive('must be a positive number of bytes')
       .max(Number.MAX_SAFE_INTEGER).nullable().default(null)
       .describe('Each device’s buffer budget (activations, weights received, partitions in flight); null: unlimited'),
-    threads_per_device: int(1, 256).default(1)
-      .describe('Compute threads of each device’s backend'),
+    threads_per_device: int(1, 256).nullable().default(null)
+      .describe('Compute threads of each device’s backend; null: the run’s threads split across the devices (at least 1)'),
   })
   .strict()
 

@@ -15,6 +15,7 @@ const CHOICES: Record<string, NullChoice> = {
   'offload.host_budget_bytes': { label: 'machine memory (null)', placeholder: 'the machine’s memory', start: 2 ** 32 },
   'offload.cache_experts': { label: 'from the host budget (null)', placeholder: 'as many as the host budget holds', start: 8 },
   'placement.device_budget_bytes': { label: 'unlimited (null)', placeholder: 'no budget per device', start: 2 ** 30 },
+  'placement.threads_per_device': { label: 'split the run’s threads (null)', placeholder: 'run threads ÷ devices', start: 1 },
 }
 
 export const nullChoice = (field: Pick<FormField, 'path' | 'min' | 'exclusiveMin'>): NullChoice =>

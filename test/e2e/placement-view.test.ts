@@ -59,7 +59,7 @@ describe('placement in the workbench', () => {
     id = decodeURIComponent(new URL(page.url()).hash.replace(/^#\/run\//, ''))
     const { config } = await wb.handlers['runs.get']({ id })
     expect(config.placement).toEqual({
-      devices: 4, policy: 'least-loaded', lambda: 1.3, alpha: 1.1, min_tokens: 32, greedy_split: true, device_budget_bytes: null, threads_per_device: 1,
+      devices: 4, policy: 'least-loaded', lambda: 1.3, alpha: 1.1, min_tokens: 32, greedy_split: true, device_budget_bytes: null, threads_per_device: null,
     })
     expect(config.pipeline).toEqual({ partitions: 2, candidates: [1, 2, 4, 8], memory_reuse: 'S2' })
     expect(config.routing_skew).toMatchObject({ distribution: 'hot', hot_fraction: 0.9 })

@@ -12,7 +12,7 @@ const field = (path: string) => allFields().find((f) => f.path === path)!
 const section = () => runConfigForm().find((s) => s.name === 'placement')!
 type Draft = ReturnType<typeof defaultDraft>
 const withPlacement = (draft: Draft, key: string, value: unknown) => withField(draft, { section: 'placement', key }, value)
-const DEFAULTS = { devices: 1, policy: 'static', lambda: 1.3, alpha: 1.1, min_tokens: 32, greedy_split: true, device_budget_bytes: null, threads_per_device: 1 }
+const DEFAULTS = { devices: 1, policy: 'static', lambda: 1.3, alpha: 1.1, min_tokens: 32, greedy_split: true, device_budget_bytes: null, threads_per_device: null }
 
 describe('placement fields', () => {
   it('come from the schema under their own title, with kinds, defaults, ranges and help', () => {
@@ -24,7 +24,7 @@ describe('placement fields', () => {
     expect(field('placement.min_tokens')).toMatchObject({ kind: 'integer', min: 1, defaultValue: 32 })
     expect(field('placement.greedy_split')).toMatchObject({ kind: 'boolean', defaultValue: true })
     expect(field('placement.device_budget_bytes')).toMatchObject({ kind: 'nullable-number', integer: true, exclusiveMin: 0, defaultValue: null, unit: 'bytes' })
-    expect(field('placement.threads_per_device')).toMatchObject({ kind: 'integer', min: 1, max: 256, defaultValue: 1 })
+    expect(field('placement.threads_per_device')).toMatchObject({ kind: 'nullable-number', integer: true, min: 1, max: 256, defaultValue: null })
     expect(rangeText(field('placement.devices'))).toBe('1 … 1024')
     expect(rangeText(field('placement.threads_per_device'))).toBe('1 … 256')
     expect(section().fields.every((f) => f.description)).toBe(true)

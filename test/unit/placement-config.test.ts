@@ -9,7 +9,7 @@ import { engineConfigJson } from '../../main/host/runs/engine-config'
 
 const model = { arch: 'mixtral', vocab_size: 64, d_model: 32, n_layers: 2, n_heads: 4, max_seq_len: 16, d_ff: 48, n_experts: 4, top_k: 2 }
 const train = { batch_size: 2, seq_len: 16 }
-const DEFAULTS = { devices: 1, policy: 'static', lambda: 1.3, alpha: 1.1, min_tokens: 32, greedy_split: true, device_budget_bytes: null, threads_per_device: 1 }
+const DEFAULTS = { devices: 1, policy: 'static', lambda: 1.3, alpha: 1.1, min_tokens: 32, greedy_split: true, device_budget_bytes: null, threads_per_device: null }
 
 const config = (placement?: Partial<PlacementConfig>) => RunConfigSchema.parse({ model, train, ...(placement ? { placement } : {}) })
 
@@ -35,7 +35,7 @@ describe('placement config', () => {
     expect(issues({ alpha: 10.01 })).toEqual(['placement.alpha'])
     expect(issues({ min_tokens: 0 })).toEqual(['placement.min_tokens'])
     expect(issues({ policy: 'round-robin' })).toEqual(['placement.policy'])
-    for (const ok of [{ device_budget_bytes: 1 }, { device_budget_bytes: null }, { device_budget_bytes: 2 ** 40 }, { threads_per_device: 1 }, { threads_per_device: 256 }, { greedy_split: false }])
+    for (const ok of [{ device_budget_bytes: 1 }, { device_budget_bytes: null }, { device_budget_bytes: 2 ** 40 }, { threads_per_device: 1 }, { threads_per_device: 256 }, { threads_per_device: null }, { greedy_split: false }])
       expect(issues(ok)).toEqual([])
     expect(issues({ device_budget_bytes: 0 })).toEqual(['placement.device_budget_bytes'])
     expect(issues({ device_budget_bytes: 1.5 })).toEqual(['placement.device_budget_bytes'])

@@ -40,7 +40,7 @@ class DeviceGroup {
   DeviceScratch& scratch(int d) { return scratch_[d]; }
   const PlacementConfig& placement() const { return placement_; }
   const PipelineConfig& pipeline() const { return pipeline_; }
-  bool thread_time() const { return threads_ == 1; }
+  bool thread_time() const { return threads_ <= 1; }
   MeasuredSpeeds& speeds() { return speeds_; }
   std::vector<int64_t> peak_bytes() const;
 

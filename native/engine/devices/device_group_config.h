@@ -6,7 +6,8 @@ namespace moe {
 
 struct DeviceGroupConfig {
   int64_t budget_bytes = 0;  // each device's buffer budget; 0: unlimited (JSON null)
-  int threads = 1;           // compute threads of each device's backend
+  int threads = 0;           // compute threads of each device's backend; 0: the run's threads split across the
+                             // devices, at least 1 (JSON null)
 };
 
 }  // namespace moe

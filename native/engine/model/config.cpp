@@ -267,7 +267,10 @@ PlacementConfig parse_placement_config(const json::Value& obj, DeviceGroupConfig
   p.greedy_split = r.boolean("greedy_split", p.greedy_split);
   DeviceGroupConfig group;
   group.budget_bytes = optional_bytes(r, "device_budget_bytes");
-  group.threads = r.integer("threads_per_device", group.threads, 1, 256);
+  if (const json::Value* t = r.raw("threads_per_device"); t && !t->is_null()) {
+    if (t->type != json::Type::Number) fail("placement.threads_per_device: must be a whole number in [1, 256] or null");
+    group.threads = r.checked_int("threads_per_device", t->number, 1, 256);
+  }
   if (devices) *devices = group;
   r.reject_unknown();
   return p;
@@ -496,7 +499,8 @@ json::Value config_to_json(const EngineConfig& c) {
     p.set("device_budget_bytes", c.device_group.budget_bytes > 0
                                      ? json::Value::of(static_cast<double>(c.device_group.budget_bytes))
                                      : json::Value::null());
-    p.set("threads_per_device", json::Value::of(c.device_group.threads));
+    p.set("threads_per_device",
+          c.device_group.threads > 0 ? json::Value::of(c.device_group.threads) : json::Value::null());
     o.set("placement", p);
   }
   if (c.pipeline.engaged()) {

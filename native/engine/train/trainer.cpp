@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/error.h"
@@ -40,7 +41,11 @@ void record_offload(StepRecord& rec, const OffloadStepStats& s) {
 
 Trainer::Trainer(const EngineConfig& cfg, Backend& be) : cfg_(cfg), be_(be), model_(cfg_.model, be, cfg_.train.compute_dtype), opt_(model_) {
   model_.init(cfg_.train.seed);
-  if (cfg_.runs_on_devices()) model_.run_experts_on_devices(cfg_.placement, cfg_.pipeline, cfg_.device_group);
+  if (cfg_.runs_on_devices()) {
+    DeviceGroupConfig group = cfg_.device_group;
+    if (group.threads == 0) group.threads = std::max(1, cfg_.train.threads / cfg_.placement.devices);
+    model_.run_experts_on_devices(cfg_.placement, cfg_.pipeline, group);
+  }
   state_.seed = cfg_.train.seed;
   if (cfg_.offload.mode != OffloadMode::None) {
     offload_ = std::make_unique<ExpertOffload>(model_, opt_, cfg_.offload, cfg_.train.threads, cfg_.train.batch_size,
