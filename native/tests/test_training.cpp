@@ -41,14 +41,16 @@ std::string corpus_tokens() {
   return path;
 }
 
-std::string config(int threads, int steps, const std::string& arch = "mixtral", int grad_accum = 1) {
+// sections: more top-level sections, each after a comma.
+std::string config(int threads, int steps, const std::string& arch = "mixtral", int grad_accum = 1,
+                   const std::string& sections = "") {
   return R"({"model": {"arch": ")" + arch +
          R"(", "vocab_size": 256, "d_model": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": )" +
          (arch == "mixtral" ? "2" : "4") +
          R"(, "max_seq_len": 64, "d_ff": 128, "n_experts": 4, "top_k": 2, "z_loss_coef": 0.001},
   "train": {"batch_size": 8, "seq_len": 64, "steps": )" +
          std::to_string(steps) + R"(, "lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 10, "threads": )" +
-         std::to_string(threads) + R"(, "seed": 7, "grad_accum": )" + std::to_string(grad_accum) + "}}";
+         std::to_string(threads) + R"(, "seed": 7, "grad_accum": )" + std::to_string(grad_accum) + "}" + sections + "}";
 }
 
 struct Engine {
@@ -84,31 +86,42 @@ TEST(same_seed_same_losses_any_thread_count) {
   }
 }
 
-TEST(resume_continues_exactly_like_uninterrupted) {
+// Trains 8 steps straight, and 4 steps + checkpoint + resume + 4 steps: the losses must be the same bits.
+void check_resume_is_exact(const std::string& name, const std::string& cfg) {
   std::vector<double> full;
   {
-    Engine en(config(2, 8));
+    Engine en(cfg);
     moe_engine_set_data(en.e, corpus_tokens().c_str());
     full = train(en.e, 8);
   }
-  const std::string dir = temp_dir("resume") + "/ckpt";
+  const std::string dir = temp_dir(name) + "/ckpt";
   std::vector<double> resumed;
   {
-    Engine en(config(2, 8));
+    Engine en(cfg);
     moe_engine_set_data(en.e, corpus_tokens().c_str());
     resumed = train(en.e, 4);
     CHECK(moe_engine_save_checkpoint(en.e, dir.c_str()) == MOE_OK);
   }
   {
-    Engine en(config(2, 8));
+    Engine en(cfg);
     moe_engine_set_data(en.e, corpus_tokens().c_str());
     CHECK_MSG(moe_engine_resume_from(en.e, dir.c_str()) == MOE_OK, moe_engine_last_error(en.e));
     CHECK(moe_engine_step_count(en.e) == 4);
     auto rest = train(en.e, 8);
     resumed.insert(resumed.end(), rest.begin(), rest.end());
   }
-  CHECK(resumed.size() == 8);
-  CHECK(resumed == full);
+  CHECK_MSG(resumed.size() == 8 && resumed == full, name + ": the resumed losses differ");
+}
+
+TEST(resume_continues_exactly_like_uninterrupted) { check_resume_is_exact("resume", config(2, 8)); }
+
+TEST(resume_on_devices_with_pipelining_continues_exactly) {
+  // LLEP spills and memory reuse S3 are deterministic, so a resumed run repeats the same bits.
+  check_resume_is_exact("resume_devices",
+                        config(2, 8, "mixtral", 1,
+                               R"(, "routing_skew": {"distribution": "hot", "hot_fraction": 0.9, "seed": 2},
+                                  "placement": {"devices": 3, "policy": "least-loaded", "lambda": 1.0, "min_tokens": 4},
+                                  "pipeline": {"partitions": 2, "memory_reuse": "S3"})"));
 }
 
 TEST(steps_stop_at_train_steps_and_on_request) {
