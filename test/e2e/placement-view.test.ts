@@ -49,6 +49,8 @@ describe('placement in the workbench', () => {
     await expect.poll(() => page.locator('[data-issues-for="pipeline.partitions"]').textContent()).toBe('must be a whole number in [1, 64] or "auto"')
     await input('pipeline.partitions').fill('2')
     await input('pipeline.memory_reuse').selectOption('S2')
+    await page.locator('[data-section="placement"]').scrollIntoViewIfNeeded()
+    await screenshot(page, 'new-run-placement')
   })
 
   it('starts a placed, skewed run from the form, recorded with its placement', async () => {
