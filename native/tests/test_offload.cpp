@@ -24,19 +24,21 @@ TEST(offloaded_training_is_bit_identical_to_resident) {
         const Run resident = train(v);
         for (bool ssd : {false, true})
           for (const char* optimizer : {"expert", "layer"})
-            for (double pin : {0.0, 0.25, 0.5})
-              for (int lookahead : {1, 2}) {
-                Variant o = v;
-                const std::string opt = std::string(R"(, "optimizer": ")") + optimizer + "\"";
-                o.offload = ssd ? ssd_offload(pin, lookahead, opt) : host_offload(pin, lookahead, 4, opt);
-                const Run off = train(o);
-                const std::string what =
-                    std::string(ssd ? "ssd " : "host ") + optimizer + " " + describe(v, pin, lookahead);
-                CHECK_MSG(same_bits(off.losses, resident.losses), what + ": losses differ");
-                CHECK_MSG(same_bits(off.grad_norms, resident.grad_norms), what + ": grad norms differ");
-                CHECK_MSG(same_bits(off.params, resident.params), what + ": weights differ");
-                CHECK_MSG(same_bits(off.m, resident.m) && same_bits(off.v, resident.v), what + ": moments differ");
-              }
+            for (const char* stream : {"worker", "inline"})
+              for (double pin : {0.0, 0.25, 0.5})
+                for (int lookahead : {1, 2}) {
+                  Variant o = v;
+                  const std::string opt = std::string(R"(, "optimizer": ")") + optimizer + R"(", "copy_stream": ")" +
+                                          stream + "\"";
+                  o.offload = ssd ? ssd_offload(pin, lookahead, opt) : host_offload(pin, lookahead, 4, opt);
+                  const Run off = train(o);
+                  const std::string what = std::string(ssd ? "ssd " : "host ") + optimizer + " " + stream + " " +
+                                           describe(v, pin, lookahead);
+                  CHECK_MSG(same_bits(off.losses, resident.losses), what + ": losses differ");
+                  CHECK_MSG(same_bits(off.grad_norms, resident.grad_norms), what + ": grad norms differ");
+                  CHECK_MSG(same_bits(off.params, resident.params), what + ": weights differ");
+                  CHECK_MSG(same_bits(off.m, resident.m) && same_bits(off.v, resident.v), what + ": moments differ");
+                }
       }
 }
 

@@ -47,7 +47,8 @@ describe('offload fields', () => {
     expect(keys(resident)).toEqual(['mode'])
     const host = set(resident, 'mode', 'host')
     expect(keys(host)).toEqual([
-      'mode', 'device_budget_bytes', 'expert_slots', 'lookahead', 'pin_fraction', 'pin_policy', 'optimizer', 'optimizer_overlap', 'host_budget_bytes',
+      'mode', 'device_budget_bytes', 'expert_slots', 'lookahead', 'pin_fraction', 'pin_policy', 'optimizer', 'optimizer_overlap', 'copy_stream',
+      'host_budget_bytes',
     ])
     expect(keys(set(host, 'mode', 'ssd'))).toContain('cache_experts')
     expect(keys(set(host, 'mode', 'ssd'))).not.toContain('lfu_decay')

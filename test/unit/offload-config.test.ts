@@ -24,7 +24,7 @@ describe('offload config', () => {
     expect(config().offload).toBeUndefined()
     expect(config({}).offload).toEqual({
       mode: 'none', device_budget_bytes: null, expert_slots: null, lookahead: 1, pin_fraction: 0.25, pin_policy: 'previous',
-      optimizer: 'expert', optimizer_overlap: true, host_budget_bytes: null, cache_policy: 'lru', cache_experts: null,
+      optimizer: 'expert', optimizer_overlap: true, copy_stream: 'auto', host_budget_bytes: null, cache_policy: 'lru', cache_experts: null,
       lfu_threshold: 2, lfu_decay: 0.5, lfu_decay_every: 64, prefetch: true,
     })
   })

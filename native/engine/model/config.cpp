@@ -344,6 +344,12 @@ OffloadConfig parse_offload_config(const json::Value& obj) {
   o.lfu_decay = r.number("lfu_decay", o.lfu_decay, 1e-9, 1.0);
   o.lfu_decay_every = r.integer("lfu_decay_every", o.lfu_decay_every, 1, kBig);
   o.prefetch = r.boolean("prefetch", o.prefetch);
+  if (const json::Value* stream = r.get("copy_stream", json::Type::String)) {
+    if (stream->string == "auto") o.copy_stream = CopyStream::Auto;
+    else if (stream->string == "worker") o.copy_stream = CopyStream::Worker;
+    else if (stream->string == "inline") o.copy_stream = CopyStream::Inline;
+    else fail("offload.copy_stream: \"" + stream->string + "\" is not supported; use \"auto\", \"worker\" or \"inline\"");
+  }
   if (const json::Value* dir = r.raw("ssd_dir"); dir && !dir->is_null()) {
     if (dir->type != json::Type::String || dir->string.empty())
       fail("offload.ssd_dir: must be a directory path or null");
@@ -459,6 +465,9 @@ json::Value offload_config_to_json(const OffloadConfig& c) {
   o.set("pin_policy", Value::of(pin_policy_name(c.pin_policy)));
   o.set("optimizer", Value::of(expert_optimizer_name(c.optimizer)));
   o.set("optimizer_overlap", Value::of(c.optimizer_overlap));
+  o.set("copy_stream", Value::of(c.copy_stream == CopyStream::Auto     ? "auto"
+                                 : c.copy_stream == CopyStream::Worker ? "worker"
+                                                                       : "inline"));
   if (c.mode == OffloadMode::Ssd) {
     o.set("host_budget_bytes", c.host_budget_bytes ? Value::of(static_cast<double>(c.host_budget_bytes)) : Value::null());
     o.set("cache_policy", Value::of(cache_policy_name(c.cache_policy)));

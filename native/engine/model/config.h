@@ -73,6 +73,11 @@ enum class PinPolicy { Previous, Ema, None };
 // step late (ZeRO-Offload's delayed parameter update: not exact, an ablation baseline).
 enum class ExpertOptimizer { Expert, Layer, Delayed };
 enum class CachePolicy { Lru, Lfu, NextUse };
+// Where uploads run: a copy worker beside the compute threads (overlapping them), or inline on the compute
+// thread. On the CPU backend a copy worker only hides anything when it has a core of its own; auto chooses inline
+// for the host tier when the compute threads take every core, and the worker otherwise (the SSD tier's reads
+// must overlap compute).
+enum class CopyStream { Auto, Worker, Inline };
 
 struct OffloadConfig {
   OffloadMode mode = OffloadMode::None;
@@ -83,6 +88,7 @@ struct OffloadConfig {
   PinPolicy pin_policy = PinPolicy::Previous;
   ExpertOptimizer optimizer = ExpertOptimizer::Expert;
   bool optimizer_overlap = true;  // false: expert updates run after the dense update and are waited for
+  CopyStream copy_stream = CopyStream::Auto;
   // SSD tier: expert state in files under ssd_dir, reached through a host cache of cache_experts entries.
   int64_t host_budget_bytes = 0;  // 0: unlimited (JSON null)
   CachePolicy cache_policy = CachePolicy::Lru;

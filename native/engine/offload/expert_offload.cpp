@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -59,6 +60,10 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
       pins_(cfg.pin_policy, 0, {}),
       update_ticket_(std::make_unique<std::atomic<uint64_t>[]>(model.layout().expert_ranges().size())),
       host_pool_(host_threads) {
+  // A copy worker competing with compute threads that take every core hides nothing and slows their barriers.
+  inline_copies_ = cfg.copy_stream == CopyStream::Inline ||
+                   (cfg.copy_stream == CopyStream::Auto && cfg.mode == OffloadMode::Host &&
+                    std::thread::hardware_concurrency() <= static_cast<unsigned>(model.backend().threads()));
   const ModelConfig& mc = model.config();
   const ParamLayout& layout = model.layout();
   check(!layout.expert_ranges().empty(), "offload.mode: expert offload needs routed experts; this model has none");
@@ -325,7 +330,7 @@ void ExpertOffload::issue(int i) {
   const bool grad_up = pass_ == ExpertPass::Backward && !pinned && x.grad_down;
   const bool grad_zero = pinned || (pass_ == ExpertPass::Backward && !x.grad_down);
   float *w_dst = s.w.f(), *g_dst = s.g.f();
-  s.ticket = copy_worker_.submit([=, this] {
+  auto upload = [=, this] {
     if (weights_up || grad_up) {
       // The next use of an expert waits for its last update (no staleness); other experts' updates run on.
       optimizer_worker_.wait(update_ticket_[i]);
@@ -337,7 +342,18 @@ void ExpertOffload::issue(int i) {
       store_->release(i, 0);
     }
     if (grad_zero) std::memset(g_dst, 0, bytes);
-  });
+  };
+  if (inline_copies_) {
+    // The compute thread copies: nothing is hidden, so the whole time counts as a stall. Downloads queued on
+    // the copy worker (possibly from this slot) finish first, as they would in the worker's FIFO order.
+    const auto t0 = Clock::now();
+    copy_worker_.drain();
+    upload();
+    stats_.stall_ms += ms_between(t0, Clock::now());
+    s.ticket = 0;
+  } else {
+    s.ticket = copy_worker_.submit(upload);
+  }
   stats_.bytes_h2d += static_cast<int64_t>(bytes * ((weights_up ? 1 : 0) + (grad_up ? 1 : 0)));
   if (weights_up) ++stats_.uploads[x.moe_layer][x.e];
 }

@@ -180,6 +180,7 @@ class ExpertOffload final : public ExpertAccess {
   int pending_t_ = 0;
   double pending_lr_ = 0, pending_scale_ = 1;
 
+  bool inline_copies_ = false;  // uploads run on the compute thread (offload.copy_stream)
   ThreadPool host_pool_;      // the expert updates (optimizer worker)
   ThreadPool copy_pool_{1};  // gradient norms, on the copy worker or (when it is idle) the compute thread
   SerialWorker copy_worker_, optimizer_worker_;
