@@ -86,7 +86,7 @@ describe('offload settings', () => {
     const rows = Object.fromEntries(offloadSettings(config({ mode: 'auto' }), resolved).map((r) => [r.label, r.value]))
     expect(rows).toEqual({
       mode: 'auto → host', 'expert slots': '3', 'device budget': '6.00 MiB (the machine’s)', lookahead: '1', pinning: '0.25 of the slots, by previous',
-      optimizer: 'expert-wise host AdamW',
+      optimizer: 'expert-wise host AdamW', 'copy stream': 'auto (inline for the host tier when compute takes every core, else a copy worker)',
     })
   })
 
@@ -95,6 +95,8 @@ describe('offload settings', () => {
     expect(delayed.find((r) => r.label === 'optimizer')!.value).toBe('delayed (one-step stale: ZeRO-Offload-style ablation, not exact), after the step (no overlap)')
     expect(delayed.find((r) => r.label === 'lookahead')!.value).toBe('0 (no pipelining: upload when needed)')
     expect(delayed.find((r) => r.label === 'device budget')!.value).toBe('none (expert_slots fixed)')
+    const inline = offloadSettings(config({ mode: 'host', expert_slots: 3, copy_stream: 'inline' }), { ...resolved, requested: 'host' })
+    expect(inline.find((r) => r.label === 'copy stream')!.value).toBe('inline on the compute thread')
     const ssd = offloadSettings(config({ mode: 'ssd', expert_slots: 3, cache_experts: 6, cache_policy: 'lfu' }), { ...resolved, mode: 'ssd', cacheExperts: 6 })
     expect(ssd.find((r) => r.label === 'host cache')!.value).toBe('6 experts, lfu (threshold 2, decay 0.5 every 64)')
     expect(ssd.find((r) => r.label === 'host budget')!.value).toBe('none (cache_experts fixed)')

@@ -10,6 +10,11 @@ export interface SettingRow {
   value: string
 }
 
+const COPY_STREAMS = {
+  auto: 'auto (inline for the host tier when compute takes every core, else a copy worker)',
+  worker: 'a copy worker overlapping compute',
+  inline: 'inline on the compute thread',
+}
 const OPTIMIZERS = { expert: 'expert-wise host AdamW', layer: 'layer-wise host AdamW', delayed: 'delayed (one-step stale: ZeRO-Offload-style ablation, not exact)' }
 
 // The budget the engine trains under: the config's, else the planner's when nothing else sizes the tier
@@ -29,6 +34,7 @@ export function offloadSettings(config: RunConfig, resolved: ResolvedOffload): S
     { label: 'lookahead', value: o.lookahead === 0 ? '0 (no pipelining: upload when needed)' : String(o.lookahead) },
     { label: 'pinning', value: o.pin_policy === 'none' || o.pin_fraction === 0 ? 'off' : `${o.pin_fraction} of the slots, by ${o.pin_policy}` },
     { label: 'optimizer', value: `${OPTIMIZERS[o.optimizer]}${o.optimizer_overlap ? '' : ', after the step (no overlap)'}` },
+    { label: 'copy stream', value: COPY_STREAMS[o.copy_stream] },
   ]
   if (resolved.mode === 'ssd') {
     const lfu = o.cache_policy === 'lfu' ? ` (threshold ${o.lfu_threshold}, decay ${o.lfu_decay} every ${o.lfu_decay_every})` : ''
