@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/cpu/adamw.h"
+#include "core/host_memory.h"
 #include "backend/cpu/gemm.h"
 #include "bench_timing.h"
 #include "commands.h"
@@ -60,8 +61,9 @@ Options parse(int argc, char** argv) {
 
 // Page-aligned, uninitialised float array (std::vector would zero 800 MB serially).
 struct FloatArray {
-  std::unique_ptr<float, decltype(&std::free)> ptr{nullptr, &std::free};
-  explicit FloatArray(size_t n) : ptr(static_cast<float*>(std::aligned_alloc(4096, (n * sizeof(float) + 4095) / 4096 * 4096)), &std::free) {
+  std::unique_ptr<float, decltype(&moe::host_free)> ptr{nullptr, &moe::host_free};
+  // The engine's own host allocator, so the kernels run on the memory they get in training.
+  explicit FloatArray(size_t n) : ptr(static_cast<float*>(moe::host_alloc(n * sizeof(float))), &moe::host_free) {
     if (!ptr) moe::fail("bench: cannot allocate " + std::to_string(n * sizeof(float)) + " bytes");
   }
   float* get() const { return ptr.get(); }

@@ -20,6 +20,7 @@
 #include "backend/cpu/sigmoid_gate.h"
 #include "backend/cpu/swiglu.h"
 #include "core/error.h"
+#include "core/host_memory.h"
 
 namespace moe {
 namespace {
@@ -35,11 +36,11 @@ class CpuBackend final : public Backend {
   int threads() const override { return tp_.threads(); }
 
   void* alloc(MemKind, size_t bytes) override {
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    void* p = host_alloc(bytes);
     check(p != nullptr || bytes == 0, "out of host memory allocating " + std::to_string(bytes) + " bytes");
     return p;
   }
-  void release(MemKind, void* ptr) override { std::free(ptr); }
+  void release(MemKind, void* ptr) override { host_free(ptr); }
   void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void zero(void* ptr, size_t bytes) override { std::memset(ptr, 0, bytes); }
   void synchronize() override {}

@@ -1,0 +1,14 @@
+// Host memory for the CPU backend and its benchmarks. Blocks of 4 MiB or more are 2 MiB aligned and asked for
+// transparent huge pages (Linux's default "madvise" mode gives them only when asked): the streaming kernels
+// (AdamW, the GEMMs' packing, large copies) otherwise spend much of their time on TLB misses, and how much
+// depended on where the pages happened to land.
+#pragma once
+#include <cstddef>
+
+namespace moe {
+
+// 64-byte aligned (2 MiB for large blocks); null only when bytes == 0 or memory is exhausted.
+void* host_alloc(size_t bytes);
+void host_free(void* ptr);
+
+}  // namespace moe
