@@ -216,6 +216,14 @@ const byRun = z.object({ id: RunIdSchema }).strict()
 const ok = z.object({ ok: z.literal(true) })
 
 // Request name -> params schema and result schema.
+/** One MoE layer of a run over an optional step range: what the per-layer metrics requests take. */
+const LayerStepRange = z.object({
+  id: RunIdSchema,
+  layer: z.number().int().min(0),
+  fromStep: z.number().int().min(0).optional(),
+  toStep: z.number().int().min(0).optional(),
+})
+
 export const requests = {
   'runs.list': { params: noParams, result: z.array(RunSummarySchema) },
   'runs.get': { params: byRun, result: RunDetailSchema },
@@ -242,15 +250,7 @@ export const requests = {
     result: SeriesSchema,
   },
   'metrics.expertLoad': {
-    params: z
-      .object({
-        id: RunIdSchema,
-        layer: z.number().int().min(0),
-        fromStep: z.number().int().min(0).optional(),
-        toStep: z.number().int().min(0).optional(),
-        maxSteps: z.number().int().min(1).max(2000).default(2000),
-      })
-      .strict(),
+    params: LayerStepRange.extend({ maxSteps: z.number().int().min(1).max(2000).default(2000) }).strict(),
     result: ExpertLoadSchema,
   },
   'metrics.stepLoads': {
@@ -258,14 +258,7 @@ export const requests = {
     result: StepLoadsSchema,
   },
   'metrics.placement': {
-    params: z
-      .object({
-        id: RunIdSchema,
-        layer: z.number().int().min(0),
-        fromStep: z.number().int().min(0).optional(),
-        toStep: z.number().int().min(0).optional(),
-        maxPoints: z.number().int().min(2).max(2000).default(2000),
-      })
+    params: LayerStepRange.extend({ maxPoints: z.number().int().min(2).max(2000).default(2000) })
       .strict()
       .describe('one MoE layer’s placement over a step range; one step’s loads per device are in metrics.stepLoads'),
     result: PlacementSeriesSchema,

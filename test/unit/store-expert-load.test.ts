@@ -1,11 +1,11 @@
 
-import { afterEach, beforeEach, describe, expect, test } from 'vitest'
+import { describe, expect, test } from 'vitest'
 
 import { encodeLayered, layeredArrays, viewLayered, type ElementBytes } from '../../main/host/store/blobs'
 import { openDatabase } from '../../main/host/store/db'
 import { EXPERT_TIER, TelemetryStore } from '../../main/host/store/store'
 import { placementOf } from '../bench/synthetic-placement'
-import { TINY_CONFIG, stepRecord, storeWithRun, tokensAt, wallTimeOf } from './store-fixtures'
+import { TINY_CONFIG, stepRecord, tokensAt, wallTimeOf, withStoreRun } from './store-fixtures'
 
 describe('layered blob codec', () => {
   const layers = [Int32Array.of(5, -3, 0), Int32Array.of(), Int32Array.of(127, -128, 1, 2)]
@@ -47,16 +47,9 @@ describe('layered blob codec', () => {
 })
 
 describe('expert loads through the store', () => {
-  let cleanup: () => void
   let path: string
   let store: TelemetryStore
-  beforeEach(() => {
-    ;({ store, path, cleanup } = storeWithRun())
-  })
-  afterEach(() => {
-    store.close()
-    cleanup()
-  })
+  withStoreRun((opened) => ({ store, path } = opened))
 
   // A PR-MoE pyramid: layers with different expert counts, to catch slicing at the wrong offsets.
   const PYRAMID = [4, 6, 8]

@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 import { build } from 'rolldown'
+import { afterEach, beforeEach } from 'vitest'
 
 import { RunConfigSchema } from '../../main/api/config'
 import { TelemetryStore, type RunRecord, type StepTelemetry } from '../../main/host/store/store'
@@ -28,6 +29,19 @@ export function storeWithRun(): { store: TelemetryStore; path: string; cleanup: 
   const store = TelemetryStore.open(path)
   store.insertRun(runRecord('r1'))
   return { store, path, cleanup }
+}
+
+/** storeWithRun() for each test of the file (or describe block): handed to `set` before it, closed and removed after. */
+export function withStoreRun(set: (opened: { store: TelemetryStore; path: string }) => void): void {
+  let opened: ReturnType<typeof storeWithRun> | undefined
+  beforeEach(() => {
+    opened = storeWithRun()
+    set(opened)
+  })
+  afterEach(() => {
+    opened?.store.close()
+    opened?.cleanup()
+  })
 }
 
 export function runRecord(id: string, overrides: Partial<RunRecord> = {}): RunRecord {

@@ -2,24 +2,17 @@
 // step, read back per step (loads per device) and per layer over a step range (imbalance, spills, copies);
 // with step record v5, how each layer ran on the devices and each device's peak bytes (migration 4).
 
-import { afterEach, beforeEach, describe, expect, test } from 'vitest'
+import { describe, expect, test } from 'vitest'
 
 import { openDatabase } from '../../main/host/store/db'
 import { TelemetryStore } from '../../main/host/store/store'
 import { placementOf, type StepPlacement } from '../bench/synthetic-placement'
-import { stepRecord, storeWithRun, wallTimeOf } from './store-fixtures'
+import { stepRecord, wallTimeOf, withStoreRun } from './store-fixtures'
 import { withExecution } from './synthetic-execution'
 
-let cleanup: () => void
 let path: string
 let store: TelemetryStore
-beforeEach(() => {
-  ;({ store, path, cleanup } = storeWithRun())
-})
-afterEach(() => {
-  store.close()
-  cleanup()
-})
+withStoreRun((opened) => ({ store, path } = opened))
 
 // Step s puts every expert on device (e + s) mod 4: a different placement, and different loads, each step.
 const placedRecord = (step: number) => {

@@ -1,26 +1,19 @@
 
-import { afterEach, beforeEach, describe, expect, test } from 'vitest'
+import { describe, expect, test } from 'vitest'
 
 import type { ScalarMetric } from '../../main/api/contract'
 import { openDatabase } from '../../main/host/store/db'
 import { TelemetryStore } from '../../main/host/store/store'
 import { placementOf } from '../bench/synthetic-placement'
-import { stepRecord, stepRecords, storeWithRun, wallTimeOf } from './store-fixtures'
+import { stepRecord, stepRecords, wallTimeOf, withStoreRun } from './store-fixtures'
 
 const ALL_METRICS: ScalarMetric[] = [
   'loss', 'aux_loss', 'lr', 'grad_norm', 'tokens', 'tokens_per_s', 'step_ms', 'forward_ms', 'backward_ms', 'optimizer_ms',
 ]
 
-let cleanup: () => void
 let path: string
 let store: TelemetryStore
-beforeEach(() => {
-  ;({ store, path, cleanup } = storeWithRun())
-})
-afterEach(() => {
-  store.close()
-  cleanup()
-})
+withStoreRun((opened) => ({ store, path } = opened))
 
 const append = (first: number, count: number) =>
   store.appendSteps('r1', stepRecords(first, count), Array.from({ length: count }, (_, i) => wallTimeOf(first + i)))

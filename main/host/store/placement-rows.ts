@@ -18,9 +18,6 @@ const PLACEMENT_COLUMNS = [
 export const INSERT_PLACEMENT_SQL =
   `INSERT INTO layer_placements (${PLACEMENT_COLUMNS.join(', ')}) VALUES (${PLACEMENT_COLUMNS.map(() => '?').join(', ')})`
 
-/** How one MoE layer's expert phase ran on the devices at one step, as stored (as the step record has it). */
-export type LayerExecutionRow = LayerExecution
-
 /** One MoE layer's placement at one step, as stored. */
 export interface LayerDevices {
   imbalanceBefore: number
@@ -30,7 +27,7 @@ export interface LayerDevices {
   loadBefore: Int32Array
   loadAfter: Int32Array
   /** null when the step's record did not say how the layer ran (before step record v5, or not measured). */
-  execution: LayerExecutionRow | null
+  execution: LayerExecution | null
 }
 
 /** Memory-reuse strategies the engine records: 0 none, 1..4 S1..S4. */
@@ -68,7 +65,7 @@ export function encodePlacement(runId: string, r: StepTelemetry): SqlValue[][] {
   })
 }
 
-function executionValues(x: LayerExecutionRow | undefined, devices: number, fail: (what: string) => StoreError): SqlValue[] {
+function executionValues(x: LayerExecution | undefined, devices: number, fail: (what: string) => StoreError): SqlValue[] {
   if (!x) return [null, null, null, null, null, null, null, null, null]
   for (const [name, v] of [['criticalMs', x.criticalMs], ['wallMs', x.wallMs], ['predictedMs', x.predictedMs]] as const)
     if (!Number.isFinite(v) || v < 0) throw fail(`${name} ${v} is not a time`)
@@ -104,7 +101,7 @@ export function decodeLayerDevices(runId: string, row: SqlRow): LayerDevices {
     }
   }
   const loadBefore = loads('load_before')
-  let execution: LayerExecutionRow | null = null
+  let execution: LayerExecution | null = null
   if (row.device_busy_ms != null) {
     let deviceBusyMs: Float64Array
     try {

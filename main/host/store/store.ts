@@ -15,7 +15,7 @@ import { RUN_COLUMNS, patchToColumns, runFromRow, runToRow } from './run-rows'
 import { INSERT_LOADS_SQL, INSERT_STEP_SQL, encodeStep, tokensPerSecond } from './step-rows'
 import type { RunRecord, StepTelemetry } from './types'
 
-export type { LayerDevices, LayerExecutionRow } from './placement-rows'
+export type { LayerDevices } from './placement-rows'
 export type { DatasetSpec, RunRecord, StepTelemetry } from './types'
 export { EXPERT_TIER } from './types'
 export { StoreError } from './errors'

@@ -113,27 +113,27 @@ ReuseStrategy DeviceExperts::choose_strategy_for(int n) {
     if (m == n) return s;
   // Equation 10 needs this machine's speeds: a pass without reuse measures them.
   if (!group_.speeds().known()) run_forward(n, ReuseStrategy::None);
-  LayerSizes sizes;
-  for (const DeviceRows& r : dev_) sizes.B = std::max(sizes.B, r.rows);
+  LayerSizes sizes = layer_sizes(n);
   sizes.B = std::max<int64_t>(sizes.B, n);
-  sizes.M = shape_.C;
-  sizes.H = shape_.F;
-  sizes.E = E_;
-  sizes.n = n;
   const ReuseStrategy s = choose_strategy(group_.speeds().stream_speeds(), sizes);
   strategy_by_n_.emplace_back(n, s);
   return s;
 }
 
-double DeviceExperts::predicted_ms(int n, ReuseStrategy strategy) const {
-  if (n < 2 || !group_.speeds().known()) return 0;
+LayerSizes DeviceExperts::layer_sizes(int n) const {
   LayerSizes sizes;
-  for (const DeviceRows& r : dev_) sizes.B = std::max(sizes.B, r.rows);
-  if (sizes.B < n) return 0;
+  for (const DeviceRows& r : dev_) sizes.B = std::max(sizes.B, r.rows);  // equation 10 is per device: the busiest
   sizes.M = shape_.C;
   sizes.H = shape_.F;
   sizes.E = E_;
   sizes.n = n;
+  return sizes;
+}
+
+double DeviceExperts::predicted_ms(int n, ReuseStrategy strategy) const {
+  if (n < 2 || !group_.speeds().known()) return 0;
+  const LayerSizes sizes = layer_sizes(n);
+  if (sizes.B < n) return 0;
   const ReuseCost c = reuse_costs(group_.speeds().stream_speeds(), sizes)[int(strategy)];
   return c.forward_ms + c.backward_ms;
 }
@@ -151,7 +151,7 @@ void DeviceExperts::lay_out(int n) {
     for (int p = 0; p < n; ++p) {
       const int lo = int(int64_t(piece.count) * p / n), hi = int(int64_t(piece.count) * (p + 1) / n);
       if (hi == lo) continue;
-      r.parts[p].push_back({int(i), offsets_[piece.expert] + piece.begin + lo, dev_row[piece.device] + lo,
+      r.parts[p].push_back({int(i), int64_t(offsets_[piece.expert]) + piece.begin + lo, dev_row[piece.device] + lo,
                             r.part_rows[p], hi - lo});
       r.part_rows[p] += hi - lo;
       r.max_chunk_rows = std::max<int64_t>(r.max_chunk_rows, hi - lo);
@@ -403,12 +403,12 @@ DeviceExperts::PassStats DeviceExperts::run_backward(Backend& main, ReuseStrateg
   return s;
 }
 
-void DeviceExperts::forward(ExpertAccess& experts, const std::vector<int64_t>& offsets, const std::vector<int>& rows,
+void DeviceExperts::forward(ExpertAccess& experts, const std::vector<int32_t>& offsets, const std::vector<int32_t>& rows,
                             const float* xs, float* ys, int64_t tokens) {
   offsets_ = offsets;
   xs_ = xs;
   ys_ = ys;
-  placement_ = place_experts(group_.placement(), std::vector<int32_t>(rows.begin(), rows.end()), cost_model());
+  placement_ = place_experts(group_.placement(), rows, cost_model());
   std::vector<int> order;
   for (int e = 0; e < E_; ++e)
     if (rows[e] > 0) order.push_back(e);
@@ -438,10 +438,11 @@ void DeviceExperts::backward(Backend& main, ExpertAccess& experts, const float* 
   dys_ = dys;
   xs_ = xs;
   dxs_ = dxs;
+  std::vector<bool> placed(E_, false);
+  for (const ExpertPiece& piece : placement_.pieces) placed[piece.expert] = true;
   std::vector<int> order;
   for (int e = E_ - 1; e >= 0; --e)
-    if (std::any_of(placement_.pieces.begin(), placement_.pieces.end(), [e](const ExpertPiece& p) { return p.expert == e; }))
-      order.push_back(e);
+    if (placed[e]) order.push_back(e);
   experts.plan(layer_, ExpertPass::Backward, order);
   std::vector<FfnParams> home_g(E_);
   for (int e : order) {

@@ -34,7 +34,7 @@ class DeviceExperts {
 
   // Expert e's rows are xs[offsets[e], offsets[e] + rows[e]) of the layer's slot order ([S, C] on the host
   // side); ys gets the experts' outputs in the same rows. tokens: the layer's token count B (Algorithm 1's key).
-  void forward(ExpertAccess& experts, const std::vector<int64_t>& offsets, const std::vector<int>& rows,
+  void forward(ExpertAccess& experts, const std::vector<int32_t>& offsets, const std::vector<int32_t>& rows,
                const float* xs, float* ys, int64_t tokens);
   // dys, xs [S, C] as in forward; dxs gets the rows' input gradients (every row written).
   void backward(Backend& main, ExpertAccess& experts, const float* dys, const float* xs, float* dxs);
@@ -86,6 +86,7 @@ class DeviceExperts {
   // forward compute; else restored before backward). Returns the job, or -1 when the strategy offloads nothing.
   int add_host_copies(JobGraph& g, Backend& be, DeviceRows& r, int p, ReuseStrategy strategy, float* X, float* H,
                       float* A, bool to_host, std::vector<int> deps) const;
+  LayerSizes layer_sizes(int n) const;  // Table I's sizes for this step's busiest device at n partitions
   double predicted_ms(int n, ReuseStrategy strategy) const;
   void add_to_record(const PassStats& s);
   ExpertCostModel cost_model() const;
@@ -101,7 +102,7 @@ class DeviceExperts {
   Placement placement_;
   std::vector<PieceParams> params_;
   std::vector<DeviceRows> dev_;
-  std::vector<int64_t> offsets_;
+  std::vector<int32_t> offsets_;
   const float *xs_ = nullptr, *dys_ = nullptr;
   float *ys_ = nullptr, *dxs_ = nullptr;
   int n_ = 1;

@@ -122,10 +122,9 @@ RouterLosses MoeLayer::forward(Backend& be, const LayerParams& p, ExpertAccess& 
   reserve_floats(be, ys_, S * C);
   if (devices_) {
     be.permute_forward(xs_.f(), x, plan_, C);
-    std::vector<int64_t> offsets(plan_.offsets.begin(), plan_.offsets.end() - 1);
-    std::vector<int> expert_rows(E);
+    std::vector<int32_t> expert_rows(E);
     for (int e = 0; e < E; ++e) expert_rows[e] = rows(e);
-    devices_->forward(experts, offsets, expert_rows, xs_.f(), ys_.f(), N);
+    devices_->forward(experts, plan_.offsets, expert_rows, xs_.f(), ys_.f(), N);
   } else {
     forward_experts(be, experts, x);
   }
