@@ -1,6 +1,7 @@
 // `moe-engine bench`: micro-benchmarks of the CPU kernels the training step leans on.
 //   --gemm    sgemm GFLOP/s on the expert-FFN shapes (forward up/down, backward dx/dW), median of reps
-//   --adamw   fused AdamW parameters/s on one 50M-parameter tensor
+//   --adamw   fused AdamW parameters/s on one 50M-parameter tensor, and the same seven memory streams (read p, g,
+//             m, v; write p, m, v) with no Adam arithmetic: the ceiling this machine's memory puts on any AdamW
 //   --stream  STREAM triad bytes/s (a = b + s·c, arrays far larger than the caches), best of reps
 //   --threads N (default 2), --json (one JSON object per line instead of a table)
 // With none of --gemm/--adamw/--stream, all three run. The FMA peak (register-only loop) is always printed.
@@ -188,6 +189,17 @@ void bench_gemm(moe::ThreadPool& tp, const Options& o) {
 
 // ---- AdamW on one 50M-parameter tensor ----
 
+// AdamW's memory traffic without its arithmetic: what the loop would reach if the arithmetic were free.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void adamw_streams(float* p, const float* g, float* m,
+                                                                                 float* v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float mi = m[i] + g[i], vi = v[i] + g[i];
+    m[i] = mi;
+    v[i] = vi;
+    p[i] += mi * vi;
+  }
+}
+
 void bench_adamw(moe::ThreadPool& tp, const Options& o) {
   const int64_t n = 50'000'000;
   FloatArray p(n), g(n), m(n), v(n);
@@ -205,10 +217,24 @@ void bench_adamw(moe::ThreadPool& tp, const Options& o) {
     if (step > 1) t.push_back(seconds_since(t0));
   }
   const double s = median(t);
-  if (o.json)
+  t.clear();
+  for (int rep = 0; rep < 10; ++rep) {
+    auto t0 = Clock::now();
+    tp.parallel_for(
+        n, [&](int64_t b, int64_t e, int) { adamw_streams(p.get() + b, g.get() + b, m.get() + b, v.get() + b, e - b); },
+        16);
+    t.push_back(seconds_since(t0));
+  }
+  const double streams = median(t);
+  if (o.json) {
     std::printf("{\"bench\":\"adamw\",\"params\":%lld,\"seconds\":%.6g,\"params_per_s\":%.6g}\n", (long long)n, s, n / s);
-  else
+    std::printf("{\"bench\":\"adamw_streams\",\"params\":%lld,\"seconds\":%.6g,\"params_per_s\":%.6g}\n", (long long)n,
+                streams, n / streams);
+  } else {
     std::printf("adamw    %lld params  %.2f ms/step  %.3f Gparam/s\n", (long long)n, s * 1e3, n / s / 1e9);
+    std::printf("streams  %lld params  %.2f ms/pass  %.3f Gparam/s (AdamW's 4 reads + 3 writes, no arithmetic)\n",
+                (long long)n, streams * 1e3, n / streams / 1e9);
+  }
 }
 
 // ---- STREAM triad ----

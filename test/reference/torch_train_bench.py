@@ -5,8 +5,9 @@
         /usr/bin/python3 test/reference/torch_train_bench.py [CONFIG.json] [--threads 2] [--warmup 2] [--steps 5]
 
 Without CONFIG.json it runs the `tiny` preset (mixtral arch: L=4, d_model 256, 4 heads, seq 256, batch 8, vocab 256,
-8 SwiGLU experts of d_ff 1024, top-2). Random tokens, fp32; times forward + backward + clipping + AdamW steps and
-prints one JSON line with "tokens_per_s".
+8 SwiGLU experts of d_ff 1024, top-2). Random tokens, fp32 (or, with --autocast-bf16, the forward
+under torch.autocast("cpu", bfloat16), PyTorch's own mixed precision); times forward + backward + clipping + AdamW
+steps and prints one JSON line with "tokens_per_s".
 
 The MoE layer is the fast eager formulation: sort the N*K assignments by expert once, gather the tokens into
 contiguous per-expert segments, one matmul chain per expert, scale by the routing weights, one index_add back.
@@ -124,7 +125,7 @@ class MoE(nn.Module):
         segments = h.index_select(0, token).split(counts.tolist())
         outputs = [expert(seg) for expert, seg in zip(self.experts, segments) if seg.shape[0]]
         routed = torch.cat(outputs) * weights.view(-1).index_select(0, order).unsqueeze(1)
-        y = torch.zeros_like(h).index_add(0, token, routed)
+        y = torch.zeros_like(h).index_add(0, token, routed.to(h.dtype))
         if hasattr(self, "shared"):
             shared = self.shared(h)
             y = y + (torch.sigmoid(self.shared_gate(h)) * shared if hasattr(self, "shared_gate") else shared)
@@ -212,14 +213,15 @@ def load_config(path):
         return moe_ref.resolve_config(json.load(f))
 
 
-def train_steps(model, optimizer, t, batches, first_step, n_steps):
+def train_steps(model, optimizer, t, batches, first_step, n_steps, autocast_bf16):
     for step in range(first_step, first_step + n_steps):
         lr = moe_ref.lr_at(step, t)
         for group in optimizer.param_groups:
             group["lr"] = lr
         optimizer.zero_grad(set_to_none=True)
         for tokens, targets in batches:
-            loss, reg = model(tokens, targets)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast_bf16):
+                loss, reg = model(tokens, targets)
             ((loss + reg) / len(batches)).backward()
         if t["grad_clip"] > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), t["grad_clip"])
@@ -233,6 +235,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     parser.add_argument("--steps", type=int, default=5, help="timed steps")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--autocast-bf16", action="store_true", help="run the forward under bf16 autocast")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -246,16 +249,16 @@ def main():
     ids = torch.randint(0, m["vocab_size"], (A, B, T + 1))
     batches = [(ids[a, :, :-1], ids[a, :, 1:]) for a in range(A)]
 
-    train_steps(model, optimizer, t, batches, 0, args.warmup)
+    train_steps(model, optimizer, t, batches, 0, args.warmup, args.autocast_bf16)
     start = time.perf_counter()
-    train_steps(model, optimizer, t, batches, args.warmup, args.steps)
+    train_steps(model, optimizer, t, batches, args.warmup, args.steps, args.autocast_bf16)
     elapsed = time.perf_counter() - start
     tokens = args.steps * A * B * T
     # the load average and BLAS/OpenMP settings decide whether a number is meaningful (README.md), so record them
     environment = {k: os.environ.get(k) for k in ("LD_LIBRARY_PATH", "LD_PRELOAD", "OMP_WAIT_POLICY")}
     print(json.dumps({"tokens_per_s": tokens / elapsed, "step_ms": 1000 * elapsed / args.steps,
                       "timed_steps": args.steps, "warmup_steps": args.warmup, "tokens_per_step": A * B * T,
-                      "threads": args.threads, "params": sum(p.numel() for p in params.values()),
+                      "threads": args.threads, "autocast_bf16": args.autocast_bf16, "params": sum(p.numel() for p in params.values()),
                       "torch": torch.__version__, "loadavg_1min": os.getloadavg()[0], "env": environment}))
 
 
