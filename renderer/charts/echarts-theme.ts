@@ -1,4 +1,4 @@
-// ECharts themes matching the CSS variables of styles.css, so charts switch with the app theme.
+// ECharts themes matching the CSS variables of styles/theme.css, so charts switch with the app theme.
 import type { ResolvedTheme } from '../theme'
 
 const PALETTES: Record<ResolvedTheme, { text: string; muted: string; grid: string; series: string[]; heat: string[] }> = {
