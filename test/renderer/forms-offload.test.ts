@@ -12,9 +12,8 @@ import { shownFields } from '../../renderer/forms/shown-fields'
 import { capacityLines, modeLine, tierBars } from '../../renderer/forms/tier-bar'
 import { checkDraft } from '../../renderer/forms/validation'
 import { planOf } from './compare-fixtures'
+import { type Draft, field, fieldSetter, shownKeys } from './form-fixtures'
 
-const field = (path: string) => allFields().find((f) => f.path === path)!
-const offloadSection = () => runConfigForm().find((s) => s.name === 'offload')!
 
 describe('offload fields', () => {
   it('come from the schema with their kinds, defaults and units', () => {
@@ -40,9 +39,8 @@ describe('offload fields', () => {
   })
 
   it('show what the mode uses', () => {
-    const keys = (draft: ReturnType<typeof defaultDraft>, issues: string[] = []) =>
-      shownFields(offloadSection(), draft, (p) => issues.includes(p)).map((f) => f.key)
-    const set = (draft: ReturnType<typeof defaultDraft>, key: string, value: unknown) => withField(draft, { section: 'offload', key }, value)
+    const keys = (draft: Draft, issues?: string[]) => shownKeys('offload', draft, issues)
+    const set = fieldSetter('offload')
     const resident = defaultDraft()
     expect(keys(resident)).toEqual(['mode'])
     const host = set(resident, 'mode', 'host')

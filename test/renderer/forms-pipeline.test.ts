@@ -4,15 +4,15 @@
 import { describe, expect, it } from 'vitest'
 
 import { defaultDraft, draftFromConfig, withField } from '../../renderer/forms/config-draft'
-import { allFields, rangeText, runConfigForm } from '../../renderer/forms/schema-fields'
-import { draftPipelined, sectionOff, shownFields } from '../../renderer/forms/shown-fields'
+import { rangeText, runConfigForm } from '../../renderer/forms/schema-fields'
+import { draftPipelined, sectionOff } from '../../renderer/forms/shown-fields'
 import { checkDraft } from '../../renderer/forms/validation'
 import { tinyConfig } from './compare-fixtures'
+import { type Draft, field, fieldSetter, formSection, shownKeys } from './form-fixtures'
 
-const field = (path: string) => allFields().find((f) => f.path === path)!
-const section = () => runConfigForm().find((s) => s.name === 'pipeline')!
-type Draft = ReturnType<typeof defaultDraft>
-const withPipeline = (draft: Draft, key: string, value: unknown) => withField(draft, { section: 'pipeline', key }, value)
+const section = () => formSection('pipeline')
+const withPipeline = fieldSetter('pipeline')
+const keys = (draft: Draft, issues?: string[]) => shownKeys('pipeline', draft, issues)
 const DEFAULTS = { partitions: 1, candidates: [1, 2, 4, 8], memory_reuse: 'off' }
 
 describe('pipeline fields', () => {
@@ -37,7 +37,6 @@ describe('pipeline fields', () => {
   })
 
   it('show the candidates only for "auto"', () => {
-    const keys = (draft: Draft, issues: string[] = []) => shownFields(section(), draft, (p) => issues.includes(p)).map((f) => f.key)
     const draft = defaultDraft()
     expect(keys(draft)).toEqual(['partitions', 'memory_reuse'])
     expect(keys(withPipeline(draft, 'partitions', 8))).toEqual(['partitions', 'memory_reuse'])

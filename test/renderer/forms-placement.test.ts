@@ -3,15 +3,15 @@
 import { describe, expect, it } from 'vitest'
 
 import { defaultDraft, draftFromConfig, withField } from '../../renderer/forms/config-draft'
-import { allFields, rangeText, runConfigForm } from '../../renderer/forms/schema-fields'
-import { sectionOff, shownFields } from '../../renderer/forms/shown-fields'
+import { rangeText } from '../../renderer/forms/schema-fields'
+import { sectionOff } from '../../renderer/forms/shown-fields'
 import { checkDraft } from '../../renderer/forms/validation'
 import { tinyConfig } from './compare-fixtures'
+import { type Draft, field, fieldSetter, formSection, shownKeys } from './form-fixtures'
 
-const field = (path: string) => allFields().find((f) => f.path === path)!
-const section = () => runConfigForm().find((s) => s.name === 'placement')!
-type Draft = ReturnType<typeof defaultDraft>
-const withPlacement = (draft: Draft, key: string, value: unknown) => withField(draft, { section: 'placement', key }, value)
+const section = () => formSection('placement')
+const withPlacement = fieldSetter('placement')
+const keys = (draft: Draft, issues?: string[]) => shownKeys('placement', draft, issues)
 const DEFAULTS = { devices: 1, policy: 'static', lambda: 1.3, alpha: 1.1, min_tokens: 32, greedy_split: true, device_budget_bytes: null, threads_per_device: null }
 
 describe('placement fields', () => {
@@ -38,7 +38,6 @@ describe('placement fields', () => {
   })
 
   it('show the policy only for more than one device, and LLEP’s knobs only for least-loaded', () => {
-    const keys = (draft: Draft, issues: string[] = []) => shownFields(section(), draft, (p) => issues.includes(p)).map((f) => f.key)
     const one = defaultDraft()
     expect(keys(one)).toEqual(['devices'])
     expect(keys(withPlacement(one, 'policy', 'least-loaded'))).toEqual(['devices'])
@@ -54,7 +53,6 @@ describe('placement fields', () => {
   })
 
   it('show the devices’ budget and threads for one device when a pipeline runs on it, and say what off means only then', () => {
-    const keys = (draft: Draft) => shownFields(section(), draft, () => false).map((f) => f.key)
     const one = defaultDraft()
     expect(sectionOff('placement', one)).toBe(true)
     const piped = withField(one, { section: 'pipeline', key: 'partitions' }, 4)

@@ -2,16 +2,15 @@
 // distribution uses shown.
 import { describe, expect, it } from 'vitest'
 
-import { defaultDraft, draftFromConfig, withField } from '../../renderer/forms/config-draft'
-import { allFields, rangeText, runConfigForm } from '../../renderer/forms/schema-fields'
-import { shownFields } from '../../renderer/forms/shown-fields'
+import { defaultDraft, draftFromConfig } from '../../renderer/forms/config-draft'
+import { rangeText } from '../../renderer/forms/schema-fields'
 import { checkDraft } from '../../renderer/forms/validation'
 import { tinyConfig } from './compare-fixtures'
+import { type Draft, field, fieldSetter, formSection, shownKeys } from './form-fixtures'
 
-const field = (path: string) => allFields().find((f) => f.path === path)!
-const skewSection = () => runConfigForm().find((s) => s.name === 'routing_skew')!
-type Draft = ReturnType<typeof defaultDraft>
-const withSkew = (draft: Draft, key: string, value: unknown) => withField(draft, { section: 'routing_skew', key }, value)
+const skewSection = () => formSection('routing_skew')
+const withSkew = fieldSetter('routing_skew')
+const keys = (draft: Draft, issues?: string[]) => shownKeys('routing_skew', draft, issues)
 
 describe('routing skew fields', () => {
   it('come from the schema under their own title, with kinds, defaults, ranges and help', () => {
@@ -33,7 +32,6 @@ describe('routing skew fields', () => {
   })
 
   it('show what the distribution uses', () => {
-    const keys = (draft: Draft, issues: string[] = []) => shownFields(skewSection(), draft, (p) => issues.includes(p)).map((f) => f.key)
     const off = defaultDraft()
     expect(keys(off)).toEqual(['distribution'])
     expect(keys(withSkew(off, 'distribution', 'uniform'))).toEqual(['distribution', 'seed'])
