@@ -4,7 +4,8 @@ import { formatDuration, formatLoss, formatRate } from './format'
 
 const BAR_WIDTH = 24
 const LINE_INTERVAL_MS = 1000
-// Steps of wall time the ETA averages over: recent enough to follow changes, long enough to be calm.
+// Step events the ETA averages over: recent enough to follow changes, long enough to be calm. Live events are
+// throttled, so one event may stand for many steps: the rate is steps spanned over time taken, never per event.
 const ETA_WINDOW = 20
 
 export interface ProgressOutput {
@@ -14,7 +15,7 @@ export interface ProgressOutput {
 }
 
 export class Progress {
-  private readonly stepEnds: number[] = []
+  private readonly seen: { at: number; step: number }[] = []
   private lastLine = 0
   private drawn = false
 
@@ -26,8 +27,8 @@ export class Progress {
 
   step(m: StepMetrics): void {
     const t = this.now()
-    this.stepEnds.push(t)
-    if (this.stepEnds.length > ETA_WINDOW + 1) this.stepEnds.shift()
+    this.seen.push({ at: t, step: m.step })
+    if (this.seen.length > ETA_WINDOW + 1) this.seen.shift()
     const stats = `step ${m.step}/${this.totalSteps} | loss ${formatLoss(m.loss)} | ${formatRate(m.tokens_per_s)} tok/s | ETA ${formatDuration(this.eta(m.step))}`
     if (this.out.isTTY) {
       const filled = this.totalSteps > 0 ? Math.round((BAR_WIDTH * Math.min(m.step, this.totalSteps)) / this.totalSteps) : 0
@@ -48,9 +49,10 @@ export class Progress {
   }
 
   private eta(step: number): number {
-    const n = this.stepEnds.length
-    if (n < 2) return NaN
-    const perStep = (this.stepEnds[n - 1]! - this.stepEnds[0]!) / (n - 1)
+    const first = this.seen[0]
+    const last = this.seen[this.seen.length - 1]
+    if (!first || !last || last.step <= first.step) return NaN
+    const perStep = (last.at - first.at) / (last.step - first.step)
     return Math.max(0, this.totalSteps - step) * perStep
   }
 }

@@ -39,4 +39,15 @@ describe('training progress', () => {
       'step 6/6 | loss 2.4000 | 1,234 tok/s | ETA 0s\n',
     ])
   })
+
+  it('rates by the steps the events span, not by the number of events (live events are throttled)', () => {
+    const { writes, out } = capture(true)
+    let now = 0
+    const progress = new Progress(out, 1000, () => now)
+    // One event every 100 steps, 1 s apart: 10 ms a step, 800 steps left after step 200.
+    progress.step(metrics(100))
+    now += 1000
+    progress.step(metrics(200))
+    expect(writes[1]).toMatch(/ETA 8s$/)
+  })
 })

@@ -6,8 +6,12 @@ import { formatBytes, formatLoss, formatRate, formatTime, table } from '../forma
 
 const METRICS: ScalarMetric[] = ['loss', 'aux_loss', 'lr', 'grad_norm', 'tokens_per_s', 'step_ms']
 
-const formatMetric = (name: string, v: number) =>
-  name === 'lr' ? v.toExponential(2) : name === 'tokens_per_s' ? formatRate(v) : name.endsWith('_ms') ? `${v.toFixed(1)} ms` : v.toFixed(4)
+// A diverged step stores NaN as NULL: such a value prints as '-', never as a crash.
+const formatMetric = (name: string, v: number | null | undefined): string => {
+  if (v === null || v === undefined) return '-'
+  if (!Number.isFinite(v)) return String(v)
+  return name === 'lr' ? v.toExponential(2) : name === 'tokens_per_s' ? formatRate(v) : name.endsWith('_ms') ? `${v.toFixed(1)} ms` : v.toFixed(4)
+}
 
 export async function show(argv: string[], ctx: CliContext): Promise<number> {
   const { positionals } = parseCommandArgs('show', argv, {}, ['run'])
@@ -31,7 +35,7 @@ export async function show(argv: string[], ctx: CliContext): Promise<number> {
     const last = host.store.lastStep(id)
     if (last > 0) {
       const series = await host.handlers['metrics.series']({ id, metrics: METRICS, fromStep: last, toStep: last, maxPoints: 2 })
-      const metrics = METRICS.map((m) => `${m} ${formatMetric(m, series.values[m]![0]!)}`)
+      const metrics = METRICS.map((m) => `${m} ${formatMetric(m, series.values[m]?.[0])}`)
       lines.push('', `Last step (${last}): ${metrics.join(', ')}`)
     }
     lines.push('', detail.checkpoints.length === 0 ? 'No checkpoints.' : 'Checkpoints:')
