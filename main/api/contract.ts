@@ -8,10 +8,18 @@ import { RunConfigSchema } from './config'
 export const RunIdSchema = z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, 'a run id: lowercase letters, digits and dashes')
 export const RunStatusSchema = z.enum(['queued', 'running', 'paused', 'stopping', 'stopped', 'finished', 'failed'])
 
+// Paths cross the boundary absolute: a relative one would resolve against whatever directory the host process
+// happens to run in (the server's checkout, say), not anything the user chose. Pickers produce absolute paths.
+const isAbsolutePath = (p: string) => p.startsWith('/') || /^[A-Za-z]:[\\/]/.test(p) || p.startsWith('\\\\')
+export const AbsolutePathSchema = z
+  .string()
+  .min(1)
+  .refine(isAbsolutePath, 'must be an absolute path (a relative one would resolve against the host process’s working directory)')
+
 export const DatasetSpecSchema = z
   .object({
-    path: z.string().min(1).describe('A .txt, .jsonl ({"text"} or {"prompt","completion"}) or token shard (.bin) file'),
-    tokenizer: z.string().min(1).optional().describe('A Hugging Face tokenizer.json; default: bytes (vocab 256)'),
+    path: AbsolutePathSchema.describe('A .txt, .jsonl ({"text"} or {"prompt","completion"}) or token shard (.bin) file'),
+    tokenizer: AbsolutePathSchema.optional().describe('A Hugging Face tokenizer.json; default: bytes (vocab 256)'),
   })
   .strict()
 
@@ -20,7 +28,7 @@ export const RunSpecSchema = z
     name: z.string().trim().min(1).max(200),
     config: RunConfigSchema,
     dataset: DatasetSpecSchema,
-    init: z.string().min(1).optional().describe('Start from the weights of this checkpoint directory (ours or Hugging Face)'),
+    init: AbsolutePathSchema.optional().describe('Start from the weights of this checkpoint directory (ours or Hugging Face)'),
   })
   .strict()
 
@@ -268,7 +276,7 @@ export const requests = {
       .object({
         id: RunIdSchema,
         step: z.number().int().min(0).optional().describe('default: the latest checkpoint'),
-        dir: z.string().min(1),
+        dir: AbsolutePathSchema,
         modelType: z.enum(['mixtral', 'qwen2_moe', 'olmoe']).default('mixtral'),
         dtype: z.enum(['f32', 'bf16']).default('f32'),
       })
@@ -288,7 +296,7 @@ export const requests = {
     result: PlanSchema,
   },
   'files.list': {
-    params: z.object({ dir: z.string().min(1).optional().describe('default: the home directory') }).strict(),
+    params: z.object({ dir: AbsolutePathSchema.optional().describe('default: the home directory') }).strict(),
     result: z.object({ dir: z.string(), parent: z.string().nullable(), entries: z.array(FileEntrySchema) }),
   },
   'config.validate': {

@@ -2,9 +2,13 @@
 // tests. `validParams` is keyed by RequestName, so a request added to the contract without a sample
 // here fails to type-check.
 import { readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
 
 import { RunConfigSchema } from '../../main/api/config'
 import type { ApiHandlers, EventName, EventPayload, EventSink, Params, RequestName, RunSummary } from '../../main/api/contract'
+
+/** The bundled corpus, absolute (the contract takes absolute paths only). */
+export const corpusPath = fileURLToPath(new URL('../../resources/corpus/python-tutorial.txt', import.meta.url))
 
 export const tinyConfig: unknown = JSON.parse(readFileSync(new URL('../../resources/presets/tiny.json', import.meta.url), 'utf8'))
 
@@ -15,7 +19,7 @@ export const validParams: { [N in RequestName]: Params<N> } = {
     spec: {
       name: 'tiny demo',
       config: tinyConfig as Params<'runs.create'>['spec']['config'],
-      dataset: { path: 'resources/corpus/python-tutorial.txt' },
+      dataset: { path: corpusPath },
     },
   },
   'runs.pause': { id: 'run-1' },
@@ -93,7 +97,7 @@ export function fakeHandlers(overrides: Partial<ApiHandlers> = {}): ApiHandlers 
     'runs.get': async ({ id }) => ({
       summary: summary({ id }),
       config: RunConfigSchema.parse(tinyConfig),
-      dataset: { path: 'resources/corpus/python-tutorial.txt' },
+      dataset: { path: corpusPath },
       init: null,
       offload: null,
       events: [],

@@ -113,6 +113,27 @@ describe('request params', () => {
     expect(requestNames.every(isRequestName)).toBe(true)
   })
 
+  it('takes paths absolute only, naming the field', () => {
+    const pathsOf = (name: RequestName, params: unknown) => {
+      try {
+        parseParams(name, params)
+        return []
+      } catch (error) {
+        return (error as ApiInputError).issues.map((issue) => `${issue.path}: ${issue.message}`)
+      }
+    }
+    const relative = /must be an absolute path/
+    expect(pathsOf('files.list', { dir: 'relative-dir' })).toEqual([expect.stringMatching(/^dir: must be an absolute path/)])
+    expect(pathsOf('files.list', { dir: '/tmp' })).toEqual([])
+    expect(pathsOf('files.list', { dir: 'C:\\data' })).toEqual([])
+    expect(pathsOf('checkpoints.export', { id: 'r1', dir: 'relative-exp' })).toEqual([expect.stringMatching(/^dir: /)])
+    expect(pathsOf('checkpoints.export', { id: 'r1', dir: '/tmp/exp' })).toEqual([])
+    const withDataset = (dataset: object, init?: string) => ({ spec: { ...spec, dataset, ...(init ? { init } : {}) } })
+    expect(pathsOf('runs.create', withDataset({ path: 'corpus.txt' }))).toEqual([expect.stringMatching(/^spec\.dataset\.path: /)])
+    expect(pathsOf('runs.create', withDataset({ path: '/d/corpus.txt', tokenizer: './tokenizer.json' }))[0]).toMatch(relative)
+    expect(pathsOf('runs.create', withDataset({ path: '/d/corpus.txt' }, 'ckpt'))[0]).toMatch(/^spec\.init: must be an absolute path/)
+  })
+
   it('messages name the method and the field', () => {
     try {
       parseParams('runs.create', { spec: { ...spec, config: tinyWith('model', 'top_k', 9) } })

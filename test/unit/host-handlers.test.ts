@@ -97,7 +97,7 @@ describe('runs', () => {
   })
 
   it('creates a run with absolute paths and maps it to a summary and detail', async () => {
-    const spec = { name: 'Tiny Demo', config: tiny, dataset: { path: 'resources/corpus/python-tutorial.txt' } }
+    const spec = { name: 'Tiny Demo', config: tiny, dataset: { path: corpus } }
     const created = (await call('runs.create', { spec })) as { result: { id: string; model: string; strategy: string } }
     expect(created.result).toMatchObject({ model: 'mixtral L4 d256 8x top-2', strategy: 'resident · dropless · 2 threads' })
     const id = created.result.id

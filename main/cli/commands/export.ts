@@ -1,4 +1,6 @@
 // `moe-workbench export RUN --to DIR`: a checkpoint as a Hugging Face checkpoint directory.
+import { resolve } from 'node:path'
+
 import { parseParams } from '../../api/contract'
 import { pickCheckpoint } from '../../host/handlers'
 import { integerOption, parseCommandArgs, requireOption } from '../args'
@@ -10,7 +12,7 @@ export async function exportRun(argv: string[], ctx: CliContext): Promise<number
   const { values, positionals } = parseCommandArgs('export', argv, OPTIONS, ['run'])
   const params = parseParams('checkpoints.export', {
     id: positionals[0],
-    dir: requireOption('export', 'to', values.to),
+    dir: resolve(requireOption('export', 'to', values.to)),
     step: integerOption('export', 'step', values.step, 0),
     modelType: values['model-type'],
     dtype: values.bf16 ? 'bf16' : 'f32',
