@@ -47,7 +47,7 @@ export const TrainConfigSchema = z
     weight_decay: z.number().min(0).max(10).default(0.1).describe('AdamW decoupled weight decay (matrices only)'),
     beta1: z.number().min(0).max(0.999999).default(0.9),
     beta2: z.number().min(0).max(0.999999999).default(0.95),
-    eps: z.number().min(0).max(1).default(1e-8),
+    eps: z.number().positive().max(1).default(1e-8).describe('AdamW epsilon (> 0: with 0 any zero gradient makes NaN)'),
     grad_clip: z.number().min(0).max(1e9).default(1).describe('Global gradient-norm clip (0 = off)'),
     seed: int(0, Number.MAX_SAFE_INTEGER).default(1337).describe('Initialisation and data seed'),
     threads: int(1, 1024).default(2).describe('CPU threads of the engine'),

@@ -158,6 +158,8 @@ TEST(bad_input_is_rejected_by_name) {
   CHECK(std::string(err).find("model.top_k") != std::string::npos);
   CHECK(moe_engine_create("{\"model\": ", nullptr, err, sizeof err) == nullptr);
   CHECK(std::string(err).find("byte") != std::string::npos);
+  CHECK(moe_engine_create(R"({"model": {"arch": "mixtral"}, "train": {"eps": 0}})", nullptr, err, sizeof err) == nullptr);
+  CHECK(std::string(err).find("train.eps: must be > 0") != std::string::npos);
 
   Engine en(config(2, 3));
   CHECK(moe_engine_set_data(en.e, "/nonexistent/tokens.bin") == MOE_ERROR);

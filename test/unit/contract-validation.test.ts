@@ -134,6 +134,11 @@ describe('request params', () => {
     expect(pathsOf('runs.create', withDataset({ path: '/d/corpus.txt' }, 'ckpt'))[0]).toMatch(/^spec\.init: must be an absolute path/)
   })
 
+  it('refuses AdamW eps 0 (it turns any zero gradient into NaN)', () => {
+    expect(() => parseParams('runs.create', { spec: { ...spec, config: tinyWith('train', 'eps', 0) } })).toThrow(/spec\.config\.train\.eps: /)
+    expect(() => parseParams('runs.create', { spec: { ...spec, config: tinyWith('train', 'eps', 1e-12) } })).not.toThrow()
+  })
+
   it('messages name the method and the field', () => {
     try {
       parseParams('runs.create', { spec: { ...spec, config: tinyWith('model', 'top_k', 9) } })

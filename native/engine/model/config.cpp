@@ -179,6 +179,8 @@ TrainConfig parse_train_config(const json::Value& obj) {
   t.beta1 = r.number("beta1", t.beta1, 0.0, 0.999999);
   t.beta2 = r.number("beta2", t.beta2, 0.0, 0.999999999);
   t.eps = r.number("eps", t.eps, 0.0, 1.0);
+  // AdamW divides by sqrt(v) + eps: with 0, a parameter whose gradient is zero becomes 0/0 = NaN.
+  if (t.eps <= 0.0) fail("train.eps: must be > 0 (AdamW divides by sqrt(v) + eps; 0 makes NaN of any zero gradient)");
   t.grad_clip = r.number("grad_clip", t.grad_clip, 0.0, 1e9);
   t.seed = r.seed("seed", t.seed);
   t.threads = r.integer("threads", t.threads, 1, 1024);
