@@ -30,6 +30,9 @@ export interface HostOptions {
    * that only read (or drive a single run) pass false, so they never take over another process's runs.
    */
   recoverRuns?: boolean
+  /** Heartbeat period and staleness (see RunManager); tests shorten them. */
+  heartbeatMs?: number
+  staleMs?: number
 }
 
 export interface Host {
@@ -79,8 +82,13 @@ export async function createHost(options: HostOptions): Promise<Host> {
     prepareDataset,
     emit: events.emit,
     budgets: () => budgetsOf(probeHardware(options.dataDir)),
+    heartbeatMs: options.heartbeatMs,
+    staleMs: options.staleMs,
   })
-  if (options.recoverRuns ?? true) runs.recover()
+  const watchOthers = options.recoverRuns ?? true
+  if (watchOthers) runs.recover()
+  // Every host keeps its own runs' heartbeat; those that recover runs also watch other hosts' runs.
+  runs.watch(watchOthers)
 
   let closing: Promise<void> | undefined
   return {

@@ -20,7 +20,7 @@ import { liveStepEvent } from './live-step-event'
 import { RunStateError } from './run-errors'
 import { newRunId } from './run-id'
 import { runOutcome, type WorkerReport } from './run-outcome'
-import { claimRun, ownedByAnotherLiveHost, releaseRun } from './run-owner'
+import { claimRun, heartbeat, ownedByAnotherLiveHost, ownerOf, releaseRun } from './run-owner'
 
 /** The part of the TelemetryStore the run manager uses. */
 export interface RunStore {
@@ -51,6 +51,10 @@ export interface RunManagerOptions {
   emit: EventSink
   /** What this machine offers the planner, which settles each new run's offload; default: its memory, no disk limit. */
   budgets?: () => Budgets
+  /** How often this host renews the heartbeat on the runs it owns (and looks at other hosts'); default 2 s. */
+  heartbeatMs?: number
+  /** A heartbeat older than this means its host (on another machine) is gone; default 30 s. */
+  staleMs?: number
 }
 
 interface QueuedRun {
@@ -79,6 +83,10 @@ export class RunManager {
   private queue: QueuedRun[] = []
   private readonly active = new Map<string, ActiveRun>()
   private closed = false
+  private watchTimer: NodeJS.Timeout | undefined
+  // Active runs of other hosts seen without an owner file: failed when still so at the next look (a host
+  // removes the file as it records the run's end, so one look may fall between the two).
+  private readonly unowned = new Set<string>()
 
   constructor(private readonly options: RunManagerOptions) {
     this.store = options.store
@@ -192,8 +200,8 @@ export class RunManager {
    */
   recover(): void {
     for (const record of this.store.listRuns().reverse()) {
-      if (this.active.has(record.id) || this.queue.some((q) => q.id === record.id)) continue
-      if (ownedByAnotherLiveHost(record.runDir)) continue
+      if (this.isOurs(record.id)) continue
+      if (ownedByAnotherLiveHost(record.runDir, this.staleMs)) continue
       if (ACTIVE.includes(record.status)) {
         this.setStatus(record.id, 'failed', {
           finishedAt: Date.now(),
@@ -206,9 +214,74 @@ export class RunManager {
     }
   }
 
+  /**
+   * Keeps this host's heartbeat on the runs it owns; with watchOthers, also fails the active runs of hosts that
+   * stopped answering (killed, crashed, their machine gone) and takes over their queued runs, so no run stays
+   * "running" for ever because its host died while this one was up.
+   */
+  watch(watchOthers: boolean): void {
+    if (this.watchTimer) return
+    this.watchTimer = setInterval(() => {
+      try {
+        this.beat()
+        if (watchOthers) this.failRunsOfGoneHosts()
+      } catch (e) {
+        process.emitWarning(`host watch: ${messageOf(e)}`)
+      }
+    }, this.options.heartbeatMs ?? 2_000)
+    this.watchTimer.unref()
+  }
+
+  private get staleMs(): number {
+    return this.options.staleMs ?? 30_000
+  }
+
+  private isOurs(id: string): boolean {
+    return this.active.has(id) || this.queue.some((q) => q.id === id)
+  }
+
+  private beat(): void {
+    const now = Date.now()
+    for (const id of new Set([...this.active.keys(), ...this.queue.map((q) => q.id)])) {
+      const record = this.store.getRun(id)
+      if (record) heartbeat(record.runDir, now)
+    }
+  }
+
+  private failRunsOfGoneHosts(): void {
+    const seenUnowned = new Set<string>()
+    for (const record of this.store.listRuns().reverse()) {
+      if (this.isOurs(record.id) || !(ACTIVE.includes(record.status) || record.status === 'queued')) continue
+      const owner = ownerOf(record.runDir, this.staleMs)
+      if (owner.state === 'alive' || owner.state === 'self') continue
+      if (owner.state === 'none') {
+        seenUnowned.add(record.id)
+        if (!this.unowned.has(record.id)) continue
+      }
+      const current = this.store.getRun(record.id)
+      if (!current || this.isOurs(current.id)) continue
+      if (current.status === 'queued') {
+        this.enqueue(current.step > 0 ? this.resumePoint(current.id).job : { id: current.id })
+        continue
+      }
+      if (!ACTIVE.includes(current.status)) continue
+      const who = owner.state === 'gone' ? `the host (pid ${owner.owner.pid} on ${owner.owner.host})` : 'its host'
+      const message = `${who} stopped answering at step ${current.step}`
+      this.setStatus(current.id, 'failed', {
+        finishedAt: Date.now(),
+        error: `${message}; restart it to continue from its last checkpoint`,
+      })
+      this.event(current.id, 'failed', message)
+      releaseRun(current.runDir)
+    }
+    this.unowned.clear()
+    for (const id of seenUnowned) this.unowned.add(id)
+  }
+
   /** Stops every active run (killing those that do not stop within graceMs); queued runs stay queued. */
   async shutdown(graceMs = 15_000): Promise<void> {
     this.closed = true
+    if (this.watchTimer) clearInterval(this.watchTimer)
     const runs = [...this.active.values()]
     for (const run of runs) {
       run.stopRequested = true
@@ -325,7 +398,6 @@ export class RunManager {
   private end(run: ActiveRun, status: 'finished' | 'stopped' | 'failed', error: string | null): void {
     this.active.delete(run.id)
     const record = this.store.getRun(run.id)
-    if (record) releaseRun(record.runDir)
     if (!run.deleting) {
       try {
         this.setStatus(run.id, status, { finishedAt: Date.now(), error })
@@ -334,6 +406,8 @@ export class RunManager {
         process.emitWarning(`run ${run.id}: could not record its end (${status}): ${messageOf(e)}`)
       }
     }
+    // Released after the end is recorded: another host never sees this run active with no owner.
+    if (record) releaseRun(record.runDir)
     run.markEnded()
     this.schedule()
   }
