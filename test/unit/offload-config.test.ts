@@ -60,6 +60,15 @@ describe('resolving offload for a run', () => {
     expect(refuse).toThrow(/spec\.config\.offload\.mode: auto: nothing fits: .*the device tier is short by 51,984 bytes/)
   })
 
+  it('refuses a config that no offload mode fits on this machine, before the run exists, naming what to change', () => {
+    const huge = RunConfigSchema.parse({ model: { ...model, d_model: 4096, n_heads: 32, d_ff: 16384, n_experts: 64, n_layers: 32, vocab_size: 32000 }, train })
+    const refuse = () => resolveOffload(huge, { device: 2 ** 34, host: 2 ** 34, ssd: 2 ** 36 })
+    expect(refuse).toThrow(ApiInputError)
+    expect(refuse).toThrow(/spec\.config\.model: fits this machine in no offload mode \(none: does not fit: .*\); with offload: auto: nothing fits: .* Make the model smaller/)
+    // What fits with offload is left to offload; a resident run the planner thinks too big but offload could run is not refused.
+    expect(resolveOffload(config(), machine)).toMatchObject({ mode: 'none' })
+  })
+
   it('takes the device from the first GPU, else host memory, and the SSD from the data disk', () => {
     const disks = [{ path: '/d', totalBytes: 9, freeBytes: 5 }]
     expect(budgetsOf({ memoryBytes: 8, gpus: [], disks })).toEqual({ device: 8, host: 8, ssd: 5 })

@@ -1,7 +1,7 @@
 // Before a run's engine starts, the host settles its offload: "auto" becomes the mode the planner
 // picks for this machine, and the decision (mode, budgets, slots, cache entries, why) is kept with the
 // run so its page can say "auto → host" and a restart trains the same way.
-import { OFFLOAD_DEVICES_MESSAGE, runsOnDevices, type RunConfig } from '../../api/config'
+import { OFFLOAD_DEVICES_MESSAGE, OffloadConfigSchema, runsOnDevices, type RunConfig } from '../../api/config'
 import { ApiInputError, type Hardware, type ResolvedOffload } from '../../api/contract'
 import { planRun, type Budgets } from './plan'
 
@@ -19,6 +19,17 @@ export function resolveOffload(config: RunConfig, machine: Budgets): ResolvedOff
   const plan = planRun(config, machine)
   if (plan.requested === 'auto' && !plan.fits)
     throw new ApiInputError('runs.create', [{ path: 'spec.config.offload.mode', message: plan.explanation }])
+  // An explicit mode that does not fit is left to the user (the planner can be conservative), unless no mode
+  // would fit: then the run could only fail at its first allocation, so it is refused before it exists.
+  if (!plan.fits && config.offload?.device_budget_bytes == null && config.offload?.host_budget_bytes == null) {
+    const best = planRun({ ...config, offload: { ...(config.offload ?? OffloadConfigSchema.parse({})), mode: 'auto' } }, machine)
+    if (!best.fits)
+      throw new ApiInputError('runs.create', [{
+        path: 'spec.config.model',
+        message: `fits this machine in no offload mode (${plan.explanation}); with offload: ${best.explanation}. ` +
+          'Make the model smaller (layers, d_model, experts, vocab) or the batch shorter, or train on a machine with more memory',
+      }])
+  }
   // The schema refuses host/ssd with devices or a pipeline; "auto" is refused here when it needs to offload.
   if (plan.mode !== 'none' && runsOnDevices(config))
     throw new ApiInputError('runs.create', [
