@@ -8,11 +8,12 @@ import { runs } from './commands/runs'
 import { serve } from './commands/serve'
 import { show } from './commands/show'
 import { train } from './commands/train'
+import { verify } from './commands/verify'
 import { USAGE, UsageError } from './usage'
 
 type Command = (argv: string[], ctx: CliContext) => Promise<number>
 
-const COMMANDS: Record<string, Command> = { train, runs, show, export: exportRun, resume, serve, demo }
+const COMMANDS: Record<string, Command> = { train, runs, show, export: exportRun, resume, verify, serve, demo }
 
 export async function runCli(argv: string[], ctx: CliContext): Promise<number> {
   const [name, ...rest] = argv

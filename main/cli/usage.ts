@@ -11,7 +11,10 @@ Commands:
   export RUN --to DIR [--step N] [--model-type mixtral|qwen2_moe|olmoe] [--bf16]
         Write a checkpoint (default: the latest) as a Hugging Face checkpoint directory.
   resume RUN
-        Continue a stopped or failed run from its latest checkpoint.
+        Continue a stopped or failed run from its newest checkpoint that verifies (skipping, and
+        naming, newer ones whose files no longer match their checksums).
+  verify RUN [--step N]
+        Check a run's checkpoints (or the one at step N) against the checksums written with them.
   serve [--port P]
         Serve the workbench UI to a browser on 127.0.0.1 until Ctrl-C.
   demo [--steps N] [--port P]

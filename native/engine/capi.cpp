@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "include/moe_engine.h"
+#include "train/checkpoint_checksums.h"
 #include "train/hf_interchange.h"
 #include "train/trainer.h"
 
@@ -311,6 +312,15 @@ void moe_engine_set_paused(moe_engine* engine, int paused) {
   std::lock_guard<std::mutex> lock(engine->pause_mutex);
   engine->paused = paused != 0;
   engine->pause_cv.notify_all();
+}
+
+int moe_checkpoint_verify(const char* dir, char* err, size_t err_len) {
+  try {
+    return moe::verify_checkpoint(dir ? dir : "") ? MOE_OK : MOE_FINISHED;
+  } catch (const std::exception& e) {
+    copy_error(err, err_len, e.what());
+    return MOE_ERROR;
+  }
 }
 
 }  // extern "C"

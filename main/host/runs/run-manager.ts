@@ -13,6 +13,7 @@ import type { EngineExit, EnginePort, EnginePortFactory } from '../engine/port'
 import type { FromWorker } from '../engine/worker-protocol'
 import type { Budgets } from '../planner/plan'
 import { resolveOffload } from '../planner/resolve'
+import { verifyCheckpoint } from '../checkpoint-verify'
 import { toRunSummary } from '../run-summary'
 import type { RunRecord } from '../store/types'
 import { engineConfigJson } from './engine-config'
@@ -294,12 +295,19 @@ export class RunManager {
   }
 
   // Where a run continues: its newest checkpoint still complete on disk (the engine writes
-  // trainer_state.json last), or step 0; steps stored after that point are dropped.
+  // trainer_state.json last) whose files match their checksums, or step 0; steps stored after that point are
+  // dropped. Each newer checkpoint it passes over is named in the run's events with the reason.
   private resumePoint(id: string): { job: QueuedRun; step: number } {
-    const checkpoint = this.store
-      .listCheckpoints(id)
-      .filter((c) => existsSync(join(c.path, 'trainer_state.json')))
-      .at(-1)
+    const complete = this.store.listCheckpoints(id).filter((c) => existsSync(join(c.path, 'trainer_state.json')))
+    let checkpoint: Checkpoint | undefined
+    for (const candidate of complete.reverse()) {
+      const check = verifyCheckpoint(candidate.path)
+      if (check.state !== 'corrupt') {
+        checkpoint = candidate
+        break
+      }
+      this.event(id, 'log', `skipped the checkpoint at step ${candidate.step}: ${check.reason}`)
+    }
     const step = checkpoint?.step ?? 0
     this.store.truncateSteps(id, step)
     return { job: { id, resumeDir: checkpoint?.path }, step }

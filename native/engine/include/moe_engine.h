@@ -121,6 +121,12 @@ int moe_engine_export_hf(moe_engine* engine, const char* dir, const char* model_
 void moe_engine_request_stop(moe_engine* engine);
 void moe_engine_set_paused(moe_engine* engine, int paused);
 
+/* Checks every file a checkpoint directory's checksums.json lists (CRC-32, as zlib computes it, and size).
+ * Returns MOE_OK when all match, MOE_FINISHED when the directory has no checksums.json (written before
+ * checksums existed, or a Hugging Face folder: nothing to check), MOE_ERROR with a message in err naming the
+ * file and both checksums otherwise. Loading a checkpoint verifies the files it reads the same way. */
+int moe_checkpoint_verify(const char* dir, char* err, size_t err_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/json.h"
+#include "train/checkpoint_checksums.h"
 #include "train/hf_interchange.h"
 #include "train/safetensors.h"
 
@@ -185,6 +186,10 @@ void save_checkpoint(const std::string& dir, const EngineConfig& cfg, Model& mod
       w.write(fs::join(tmp, "optimizer.safetensors"));
     }
     if (state) fs::write_file_atomic(fs::join(tmp, "trainer_state.json"), state_text);
+    std::vector<std::string> files{"config.json", "model.safetensors"};
+    if (opt) files.push_back("optimizer.safetensors");
+    if (state) files.push_back("trainer_state.json");
+    write_checksums(tmp, files);
   });
 }
 
@@ -200,6 +205,7 @@ ModelConfig read_checkpoint_model_config(const std::string& dir) {
   if (!fs::exists(path))
     fail(dir + ": no config.json; pass a checkpoint directory written by the engine or a Hugging Face model "
                "directory");
+  verify_checksum(dir, "config.json");
   const json::Value root = read_json(path);
   if (root.is_object() && root.find("model_type")) return hf_to_model_config(root, path);
   try {
@@ -211,9 +217,10 @@ ModelConfig read_checkpoint_model_config(const std::string& dir) {
 
 void load_weights(const std::string& dir, Model& model) {
   const ParamLayout& layout = model.layout();
+  const bool hf = is_hf_checkpoint(dir);
+  if (!hf) verify_checksum(dir, "model.safetensors");  // before a byte of it is parsed
   const st::TensorSet ts(dir);
   std::vector<TensorSource> sources;
-  const bool hf = is_hf_checkpoint(dir);
   if (hf) {
     const std::string path = fs::join(dir, "config.json");
     HfType type = HfType::Mixtral;
@@ -236,6 +243,7 @@ void load_weights(const std::string& dir, Model& model) {
 bool read_trainer_state(const std::string& dir, TrainerState& state) {
   const std::string path = fs::join(dir, "trainer_state.json");
   if (!fs::exists(path)) return false;
+  verify_checksum(dir, "trainer_state.json");
   state = state_from_json(read_json(path), path);
   return true;
 }
@@ -247,6 +255,7 @@ bool load_optimizer_state(const std::string& dir, Model& model, AdamWOptimizer& 
   if (!read_trainer_state(dir, s))
     fail(dir + ": has optimizer.safetensors but no trainer_state.json, so the step and data position are unknown; "
                "resume from a complete checkpoint, or start from its weights only");
+  verify_checksum(dir, "optimizer.safetensors");
   const st::TensorSet ts(path);
   const std::vector<TensorSource> m_src = identity_sources(model.layout(), "m.");
   const std::vector<TensorSource> v_src = identity_sources(model.layout(), "v.");
