@@ -1,4 +1,4 @@
-// Pipelining plans (issue 7): MPipeMoE's Algorithm 1 (cache, range lookup, merge or insert, non-monotone trials)
+// Pipelining plans: MPipeMoE's Algorithm 1 (cache, range lookup, merge or insert, non-monotone trials)
 // and searchBestGran's tie rule; the memory-reuse cost model of eq. 10 and savings of eqs. 4-6 on a hand-computed
 // case, Table II's Q, the strategy choice as copy bandwidth moves, ties, and errors.
 #include <algorithm>

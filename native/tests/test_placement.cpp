@@ -1,4 +1,4 @@
-// Expert placement across devices (issue 7): the static map; Graham's whole-expert greedy against brute-forced
+// Expert placement across devices: the static map; Graham's whole-expert greedy against brute-forced
 // optima; LLEP's fallback, cap, exact cover and minimum piece size; the policies under 95% skew; determinism;
 // errors. The splitting greedy has its own file, test_placement_split.cpp.
 #include "placement_checks.h"
@@ -184,7 +184,7 @@ TEST(placement_is_deterministic) {
 }
 
 TEST(imbalance_of_each_policy_at_d8_e64) {
-  // 4096 tokens × top-2 on 8 devices: the numbers issue 7 reports, with the properties they must show.
+  // 4096 tokens × top-2 on 8 devices: skewed (hot, Zipf) and flat workloads, with the properties each policy must show.
   const std::vector<std::pair<const char*, std::vector<int32_t>>> workloads = {
       {"hot 95%", hot_rows(64, 4096, 2, 0.95)}, {"zipf 1.2", zipf_rows(64, 4096, 2, 1.2)}, {"uniform", uniform_rows(64, 4096, 2)}};
   for (const auto& [name, rows] : workloads) {

@@ -1,4 +1,4 @@
-// The splitting greedy placement (issue 7): its pieces, its bounds against brute force, the bound it does not keep
+// The splitting greedy placement: its pieces, its bounds against brute force, the bound it does not keep
 // (it keeps the whole-expert schedule when cutting loses) and its balance under 95% skew.
 #include "placement_checks.h"
 #include "testing.h"

@@ -1,4 +1,4 @@
-// One MoE layer's routed experts computed on the run's D devices (issue 7): each step the placement policy
+// One MoE layer's routed experts computed on the run's D devices: each step the placement policy
 // cuts the experts' rows into pieces per device; each device's rows are split into n partitions (MPipeMoE
 // micro-batches) and run as a job graph on its streams: rows in (comm), expert FFN (compute), rows out (comm),
 // and, under memory reuse, activations to the host (mem). Weights go to the devices that compute an expert away

@@ -1,4 +1,4 @@
-// A device's work for one pass as a graph of jobs on its three streams (issue 7, pipelining): compute, comm
+// A device's work for one pass as a graph of jobs on its three streams (pipelining): compute, comm
 // (tokens and weights between devices) and mem (activations to and from the host). Jobs on one stream run in
 // the order they were added; a job also waits for its dependencies on other streams. On the CPU backend a
 // stream is a worker thread, so the overlap is real; each job's time is its worker's CPU time, which is what the

@@ -1,4 +1,4 @@
-// One of the D devices a run's experts compute on (issue 7, "Devices"). On the CPU backend a device is
+// One of the D devices a run's experts compute on. On the CPU backend a device is
 // virtual: a backend of its own (threads_per_device threads), one worker per stream (compute, comm, mem) and a
 // buffer budget. Every buffer the device holds is reserved through it, so its bytes are booked, the peak is
 // known, and going past the budget is an error that says which device, how much and what to change.

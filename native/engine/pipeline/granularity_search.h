@@ -1,4 +1,4 @@
-// How many micro-batches n to split an MoE layer's B tokens into (issue 7, pipelining): MPipeMoE's Algorithm 1,
+// How many micro-batches n to split an MoE layer's B tokens into (pipelining): MPipeMoE's Algorithm 1,
 // adaptive pipeline granularity search. Trials are costly (each runs the layer at several n) and B changes every
 // step, so the search leans on the paper's hypothesis that the best n grows with B: the B domain is a set S of
 // disjoint ranges, each mapped to one n, and only a B outside every range pays for a trial. Pure bookkeeping:

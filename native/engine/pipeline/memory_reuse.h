@@ -1,4 +1,4 @@
-// Which memory-reuse strategy a pipelined MoE layer should use (issue 7, pipelining): MPipeMoE §III-D/E. With
+// Which memory-reuse strategy a pipelined MoE layer should use (pipelining): MPipeMoE §III-D/E. With
 // the B tokens split into n micro-batches, the buffers of T_DI (dispatched input, B×M), T_M (hidden, B×H) and T_DO
 // can be shared between partitions, but T_DI and T_M are then overwritten before the backward pass needs them.
 // Table II's strategies restore them in different ways:

@@ -1,4 +1,4 @@
-// How an MoE layer's expert phase is pipelined (issue 7, MPipeMoE): the number of micro-batches n and the
+// How an MoE layer's expert phase is pipelined (MPipeMoE): the number of micro-batches n and the
 // memory-reuse strategy. See docs/placement.md for the fields, defaults and ranges.
 #pragma once
 #include <vector>

@@ -1,5 +1,5 @@
-// Where each expert's rows are computed across D devices, for one MoE layer and one step (issue 7, "Load
-// balance across devices"). Pure functions of the token counts: no threads, no backend, deterministic.
+// Where each expert's rows are computed across D devices, for one MoE layer and one step, so that
+// devices carry balanced loads. Pure functions of the token counts: no threads, no backend, deterministic.
 //
 // Static       expert e on device e mod D (standard expert parallelism, the baseline).
 // Greedy       ES-MoE §4.2, Graham's LPT list scheduling, over jobs that are whole experts or (greedy_split)
