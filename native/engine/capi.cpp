@@ -5,7 +5,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "backend/backend.h"
+#include "backend/registry.h"
 #include "core/error.h"
 #include "include/moe_engine.h"
 #include "train/checkpoint_checksums.h"
@@ -75,7 +75,7 @@ moe_engine* moe_engine_create(const char* config_json, const char* init_dir, cha
   try {
     auto engine = std::make_unique<moe_engine>();
     moe::EngineConfig cfg = config_from(config_json, init_dir);
-    engine->backend = moe::make_cpu_backend(cfg.train.threads);
+    engine->backend = moe::make_backend("cpu", {cfg.train.threads});
     engine->backend_name = engine->backend->name();
     engine->backend_description = engine->backend->describe();
     engine->trainer = std::make_unique<moe::Trainer>(cfg, *engine->backend);

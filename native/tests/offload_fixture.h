@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
+#include "backend/registry.h"
 #include "core/rng.h"
 #include "model/config.h"
 #include "train/trainer.h"
@@ -72,7 +72,7 @@ struct Run {
 
 inline Run train(const Variant& v, int steps = 20) {
   moe::EngineConfig cfg = moe::parse_config_text(config(v), "test");
-  auto be = moe::make_cpu_backend(v.threads);
+  auto be = moe::make_backend("cpu", {v.threads});
   moe::Trainer t(cfg, *be);
   feed(t, steps * v.grad_accum);
   Run r;

@@ -1,25 +1,60 @@
-// Shared checks of the op tests: forward error against double references, finite-difference gradients,
-// accumulation (+=) of every backward, and bit-identical results for 1 vs 3 threads.
+// Shared checks of the op tests, which drive every op through Backend& on every registered backend this machine
+// can run, and on the reference (the CPU backend's scalar kernels): forward error against double references,
+// finite-difference gradients, accumulation (+=) of every backward, agreement with the reference, and bit-identical
+// results for 1 vs 3 host threads. A new backend passes these before it trains anything.
 #pragma once
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <initializer_list>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "core/threadpool.h"
+#include "backend/registry.h"
 #include "testing.h"
 
 namespace ops_test {
 
-using moe::ThreadPool;
+using moe::Backend;
 using Vec = std::vector<float>;
 using DVec = std::vector<double>;
 
-inline ThreadPool& pool(int threads) {
-  static ThreadPool one(1), two(2), three(3);
-  return threads == 1 ? one : threads == 2 ? two : three;
+struct BackendUnderTest {
+  std::string label, name, isa;
+};
+
+// Every usable registered backend, then the reference itself (so the scalar kernels meet the double references
+// too). Unusable ones are listed with the reason and skipped.
+inline const std::vector<BackendUnderTest>& backends_under_test() {
+  static const std::vector<BackendUnderTest> all = [] {
+    std::vector<BackendUnderTest> v;
+    for (const moe::BackendInfo& info : moe::list_backends()) {
+      if (info.usable) v.push_back({info.name, info.name, "native"});
+      else std::printf("  backend %s skipped: %s\n", info.name.c_str(), info.why_not.c_str());
+    }
+    v.push_back({"cpu scalar reference", "cpu", "scalar"});
+    return v;
+  }();
+  return all;
+}
+
+inline Backend& backend(const BackendUnderTest& b, int threads) {
+  static std::map<std::string, std::unique_ptr<Backend>> made;
+  std::unique_ptr<Backend>& be = made[b.label + "/" + std::to_string(threads)];
+  if (!be) be = moe::make_backend(b.name, {threads, b.isa});
+  return *be;
+}
+
+inline Backend& reference() { return backend(backends_under_test().back(), 2); }
+
+// Runs body on every backend under test (2 host threads), saying which.
+inline void for_each_backend(const std::function<void(Backend&)>& body) {
+  for (const BackendUnderTest& b : backends_under_test()) {
+    std::printf("  [%s]\n", b.label.c_str());
+    body(backend(b, 2));
+  }
 }
 
 // Gradient-check tolerance (relative error, floor 1e-2) for float32 ops with h = 1e-2; smooth
@@ -74,10 +109,18 @@ inline Vec concat(std::initializer_list<const Vec*> parts) {
   return all;
 }
 
-// Runs `compute` (which returns every output and gradient it produced) on 1 and 3 threads.
-inline void expect_thread_independent(const std::string& what, const std::function<Vec(ThreadPool&)>& compute) {
-  Vec a = compute(pool(1)), b = compute(pool(3));
-  CHECK_MSG(bitwise_equal(a, b), what + ": 1-thread and 3-thread results differ");
+// Runs `compute` (which returns every output and gradient it produced) on every backend under test: it must
+// agree with the reference within `tol` (relative, floor 1) and give bit-identical results on 1 and 3 host threads.
+inline void expect_consistent(const std::string& what, const std::function<Vec(Backend&)>& compute,
+                              double tol = 1e-6) {
+  const Vec ref = compute(reference());
+  const DVec ref_d(ref.begin(), ref.end());
+  for (const BackendUnderTest& b : backends_under_test()) {
+    const Vec one = compute(backend(b, 1)), three = compute(backend(b, 3));
+    CHECK_MSG(one.size() == ref.size(), what + " on " + b.label + ": output size differs from the reference");
+    if (one.size() == ref.size()) expect_below(what + " vs reference on " + b.label, max_err(one, ref_d), tol);
+    CHECK_MSG(bitwise_equal(one, three), what + " on " + b.label + ": 1-thread and 3-thread results differ");
+  }
 }
 
 }  // namespace ops_test

@@ -1,16 +1,22 @@
-// AdamW against a double-precision reference of torch.optim.AdamW's update order, over several steps
-// with weight decay and grad_scale; and bit-identical results (AdamW and Σx²) for 1, 2 and 3 threads.
+// AdamW on every backend (ops_checks.h) against a double-precision reference of torch.optim.AdamW's update order,
+// over several steps with weight decay and grad_scale; and bit-identical results (AdamW and Σx²) for 1, 2 and 3
+// threads, equal to the reference backend's.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "backend/cpu/adamw.h"
+#include "ops_checks.h"
 #include "testing.h"
 
-using moe::ThreadPool;
-using moe::cpu::AdamWParams;
+using moe::AdamWParams;
+using moe::Backend;
+using ops_test::backend;
+using ops_test::backends_under_test;
+using ops_test::BackendUnderTest;
+using ops_test::for_each_backend;
+using ops_test::reference;
 
 namespace {
 
@@ -24,11 +30,11 @@ State make_state(size_t n) {
 }
 
 // Runs `steps` updates with a fresh gradient each step.
-void run_steps(ThreadPool& tp, State& s, int steps, AdamWParams hp) {
+void run_steps(Backend& be, State& s, int steps, AdamWParams hp) {
   for (int t = 1; t <= steps; ++t) {
     std::vector<float> g = moe_test::random_vector(s.p.size(), 100 + t, 0.5f);
     hp.step = t;
-    moe::cpu::adamw_update(tp, s.p.data(), g.data(), s.m.data(), s.v.data(), int64_t(s.p.size()), hp);
+    be.adamw_update(s.p.data(), g.data(), s.m.data(), s.v.data(), int64_t(s.p.size()), hp);
   }
 }
 
@@ -47,60 +53,68 @@ AdamWParams test_params() {
 }  // namespace
 
 TEST(adamw_matches_double_reference) {
-  ThreadPool tp(2);
-  const AdamWParams hp = test_params();
-  const int steps = 6;
-  for (size_t n : {size_t(1), size_t(15), size_t(17), size_t(100), size_t(200003)}) {
-    State s = make_state(n);
-    std::vector<double> p(s.p.begin(), s.p.end()), m(n, 0.0), v(n, 0.0);
-    run_steps(tp, s, steps, hp);
-    for (int t = 1; t <= steps; ++t) {
-      std::vector<float> g = moe_test::random_vector(n, 100 + t, 0.5f);
-      const double bias1 = 1.0 - std::pow(double(hp.beta1), t), bias2 = 1.0 - std::pow(double(hp.beta2), t);
-      for (size_t i = 0; i < n; ++i) {
-        const double gi = double(hp.grad_scale) * g[i];
-        m[i] = hp.beta1 * m[i] + (1.0 - hp.beta1) * gi;
-        v[i] = hp.beta2 * v[i] + (1.0 - hp.beta2) * gi * gi;
-        p[i] *= 1.0 - double(hp.lr) * hp.weight_decay;
-        p[i] -= (hp.lr / bias1) * m[i] / (std::sqrt(v[i]) / std::sqrt(bias2) + hp.eps);
+  for_each_backend([&](Backend& be) {
+    const AdamWParams hp = test_params();
+    const int steps = 6;
+    for (size_t n : {size_t(1), size_t(15), size_t(17), size_t(100), size_t(200003)}) {
+      State s = make_state(n);
+      std::vector<double> p(s.p.begin(), s.p.end()), m(n, 0.0), v(n, 0.0);
+      run_steps(be, s, steps, hp);
+      for (int t = 1; t <= steps; ++t) {
+        std::vector<float> g = moe_test::random_vector(n, 100 + t, 0.5f);
+        const double bias1 = 1.0 - std::pow(double(hp.beta1), t), bias2 = 1.0 - std::pow(double(hp.beta2), t);
+        for (size_t i = 0; i < n; ++i) {
+          const double gi = double(hp.grad_scale) * g[i];
+          m[i] = hp.beta1 * m[i] + (1.0 - hp.beta1) * gi;
+          v[i] = hp.beta2 * v[i] + (1.0 - hp.beta2) * gi * gi;
+          p[i] *= 1.0 - double(hp.lr) * hp.weight_decay;
+          p[i] -= (hp.lr / bias1) * m[i] / (std::sqrt(v[i]) / std::sqrt(bias2) + hp.eps);
+        }
       }
+      double worst_p = 0, worst_m = 0, worst_v = 0;
+      for (size_t i = 0; i < n; ++i) {
+        worst_p = std::fmax(worst_p, std::fabs(s.p[i] - p[i]) / (std::fabs(p[i]) + hp.lr));
+        worst_m = std::fmax(worst_m, std::fabs(s.m[i] - m[i]) / (std::fabs(m[i]) + 1e-2));
+        worst_v = std::fmax(worst_v, std::fabs(s.v[i] - v[i]) / (std::fabs(v[i]) + 1e-4));
+      }
+      CHECK_MSG(worst_p < 2e-6 && worst_m < 2e-6 && worst_v < 2e-6,
+                "n=" + std::to_string(n) + " rel err p=" + std::to_string(worst_p * 1e6) + "e-6" +
+                    " m=" + std::to_string(worst_m * 1e6) + "e-6" + " v=" + std::to_string(worst_v * 1e6) + "e-6");
     }
-    double worst_p = 0, worst_m = 0, worst_v = 0;
-    for (size_t i = 0; i < n; ++i) {
-      worst_p = std::fmax(worst_p, std::fabs(s.p[i] - p[i]) / (std::fabs(p[i]) + hp.lr));
-      worst_m = std::fmax(worst_m, std::fabs(s.m[i] - m[i]) / (std::fabs(m[i]) + 1e-2));
-      worst_v = std::fmax(worst_v, std::fabs(s.v[i] - v[i]) / (std::fabs(v[i]) + 1e-4));
-    }
-    CHECK_MSG(worst_p < 2e-6 && worst_m < 2e-6 && worst_v < 2e-6,
-              "n=" + std::to_string(n) + " rel err p=" + std::to_string(worst_p * 1e6) + "e-6" + " m=" + std::to_string(worst_m * 1e6) + "e-6" +
-                  " v=" + std::to_string(worst_v * 1e6) + "e-6");
-  }
+  });
 }
 
-TEST(adamw_bitwise_independent_of_threads) {
-  ThreadPool tp1(1), tp2(2), tp3(3);
+TEST(adamw_bitwise_independent_of_threads_and_equal_to_reference) {
   const size_t n = 300001;
-  State a = make_state(n), b = a, c = a;
-  run_steps(tp1, a, 3, test_params());
-  run_steps(tp2, b, 3, test_params());
-  run_steps(tp3, c, 3, test_params());
-  CHECK(bits_equal(a.p, b.p) && bits_equal(a.m, b.m) && bits_equal(a.v, b.v));
-  CHECK(bits_equal(a.p, c.p) && bits_equal(a.m, c.m) && bits_equal(a.v, c.v));
+  State ref = make_state(n);
+  run_steps(reference(), ref, 3, test_params());
+  for (const BackendUnderTest& bt : backends_under_test()) {
+    State a = make_state(n), b = a, c = a;
+    run_steps(backend(bt, 1), a, 3, test_params());
+    run_steps(backend(bt, 2), b, 3, test_params());
+    run_steps(backend(bt, 3), c, 3, test_params());
+    CHECK_MSG(bits_equal(a.p, b.p) && bits_equal(a.m, b.m) && bits_equal(a.v, b.v), bt.label + ": 1 vs 2 threads");
+    CHECK_MSG(bits_equal(a.p, c.p) && bits_equal(a.m, c.m) && bits_equal(a.v, c.v), bt.label + ": 1 vs 3 threads");
+    CHECK_MSG(bits_equal(a.p, ref.p) && bits_equal(a.m, ref.m) && bits_equal(a.v, ref.v), bt.label + ": vs reference");
+  }
 }
 
 TEST(sum_squares_exact_order_and_threads) {
-  ThreadPool tp1(1), tp2(2), tp3(3);
-  for (int64_t n : {int64_t(0), int64_t(1), int64_t(17), int64_t(65536), int64_t(5 * 65536 + 123)}) {
-    std::vector<float> x = moe_test::random_vector(size_t(n), 7, 3.0f);
-    double ref = 0.0;
-    for (float f : x) ref += double(f) * f;
-    const double s1 = moe::cpu::sum_squares(tp1, x.data(), n);
-    const double s2 = moe::cpu::sum_squares(tp2, x.data(), n);
-    const double s3 = moe::cpu::sum_squares(tp3, x.data(), n);
-    CHECK_NEAR(s1, ref, 1e-12 * ref);
-    CHECK_MSG(std::memcmp(&s1, &s2, sizeof s1) == 0 && std::memcmp(&s1, &s3, sizeof s1) == 0,
-              "sum_squares depends on the thread count at n=" + std::to_string(n));
-  }
+  for (const BackendUnderTest& bt : backends_under_test())
+    for (int64_t n : {int64_t(0), int64_t(1), int64_t(17), int64_t(65536), int64_t(5 * 65536 + 123)}) {
+      std::vector<float> x = moe_test::random_vector(size_t(n), 7, 3.0f);
+      double ref = 0.0;
+      for (float f : x) ref += double(f) * f;
+      const double s1 = backend(bt, 1).sum_squares(x.data(), n);
+      const double s2 = backend(bt, 2).sum_squares(x.data(), n);
+      const double s3 = backend(bt, 3).sum_squares(x.data(), n);
+      const double sr = reference().sum_squares(x.data(), n);
+      CHECK_NEAR(s1, ref, 1e-12 * ref);
+      CHECK_MSG(std::memcmp(&s1, &s2, sizeof s1) == 0 && std::memcmp(&s1, &s3, sizeof s1) == 0,
+                bt.label + ": sum_squares depends on the thread count at n=" + std::to_string(n));
+      CHECK_MSG(std::memcmp(&s1, &sr, sizeof s1) == 0,
+                bt.label + ": sum_squares differs from the reference at n=" + std::to_string(n));
+    }
 }
 
 TEST_MAIN();

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "backend/backend.h"
+#include "backend/registry.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/json.h"
@@ -248,7 +248,7 @@ void rewrite_model_file(const std::string& dir, Model& model,
 }
 
 void check_roundtrip(const ModelConfig& mc, const std::string& label) {
-  auto be = make_cpu_backend(2);
+  auto be = make_backend("cpu", {2});
   EngineConfig cfg = engine_config(mc);
   Model a(cfg.model, *be);
   a.init(11);
@@ -297,7 +297,7 @@ TEST(roundtrip_mixtral) { check_roundtrip(tiny_mixtral(), "mixtral"); }
 TEST(roundtrip_gpt_moe) { check_roundtrip(tiny_gpt(), "gpt"); }
 
 TEST(weights_only_checkpoint_has_no_optimizer_state) {
-  auto be = make_cpu_backend(2);
+  auto be = make_backend("cpu", {2});
   Model a(tiny_mixtral(), *be);
   a.init(3);
   const std::string dir = tmp_path("weights-only");
@@ -313,7 +313,7 @@ TEST(weights_only_checkpoint_has_no_optimizer_state) {
 }
 
 TEST(save_rejects_mismatched_config) {
-  auto be = make_cpu_backend(2);
+  auto be = make_backend("cpu", {2});
   Model a(tiny_mixtral(), *be);
   EngineConfig cfg = engine_config(a.config());
   cfg.model.top_k = 1;
@@ -322,7 +322,7 @@ TEST(save_rejects_mismatched_config) {
 }
 
 TEST(load_rejects_bad_checkpoints_without_changing_the_model) {
-  auto be = make_cpu_backend(2);
+  auto be = make_backend("cpu", {2});
   Model src(tiny_mixtral(), *be);
   src.init(1);
   Model dst(tiny_mixtral(), *be);
@@ -379,7 +379,7 @@ TEST(load_rejects_bad_checkpoints_without_changing_the_model) {
 }
 
 TEST(load_optimizer_rejects_mismatch_without_changing_state) {
-  auto be = make_cpu_backend(2);
+  auto be = make_backend("cpu", {2});
   Model a(tiny_mixtral(), *be);
   a.init(1);
   AdamWOptimizer opt(a);
@@ -412,7 +412,7 @@ TEST(load_optimizer_rejects_mismatch_without_changing_state) {
 }
 
 TEST(failed_save_keeps_the_old_checkpoint) {
-  auto cpu = make_cpu_backend(2);
+  auto cpu = make_backend("cpu", {2});
   FailingBackend be(*cpu);
   Model old_model(tiny_mixtral(), be);
   old_model.init(1);
@@ -454,7 +454,7 @@ TEST(failed_save_keeps_the_old_checkpoint) {
 }
 
 TEST(save_refuses_to_replace_a_non_checkpoint_directory) {
-  auto be = make_cpu_backend(2);
+  auto be = make_backend("cpu", {2});
   Model a(tiny_mixtral(), *be);
   const std::string dir = tmp_path("not-a-checkpoint");
   fs::mkdirs(dir);

@@ -10,7 +10,7 @@
 #include <set>
 #include <vector>
 
-#include "backend/backend.h"
+#include "backend/registry.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/half.h"
@@ -83,7 +83,7 @@ ModelConfig olmoe_cfg() {
 
 void check_export_roundtrip(const ModelConfig& mc, const std::string& type, st::DType dtype) {
   const std::string label = type + (dtype == st::DType::BF16 ? " bf16" : " f32");
-  auto be = make_cpu_backend(2);
+  auto be = make_backend("cpu", {2});
   Model a(mc, *be);
   // Random values everywhere (biases and norms included, which init would leave at 0 or 1).
   std::vector<float> values = moe_test::random_vector(a.num_params(), 3);
@@ -230,7 +230,7 @@ void check_mixtral_placement(const std::string& dir, const HfDirWriter& hf) {
   CHECK(!c.qkv_bias && !c.tie_embeddings && c.shared_expert_d_ff == 0 && !c.residual_mlp);
   CHECK(c.rope_theta == 1e6 && c.norm_eps == 1e-5 && c.aux_loss_coef == 0.02);
 
-  auto be = make_cpu_backend(2);
+  auto be = make_backend("cpu", {2});
   Model m(c, *be);
   load_weights(dir, m);
   const std::vector<float> p = host_params(m);
@@ -283,7 +283,7 @@ TEST(export_allows_training_choices) {
   ModelConfig c = mixtral_cfg();
   c.capacity_factor = 1.25;
   c.z_loss_coef = 0.001;
-  auto be = make_cpu_backend(2);
+  auto be = make_backend("cpu", {2});
   Model m(c, *be);
   m.init(1);
   const std::string dir = tmp_path("export-capacity");
@@ -293,7 +293,7 @@ TEST(export_allows_training_choices) {
 }
 
 TEST(export_rejects_what_the_layout_cannot_express) {
-  auto be = make_cpu_backend(2);
+  auto be = make_backend("cpu", {2});
   auto attempt = [&](ModelConfig c, const std::string& type, const std::vector<std::string>& needles,
                      st::DType dtype = st::DType::F32) {
     Model m(c, *be);
@@ -395,7 +395,7 @@ TEST(handwritten_qwen2_moe_lands_in_place) {
   CHECK(c.qkv_bias && c.tie_embeddings && !c.renormalize && c.top_k == 1 && c.n_kv_heads == 1);
   CHECK(c.norm_eps == 1e-6 && c.rope_theta == 10000.0 && c.max_seq_len == 32);
 
-  auto be = make_cpu_backend(2);
+  auto be = make_backend("cpu", {2});
   Model m(c, *be);
   load_weights(dir, m);
   const std::vector<float> p = host_params(m);
@@ -424,7 +424,7 @@ TEST(handwritten_qwen2_moe_lands_in_place) {
 }
 
 TEST(olmoe_qk_norm_is_rejected) {
-  auto be = make_cpu_backend(2);
+  auto be = make_backend("cpu", {2});
   Model a(olmoe_cfg(), *be);
   a.init(1);
   const std::string dir = tmp_path("olmoe-qknorm");
@@ -450,7 +450,7 @@ TEST(hf_load_rejects_mismatches) {
   hf.write(dir, kMixtralConfig, false);
   ModelConfig c = read_checkpoint_model_config(dir);
   c.tie_embeddings = true;  // the file's lm_head.weight then has no place
-  auto be = make_cpu_backend(2);
+  auto be = make_backend("cpu", {2});
   Model m(c, *be);
   m.init(4);
   const std::vector<float> before = host_params(m);

@@ -10,8 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
-#include "backend/cpu/gemm_bf16.h"
+#include "backend/registry.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "core/rng.h"
@@ -94,7 +93,7 @@ double rel_l2(const float* a, const float* b, size_t n) {
 }
 
 std::vector<double> train_losses(const EngineConfig& cfg, int steps) {
-  auto be = make_cpu_backend(cfg.train.threads);
+  auto be = make_backend("cpu", {cfg.train.threads});
   Trainer t(cfg, *be);
   t.set_data(corpus_tokens());
   std::vector<double> losses;
@@ -127,7 +126,7 @@ TEST(compute_dtype_parses_and_fp32_config_json_is_unchanged) {
 TEST(fp32_mode_is_bitwise_unchanged) {
   for (const char* arch : {"mixtral", "gpt-moe"}) {
     const EngineConfig cfg = config(arch, "", 2);
-    auto be = make_cpu_backend(2);
+    auto be = make_backend("cpu", {2});
     Model plain(cfg.model, *be), explicit_fp32(cfg.model, *be, ComputeDtype::F32);
     plain.init(3);
     explicit_fp32.init(3);
@@ -142,10 +141,10 @@ TEST(fp32_mode_is_bitwise_unchanged) {
 // Same weights and batch: bf16 logits within 1% (relative L2) of fp32, the loss within 0.5%, and every weight
 // gradient within 5% (the router's included: it is fp32 but sees bf16-computed activations).
 TEST(bf16_forward_and_gradients_track_fp32) {
-  std::printf("  sgemm_bf16 kernels: %s\n", cpu::sgemm_bf16_isa());
+  std::printf("  %s\n", make_backend("cpu", {2})->describe().c_str());
   for (const char* arch : {"mixtral", "gpt-moe"}) {
     const EngineConfig cfg = config(arch, "", 2);
-    auto be = make_cpu_backend(2);
+    auto be = make_backend("cpu", {2});
     Model m32(cfg.model, *be), m16(cfg.model, *be, ComputeDtype::BF16);
     m32.init(11);
     m16.init(11);
@@ -199,7 +198,7 @@ TEST(bf16_bit_identical_across_thread_counts) {
     std::vector<std::vector<double>> runs;
     for (int threads : {1, 2, 3}) {
       const EngineConfig cfg = config(arch, "bf16", threads);
-      auto be = make_cpu_backend(threads);
+      auto be = make_backend("cpu", {threads});
       Model m(cfg.model, *be, ComputeDtype::BF16);
       m.init(13);
       passes.push_back(forward_backward(m, 17));
@@ -218,7 +217,7 @@ TEST(bf16_bit_identical_across_thread_counts) {
 // the trained model's logits equal those of a fresh bf16 model given the same fp32 weights.
 TEST(bf16_weight_copies_follow_the_masters) {
   const EngineConfig cfg = config("mixtral", "bf16", 2);
-  auto be = make_cpu_backend(2);
+  auto be = make_backend("cpu", {2});
   Trainer t(cfg, *be);
   t.set_data(corpus_tokens());
   for (int s = 0; s < 3; ++s) t.step();

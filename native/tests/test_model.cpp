@@ -3,7 +3,7 @@
 // bit-identical results whatever the thread count.
 #include <cstring>
 
-#include "backend/backend.h"
+#include "backend/registry.h"
 #include "core/rng.h"
 #include "model/gradcheck.h"
 #include "model/model.h"
@@ -36,7 +36,7 @@ ModelConfig tiny(Arch arch) {
 constexpr double kGradTol = 3e-2;
 
 void expect_gradients_match(const ModelConfig& cfg, const char* label) {
-  auto be = make_cpu_backend(2);
+  auto be = make_backend("cpu", {2});
   auto report = model_gradcheck(cfg, *be, 2, 8, 5, 1e-2f, 11);
   int checked = 0;
   for (const auto& t : report) {
@@ -126,7 +126,7 @@ TEST(gradients_mixtral_shared_expert_ungated_top1) {
 
 TEST(one_expert_top1_equals_dense_ffn) {
   for (Arch arch : {Arch::GptMoe, Arch::Mixtral}) {
-    auto be = make_cpu_backend(2);
+    auto be = make_backend("cpu", {2});
     ModelConfig moe_cfg = tiny(arch);
     moe_cfg.n_experts = {1, 1};
     moe_cfg.top_k = 1;
@@ -156,7 +156,7 @@ TEST(one_expert_top1_equals_dense_ffn) {
 
 TEST(capacity_at_least_tokens_equals_dropless) {
   for (Arch arch : {Arch::GptMoe, Arch::Mixtral}) {
-    auto be = make_cpu_backend(2);
+    auto be = make_backend("cpu", {2});
     ModelConfig dropless = tiny(arch);
     ModelConfig padded = dropless;
     padded.capacity_factor = 4.0;  // = E, so capacity = N·K: nothing can be dropped
@@ -174,7 +174,7 @@ TEST(capacity_at_least_tokens_equals_dropless) {
 }
 
 TEST(capacity_drops_change_the_result) {
-  auto be = make_cpu_backend(2);
+  auto be = make_backend("cpu", {2});
   ModelConfig dropless = tiny(Arch::Mixtral);
   ModelConfig tight = dropless;
   tight.capacity_factor = 0.5;
@@ -194,7 +194,7 @@ TEST(results_are_bit_identical_across_thread_counts) {
     c.max_seq_len = 32;
     std::vector<Run> runs;
     for (int threads : {1, 2, 3}) {
-      auto be = make_cpu_backend(threads);
+      auto be = make_backend("cpu", {threads});
       Model m(c, *be);
       m.init(21);
       runs.push_back(run_once(m, 3, 32, 8));

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
+#include "backend/registry.h"
 #include "core/error.h"
 #include "model/config.h"
 #include "moe_engine.h"
@@ -77,7 +77,7 @@ TEST(bytes_moved_match_the_pin_fraction) {
       v.grad_accum = 1;
       v.offload = host_offload(pin, 1);
       moe::EngineConfig cfg = moe::parse_config_text(config(v), "test");
-      auto be = moe::make_cpu_backend(1);
+      auto be = moe::make_backend("cpu", {1});
       moe::Trainer t(cfg, *be);
       feed(t, 6);
       const int64_t W = static_cast<int64_t>(t.offload()->expert_bytes());
@@ -139,7 +139,7 @@ TEST(tier_budgets_hold_and_a_small_budget_fails_clearly) {
   size_t two_slots = 0, slot_bytes = 0;
   {
     moe::EngineConfig cfg = moe::parse_config_text(config(v), "test");
-    auto be = moe::make_cpu_backend(1);
+    auto be = moe::make_backend("cpu", {1});
     moe::Trainer t(cfg, *be);
     two_slots = t.offload()->device_tier().current();
     slot_bytes = 2 * t.offload()->expert_bytes();
@@ -148,7 +148,7 @@ TEST(tier_budgets_hold_and_a_small_budget_fails_clearly) {
   Variant b = v;
   b.offload = R"({"mode": "host", "device_budget_bytes": )" + std::to_string(two_slots + slot_bytes) + "}";
   moe::EngineConfig cfg = moe::parse_config_text(config(b), "test");
-  auto be = moe::make_cpu_backend(1);
+  auto be = moe::make_backend("cpu", {1});
   moe::Trainer t(cfg, *be);
   CHECK(t.offload()->slots() == 3);
   feed(t, 4);
@@ -163,7 +163,7 @@ TEST(tier_budgets_hold_and_a_small_budget_fails_clearly) {
   std::string message;
   try {
     moe::EngineConfig c = moe::parse_config_text(config(small), "test");
-    auto be2 = moe::make_cpu_backend(1);
+    auto be2 = moe::make_backend("cpu", {1});
     moe::Trainer t2(c, *be2);
   } catch (const std::exception& e) {
     message = e.what();
@@ -232,7 +232,7 @@ TEST(offloaded_checkpoint_resumes_exactly) {
     o.offload = offload;
     const std::string dir = (std::filesystem::temp_directory_path() / "moe_test_offload_ckpt").string();
     std::filesystem::remove_all(dir);
-    auto be = moe::make_cpu_backend(1);
+    auto be = moe::make_backend("cpu", {1});
     moe::EngineConfig cfg = moe::parse_config_text(config(o), "test");
     {
       moe::Trainer first(cfg, *be);

@@ -69,7 +69,7 @@ TEST(delayed_updates_are_one_step_stale) {
     d.offload = host_offload(0.25, 1, 4, R"(, "optimizer": "delayed")");
     const Run two = train(d, 2);
     moe::EngineConfig cfg = moe::parse_config_text(config(v), "test");
-    auto be = moe::make_cpu_backend(1);
+    auto be = moe::make_backend("cpu", {1});
     moe::Trainer probe(cfg, *be);
     bool experts_match = true;
     for (const moe::ExpertRange& r : probe.model().layout().expert_ranges())
@@ -91,7 +91,7 @@ TEST(ssd_cache_counts_its_traffic) {
     v.grad_accum = 1;
     v.offload = ssd_offload(0.25, 1, std::string(R"(, "cache_policy": ")") + policy + "\"");
     moe::EngineConfig cfg = moe::parse_config_text(config(v), "test");
-    auto be = moe::make_cpu_backend(1);
+    auto be = moe::make_backend("cpu", {1});
     moe::Trainer t(cfg, *be);
     feed(t, 3);
     const moe::ExpertOffload& off = *t.offload();
@@ -116,7 +116,7 @@ TEST(ssd_files_live_in_ssd_dir_and_are_removed) {
   v.offload = ssd_offload(0.25, 1, R"(, "ssd_dir": ")" + dir + "\"");
   {
     moe::EngineConfig cfg = moe::parse_config_text(config(v), "test");
-    auto be = moe::make_cpu_backend(1);
+    auto be = moe::make_backend("cpu", {1});
     moe::Trainer t(cfg, *be);
     CHECK(std::filesystem::exists(dir + "/experts.bin"));
   }
@@ -135,7 +135,7 @@ TEST(ssd_run_larger_than_host_memory_budget_keeps_rss_bounded) {
                                std::to_string(device_budget) + R"(, "host_budget_bytes": )" +
                                std::to_string(host_budget) + "}}";
   moe::EngineConfig cfg = moe::parse_config_text(cfg_text, "test");
-  auto be = moe::make_cpu_backend(2);
+  auto be = moe::make_backend("cpu", {2});
   moe::Trainer t(cfg, *be);
   const moe::ExpertOffload& off = *t.offload();
   const int64_t expert_state = static_cast<int64_t>(off.ssd_tier().current());

@@ -1,12 +1,11 @@
-// Rotary positions and causal attention (GQA): forward against naive double references, finite-difference
-// gradient checks, accumulation (+=) of every backward, the causal mask, and bit-identical results for 1 vs 3 threads.
+// Rotary positions and causal attention (GQA) on every backend (ops_checks.h): forward against naive double
+// references, finite-difference gradient checks, accumulation (+=) of every backward, the causal mask, agreement
+// with the reference backend, and bit-identical results for 1 vs 3 threads.
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "backend/cpu/attention.h"
-#include "backend/cpu/rope.h"
 #include "ops_checks.h"
 #include "testing.h"
 
@@ -68,33 +67,35 @@ void ref_attention(DVec& out, DVec& lse, const Vec& qkv, int B, int T, int NH, i
 // rope
 
 TEST(rope_forward_and_gradients) {
-  const int B = 2, T = 37, NH = 4, NKV = 2, HS = 8;
-  const int n = B * T * (NH + 2 * NKV) * HS;
-  for (float theta : {10000.0f, 10.0f}) {
-    Vec x = random_vector(n, 1), r = random_vector(n, 2), out(n), dx(n);
-    moe::cpu::rope_forward(pool(2), out.data(), x.data(), B, T, NH, NKV, HS, theta);
-    expect_below("rope forward θ=" + std::to_string((int)theta), max_err(out, ref_rope(x, B, T, NH, NKV, HS, theta)),
-                 kForwardTol);
-    auto loss = [&] {
-      moe::cpu::rope_forward(pool(2), out.data(), x.data(), B, T, NH, NKV, HS, theta);
-      return weighted_sum(out, r);
-    };
-    moe::cpu::rope_backward(pool(2), dx.data(), r.data(), B, T, NH, NKV, HS, theta);
-    check_grad("rope dinp θ=" + std::to_string((int)theta), x, dx, loss, kGradTolLinear, 1024);
-    Vec dx2 = dx;
-    moe::cpu::rope_backward(pool(2), dx2.data(), r.data(), B, T, NH, NKV, HS, theta);
-    expect_doubles("rope dinp", dx, dx2);
-  }
+  for_each_backend([&](Backend& be) {
+    const int B = 2, T = 37, NH = 4, NKV = 2, HS = 8;
+    const int n = B * T * (NH + 2 * NKV) * HS;
+    for (float theta : {10000.0f, 10.0f}) {
+      Vec x = random_vector(n, 1), r = random_vector(n, 2), out(n), dx(n);
+      be.rope_forward(out.data(), x.data(), B, T, NH, NKV, HS, theta);
+      expect_below("rope forward θ=" + std::to_string((int)theta), max_err(out, ref_rope(x, B, T, NH, NKV, HS, theta)),
+                   kForwardTol);
+      auto loss = [&] {
+        be.rope_forward(out.data(), x.data(), B, T, NH, NKV, HS, theta);
+        return weighted_sum(out, r);
+      };
+      be.rope_backward(dx.data(), r.data(), B, T, NH, NKV, HS, theta);
+      check_grad("rope dinp θ=" + std::to_string((int)theta), x, dx, loss, kGradTolLinear, 1024);
+      Vec dx2 = dx;
+      be.rope_backward(dx2.data(), r.data(), B, T, NH, NKV, HS, theta);
+      expect_doubles("rope dinp", dx, dx2);
+    }
+  });
 }
 
-TEST(rope_thread_independent) {
+TEST(rope_matches_reference_any_threads) {
   const int B = 3, T = 29, NH = 6, NKV = 2, HS = 16;
   const int n = B * T * (NH + 2 * NKV) * HS;
   Vec x = random_vector(n, 1), dout = random_vector(n, 2);
-  expect_thread_independent("rope", [&](ThreadPool& tp) {
+  expect_consistent("rope", [&](Backend& be) {
     Vec out(n), dx(n);
-    moe::cpu::rope_forward(tp, out.data(), x.data(), B, T, NH, NKV, HS, 10000.0f);
-    moe::cpu::rope_backward(tp, dx.data(), dout.data(), B, T, NH, NKV, HS, 10000.0f);
+    be.rope_forward(out.data(), x.data(), B, T, NH, NKV, HS, 10000.0f);
+    be.rope_backward(dx.data(), dout.data(), B, T, NH, NKV, HS, 10000.0f);
     return concat({&out, &dx});
   });
 }
@@ -110,9 +111,9 @@ struct AttnShape {
   int out_size() const { return B * T * NH * HS; }
 };
 
-void check_attention_forward(const AttnShape& s) {
+void check_attention_forward(Backend& be, const AttnShape& s) {
   Vec qkv = random_vector(s.qkv_size(), 1, 1.5f), out(s.out_size()), lse(s.B * s.NH * s.T);
-  moe::cpu::attention_forward(pool(2), out.data(), lse.data(), qkv.data(), s.B, s.T, s.NH, s.NKV, s.HS);
+  be.attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.T, s.NH, s.NKV, s.HS);
   DVec ref_out, ref_lse;
   ref_attention(ref_out, ref_lse, qkv, s.B, s.T, s.NH, s.NKV, s.HS);
   std::string tag = "T=" + std::to_string(s.T) + " NH=" + std::to_string(s.NH) + " NKV=" + std::to_string(s.NKV);
@@ -120,61 +121,64 @@ void check_attention_forward(const AttnShape& s) {
   expect_below("attention lse " + tag, max_err(lse, ref_lse), kForwardTol);
 }
 
-void check_attention_gradients(const AttnShape& s, int samples) {
+void check_attention_gradients(Backend& be, const AttnShape& s, int samples) {
   Vec qkv = random_vector(s.qkv_size(), 1, 1.5f), r = random_vector(s.out_size(), 2);
   Vec out(s.out_size()), lse(s.B * s.NH * s.T), dqkv(s.qkv_size());
   auto loss = [&] {
-    moe::cpu::attention_forward(pool(2), out.data(), lse.data(), qkv.data(), s.B, s.T, s.NH, s.NKV, s.HS);
+    be.attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.T, s.NH, s.NKV, s.HS);
     return weighted_sum(out, r);
   };
   loss();
-  moe::cpu::attention_backward(pool(2), dqkv.data(), r.data(), qkv.data(), out.data(), lse.data(), s.B, s.T, s.NH,
-                               s.NKV, s.HS);
+  be.attention_backward(dqkv.data(), r.data(), qkv.data(), out.data(), lse.data(), s.B, s.T, s.NH, s.NKV, s.HS);
   std::string tag = "T=" + std::to_string(s.T) + " NH=" + std::to_string(s.NH) + " NKV=" + std::to_string(s.NKV);
   check_grad("attention dqkv " + tag, qkv, dqkv, loss, kGradTolNonlinear, samples);
   loss();
   Vec dqkv2 = dqkv;
-  moe::cpu::attention_backward(pool(2), dqkv2.data(), r.data(), qkv.data(), out.data(), lse.data(), s.B, s.T, s.NH,
-                               s.NKV, s.HS);
+  be.attention_backward(dqkv2.data(), r.data(), qkv.data(), out.data(), lse.data(), s.B, s.T, s.NH, s.NKV, s.HS);
   expect_doubles("attention dqkv " + tag, dqkv, dqkv2);
 }
 
 }  // namespace
 
 TEST(attention_forward_matches_reference) {
-  check_attention_forward({2, 5, 4, 2, 8});
-  check_attention_forward({2, 5, 4, 4, 8});
-  check_attention_forward({2, 150, 4, 2, 16});  // several query tiles, ragged last tile
-  check_attention_forward({1, 130, 6, 1, 8});   // multi-query
+  for_each_backend([&](Backend& be) {
+    check_attention_forward(be, {2, 5, 4, 2, 8});
+    check_attention_forward(be, {2, 5, 4, 4, 8});
+    check_attention_forward(be, {2, 150, 4, 2, 16});  // several query tiles, ragged last tile
+    check_attention_forward(be, {1, 130, 6, 1, 8});   // multi-query
+  });
 }
 
 TEST(attention_gradients) {
-  check_attention_gradients({2, 5, 4, 2, 8}, 1 << 20);
-  check_attention_gradients({2, 5, 4, 4, 8}, 1 << 20);
-  check_attention_gradients({1, 70, 4, 2, 8}, 400);  // crosses a tile boundary
+  for_each_backend([&](Backend& be) {
+    check_attention_gradients(be, {2, 5, 4, 2, 8}, 1 << 20);
+    check_attention_gradients(be, {2, 5, 4, 4, 8}, 1 << 20);
+    check_attention_gradients(be, {1, 70, 4, 2, 8}, 400);  // crosses a tile boundary
+  });
 }
 
 TEST(attention_causal_mask) {
-  // Perturbing the last token's k and v must leave every earlier output unchanged.
-  const AttnShape s{1, 70, 4, 2, 8};
-  Vec qkv = random_vector(s.qkv_size(), 1), out(s.out_size()), out2(s.out_size()), lse(s.B * s.NH * s.T);
-  moe::cpu::attention_forward(pool(2), out.data(), lse.data(), qkv.data(), s.B, s.T, s.NH, s.NKV, s.HS);
-  int row = (s.NH + 2 * s.NKV) * s.HS;
-  for (int j = s.NH * s.HS; j < row; ++j) qkv[(size_t)(s.T - 1) * row + j] += 3.0f;
-  moe::cpu::attention_forward(pool(2), out2.data(), lse.data(), qkv.data(), s.B, s.T, s.NH, s.NKV, s.HS);
-  size_t earlier = (size_t)(s.T - 1) * s.NH * s.HS;
-  CHECK(std::memcmp(out.data(), out2.data(), earlier * sizeof(float)) == 0);
-  CHECK(std::memcmp(out.data() + earlier, out2.data() + earlier, s.NH * s.HS * sizeof(float)) != 0);
+  for_each_backend([&](Backend& be) {
+    // Perturbing the last token's k and v must leave every earlier output unchanged.
+    const AttnShape s{1, 70, 4, 2, 8};
+    Vec qkv = random_vector(s.qkv_size(), 1), out(s.out_size()), out2(s.out_size()), lse(s.B * s.NH * s.T);
+    be.attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.T, s.NH, s.NKV, s.HS);
+    int row = (s.NH + 2 * s.NKV) * s.HS;
+    for (int j = s.NH * s.HS; j < row; ++j) qkv[(size_t)(s.T - 1) * row + j] += 3.0f;
+    be.attention_forward(out2.data(), lse.data(), qkv.data(), s.B, s.T, s.NH, s.NKV, s.HS);
+    size_t earlier = (size_t)(s.T - 1) * s.NH * s.HS;
+    CHECK(std::memcmp(out.data(), out2.data(), earlier * sizeof(float)) == 0);
+    CHECK(std::memcmp(out.data() + earlier, out2.data() + earlier, s.NH * s.HS * sizeof(float)) != 0);
+  });
 }
 
-TEST(attention_thread_independent) {
+TEST(attention_matches_reference_any_threads) {
   const AttnShape s{3, 150, 4, 2, 16};
   Vec qkv = random_vector(s.qkv_size(), 1), dout = random_vector(s.out_size(), 2);
-  expect_thread_independent("attention", [&](ThreadPool& tp) {
+  expect_consistent("attention", [&](Backend& be) {
     Vec out(s.out_size()), lse(s.B * s.NH * s.T), dqkv(s.qkv_size());
-    moe::cpu::attention_forward(tp, out.data(), lse.data(), qkv.data(), s.B, s.T, s.NH, s.NKV, s.HS);
-    moe::cpu::attention_backward(tp, dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), s.B, s.T, s.NH,
-                                 s.NKV, s.HS);
+    be.attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.T, s.NH, s.NKV, s.HS);
+    be.attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), s.B, s.T, s.NH, s.NKV, s.HS);
     return concat({&out, &lse, &dqkv});
   });
 }

@@ -1,24 +1,13 @@
-// Dense CPU ops: forward against naive double references, finite-difference gradient checks of every
-// input and parameter gradient (loss = Σ r∘out for a fixed random r), accumulation (+=) semantics
-// of every backward, and bit-identical results for 1 vs 3 threads.
+// Dense ops on every backend (ops_checks.h): forward against naive double references, finite-difference gradient
+// checks of every input and parameter gradient (loss = Σ r∘out for a fixed random r), accumulation (+=) semantics
+// of every backward, agreement with the reference backend, and bit-identical results for 1 vs 3 threads. The
+// reference runs the CPU's baseline kernels, so on an AVX-512 machine they are checked too.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "backend/cpu/attention_rows.h"
-#include "backend/cpu/crossentropy.h"
-#include "backend/cpu/crossentropy_rows.h"
-#include "backend/cpu/elementwise.h"
-#include "backend/cpu/embedding.h"
-#include "backend/cpu/gelu.h"
-#include "backend/cpu/gelu_kernels.h"
-#include "backend/cpu/layernorm.h"
-#include "backend/cpu/matmul.h"
-#include "backend/cpu/rmsnorm.h"
-#include "backend/cpu/swiglu.h"
-#include "backend/cpu/swiglu_kernels.h"
 #include "ops_checks.h"
 #include "testing.h"
 
@@ -63,49 +52,53 @@ double ref_gelu(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_
 // matmul
 
 TEST(matmul_forward_matches_reference) {
-  const int N = 37, I = 70, O = 19;
-  Vec x = random_vector(N * I, 1), w = random_vector(O * I, 2), b = random_vector(O, 3), y(N * O);
-  moe::cpu::matmul_forward(pool(2), y.data(), x.data(), w.data(), b.data(), N, I, O);
-  DVec ref(N * O);
-  for (int n = 0; n < N; ++n)
-    for (int o = 0; o < O; ++o) {
-      double acc = b[o];
-      for (int i = 0; i < I; ++i) acc += (double)x[n * I + i] * w[o * I + i];
-      ref[n * O + o] = acc;
-    }
-  expect_below("matmul forward", max_err(y, ref), kForwardTol);
-  moe::cpu::matmul_forward(pool(2), y.data(), x.data(), w.data(), nullptr, N, I, O);
-  for (int n = 0; n < N; ++n)
-    for (int o = 0; o < O; ++o) ref[n * O + o] -= b[o];
-  expect_below("matmul forward (no bias)", max_err(y, ref), kForwardTol);
+  for_each_backend([&](Backend& be) {
+    const int N = 37, I = 70, O = 19;
+    Vec x = random_vector(N * I, 1), w = random_vector(O * I, 2), b = random_vector(O, 3), y(N * O);
+    be.matmul_forward(y.data(), x.data(), w.data(), b.data(), N, I, O);
+    DVec ref(N * O);
+    for (int n = 0; n < N; ++n)
+      for (int o = 0; o < O; ++o) {
+        double acc = b[o];
+        for (int i = 0; i < I; ++i) acc += (double)x[n * I + i] * w[o * I + i];
+        ref[n * O + o] = acc;
+      }
+    expect_below("matmul forward", max_err(y, ref), kForwardTol);
+    be.matmul_forward(y.data(), x.data(), w.data(), nullptr, N, I, O);
+    for (int n = 0; n < N; ++n)
+      for (int o = 0; o < O; ++o) ref[n * O + o] -= b[o];
+    expect_below("matmul forward (no bias)", max_err(y, ref), kForwardTol);
+  });
 }
 
 TEST(matmul_gradients) {
-  const int N = 10, I = 8, O = 6;
-  Vec x = random_vector(N * I, 1), w = random_vector(O * I, 2), b = random_vector(O, 3), r = random_vector(N * O, 4);
-  Vec y(N * O), dx(N * I), dw(O * I), db(O);
-  auto loss = [&] {
-    moe::cpu::matmul_forward(pool(2), y.data(), x.data(), w.data(), b.data(), N, I, O);
-    return weighted_sum(y, r);
-  };
-  moe::cpu::matmul_backward(pool(2), dx.data(), dw.data(), db.data(), r.data(), x.data(), w.data(), N, I, O);
-  check_grad("matmul dx", x, dx, loss, kGradTolLinear);
-  check_grad("matmul dw", w, dw, loss, kGradTolLinear);
-  check_grad("matmul db", b, db, loss, kGradTolLinear);
-  Vec dx2 = dx, dw2 = dw, db2 = db;
-  moe::cpu::matmul_backward(pool(2), dx2.data(), dw2.data(), db2.data(), r.data(), x.data(), w.data(), N, I, O);
-  expect_doubles("matmul dx", dx, dx2);
-  expect_doubles("matmul dw", dw, dw2);
-  expect_doubles("matmul db", db, db2);
+  for_each_backend([&](Backend& be) {
+    const int N = 10, I = 8, O = 6;
+    Vec x = random_vector(N * I, 1), w = random_vector(O * I, 2), b = random_vector(O, 3), r = random_vector(N * O, 4);
+    Vec y(N * O), dx(N * I), dw(O * I), db(O);
+    auto loss = [&] {
+      be.matmul_forward(y.data(), x.data(), w.data(), b.data(), N, I, O);
+      return weighted_sum(y, r);
+    };
+    be.matmul_backward(dx.data(), dw.data(), db.data(), r.data(), x.data(), w.data(), N, I, O);
+    check_grad("matmul dx", x, dx, loss, kGradTolLinear);
+    check_grad("matmul dw", w, dw, loss, kGradTolLinear);
+    check_grad("matmul db", b, db, loss, kGradTolLinear);
+    Vec dx2 = dx, dw2 = dw, db2 = db;
+    be.matmul_backward(dx2.data(), dw2.data(), db2.data(), r.data(), x.data(), w.data(), N, I, O);
+    expect_doubles("matmul dx", dx, dx2);
+    expect_doubles("matmul dw", dw, dw2);
+    expect_doubles("matmul db", db, db2);
+  });
 }
 
-TEST(matmul_thread_independent) {
+TEST(matmul_matches_reference_any_threads) {
   const int N = 53, I = 40, O = 150;
   Vec x = random_vector(N * I, 1), w = random_vector(O * I, 2), b = random_vector(O, 3), dy = random_vector(N * O, 4);
-  expect_thread_independent("matmul", [&](ThreadPool& tp) {
+  expect_consistent("matmul", [&](Backend& be) {
     Vec y(N * O), dx(N * I), dw(O * I), db(O);
-    moe::cpu::matmul_forward(tp, y.data(), x.data(), w.data(), b.data(), N, I, O);
-    moe::cpu::matmul_backward(tp, dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), N, I, O);
+    be.matmul_forward(y.data(), x.data(), w.data(), b.data(), N, I, O);
+    be.matmul_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), N, I, O);
     return concat({&y, &dx, &dw, &db});
   });
 }
@@ -114,45 +107,47 @@ TEST(matmul_thread_independent) {
 // embedding
 
 TEST(embedding_forward_and_gradients) {
-  const int B = 2, T = 5, C = 8, V = 7;
-  // Token 3 repeats, token 6 never appears (its gradient row must stay zero).
-  std::vector<int32_t> tokens = {3, 1, 3, 0, 5, 2, 3, 4, 1, 0};
-  Vec wte = random_vector(V * C, 1), wpe = random_vector(T * C, 2), r = random_vector(B * T * C, 3);
-  Vec out(B * T * C), dwte(V * C), dwpe(T * C);
-  moe::cpu::embedding_forward(pool(2), out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
-  DVec ref(out.size());
-  for (int n = 0; n < B * T; ++n)
-    for (int c = 0; c < C; ++c) ref[n * C + c] = (double)wte[tokens[n] * C + c] + wpe[(n % T) * C + c];
-  expect_below("embedding forward", max_err(out, ref), kForwardTol);
+  for_each_backend([&](Backend& be) {
+    const int B = 2, T = 5, C = 8, V = 7;
+    // Token 3 repeats, token 6 never appears (its gradient row must stay zero).
+    std::vector<int32_t> tokens = {3, 1, 3, 0, 5, 2, 3, 4, 1, 0};
+    Vec wte = random_vector(V * C, 1), wpe = random_vector(T * C, 2), r = random_vector(B * T * C, 3);
+    Vec out(B * T * C), dwte(V * C), dwpe(T * C);
+    be.embedding_forward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
+    DVec ref(out.size());
+    for (int n = 0; n < B * T; ++n)
+      for (int c = 0; c < C; ++c) ref[n * C + c] = (double)wte[tokens[n] * C + c] + wpe[(n % T) * C + c];
+    expect_below("embedding forward", max_err(out, ref), kForwardTol);
 
-  auto loss = [&] {
-    moe::cpu::embedding_forward(pool(2), out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
-    return weighted_sum(out, r);
-  };
-  moe::cpu::embedding_backward(pool(2), dwte.data(), dwpe.data(), r.data(), tokens.data(), B, T, C);
-  check_grad("embedding dwte", wte, dwte, loss, kGradTolLinear);
-  check_grad("embedding dwpe", wpe, dwpe, loss, kGradTolLinear);
-  for (int c = 0; c < C; ++c) CHECK(dwte[6 * C + c] == 0.0f);
-  Vec dwte2 = dwte, dwpe2 = dwpe;
-  moe::cpu::embedding_backward(pool(2), dwte2.data(), dwpe2.data(), r.data(), tokens.data(), B, T, C);
-  expect_doubles("embedding dwte", dwte, dwte2);
-  expect_doubles("embedding dwpe", dwpe, dwpe2);
+    auto loss = [&] {
+      be.embedding_forward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
+      return weighted_sum(out, r);
+    };
+    be.embedding_backward(dwte.data(), dwpe.data(), r.data(), tokens.data(), B, T, C);
+    check_grad("embedding dwte", wte, dwte, loss, kGradTolLinear);
+    check_grad("embedding dwpe", wpe, dwpe, loss, kGradTolLinear);
+    for (int c = 0; c < C; ++c) CHECK(dwte[6 * C + c] == 0.0f);
+    Vec dwte2 = dwte, dwpe2 = dwpe;
+    be.embedding_backward(dwte2.data(), dwpe2.data(), r.data(), tokens.data(), B, T, C);
+    expect_doubles("embedding dwte", dwte, dwte2);
+    expect_doubles("embedding dwpe", dwpe, dwpe2);
 
-  Vec plain(out.size());
-  moe::cpu::embedding_forward(pool(2), plain.data(), tokens.data(), wte.data(), nullptr, B, T, C);
-  for (int n = 0; n < B * T; ++n)
-    for (int c = 0; c < C; ++c) CHECK(plain[n * C + c] == wte[tokens[n] * C + c]);
+    Vec plain(out.size());
+    be.embedding_forward(plain.data(), tokens.data(), wte.data(), nullptr, B, T, C);
+    for (int n = 0; n < B * T; ++n)
+      for (int c = 0; c < C; ++c) CHECK(plain[n * C + c] == wte[tokens[n] * C + c]);
+  });
 }
 
-TEST(embedding_thread_independent) {
+TEST(embedding_matches_reference_any_threads) {
   const int B = 3, T = 41, C = 200, V = 13;
   std::vector<int32_t> tokens(B * T);
   for (int i = 0; i < B * T; ++i) tokens[i] = (i * 7) % V;
   Vec wte = random_vector(V * C, 1), wpe = random_vector(T * C, 2), dout = random_vector(B * T * C, 3);
-  expect_thread_independent("embedding", [&](ThreadPool& tp) {
+  expect_consistent("embedding", [&](Backend& be) {
     Vec out(B * T * C), dwte(V * C), dwpe(T * C);
-    moe::cpu::embedding_forward(tp, out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
-    moe::cpu::embedding_backward(tp, dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C);
+    be.embedding_forward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
+    be.embedding_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C);
     return concat({&out, &dwte, &dwpe});
   });
 }
@@ -161,75 +156,78 @@ TEST(embedding_thread_independent) {
 // layernorm / rmsnorm
 
 TEST(layernorm_forward_and_gradients) {
-  const int N = 10, C = 8;
-  const float eps = 1e-5f;
-  Vec x = random_vector(N * C, 1), w = random_vector(C, 2), b = random_vector(C, 3), r = random_vector(N * C, 4);
-  Vec out(N * C), mean(N), rstd(N), dx(N * C), dw(C), db(C);
-  moe::cpu::layernorm_forward(pool(2), out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, eps);
-  expect_below("layernorm forward", max_err(out, ref_layernorm(x, w, b, N, C, eps)), kForwardTol);
+  for_each_backend([&](Backend& be) {
+    const int N = 10, C = 8;
+    const float eps = 1e-5f;
+    Vec x = random_vector(N * C, 1), w = random_vector(C, 2), b = random_vector(C, 3), r = random_vector(N * C, 4);
+    Vec out(N * C), mean(N), rstd(N), dx(N * C), dw(C), db(C);
+    be.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, eps);
+    expect_below("layernorm forward", max_err(out, ref_layernorm(x, w, b, N, C, eps)), kForwardTol);
 
-  auto loss = [&] {
-    moe::cpu::layernorm_forward(pool(2), out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C,
-                                eps);
-    return weighted_sum(out, r);
-  };
-  loss();
-  moe::cpu::layernorm_backward(pool(2), dx.data(), dw.data(), db.data(), r.data(), x.data(), w.data(), mean.data(),
-                               rstd.data(), N, C);
-  check_grad("layernorm dinp", x, dx, loss, kGradTolNonlinear);
-  check_grad("layernorm dw", w, dw, loss, kGradTolLinear);
-  check_grad("layernorm db", b, db, loss, kGradTolLinear);
-  loss();
-  Vec dx2 = dx, dw2 = dw, db2 = db;
-  moe::cpu::layernorm_backward(pool(2), dx2.data(), dw2.data(), db2.data(), r.data(), x.data(), w.data(), mean.data(),
-                               rstd.data(), N, C);
-  expect_doubles("layernorm dinp", dx, dx2);
-  expect_doubles("layernorm dw", dw, dw2);
-  expect_doubles("layernorm db", db, db2);
+    auto loss = [&] {
+      be.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, eps);
+      return weighted_sum(out, r);
+    };
+    loss();
+    be.layernorm_backward(dx.data(), dw.data(), db.data(), r.data(), x.data(), w.data(), mean.data(),
+                          rstd.data(), N, C);
+    check_grad("layernorm dinp", x, dx, loss, kGradTolNonlinear);
+    check_grad("layernorm dw", w, dw, loss, kGradTolLinear);
+    check_grad("layernorm db", b, db, loss, kGradTolLinear);
+    loss();
+    Vec dx2 = dx, dw2 = dw, db2 = db;
+    be.layernorm_backward(dx2.data(), dw2.data(), db2.data(), r.data(), x.data(), w.data(), mean.data(),
+                          rstd.data(), N, C);
+    expect_doubles("layernorm dinp", dx, dx2);
+    expect_doubles("layernorm dw", dw, dw2);
+    expect_doubles("layernorm db", db, db2);
+  });
 }
 
-TEST(layernorm_thread_independent) {
+TEST(layernorm_matches_reference_any_threads) {
   const int N = 67, C = 200;
   Vec x = random_vector(N * C, 1), w = random_vector(C, 2), b = random_vector(C, 3), dout = random_vector(N * C, 4);
-  expect_thread_independent("layernorm", [&](ThreadPool& tp) {
+  expect_consistent("layernorm", [&](Backend& be) {
     Vec out(N * C), mean(N), rstd(N), dx(N * C), dw(C), db(C);
-    moe::cpu::layernorm_forward(tp, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
-    moe::cpu::layernorm_backward(tp, dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
-                                 rstd.data(), N, C);
+    be.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+    be.layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
+                          rstd.data(), N, C);
     return concat({&out, &mean, &rstd, &dx, &dw, &db});
   });
 }
 
 TEST(rmsnorm_forward_and_gradients) {
-  const int N = 10, C = 8;
-  const float eps = 1e-6f;
-  Vec x = random_vector(N * C, 1), w = random_vector(C, 2), r = random_vector(N * C, 4);
-  Vec out(N * C), rstd(N), dx(N * C), dw(C);
-  moe::cpu::rmsnorm_forward(pool(2), out.data(), rstd.data(), x.data(), w.data(), N, C, eps);
-  expect_below("rmsnorm forward", max_err(out, ref_rmsnorm(x, w, N, C, eps)), kForwardTol);
+  for_each_backend([&](Backend& be) {
+    const int N = 10, C = 8;
+    const float eps = 1e-6f;
+    Vec x = random_vector(N * C, 1), w = random_vector(C, 2), r = random_vector(N * C, 4);
+    Vec out(N * C), rstd(N), dx(N * C), dw(C);
+    be.rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, eps);
+    expect_below("rmsnorm forward", max_err(out, ref_rmsnorm(x, w, N, C, eps)), kForwardTol);
 
-  auto loss = [&] {
-    moe::cpu::rmsnorm_forward(pool(2), out.data(), rstd.data(), x.data(), w.data(), N, C, eps);
-    return weighted_sum(out, r);
-  };
-  loss();
-  moe::cpu::rmsnorm_backward(pool(2), dx.data(), dw.data(), r.data(), x.data(), w.data(), rstd.data(), N, C);
-  check_grad("rmsnorm dinp", x, dx, loss, kGradTolNonlinear);
-  check_grad("rmsnorm dw", w, dw, loss, kGradTolLinear);
-  loss();
-  Vec dx2 = dx, dw2 = dw;
-  moe::cpu::rmsnorm_backward(pool(2), dx2.data(), dw2.data(), r.data(), x.data(), w.data(), rstd.data(), N, C);
-  expect_doubles("rmsnorm dinp", dx, dx2);
-  expect_doubles("rmsnorm dw", dw, dw2);
+    auto loss = [&] {
+      be.rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, eps);
+      return weighted_sum(out, r);
+    };
+    loss();
+    be.rmsnorm_backward(dx.data(), dw.data(), r.data(), x.data(), w.data(), rstd.data(), N, C);
+    check_grad("rmsnorm dinp", x, dx, loss, kGradTolNonlinear);
+    check_grad("rmsnorm dw", w, dw, loss, kGradTolLinear);
+    loss();
+    Vec dx2 = dx, dw2 = dw;
+    be.rmsnorm_backward(dx2.data(), dw2.data(), r.data(), x.data(), w.data(), rstd.data(), N, C);
+    expect_doubles("rmsnorm dinp", dx, dx2);
+    expect_doubles("rmsnorm dw", dw, dw2);
+  });
 }
 
-TEST(rmsnorm_thread_independent) {
+TEST(rmsnorm_matches_reference_any_threads) {
   const int N = 67, C = 200;
   Vec x = random_vector(N * C, 1), w = random_vector(C, 2), dout = random_vector(N * C, 4);
-  expect_thread_independent("rmsnorm", [&](ThreadPool& tp) {
+  expect_consistent("rmsnorm", [&](Backend& be) {
     Vec out(N * C), rstd(N), dx(N * C), dw(C);
-    moe::cpu::rmsnorm_forward(tp, out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-6f);
-    moe::cpu::rmsnorm_backward(tp, dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+    be.rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-6f);
+    be.rmsnorm_backward(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
     return concat({&out, &rstd, &dx, &dw});
   });
 }
@@ -238,71 +236,77 @@ TEST(rmsnorm_thread_independent) {
 // gelu / swiglu / elementwise
 
 TEST(gelu_forward_and_gradients) {
-  const int n = 80;
-  Vec x = random_vector(n, 1, 4.0f), r = random_vector(n, 2), out(n), dx(n);
-  x[0] = 0.0f;
-  x[1] = -12.0f;
-  x[2] = 12.0f;
-  moe::cpu::gelu_forward(pool(2), out.data(), x.data(), n);
-  DVec ref(n);
-  for (int i = 0; i < n; ++i) ref[i] = ref_gelu(x[i]);
-  expect_below("gelu forward", max_err(out, ref), kForwardTol);
-  auto loss = [&] {
-    moe::cpu::gelu_forward(pool(2), out.data(), x.data(), n);
-    return weighted_sum(out, r);
-  };
-  moe::cpu::gelu_backward(pool(2), dx.data(), x.data(), r.data(), n);
-  check_grad("gelu dinp", x, dx, loss, kGradTolNonlinear);
-  Vec dx2 = dx;
-  moe::cpu::gelu_backward(pool(2), dx2.data(), x.data(), r.data(), n);
-  expect_doubles("gelu dinp", dx, dx2);
+  for_each_backend([&](Backend& be) {
+    const int n = 80;
+    Vec x = random_vector(n, 1, 4.0f), r = random_vector(n, 2), out(n), dx(n);
+    x[0] = 0.0f;
+    x[1] = -12.0f;
+    x[2] = 12.0f;
+    be.gelu_forward(out.data(), x.data(), n);
+    DVec ref(n);
+    for (int i = 0; i < n; ++i) ref[i] = ref_gelu(x[i]);
+    expect_below("gelu forward", max_err(out, ref), kForwardTol);
+    auto loss = [&] {
+      be.gelu_forward(out.data(), x.data(), n);
+      return weighted_sum(out, r);
+    };
+    be.gelu_backward(dx.data(), x.data(), r.data(), n);
+    check_grad("gelu dinp", x, dx, loss, kGradTolNonlinear);
+    Vec dx2 = dx;
+    be.gelu_backward(dx2.data(), x.data(), r.data(), n);
+    expect_doubles("gelu dinp", dx, dx2);
+  });
 }
 
 TEST(swiglu_forward_and_gradients) {
-  const int N = 10, F = 8;
-  Vec gu = random_vector(N * 2 * F, 1, 3.0f), r = random_vector(N * F, 2), out(N * F), dgu(N * 2 * F);
-  moe::cpu::swiglu_forward(pool(2), out.data(), gu.data(), N, F);
-  DVec ref(N * F);
-  for (int n = 0; n < N; ++n)
-    for (int f = 0; f < F; ++f) {
-      double g = gu[n * 2 * F + f], u = gu[n * 2 * F + F + f];
-      ref[n * F + f] = g / (1.0 + std::exp(-g)) * u;
-    }
-  expect_below("swiglu forward", max_err(out, ref), kForwardTol);
-  auto loss = [&] {
-    moe::cpu::swiglu_forward(pool(2), out.data(), gu.data(), N, F);
-    return weighted_sum(out, r);
-  };
-  moe::cpu::swiglu_backward(pool(2), dgu.data(), r.data(), gu.data(), N, F);
-  check_grad("swiglu dgate_up", gu, dgu, loss, kGradTolNonlinear);
-  Vec dgu2 = dgu;
-  moe::cpu::swiglu_backward(pool(2), dgu2.data(), r.data(), gu.data(), N, F);
-  expect_doubles("swiglu dgate_up", dgu, dgu2);
+  for_each_backend([&](Backend& be) {
+    const int N = 10, F = 8;
+    Vec gu = random_vector(N * 2 * F, 1, 3.0f), r = random_vector(N * F, 2), out(N * F), dgu(N * 2 * F);
+    be.swiglu_forward(out.data(), gu.data(), N, F);
+    DVec ref(N * F);
+    for (int n = 0; n < N; ++n)
+      for (int f = 0; f < F; ++f) {
+        double g = gu[n * 2 * F + f], u = gu[n * 2 * F + F + f];
+        ref[n * F + f] = g / (1.0 + std::exp(-g)) * u;
+      }
+    expect_below("swiglu forward", max_err(out, ref), kForwardTol);
+    auto loss = [&] {
+      be.swiglu_forward(out.data(), gu.data(), N, F);
+      return weighted_sum(out, r);
+    };
+    be.swiglu_backward(dgu.data(), r.data(), gu.data(), N, F);
+    check_grad("swiglu dgate_up", gu, dgu, loss, kGradTolNonlinear);
+    Vec dgu2 = dgu;
+    be.swiglu_backward(dgu2.data(), r.data(), gu.data(), N, F);
+    expect_doubles("swiglu dgate_up", dgu, dgu2);
+  });
 }
 
 TEST(elementwise_add_and_accumulate) {
-  const int n = 10007;
-  Vec a = random_vector(n, 1), b = random_vector(n, 2), out(n), dst = random_vector(n, 3), before = dst;
-  moe::cpu::add_forward(pool(2), out.data(), a.data(), b.data(), n);
-  moe::cpu::accumulate(pool(2), dst.data(), a.data(), n);
-  for (int i = 0; i < n; ++i) {
-    CHECK(out[i] == a[i] + b[i]);
-    CHECK(dst[i] == before[i] + a[i]);
-  }
+  for_each_backend([&](Backend& be) {
+    const int n = 10007;
+    Vec a = random_vector(n, 1), b = random_vector(n, 2), out(n), dst = random_vector(n, 3), before = dst;
+    be.add_forward(out.data(), a.data(), b.data(), n);
+    be.accumulate(dst.data(), a.data(), n);
+    for (int i = 0; i < n; ++i) {
+      CHECK(out[i] == a[i] + b[i]);
+      CHECK(dst[i] == before[i] + a[i]);
+    }
+  });
 }
 
-TEST(pointwise_thread_independent) {
+TEST(pointwise_matches_reference_any_threads) {
   const int n = 3 * 4096 + 77, N = 67, F = 96;
   Vec x = random_vector(n, 1, 4.0f), dout = random_vector(n, 2);
   Vec gu = random_vector(N * 2 * F, 3, 3.0f), dsw = random_vector(N * F, 4);
-  expect_thread_independent("gelu/swiglu/add", [&](ThreadPool& tp) {
+  expect_consistent("gelu/swiglu/add", [&](Backend& be) {
     Vec g(n), dg(n), s(N * F), ds(N * 2 * F), sum(n), acc = dout;
-    moe::cpu::gelu_forward(tp, g.data(), x.data(), n);
-    moe::cpu::gelu_backward(tp, dg.data(), x.data(), dout.data(), n);
-    moe::cpu::swiglu_forward(tp, s.data(), gu.data(), N, F);
-    moe::cpu::swiglu_backward(tp, ds.data(), dsw.data(), gu.data(), N, F);
-    moe::cpu::add_forward(tp, sum.data(), x.data(), dout.data(), n);
-    moe::cpu::accumulate(tp, acc.data(), x.data(), n);
+    be.gelu_forward(g.data(), x.data(), n);
+    be.gelu_backward(dg.data(), x.data(), dout.data(), n);
+    be.swiglu_forward(s.data(), gu.data(), N, F);
+    be.swiglu_backward(ds.data(), dsw.data(), gu.data(), N, F);
+    be.add_forward(sum.data(), x.data(), dout.data(), n);
+    be.accumulate(acc.data(), x.data(), n);
     return concat({&g, &dg, &s, &ds, &sum, &acc});
   });
 }
@@ -325,116 +329,65 @@ DVec ref_crossentropy(const Vec& logits, const std::vector<int32_t>& targets, in
 }  // namespace
 
 TEST(crossentropy_forward_and_gradients) {
-  const int N = 10, V = 37;
-  const float scale = 0.7f;
-  Vec logits = random_vector(N * V, 1, 2.0f), losses(N), dlogits(N * V);
-  std::vector<int32_t> targets = {3, 0, -1, 36, 5, -100, 7, 7, 20, 1};
-  moe::cpu::crossentropy_forward(pool(2), losses.data(), logits.data(), targets.data(), N, V);
-  expect_below("crossentropy forward", max_err(losses, ref_crossentropy(logits, targets, N, V)), kForwardTol);
-  CHECK(losses[2] == 0.0f && losses[5] == 0.0f);
+  for_each_backend([&](Backend& be) {
+    const int N = 10, V = 37;
+    const float scale = 0.7f;
+    Vec logits = random_vector(N * V, 1, 2.0f), losses(N), dlogits(N * V);
+    std::vector<int32_t> targets = {3, 0, -1, 36, 5, -100, 7, 7, 20, 1};
+    be.crossentropy_forward(losses.data(), logits.data(), targets.data(), N, V);
+    expect_below("crossentropy forward", max_err(losses, ref_crossentropy(logits, targets, N, V)), kForwardTol);
+    CHECK(losses[2] == 0.0f && losses[5] == 0.0f);
 
-  auto loss = [&] {
-    moe::cpu::crossentropy_forward(pool(2), losses.data(), logits.data(), targets.data(), N, V);
-    double s = 0;
-    for (float l : losses) s += scale * (double)l;
-    return s;
-  };
-  moe::cpu::crossentropy_backward(pool(2), dlogits.data(), logits.data(), targets.data(), scale, N, V);
-  check_grad("crossentropy dlogits", logits, dlogits, loss, kGradTolNonlinear, 1 << 20);
-  for (int v = 0; v < V; ++v) CHECK(dlogits[2 * V + v] == 0.0f && dlogits[5 * V + v] == 0.0f);
-  Vec d2 = dlogits;
-  moe::cpu::crossentropy_backward(pool(2), d2.data(), logits.data(), targets.data(), scale, N, V);
-  expect_doubles("crossentropy dlogits", dlogits, d2);
+    auto loss = [&] {
+      be.crossentropy_forward(losses.data(), logits.data(), targets.data(), N, V);
+      double s = 0;
+      for (float l : losses) s += scale * (double)l;
+      return s;
+    };
+    be.crossentropy_backward(dlogits.data(), logits.data(), targets.data(), scale, N, V);
+    check_grad("crossentropy dlogits", logits, dlogits, loss, kGradTolNonlinear, 1 << 20);
+    for (int v = 0; v < V; ++v) CHECK(dlogits[2 * V + v] == 0.0f && dlogits[5 * V + v] == 0.0f);
+    Vec d2 = dlogits;
+    be.crossentropy_backward(d2.data(), logits.data(), targets.data(), scale, N, V);
+    expect_doubles("crossentropy dlogits", dlogits, d2);
+  });
 }
 
 TEST(crossentropy_large_logits_stable) {
-  // exp(200) overflows float: only a max-subtracted log-sum-exp stays finite and exact.
-  const int N = 3, V = 37;
-  Vec logits = random_vector(N * V, 1, 5.0f), losses(N), dlogits(N * V);
-  logits[3] = 200.0f;
-  logits[V + 4] = -200.0f;
-  for (int v = 0; v < V; ++v) logits[2 * V + v] += 150.0f;
-  std::vector<int32_t> targets = {3, 4, 9};
-  moe::cpu::crossentropy_forward(pool(2), losses.data(), logits.data(), targets.data(), N, V);
-  expect_below("crossentropy forward, |logits| ~ 200", max_err(losses, ref_crossentropy(logits, targets, N, V)),
-               kForwardTol);
-  moe::cpu::crossentropy_backward(pool(2), dlogits.data(), logits.data(), targets.data(), 1.0f, N, V);
-  for (int n = 0; n < N; ++n) {
-    double row = 0;
-    for (int v = 0; v < V; ++v) {
-      CHECK(std::isfinite(dlogits[n * V + v]));
-      row += dlogits[n * V + v];
+  for_each_backend([&](Backend& be) {
+    // exp(200) overflows float: only a max-subtracted log-sum-exp stays finite and exact.
+    const int N = 3, V = 37;
+    Vec logits = random_vector(N * V, 1, 5.0f), losses(N), dlogits(N * V);
+    logits[3] = 200.0f;
+    logits[V + 4] = -200.0f;
+    for (int v = 0; v < V; ++v) logits[2 * V + v] += 150.0f;
+    std::vector<int32_t> targets = {3, 4, 9};
+    be.crossentropy_forward(losses.data(), logits.data(), targets.data(), N, V);
+    expect_below("crossentropy forward, |logits| ~ 200", max_err(losses, ref_crossentropy(logits, targets, N, V)),
+                 kForwardTol);
+    be.crossentropy_backward(dlogits.data(), logits.data(), targets.data(), 1.0f, N, V);
+    for (int n = 0; n < N; ++n) {
+      double row = 0;
+      for (int v = 0; v < V; ++v) {
+        CHECK(std::isfinite(dlogits[n * V + v]));
+        row += dlogits[n * V + v];
+      }
+      CHECK_NEAR(row, 0.0, 1e-5);  // softmax sums to one, minus the one-hot
     }
-    CHECK_NEAR(row, 0.0, 1e-5);  // softmax sums to one, minus the one-hot
-  }
+  });
 }
 
-TEST(crossentropy_thread_independent) {
+TEST(crossentropy_matches_reference_any_threads) {
   const int N = 29, V = 1001;
   Vec logits = random_vector(N * V, 1, 5.0f);
   std::vector<int32_t> targets(N);
   for (int n = 0; n < N; ++n) targets[n] = n % 5 == 0 ? -1 : (n * 97) % V;
-  expect_thread_independent("crossentropy", [&](ThreadPool& tp) {
+  expect_consistent("crossentropy", [&](Backend& be) {
     Vec losses(N), d(N * V);
-    moe::cpu::crossentropy_forward(tp, losses.data(), logits.data(), targets.data(), N, V);
-    moe::cpu::crossentropy_backward(tp, d.data(), logits.data(), targets.data(), 0.5f, N, V);
+    be.crossentropy_forward(losses.data(), logits.data(), targets.data(), N, V);
+    be.crossentropy_backward(d.data(), logits.data(), targets.data(), 0.5f, N, V);
     return concat({&losses, &d});
   });
-}
-
-// ---------------------------------------------------------------------------------------------
-// The ops dispatch their row kernels to an AVX-512 build where the CPU has one, so on such a CPU
-// the tests above never run the baseline build. This test compiles the kernels for the baseline ISA
-// (as this file is) and checks them against the dispatched ops.
-
-TEST(baseline_kernels_match_dispatched_ops) {
-  const int n = 1000, F = 100, V = 300;
-  Vec x = random_vector(n, 1, 4.0f), dy = random_vector(n, 2);
-  Vec a(n), b(n), da(n), db(n);
-  moe::cpu::gelu_forward(pool(2), a.data(), x.data(), n);
-  moe::cpu::isa_base::gelu_forward_span(b.data(), x.data(), n);
-  moe::cpu::gelu_backward(pool(2), da.data(), x.data(), dy.data(), n);
-  moe::cpu::isa_base::gelu_backward_span(db.data(), x.data(), dy.data(), n);
-  expect_below("baseline gelu forward", max_err(b, DVec(a.begin(), a.end())), 1e-6);
-  expect_below("baseline gelu backward", max_err(db, DVec(da.begin(), da.end())), 1e-6);
-
-  Vec gu = random_vector(2 * F, 3, 3.0f), d = random_vector(F, 4), s1(F), s2(F), g1(2 * F), g2(2 * F);
-  moe::cpu::swiglu_forward(pool(2), s1.data(), gu.data(), 1, F);
-  moe::cpu::isa_base::swiglu_forward_row(s2.data(), gu.data(), gu.data() + F, F);
-  moe::cpu::swiglu_backward(pool(2), g1.data(), d.data(), gu.data(), 1, F);
-  moe::cpu::isa_base::swiglu_backward_row(g2.data(), g2.data() + F, d.data(), gu.data(), gu.data() + F, F);
-  expect_below("baseline swiglu forward", max_err(s2, DVec(s1.begin(), s1.end())), 1e-6);
-  expect_below("baseline swiglu backward", max_err(g2, DVec(g1.begin(), g1.end())), 1e-6);
-
-  Vec logits = random_vector(V, 5, 5.0f), loss(1), c1(V), c2(V);
-  int32_t target = 17;
-  moe::cpu::crossentropy_forward(pool(2), loss.data(), logits.data(), &target, 1, V);
-  float base_loss = moe::cpu::isa_base::crossentropy_row_lse(logits.data(), V) - logits[target];
-  CHECK_NEAR(base_loss, loss[0], 1e-5);
-  moe::cpu::crossentropy_backward(pool(2), c1.data(), logits.data(), &target, 0.5f, 1, V);
-  moe::cpu::isa_base::crossentropy_row_grad(c2.data(), logits.data(), target, 0.5f, V);
-  expect_below("baseline crossentropy grad", max_err(c2, DVec(c1.begin(), c1.end())), 1e-6);
-
-  // Attention's rows are checked against their double-precision definitions.
-  const int nk = 70, visible = 50, HS = 16;
-  Vec scores = random_vector(nk, 6, 3.0f), p = scores, dp = random_vector(nk, 7), ds = dp;
-  Vec dout = random_vector(HS, 8), out = random_vector(HS, 9);
-  float lse = moe::cpu::isa_base::attention_softmax_row(p.data(), visible, nk);
-  double m = -1e300, l = 0, D = 0;
-  for (int j = 0; j < visible; ++j) m = std::fmax(m, scores[j]);
-  for (int j = 0; j < visible; ++j) l += std::exp(scores[j] - m);
-  CHECK_NEAR(lse, m + std::log(l), 1e-5);
-  DVec ref_p(nk, 0.0), ref_ds(nk, 0.0);
-  for (int e = 0; e < HS; ++e) D += (double)dout[e] * out[e];
-  for (int j = 0; j < visible; ++j) {
-    ref_p[j] = std::exp(scores[j] - m) / l;
-    ref_ds[j] = ref_p[j] * (dp[j] - D) * 0.25;
-  }
-  expect_below("baseline attention softmax row", max_err(p, ref_p), 1e-6);
-  Vec p2 = scores;
-  moe::cpu::isa_base::attention_grad_row(p2.data(), ds.data(), dout.data(), out.data(), HS, lse, 0.25f, visible, nk);
-  expect_below("baseline attention P row", max_err(p2, ref_p), 1e-6);
-  expect_below("baseline attention dS row", max_err(ds, ref_ds), 1e-5);
 }
 
 TEST_MAIN()

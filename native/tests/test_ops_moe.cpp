@@ -1,4 +1,5 @@
-// MoE ops: router (softmax, top-k, aux and z losses), dispatch plan, permute/combine, sigmoid gate.
+// MoE ops on every backend (ops_checks.h): router (softmax, top-k, aux and z losses), dispatch plan,
+// permute/combine, sigmoid gate; and agreement with the reference backend for 1 and 3 threads.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -6,30 +7,30 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/dispatch.h"
-#include "backend/cpu/router.h"
-#include "backend/cpu/sigmoid_gate.h"
-#include "core/threadpool.h"
+#include "ops_checks.h"
 #include "testing.h"
 
 using namespace moe;
 using moe_test::gradcheck;
 using moe_test::random_vector;
+using ops_test::concat;
+using ops_test::expect_consistent;
+using ops_test::for_each_backend;
 
 namespace {
 
 struct Router {
   std::vector<float> probs, w;
   std::vector<int32_t> idx;
-  cpu::RouterLosses losses{};
+  RouterLosses losses{};
 };
 
-Router run_router(ThreadPool& tp, const std::vector<float>& logits, int N, int E, int K, bool renorm) {
+Router run_router(Backend& be, const std::vector<float>& logits, int N, int E, int K, bool renorm) {
   Router r;
   r.probs.resize((size_t)N * E);
   r.w.resize((size_t)N * K);
   r.idx.resize((size_t)N * K);
-  r.losses = cpu::router_forward(tp, r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K, renorm);
+  r.losses = be.router_forward(r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K, renorm);
   return r;
 }
 
@@ -47,9 +48,9 @@ std::vector<float> separated_logits(int N, int E, float gap, uint64_t stream) {
 }
 
 // Plans built from an explicit list of per-token choices.
-cpu::DispatchPlan plan_of(const std::vector<int32_t>& idx, int N, int E, int K, int capacity) {
-  cpu::DispatchPlan p;
-  cpu::dispatch_plan(p, idx.data(), N, E, K, capacity);
+DispatchPlan plan_of(Backend& be, const std::vector<int32_t>& idx, int N, int E, int K, int capacity) {
+  DispatchPlan p;
+  be.dispatch_plan(p, idx.data(), N, E, K, capacity);
   return p;
 }
 
@@ -79,293 +80,311 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 // ---------------------------------------------------------------- router forward
 
 TEST(router_forward_matches_double_reference) {
-  ThreadPool tp(2);
-  const int N = 150, E = 8;  // N spans several loss-reduction blocks
-  auto logits = random_vector((size_t)N * E, 1, 3.0f);
-  for (int K : {1, 2, 3}) {
-    for (bool renorm : {false, true}) {
-      Router r = run_router(tp, logits, N, E, K, renorm);
-      std::vector<double> P(E, 0.0), f(E, 0.0);
-      double z = 0.0;
-      for (int n = 0; n < N; ++n) {
-        const float* l = &logits[(size_t)n * E];
-        double mx = *std::max_element(l, l + E), sum = 0.0;
-        for (int e = 0; e < E; ++e) sum += std::exp(l[e] - mx);
-        double lse = mx + std::log(sum);
-        z += lse * lse / N;
-        std::vector<double> p(E);
-        for (int e = 0; e < E; ++e) {
-          p[e] = std::exp(l[e] - lse);
-          P[e] += p[e] / N;
-          CHECK_NEAR(r.probs[(size_t)n * E + e], p[e], 1e-6);
+  for_each_backend([&](Backend& be) {
+    const int N = 150, E = 8;  // N spans several loss-reduction blocks
+    auto logits = random_vector((size_t)N * E, 1, 3.0f);
+    for (int K : {1, 2, 3}) {
+      for (bool renorm : {false, true}) {
+        Router r = run_router(be, logits, N, E, K, renorm);
+        std::vector<double> P(E, 0.0), f(E, 0.0);
+        double z = 0.0;
+        for (int n = 0; n < N; ++n) {
+          const float* l = &logits[(size_t)n * E];
+          double mx = *std::max_element(l, l + E), sum = 0.0;
+          for (int e = 0; e < E; ++e) sum += std::exp(l[e] - mx);
+          double lse = mx + std::log(sum);
+          z += lse * lse / N;
+          std::vector<double> p(E);
+          for (int e = 0; e < E; ++e) {
+            p[e] = std::exp(l[e] - lse);
+            P[e] += p[e] / N;
+            CHECK_NEAR(r.probs[(size_t)n * E + e], p[e], 1e-6);
+          }
+          std::vector<int> order(E);
+          std::iota(order.begin(), order.end(), 0);
+          std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
+          double sel = 0.0;
+          for (int k = 0; k < K; ++k) sel += p[order[k]];
+          for (int k = 0; k < K; ++k) {
+            CHECK(r.idx[(size_t)n * K + k] == order[k]);
+            f[order[k]] += 1.0 / ((double)N * K);
+            CHECK_NEAR(r.w[(size_t)n * K + k], renorm ? p[order[k]] / sel : p[order[k]], 1e-6);
+          }
         }
-        std::vector<int> order(E);
-        std::iota(order.begin(), order.end(), 0);
-        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
-        double sel = 0.0;
-        for (int k = 0; k < K; ++k) sel += p[order[k]];
-        for (int k = 0; k < K; ++k) {
-          CHECK(r.idx[(size_t)n * K + k] == order[k]);
-          f[order[k]] += 1.0 / ((double)N * K);
-          CHECK_NEAR(r.w[(size_t)n * K + k], renorm ? p[order[k]] / sel : p[order[k]], 1e-6);
-        }
+        double aux = 0.0;
+        for (int e = 0; e < E; ++e) aux += f[e] * P[e];
+        aux *= E;
+        CHECK(moe_test::rel_err(r.losses.aux, aux, 1e-6) < 1e-5);
+        CHECK(moe_test::rel_err(r.losses.z, z, 1e-6) < 1e-5);
       }
-      double aux = 0.0;
-      for (int e = 0; e < E; ++e) aux += f[e] * P[e];
-      aux *= E;
-      CHECK(moe_test::rel_err(r.losses.aux, aux, 1e-6) < 1e-5);
-      CHECK(moe_test::rel_err(r.losses.z, z, 1e-6) < 1e-5);
     }
-  }
+  });
 }
 
 TEST(router_losses_hand_values) {
-  ThreadPool tp(1);
-  // Uniform logits: P_e = 1/E, Σ f_e = 1, so aux = 1 whatever the routing; lse = log E + c.
-  {
-    const int N = 4, E = 4, K = 2;
-    std::vector<float> logits((size_t)N * E, 0.5f);
-    Router r = run_router(tp, logits, N, E, K, false);
-    CHECK_NEAR(r.losses.aux, 1.0, 1e-6);
-    double lse = std::log(4.0) + 0.5;
-    CHECK_NEAR(r.losses.z, lse * lse, 1e-5);
-    // All ties: the lower index wins.
-    for (int n = 0; n < N; ++n) CHECK(r.idx[(size_t)n * K] == 0 && r.idx[(size_t)n * K + 1] == 1);
-  }
-  // Both tokens pick expert 0 with p = sigmoid(1): f = (1, 0), aux = 2·sigmoid(1).
-  {
-    std::vector<float> logits = {1.0f, 0.0f, 1.0f, 0.0f};
-    Router r = run_router(tp, logits, 2, 2, 1, true);
-    double s = 1.0 / (1.0 + std::exp(-1.0));
-    CHECK_NEAR(r.losses.aux, 2.0 * s, 1e-6);
-    double lse = std::log(std::exp(1.0) + 1.0);
-    CHECK_NEAR(r.losses.z, lse * lse, 1e-6);
-    CHECK(r.w[0] == 1.0f && r.w[1] == 1.0f);
-  }
-  // Ties between non-leading experts also go to the lower index.
-  {
-    std::vector<float> logits = {1.0f, 3.0f, 0.0f, 3.0f, 2.0f};
-    Router r = run_router(tp, logits, 1, 5, 3, false);
-    CHECK(r.idx[0] == 1 && r.idx[1] == 3 && r.idx[2] == 4);
-    CHECK(r.w[0] == r.w[1] && r.w[1] > r.w[2]);
-  }
+  for_each_backend([&](Backend& be) {
+    // Uniform logits: P_e = 1/E, Σ f_e = 1, so aux = 1 whatever the routing; lse = log E + c.
+    {
+      const int N = 4, E = 4, K = 2;
+      std::vector<float> logits((size_t)N * E, 0.5f);
+      Router r = run_router(be, logits, N, E, K, false);
+      CHECK_NEAR(r.losses.aux, 1.0, 1e-6);
+      double lse = std::log(4.0) + 0.5;
+      CHECK_NEAR(r.losses.z, lse * lse, 1e-5);
+      // All ties: the lower index wins.
+      for (int n = 0; n < N; ++n) CHECK(r.idx[(size_t)n * K] == 0 && r.idx[(size_t)n * K + 1] == 1);
+    }
+    // Both tokens pick expert 0 with p = sigmoid(1): f = (1, 0), aux = 2·sigmoid(1).
+    {
+      std::vector<float> logits = {1.0f, 0.0f, 1.0f, 0.0f};
+      Router r = run_router(be, logits, 2, 2, 1, true);
+      double s = 1.0 / (1.0 + std::exp(-1.0));
+      CHECK_NEAR(r.losses.aux, 2.0 * s, 1e-6);
+      double lse = std::log(std::exp(1.0) + 1.0);
+      CHECK_NEAR(r.losses.z, lse * lse, 1e-6);
+      CHECK(r.w[0] == 1.0f && r.w[1] == 1.0f);
+    }
+    // Ties between non-leading experts also go to the lower index.
+    {
+      std::vector<float> logits = {1.0f, 3.0f, 0.0f, 3.0f, 2.0f};
+      Router r = run_router(be, logits, 1, 5, 3, false);
+      CHECK(r.idx[0] == 1 && r.idx[1] == 3 && r.idx[2] == 4);
+      CHECK(r.w[0] == r.w[1] && r.w[1] > r.w[2]);
+    }
+  });
 }
 
 TEST(router_forward_large_logits_stay_finite) {
-  ThreadPool tp(1);
-  std::vector<float> logits = {1000.0f, -1000.0f, 999.0f, 0.0f};
-  Router r = run_router(tp, logits, 1, 4, 2, true);
-  CHECK(r.idx[0] == 0 && r.idx[1] == 2);
-  CHECK_NEAR(r.probs[0], 1.0 / (1.0 + std::exp(-1.0)), 1e-6);
-  CHECK(std::isfinite(r.losses.z) && std::isfinite(r.losses.aux));
-  CHECK_NEAR(r.losses.z, std::pow(1000.0 + std::log1p(std::exp(-1.0)), 2), 0.1);
+  for_each_backend([&](Backend& be) {
+    std::vector<float> logits = {1000.0f, -1000.0f, 999.0f, 0.0f};
+    Router r = run_router(be, logits, 1, 4, 2, true);
+    CHECK(r.idx[0] == 0 && r.idx[1] == 2);
+    CHECK_NEAR(r.probs[0], 1.0 / (1.0 + std::exp(-1.0)), 1e-6);
+    CHECK(std::isfinite(r.losses.z) && std::isfinite(r.losses.aux));
+    CHECK_NEAR(r.losses.z, std::pow(1000.0 + std::log1p(std::exp(-1.0)), 2), 0.1);
+  });
 }
 
 // ---------------------------------------------------------------- router backward
 
 TEST(router_backward_gradcheck) {
-  ThreadPool tp(2);
-  const int N = 6, E = 5;
-  struct Scales {
-    bool topk;
-    float aux, z;
-  };
-  for (int K : {1, 2}) {
-    for (bool renorm : {false, true}) {
-      for (Scales sc : {Scales{true, 0.7f, 0.3f}, Scales{true, 0.0f, 0.0f}, Scales{false, 1.0f, 0.0f},
-                        Scales{false, 0.0f, 1.0f}}) {
-        auto logits = separated_logits(N, E, 1.0f, 10 + K + 2 * renorm);
-        auto r = random_vector((size_t)N * K, 20 + K);
-        const Router base = run_router(tp, logits, N, E, K, renorm);
-        bool selection_changed = false;
-        auto loss = [&]() {
-          Router o = run_router(tp, logits, N, E, K, renorm);
-          if (o.idx != base.idx) selection_changed = true;
-          return (sc.topk ? dot(r, o.w) : 0.0) + sc.aux * (double)o.losses.aux + sc.z * (double)o.losses.z;
-        };
-        std::vector<float> dl((size_t)N * E, 0.0f);
-        cpu::router_backward(tp, dl.data(), sc.topk ? r.data() : nullptr, base.probs.data(), base.idx.data(),
+  for_each_backend([&](Backend& be) {
+    const int N = 6, E = 5;
+    struct Scales {
+      bool topk;
+      float aux, z;
+    };
+    for (int K : {1, 2}) {
+      for (bool renorm : {false, true}) {
+        for (Scales sc : {Scales{true, 0.7f, 0.3f}, Scales{true, 0.0f, 0.0f}, Scales{false, 1.0f, 0.0f},
+                          Scales{false, 0.0f, 1.0f}}) {
+          auto logits = separated_logits(N, E, 1.0f, 10 + K + 2 * renorm);
+          auto r = random_vector((size_t)N * K, 20 + K);
+          const Router base = run_router(be, logits, N, E, K, renorm);
+          bool selection_changed = false;
+          auto loss = [&]() {
+            Router o = run_router(be, logits, N, E, K, renorm);
+            if (o.idx != base.idx) selection_changed = true;
+            return (sc.topk ? dot(r, o.w) : 0.0) + sc.aux * (double)o.losses.aux + sc.z * (double)o.losses.z;
+          };
+          std::vector<float> dl((size_t)N * E, 0.0f);
+          be.router_backward(dl.data(), sc.topk ? r.data() : nullptr, base.probs.data(), base.idx.data(),
                              base.w.data(), logits.data(), N, E, K, renorm, sc.aux, sc.z);
-        double err = gradcheck(logits, dl, loss, N * E, 3e-2f);  // larger h: the losses come back as float
-        CHECK(!selection_changed);
-        CHECK_MSG(err < 3e-3, "K=" + std::to_string(K) + " renorm=" + std::to_string(renorm) + " aux=" +
-                                  std::to_string(sc.aux) + " z=" + std::to_string(sc.z) +
-                                  " err=" + std::to_string(err));
+          double err = gradcheck(logits, dl, loss, N * E, 3e-2f);  // larger h: the losses come back as float
+          CHECK(!selection_changed);
+          CHECK_MSG(err < 3e-3, "K=" + std::to_string(K) + " renorm=" + std::to_string(renorm) + " aux=" +
+                                    std::to_string(sc.aux) + " z=" + std::to_string(sc.z) +
+                                    " err=" + std::to_string(err));
+        }
       }
     }
-  }
+  });
 }
 
 TEST(router_backward_renormalized_gradient_stays_on_selected_experts) {
-  ThreadPool tp(1);
-  const int N = 3, E = 6, K = 2;
-  auto logits = separated_logits(N, E, 1.0f, 31);
-  Router r = run_router(tp, logits, N, E, K, true);
-  auto g = random_vector((size_t)N * K, 32);
-  std::vector<float> dl((size_t)N * E, 0.0f);
-  cpu::router_backward(tp, dl.data(), g.data(), r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K, true,
+  for_each_backend([&](Backend& be) {
+    const int N = 3, E = 6, K = 2;
+    auto logits = separated_logits(N, E, 1.0f, 31);
+    Router r = run_router(be, logits, N, E, K, true);
+    auto g = random_vector((size_t)N * K, 32);
+    std::vector<float> dl((size_t)N * E, 0.0f);
+    be.router_backward(dl.data(), g.data(), r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K, true,
                        0.0f, 0.0f);
-  for (int n = 0; n < N; ++n) {
-    double row = 0.0;
-    for (int e = 0; e < E; ++e) {
-      bool selected = false;
-      for (int k = 0; k < K; ++k) selected |= r.idx[(size_t)n * K + k] == e;
-      if (!selected) CHECK(dl[(size_t)n * E + e] == 0.0f);
-      row += dl[(size_t)n * E + e];
+    for (int n = 0; n < N; ++n) {
+      double row = 0.0;
+      for (int e = 0; e < E; ++e) {
+        bool selected = false;
+        for (int k = 0; k < K; ++k) selected |= r.idx[(size_t)n * K + k] == e;
+        if (!selected) CHECK(dl[(size_t)n * E + e] == 0.0f);
+        row += dl[(size_t)n * E + e];
+      }
+      CHECK_NEAR(row, 0.0, 1e-6);  // softmax gradients are shift-invariant
     }
-    CHECK_NEAR(row, 0.0, 1e-6);  // softmax gradients are shift-invariant
-  }
+  });
 }
 
 TEST(router_backward_accumulates) {
-  ThreadPool tp(2);
-  const int N = 9, E = 4, K = 2;
-  auto logits = random_vector((size_t)N * E, 40, 2.0f);
-  Router r = run_router(tp, logits, N, E, K, false);
-  auto g = random_vector((size_t)N * K, 41);
-  auto seed = random_vector((size_t)N * E, 42);
-  std::vector<float> fresh((size_t)N * E, 0.0f), acc = seed;
-  for (float* d : {fresh.data(), acc.data()})
-    cpu::router_backward(tp, d, g.data(), r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K, false,
+  for_each_backend([&](Backend& be) {
+    const int N = 9, E = 4, K = 2;
+    auto logits = random_vector((size_t)N * E, 40, 2.0f);
+    Router r = run_router(be, logits, N, E, K, false);
+    auto g = random_vector((size_t)N * K, 41);
+    auto seed = random_vector((size_t)N * E, 42);
+    std::vector<float> fresh((size_t)N * E, 0.0f), acc = seed;
+    for (float* d : {fresh.data(), acc.data()})
+      be.router_backward(d, g.data(), r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K, false,
                          0.5f, 0.25f);
-  for (size_t i = 0; i < acc.size(); ++i) CHECK_NEAR(acc[i], seed[i] + fresh[i], 1e-6);
+    for (size_t i = 0; i < acc.size(); ++i) CHECK_NEAR(acc[i], seed[i] + fresh[i], 1e-6);
+  });
 }
 
 // ---------------------------------------------------------------- dispatch plan
 
 TEST(dispatch_plan_hand_example) {
-  // N=5, E=3, K=2. By expert in (token, k) order:
-  //   e0: (0,1) (1,0) (2,0) (3,1)   e1: (1,1) (3,0) (4,1)   e2: (0,0) (2,1) (4,0)
-  const std::vector<int32_t> idx = {2, 0, 0, 1, 0, 2, 1, 0, 2, 1};
-  auto p = plan_of(idx, 5, 3, 2, 0);
-  CHECK(p.counts == (std::vector<int32_t>{4, 3, 3}));
-  CHECK(p.offsets == (std::vector<int32_t>{0, 4, 7, 10}));
-  CHECK(p.slot_token == (std::vector<int32_t>{0, 1, 2, 3, 1, 3, 4, 0, 2, 4}));
-  CHECK(p.assign_slot == (std::vector<int32_t>{7, 0, 1, 4, 2, 8, 5, 3, 9, 6}));
-  CHECK(p.dropped == 0 && p.total_slots() == 10 && p.capacity == 0);
+  for_each_backend([&](Backend& be) {
+    // N=5, E=3, K=2. By expert in (token, k) order:
+    //   e0: (0,1) (1,0) (2,0) (3,1)   e1: (1,1) (3,0) (4,1)   e2: (0,0) (2,1) (4,0)
+    const std::vector<int32_t> idx = {2, 0, 0, 1, 0, 2, 1, 0, 2, 1};
+    auto p = plan_of(be, idx, 5, 3, 2, 0);
+    CHECK(p.counts == (std::vector<int32_t>{4, 3, 3}));
+    CHECK(p.offsets == (std::vector<int32_t>{0, 4, 7, 10}));
+    CHECK(p.slot_token == (std::vector<int32_t>{0, 1, 2, 3, 1, 3, 4, 0, 2, 4}));
+    CHECK(p.assign_slot == (std::vector<int32_t>{7, 0, 1, 4, 2, 8, 5, 3, 9, 6}));
+    CHECK(p.dropped == 0 && p.total_slots() == 10 && p.capacity == 0);
+  });
 }
 
 TEST(dispatch_plan_capacity_uses_gshard_priority) {
-  const std::vector<int32_t> idx = {2, 0, 0, 1, 0, 2, 1, 0, 2, 1};
-  // capacity 2: first choices (by token) fill e0 with tokens 1,2 and e2 with 0,4; e1 gets token 3, then
-  // token 1's second choice; every other second choice finds its expert full. Token order alone would
-  // have kept (0,1) for e0 instead of (2,0).
-  {
-    auto p = plan_of(idx, 5, 3, 2, 2);
-    CHECK(p.dropped == 4);
-    CHECK(p.counts == (std::vector<int32_t>{2, 2, 2}));
-    CHECK(p.offsets == (std::vector<int32_t>{0, 2, 4, 6}));
-    CHECK(p.slot_token == (std::vector<int32_t>{1, 2, 1, 3, 0, 4}));
-    CHECK(p.assign_slot == (std::vector<int32_t>{4, -1, 0, 2, 1, -1, 3, -1, 5, -1}));
-  }
-  // capacity 3: only (3,1) is dropped; e0 keeps (0,1), laid out first by token order.
-  {
-    auto p = plan_of(idx, 5, 3, 2, 3);
-    CHECK(p.dropped == 1);
-    CHECK(p.counts == (std::vector<int32_t>{3, 3, 3}));
-    CHECK(p.offsets == (std::vector<int32_t>{0, 3, 6, 9}));
-    CHECK(p.slot_token == (std::vector<int32_t>{0, 1, 2, 1, 3, 4, 0, 2, 4}));
-    CHECK(p.assign_slot == (std::vector<int32_t>{6, 0, 1, 3, 2, 7, 4, -1, 8, 5}));
-  }
-  // capacity 4 with padding: e0 full, e1/e2 carry one padding slot each.
-  {
-    auto p = plan_of(idx, 5, 3, 2, 4);
-    CHECK(p.dropped == 0);
-    CHECK(p.slot_token == (std::vector<int32_t>{0, 1, 2, 3, 1, 3, 4, -1, 0, 2, 4, -1}));
-  }
+  for_each_backend([&](Backend& be) {
+    const std::vector<int32_t> idx = {2, 0, 0, 1, 0, 2, 1, 0, 2, 1};
+    // capacity 2: first choices (by token) fill e0 with tokens 1,2 and e2 with 0,4; e1 gets token 3, then
+    // token 1's second choice; every other second choice finds its expert full. Token order alone would
+    // have kept (0,1) for e0 instead of (2,0).
+    {
+      auto p = plan_of(be, idx, 5, 3, 2, 2);
+      CHECK(p.dropped == 4);
+      CHECK(p.counts == (std::vector<int32_t>{2, 2, 2}));
+      CHECK(p.offsets == (std::vector<int32_t>{0, 2, 4, 6}));
+      CHECK(p.slot_token == (std::vector<int32_t>{1, 2, 1, 3, 0, 4}));
+      CHECK(p.assign_slot == (std::vector<int32_t>{4, -1, 0, 2, 1, -1, 3, -1, 5, -1}));
+    }
+    // capacity 3: only (3,1) is dropped; e0 keeps (0,1), laid out first by token order.
+    {
+      auto p = plan_of(be, idx, 5, 3, 2, 3);
+      CHECK(p.dropped == 1);
+      CHECK(p.counts == (std::vector<int32_t>{3, 3, 3}));
+      CHECK(p.offsets == (std::vector<int32_t>{0, 3, 6, 9}));
+      CHECK(p.slot_token == (std::vector<int32_t>{0, 1, 2, 1, 3, 4, 0, 2, 4}));
+      CHECK(p.assign_slot == (std::vector<int32_t>{6, 0, 1, 3, 2, 7, 4, -1, 8, 5}));
+    }
+    // capacity 4 with padding: e0 full, e1/e2 carry one padding slot each.
+    {
+      auto p = plan_of(be, idx, 5, 3, 2, 4);
+      CHECK(p.dropped == 0);
+      CHECK(p.slot_token == (std::vector<int32_t>{0, 1, 2, 3, 1, 3, 4, -1, 0, 2, 4, -1}));
+    }
+  });
 }
 
 TEST(dispatch_plan_large_capacity_equals_dropless_plus_padding) {
-  const int N = 37, E = 6, K = 2;
-  auto idx = random_choices(N, E, K, 50);
-  auto dropless = plan_of(idx, N, E, K, 0);
-  for (int cap : {N * K, N * K + 3}) {
-    auto p = plan_of(idx, N, E, K, cap);
-    CHECK(p.dropped == 0 && p.counts == dropless.counts && p.total_slots() == E * cap);
-    for (int e = 0; e < E; ++e) {
-      CHECK(p.offsets[e] == e * cap);
-      for (int j = 0; j < cap; ++j) {
-        int32_t want = j < dropless.counts[e] ? dropless.slot_token[dropless.offsets[e] + j] : -1;
-        CHECK(p.slot_token[e * cap + j] == want);
+  for_each_backend([&](Backend& be) {
+    const int N = 37, E = 6, K = 2;
+    auto idx = random_choices(N, E, K, 50);
+    auto dropless = plan_of(be, idx, N, E, K, 0);
+    for (int cap : {N * K, N * K + 3}) {
+      auto p = plan_of(be, idx, N, E, K, cap);
+      CHECK(p.dropped == 0 && p.counts == dropless.counts && p.total_slots() == E * cap);
+      for (int e = 0; e < E; ++e) {
+        CHECK(p.offsets[e] == e * cap);
+        for (int j = 0; j < cap; ++j) {
+          int32_t want = j < dropless.counts[e] ? dropless.slot_token[dropless.offsets[e] + j] : -1;
+          CHECK(p.slot_token[e * cap + j] == want);
+        }
+      }
+      for (int i = 0; i < N * K; ++i) {
+        int e = idx[i];
+        CHECK(p.assign_slot[i] - p.offsets[e] == dropless.assign_slot[i] - dropless.offsets[e]);
       }
     }
-    for (int i = 0; i < N * K; ++i) {
-      int e = idx[i];
-      CHECK(p.assign_slot[i] - p.offsets[e] == dropless.assign_slot[i] - dropless.offsets[e]);
-    }
-  }
+  });
 }
 
 TEST(dispatch_plan_invariants_random) {
-  for (int trial = 0; trial < 12; ++trial) {
-    const int N = 1 + trial * 7, E = 2 + trial % 5, K = 1 + trial % std::min(E, 3);
-    auto idx = random_choices(N, E, K, 60 + trial);
-    for (int cap : {0, 1, 3, (N * K) / E + 1}) {
-      cpu::DispatchPlan p;
-      cpu::dispatch_plan(p, idx.data(), N, E, K, cap);
-      // Reference drop decisions: GShard priority, simulated directly.
-      std::vector<int> fill(E, 0), kept((size_t)N * K, 1);
-      int dropped = 0;
-      if (cap > 0)
-        for (int k = 0; k < K; ++k)
-          for (int n = 0; n < N; ++n) {
-            int e = idx[(size_t)n * K + k];
-            if (fill[e] < cap) fill[e]++;
-            else kept[(size_t)n * K + k] = 0, dropped++;
+  for_each_backend([&](Backend& be) {
+    for (int trial = 0; trial < 12; ++trial) {
+      const int N = 1 + trial * 7, E = 2 + trial % 5, K = 1 + trial % std::min(E, 3);
+      auto idx = random_choices(N, E, K, 60 + trial);
+      for (int cap : {0, 1, 3, (N * K) / E + 1}) {
+        DispatchPlan p;
+        be.dispatch_plan(p, idx.data(), N, E, K, cap);
+        // Reference drop decisions: GShard priority, simulated directly.
+        std::vector<int> fill(E, 0), kept((size_t)N * K, 1);
+        int dropped = 0;
+        if (cap > 0)
+          for (int k = 0; k < K; ++k)
+            for (int n = 0; n < N; ++n) {
+              int e = idx[(size_t)n * K + k];
+              if (fill[e] < cap) fill[e]++;
+              else kept[(size_t)n * K + k] = 0, dropped++;
+            }
+        CHECK(p.dropped == dropped);
+        const int S = p.total_slots();
+        CHECK(S == (cap == 0 ? N * K : E * cap));
+        std::vector<int> used(S, 0);
+        for (int n = 0; n < N; ++n)
+          for (int k = 0; k < K; ++k) {
+            int i = n * K + k, slot = p.assign_slot[i], e = idx[i];
+            if (!kept[i]) {
+              CHECK(slot == -1);
+              continue;
+            }
+            CHECK(slot >= p.offsets[e] && slot < p.offsets[e] + p.counts[e]);
+            if (slot < 0 || slot >= S) continue;
+            used[slot]++;
+            CHECK(p.slot_token[slot] == n);
           }
-      CHECK(p.dropped == dropped);
-      const int S = p.total_slots();
-      CHECK(S == (cap == 0 ? N * K : E * cap));
-      std::vector<int> used(S, 0);
-      for (int n = 0; n < N; ++n)
-        for (int k = 0; k < K; ++k) {
-          int i = n * K + k, slot = p.assign_slot[i], e = idx[i];
-          if (!kept[i]) {
-            CHECK(slot == -1);
-            continue;
-          }
-          CHECK(slot >= p.offsets[e] && slot < p.offsets[e] + p.counts[e]);
-          if (slot < 0 || slot >= S) continue;
-          used[slot]++;
-          CHECK(p.slot_token[slot] == n);
+        // Every slot holds exactly one assignment, or is padding; segments are sorted by (token, k).
+        for (int s = 0; s < S; ++s) CHECK(used[s] == (p.slot_token[s] >= 0 ? 1 : 0));
+        for (int e = 0; e < E; ++e) {
+          if (cap > 0) CHECK(p.offsets[e + 1] - p.offsets[e] == cap);
+          else CHECK(p.offsets[e + 1] - p.offsets[e] == p.counts[e]);
+          for (int j = p.offsets[e] + 1; j < p.offsets[e] + p.counts[e]; ++j)
+            CHECK(p.slot_token[j - 1] <= p.slot_token[j]);
         }
-      // Every slot holds exactly one assignment, or is padding; segments are sorted by (token, k).
-      for (int s = 0; s < S; ++s) CHECK(used[s] == (p.slot_token[s] >= 0 ? 1 : 0));
-      for (int e = 0; e < E; ++e) {
-        if (cap > 0) CHECK(p.offsets[e + 1] - p.offsets[e] == cap);
-        else CHECK(p.offsets[e + 1] - p.offsets[e] == p.counts[e]);
-        for (int j = p.offsets[e] + 1; j < p.offsets[e] + p.counts[e]; ++j)
-          CHECK(p.slot_token[j - 1] <= p.slot_token[j]);
       }
     }
-  }
+  });
 }
 
 TEST(dispatch_plan_single_expert_and_reuse) {
-  std::vector<int32_t> idx = {0, 0, 0, 0};
-  cpu::DispatchPlan p;
-  cpu::dispatch_plan(p, idx.data(), 4, 1, 1, 2);
-  CHECK(p.dropped == 2 && p.counts == std::vector<int32_t>{2});
-  CHECK(p.slot_token == (std::vector<int32_t>{0, 1}));
-  CHECK(p.assign_slot == (std::vector<int32_t>{0, 1, -1, -1}));
-  // The same plan object, rebuilt dropless, carries nothing over.
-  cpu::dispatch_plan(p, idx.data(), 4, 1, 1, 0);
-  CHECK(p.dropped == 0 && p.capacity == 0 && p.counts == std::vector<int32_t>{4});
-  CHECK(p.offsets == (std::vector<int32_t>{0, 4}));
-  CHECK(p.slot_token == (std::vector<int32_t>{0, 1, 2, 3}));
-  CHECK(p.assign_slot == (std::vector<int32_t>{0, 1, 2, 3}));
+  for_each_backend([&](Backend& be) {
+    std::vector<int32_t> idx = {0, 0, 0, 0};
+    DispatchPlan p;
+    be.dispatch_plan(p, idx.data(), 4, 1, 1, 2);
+    CHECK(p.dropped == 2 && p.counts == std::vector<int32_t>{2});
+    CHECK(p.slot_token == (std::vector<int32_t>{0, 1}));
+    CHECK(p.assign_slot == (std::vector<int32_t>{0, 1, -1, -1}));
+    // The same plan object, rebuilt dropless, carries nothing over.
+    be.dispatch_plan(p, idx.data(), 4, 1, 1, 0);
+    CHECK(p.dropped == 0 && p.capacity == 0 && p.counts == std::vector<int32_t>{4});
+    CHECK(p.offsets == (std::vector<int32_t>{0, 4}));
+    CHECK(p.slot_token == (std::vector<int32_t>{0, 1, 2, 3}));
+    CHECK(p.assign_slot == (std::vector<int32_t>{0, 1, 2, 3}));
+  });
 }
 
 TEST(dispatch_plan_rejects_bad_expert_index) {
-  std::vector<int32_t> idx = {0, 3};
-  cpu::DispatchPlan p;
-  bool threw = false;
-  try {
-    cpu::dispatch_plan(p, idx.data(), 2, 3, 1, 0);
-  } catch (const std::exception&) {
-    threw = true;
-  }
-  CHECK(threw);
+  for_each_backend([&](Backend& be) {
+    std::vector<int32_t> idx = {0, 3};
+    DispatchPlan p;
+    bool threw = false;
+    try {
+      be.dispatch_plan(p, idx.data(), 2, 3, 1, 0);
+    } catch (const std::exception&) {
+      threw = true;
+    }
+    CHECK(threw);
+  });
 }
 
 // ---------------------------------------------------------------- permute / combine
@@ -375,183 +394,175 @@ namespace {
 struct PlanCase {
   int N = 11, E = 4, K = 2, C = 13;
   std::vector<int32_t> idx = random_choices(11, 4, 2, 70);
-  cpu::DispatchPlan plan;
-  explicit PlanCase(int capacity) { cpu::dispatch_plan(plan, idx.data(), N, E, K, capacity); }
+  DispatchPlan plan;
+  PlanCase(Backend& be, int capacity) { be.dispatch_plan(plan, idx.data(), N, E, K, capacity); }
 };
 }  // namespace
 
 TEST(permute_combine_forward_match_naive) {
-  ThreadPool tp(2);
-  for (int cap : {0, 6}) {
-    PlanCase pc(cap);
-    if (cap) CHECK(pc.plan.dropped > 0 && std::count(pc.plan.slot_token.begin(), pc.plan.slot_token.end(), -1) > 0);
-    const int N = pc.N, K = pc.K, C = pc.C, S = pc.plan.total_slots();
-    auto x = random_vector((size_t)N * C, 71);
-    std::vector<float> xs((size_t)S * C, NAN);
-    cpu::permute_forward(tp, xs.data(), x.data(), pc.plan, C);
-    for (int s = 0; s < S; ++s)
-      for (int c = 0; c < C; ++c) {
-        int n = pc.plan.slot_token[s];
-        CHECK(xs[(size_t)s * C + c] == (n < 0 ? 0.0f : x[(size_t)n * C + c]));
-      }
-    auto ys = random_vector((size_t)S * C, 72);
-    auto w = random_vector((size_t)N * K, 73);
-    std::vector<float> y((size_t)N * C, NAN);
-    cpu::combine_forward(tp, y.data(), ys.data(), w.data(), pc.plan, C);
-    for (int n = 0; n < N; ++n)
-      for (int c = 0; c < C; ++c) {
-        double want = 0.0;
-        for (int k = 0; k < K; ++k) {
-          int slot = pc.plan.assign_slot[(size_t)n * K + k];
-          if (slot >= 0) want += (double)w[(size_t)n * K + k] * ys[(size_t)slot * C + c];
+  for_each_backend([&](Backend& be) {
+    for (int cap : {0, 6}) {
+      PlanCase pc(be, cap);
+      if (cap) CHECK(pc.plan.dropped > 0 && std::count(pc.plan.slot_token.begin(), pc.plan.slot_token.end(), -1) > 0);
+      const int N = pc.N, K = pc.K, C = pc.C, S = pc.plan.total_slots();
+      auto x = random_vector((size_t)N * C, 71);
+      std::vector<float> xs((size_t)S * C, NAN);
+      be.permute_forward(xs.data(), x.data(), pc.plan, C);
+      for (int s = 0; s < S; ++s)
+        for (int c = 0; c < C; ++c) {
+          int n = pc.plan.slot_token[s];
+          CHECK(xs[(size_t)s * C + c] == (n < 0 ? 0.0f : x[(size_t)n * C + c]));
         }
-        CHECK_NEAR(y[(size_t)n * C + c], want, 1e-6);
-      }
-  }
+      auto ys = random_vector((size_t)S * C, 72);
+      auto w = random_vector((size_t)N * K, 73);
+      std::vector<float> y((size_t)N * C, NAN);
+      be.combine_forward(y.data(), ys.data(), w.data(), pc.plan, C);
+      for (int n = 0; n < N; ++n)
+        for (int c = 0; c < C; ++c) {
+          double want = 0.0;
+          for (int k = 0; k < K; ++k) {
+            int slot = pc.plan.assign_slot[(size_t)n * K + k];
+            if (slot >= 0) want += (double)w[(size_t)n * K + k] * ys[(size_t)slot * C + c];
+          }
+          CHECK_NEAR(y[(size_t)n * C + c], want, 1e-6);
+        }
+    }
+  });
 }
 
 TEST(permute_backward_gradcheck) {
-  ThreadPool tp(2);
-  for (int cap : {0, 6}) {
-    PlanCase pc(cap);
-    const int N = pc.N, C = pc.C, S = pc.plan.total_slots();
-    auto x = random_vector((size_t)N * C, 80);
-    auto r = random_vector((size_t)S * C, 81);
-    std::vector<float> xs((size_t)S * C);
-    auto loss = [&]() {
-      cpu::permute_forward(tp, xs.data(), x.data(), pc.plan, C);
-      return dot(r, xs);
-    };
-    std::vector<float> dx((size_t)N * C, 0.0f);
-    cpu::permute_backward(tp, dx.data(), r.data(), pc.plan, C);
-    CHECK(gradcheck(x, dx, loss, 64) < 1e-3);
-  }
+  for_each_backend([&](Backend& be) {
+    for (int cap : {0, 6}) {
+      PlanCase pc(be, cap);
+      const int N = pc.N, C = pc.C, S = pc.plan.total_slots();
+      auto x = random_vector((size_t)N * C, 80);
+      auto r = random_vector((size_t)S * C, 81);
+      std::vector<float> xs((size_t)S * C);
+      auto loss = [&]() {
+        be.permute_forward(xs.data(), x.data(), pc.plan, C);
+        return dot(r, xs);
+      };
+      std::vector<float> dx((size_t)N * C, 0.0f);
+      be.permute_backward(dx.data(), r.data(), pc.plan, C);
+      CHECK(gradcheck(x, dx, loss, 64) < 1e-3);
+    }
+  });
 }
 
 TEST(combine_backward_gradcheck) {
-  ThreadPool tp(2);
-  for (int cap : {0, 6}) {
-    PlanCase pc(cap);
-    const int N = pc.N, K = pc.K, C = pc.C, S = pc.plan.total_slots();
-    auto ys = random_vector((size_t)S * C, 90);
-    auto w = random_vector((size_t)N * K, 91);
-    auto r = random_vector((size_t)N * C, 92);
-    std::vector<float> y((size_t)N * C);
-    auto loss = [&]() {
-      cpu::combine_forward(tp, y.data(), ys.data(), w.data(), pc.plan, C);
-      return dot(r, y);
-    };
-    std::vector<float> dys((size_t)S * C, 0.0f), dw((size_t)N * K, 0.0f);
-    cpu::combine_backward(tp, dys.data(), dw.data(), r.data(), ys.data(), w.data(), pc.plan, C);
-    CHECK(gradcheck(ys, dys, loss, 64) < 1e-3);
-    CHECK(gradcheck(w, dw, loss, N * K) < 1e-3);
-    for (int i = 0; i < N * K; ++i)
-      if (pc.plan.assign_slot[i] < 0) CHECK(dw[i] == 0.0f);
-  }
+  for_each_backend([&](Backend& be) {
+    for (int cap : {0, 6}) {
+      PlanCase pc(be, cap);
+      const int N = pc.N, K = pc.K, C = pc.C, S = pc.plan.total_slots();
+      auto ys = random_vector((size_t)S * C, 90);
+      auto w = random_vector((size_t)N * K, 91);
+      auto r = random_vector((size_t)N * C, 92);
+      std::vector<float> y((size_t)N * C);
+      auto loss = [&]() {
+        be.combine_forward(y.data(), ys.data(), w.data(), pc.plan, C);
+        return dot(r, y);
+      };
+      std::vector<float> dys((size_t)S * C, 0.0f), dw((size_t)N * K, 0.0f);
+      be.combine_backward(dys.data(), dw.data(), r.data(), ys.data(), w.data(), pc.plan, C);
+      CHECK(gradcheck(ys, dys, loss, 64) < 1e-3);
+      CHECK(gradcheck(w, dw, loss, N * K) < 1e-3);
+      for (int i = 0; i < N * K; ++i)
+        if (pc.plan.assign_slot[i] < 0) CHECK(dw[i] == 0.0f);
+    }
+  });
 }
 
 TEST(permute_combine_backward_accumulate_and_accept_null) {
-  ThreadPool tp(2);
-  PlanCase pc(6);
-  const int N = pc.N, K = pc.K, C = pc.C, S = pc.plan.total_slots();
-  auto ys = random_vector((size_t)S * C, 100);
-  auto w = random_vector((size_t)N * K, 101);
-  auto dy = random_vector((size_t)N * C, 102);
-  auto dxs = random_vector((size_t)S * C, 103);
-  auto seed_x = random_vector((size_t)N * C, 104), seed_ys = random_vector((size_t)S * C, 105),
-       seed_w = random_vector((size_t)N * K, 106);
+  for_each_backend([&](Backend& be) {
+    PlanCase pc(be, 6);
+    const int N = pc.N, K = pc.K, C = pc.C, S = pc.plan.total_slots();
+    auto ys = random_vector((size_t)S * C, 100);
+    auto w = random_vector((size_t)N * K, 101);
+    auto dy = random_vector((size_t)N * C, 102);
+    auto dxs = random_vector((size_t)S * C, 103);
+    auto seed_x = random_vector((size_t)N * C, 104), seed_ys = random_vector((size_t)S * C, 105),
+         seed_w = random_vector((size_t)N * K, 106);
 
-  std::vector<float> dx0((size_t)N * C, 0.0f), dx = seed_x;
-  cpu::permute_backward(tp, dx0.data(), dxs.data(), pc.plan, C);
-  cpu::permute_backward(tp, dx.data(), dxs.data(), pc.plan, C);
-  for (size_t i = 0; i < dx.size(); ++i) CHECK_NEAR(dx[i], seed_x[i] + dx0[i], 1e-6);
+    std::vector<float> dx0((size_t)N * C, 0.0f), dx = seed_x;
+    be.permute_backward(dx0.data(), dxs.data(), pc.plan, C);
+    be.permute_backward(dx.data(), dxs.data(), pc.plan, C);
+    for (size_t i = 0; i < dx.size(); ++i) CHECK_NEAR(dx[i], seed_x[i] + dx0[i], 1e-6);
 
-  std::vector<float> dys0((size_t)S * C, 0.0f), dw0((size_t)N * K, 0.0f), dys = seed_ys, dw = seed_w;
-  cpu::combine_backward(tp, dys0.data(), dw0.data(), dy.data(), ys.data(), w.data(), pc.plan, C);
-  cpu::combine_backward(tp, dys.data(), nullptr, dy.data(), ys.data(), w.data(), pc.plan, C);
-  cpu::combine_backward(tp, nullptr, dw.data(), dy.data(), ys.data(), w.data(), pc.plan, C);
-  for (size_t i = 0; i < dys.size(); ++i) CHECK_NEAR(dys[i], seed_ys[i] + dys0[i], 1e-6);
-  for (size_t i = 0; i < dw.size(); ++i) CHECK_NEAR(dw[i], seed_w[i] + dw0[i], 1e-5);
-  // Padding slots receive no gradient.
-  for (int s = 0; s < S; ++s)
-    if (pc.plan.slot_token[s] < 0)
-      for (int c = 0; c < C; ++c) CHECK(dys[(size_t)s * C + c] == seed_ys[(size_t)s * C + c]);
+    std::vector<float> dys0((size_t)S * C, 0.0f), dw0((size_t)N * K, 0.0f), dys = seed_ys, dw = seed_w;
+    be.combine_backward(dys0.data(), dw0.data(), dy.data(), ys.data(), w.data(), pc.plan, C);
+    be.combine_backward(dys.data(), nullptr, dy.data(), ys.data(), w.data(), pc.plan, C);
+    be.combine_backward(nullptr, dw.data(), dy.data(), ys.data(), w.data(), pc.plan, C);
+    for (size_t i = 0; i < dys.size(); ++i) CHECK_NEAR(dys[i], seed_ys[i] + dys0[i], 1e-6);
+    for (size_t i = 0; i < dw.size(); ++i) CHECK_NEAR(dw[i], seed_w[i] + dw0[i], 1e-5);
+    // Padding slots receive no gradient.
+    for (int s = 0; s < S; ++s)
+      if (pc.plan.slot_token[s] < 0)
+        for (int c = 0; c < C; ++c) CHECK(dys[(size_t)s * C + c] == seed_ys[(size_t)s * C + c]);
+  });
 }
 
 // ---------------------------------------------------------------- sigmoid gate
 
 TEST(sigmoid_gate_forward_and_gradcheck) {
-  ThreadPool tp(2);
-  const int N = 7, C = 19;
-  auto g = random_vector(N, 110, 3.0f);
-  g[0] = 40.0f;  // saturated gates stay finite
-  g[1] = -40.0f;
-  auto s = random_vector((size_t)N * C, 111);
-  std::vector<float> out((size_t)N * C);
-  cpu::sigmoid_gate_forward(tp, out.data(), g.data(), s.data(), N, C);
-  for (int n = 0; n < N; ++n)
-    for (int c = 0; c < C; ++c)
-      CHECK_NEAR(out[(size_t)n * C + c], s[(size_t)n * C + c] / (1.0 + std::exp(-(double)g[n])), 1e-6);
+  for_each_backend([&](Backend& be) {
+    const int N = 7, C = 19;
+    auto g = random_vector(N, 110, 3.0f);
+    g[0] = 40.0f;  // saturated gates stay finite
+    g[1] = -40.0f;
+    auto s = random_vector((size_t)N * C, 111);
+    std::vector<float> out((size_t)N * C);
+    be.sigmoid_gate_forward(out.data(), g.data(), s.data(), N, C);
+    for (int n = 0; n < N; ++n)
+      for (int c = 0; c < C; ++c)
+        CHECK_NEAR(out[(size_t)n * C + c], s[(size_t)n * C + c] / (1.0 + std::exp(-(double)g[n])), 1e-6);
 
-  g[0] = 0.3f;
-  g[1] = -0.8f;
-  auto r = random_vector((size_t)N * C, 112);
-  auto loss = [&]() {
-    cpu::sigmoid_gate_forward(tp, out.data(), g.data(), s.data(), N, C);
-    return dot(r, out);
-  };
-  auto seed_g = random_vector(N, 113), seed_s = random_vector((size_t)N * C, 114);
-  std::vector<float> dg(N, 0.0f), ds((size_t)N * C, 0.0f), dg_acc = seed_g, ds_acc = seed_s;
-  cpu::sigmoid_gate_backward(tp, dg.data(), ds.data(), r.data(), g.data(), s.data(), N, C);
-  CHECK(gradcheck(g, dg, loss, N) < 1e-3);
-  CHECK(gradcheck(s, ds, loss, 64) < 1e-3);
-  cpu::sigmoid_gate_backward(tp, dg_acc.data(), nullptr, r.data(), g.data(), s.data(), N, C);
-  cpu::sigmoid_gate_backward(tp, nullptr, ds_acc.data(), r.data(), g.data(), s.data(), N, C);
-  for (int n = 0; n < N; ++n) CHECK_NEAR(dg_acc[n], seed_g[n] + dg[n], 1e-6);
-  for (size_t i = 0; i < ds.size(); ++i) CHECK_NEAR(ds_acc[i], seed_s[i] + ds[i], 1e-6);
+    g[0] = 0.3f;
+    g[1] = -0.8f;
+    auto r = random_vector((size_t)N * C, 112);
+    auto loss = [&]() {
+      be.sigmoid_gate_forward(out.data(), g.data(), s.data(), N, C);
+      return dot(r, out);
+    };
+    auto seed_g = random_vector(N, 113), seed_s = random_vector((size_t)N * C, 114);
+    std::vector<float> dg(N, 0.0f), ds((size_t)N * C, 0.0f), dg_acc = seed_g, ds_acc = seed_s;
+    be.sigmoid_gate_backward(dg.data(), ds.data(), r.data(), g.data(), s.data(), N, C);
+    CHECK(gradcheck(g, dg, loss, N) < 1e-3);
+    CHECK(gradcheck(s, ds, loss, 64) < 1e-3);
+    be.sigmoid_gate_backward(dg_acc.data(), nullptr, r.data(), g.data(), s.data(), N, C);
+    be.sigmoid_gate_backward(nullptr, ds_acc.data(), r.data(), g.data(), s.data(), N, C);
+    for (int n = 0; n < N; ++n) CHECK_NEAR(dg_acc[n], seed_g[n] + dg[n], 1e-6);
+    for (size_t i = 0; i < ds.size(); ++i) CHECK_NEAR(ds_acc[i], seed_s[i] + ds[i], 1e-6);
+  });
 }
 
 // ---------------------------------------------------------------- determinism
 
-TEST(results_independent_of_thread_count) {
-  ThreadPool one(1), three(3);
+TEST(results_match_reference_any_threads) {
   const int N = 517, E = 16, K = 4, C = 40;
   auto logits = random_vector((size_t)N * E, 120, 2.0f);
   auto dtw = random_vector((size_t)N * K, 121);
   auto x = random_vector((size_t)N * C, 122);
   auto gl = random_vector(N, 123);
-  std::vector<std::vector<float>> outs[2];
-  cpu::RouterLosses losses[2];
-  ThreadPool* pools[2] = {&one, &three};
-  for (int t = 0; t < 2; ++t) {
-    ThreadPool& tp = *pools[t];
-    auto& o = outs[t];
-    Router r = run_router(tp, logits, N, E, K, true);
-    losses[t] = r.losses;
-    o.push_back(r.probs);
-    o.push_back(r.w);
-    o.emplace_back(r.idx.begin(), r.idx.end());
+  expect_consistent("router/dispatch/permute/combine/gate", [&](Backend& be) {
+    Router r = run_router(be, logits, N, E, K, true);
+    std::vector<float> losses = {r.losses.aux, r.losses.z}, idx(r.idx.begin(), r.idx.end());
     std::vector<float> dl((size_t)N * E, 0.0f);
-    cpu::router_backward(tp, dl.data(), dtw.data(), r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K,
-                         true, 0.01f, 0.001f);
-    o.push_back(dl);
-    cpu::DispatchPlan plan;
-    cpu::dispatch_plan(plan, r.idx.data(), N, E, K, N * K / E);
+    be.router_backward(dl.data(), dtw.data(), r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K, true,
+                       0.01f, 0.001f);
+    DispatchPlan plan;
+    be.dispatch_plan(plan, r.idx.data(), N, E, K, N * K / E);
     const int S = plan.total_slots();
     std::vector<float> xs((size_t)S * C), y((size_t)N * C), dxs((size_t)S * C, 0.0f), dw((size_t)N * K, 0.0f),
         dx((size_t)N * C, 0.0f);
-    cpu::permute_forward(tp, xs.data(), x.data(), plan, C);
-    cpu::combine_forward(tp, y.data(), xs.data(), r.w.data(), plan, C);
-    cpu::combine_backward(tp, dxs.data(), dw.data(), x.data(), xs.data(), r.w.data(), plan, C);
-    cpu::permute_backward(tp, dx.data(), dxs.data(), plan, C);
+    be.permute_forward(xs.data(), x.data(), plan, C);
+    be.combine_forward(y.data(), xs.data(), r.w.data(), plan, C);
+    be.combine_backward(dxs.data(), dw.data(), x.data(), xs.data(), r.w.data(), plan, C);
+    be.permute_backward(dx.data(), dxs.data(), plan, C);
     std::vector<float> gout((size_t)N * C), dg(N, 0.0f), ds((size_t)N * C, 0.0f);
-    cpu::sigmoid_gate_forward(tp, gout.data(), gl.data(), y.data(), N, C);
-    cpu::sigmoid_gate_backward(tp, dg.data(), ds.data(), x.data(), gl.data(), y.data(), N, C);
-    for (auto* v : {&xs, &y, &dxs, &dw, &dx, &gout, &dg, &ds}) o.push_back(*v);
-  }
-  CHECK(std::memcmp(&losses[0], &losses[1], sizeof(cpu::RouterLosses)) == 0);
-  CHECK(outs[0].size() == outs[1].size());
-  for (size_t i = 0; i < outs[0].size(); ++i) CHECK_MSG(same_bits(outs[0][i], outs[1][i]), "output " + std::to_string(i));
+    be.sigmoid_gate_forward(gout.data(), gl.data(), y.data(), N, C);
+    be.sigmoid_gate_backward(dg.data(), ds.data(), x.data(), gl.data(), y.data(), N, C);
+    return concat({&losses, &r.probs, &r.w, &idx, &dl, &xs, &y, &dxs, &dw, &dx, &gout, &dg, &ds});
+  });
 }
 
 TEST_MAIN()

@@ -5,9 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
-#include "backend/cpu/router.h"
-#include "core/threadpool.h"
+#include "backend/registry.h"
 #include "moe/routing_skew.h"
 #include "testing.h"
 #include "train/trainer.h"
@@ -45,13 +43,13 @@ TEST(skew_draws_have_the_requested_shares) {
 
 TEST(router_takes_forced_choices_with_their_probabilities) {
   const int N = 3, E = 4, K = 2;
-  moe::ThreadPool tp(1);
+  auto be = moe::make_backend("cpu", {1});
   const std::vector<float> logits = {0, 1, 2, 3, 3, 2, 1, 0, 0, 0, 0, 5};
   const std::vector<int32_t> forced = {0, 1, 3, 2, 1, 0};
   std::vector<float> probs(N * E), w(N * K);
   std::vector<int32_t> idx(N * K);
-  const moe::cpu::RouterLosses l =
-      moe::cpu::router_forward(tp, probs.data(), idx.data(), w.data(), logits.data(), N, E, K, true, forced.data());
+  const moe::RouterLosses l =
+      be->router_forward(probs.data(), idx.data(), w.data(), logits.data(), N, E, K, true, forced.data());
   CHECK(idx == forced);
   for (int n = 0; n < N; ++n) {
     const float a = probs[n * E + forced[n * K]], b = probs[n * E + forced[n * K + 1]];
@@ -75,7 +73,7 @@ TEST(skewed_training_routes_by_the_draws_and_is_deterministic) {
     "routing_skew": {"distribution": "hot", "hot_fraction": 0.9, "seed": 3}})";
   auto run = [&] {
     moe::EngineConfig cfg = moe::parse_config_text(cfg_text, "test");
-    auto be = moe::make_cpu_backend(1);
+    auto be = moe::make_backend("cpu", {1});
     moe::Trainer t(cfg, *be);
     std::vector<int32_t> in(64), tg(64);
     for (int i = 0; i < 64; ++i) in[i] = tg[i] = (i * 11) % 64;
@@ -111,7 +109,7 @@ TEST(steps_record_their_placement_across_devices) {
     "routing_skew": {"distribution": "hot", "hot_fraction": 0.95, "seed": 3})";
   auto run = [&](const std::string& placement) {
     moe::EngineConfig cfg = moe::parse_config_text(base + placement + "}", "test");
-    auto be = moe::make_cpu_backend(1);
+    auto be = moe::make_backend("cpu", {1});
     moe::Trainer t(cfg, *be);
     std::vector<int32_t> in(512), tg(512);
     for (int i = 0; i < 512; ++i) in[i] = tg[i] = (i * 13) % 64;

@@ -207,7 +207,7 @@ void bench_adamw(moe::ThreadPool& tp, const Options& o) {
   fill_random(tp, g.get(), n, 4, 0.01f);
   fill_random(tp, m.get(), n, 5, 0.001f);
   fill_random(tp, v.get(), n, 6, 1e-6f);
-  moe::cpu::AdamWParams hp;
+  moe::AdamWParams hp;
   hp.weight_decay = 0.01f;
   std::vector<double> t;
   for (int step = 1; step <= 11; ++step) {

@@ -1,10 +1,11 @@
 // moe-engine selftest: checks this machine's build end to end — the whole model's gradients against
 // finite differences for both families, dropless and capacity routing, on the CPU backend.
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "args.h"
-#include "backend/backend.h"
+#include "backend/registry.h"
 #include "commands.h"
 #include "model/gradcheck.h"
 
@@ -34,12 +35,13 @@ moe::ModelConfig tiny(moe::Arch arch, int top_k, double capacity_factor) {
 
 int cmd_selftest(int argc, char** argv) {
   cli::Args args(argc, argv, {"--backend", "--threads"}, {});
-  const std::string backend = args.get("--backend", "cpu");
-  if (backend != "cpu") {
-    std::fprintf(stderr, "selftest: backend '%s' is not built into this binary; available: cpu\n", backend.c_str());
+  std::unique_ptr<moe::Backend> be;
+  try {
+    be = moe::make_backend(args.get("--backend", "cpu"), {std::stoi(args.get("--threads", "2"))});
+  } catch (const moe::EngineError& e) {
+    std::fprintf(stderr, "selftest: %s\n", e.what());
     return 2;
   }
-  auto be = moe::make_cpu_backend(std::stoi(args.get("--threads", "2")));
   // Float32 central differences with h = 1e-2 carry ~1e-3 relative noise; 5e-2 flags any real error.
   const double tolerance = 5e-2;
   int failed = 0, passed = 0;

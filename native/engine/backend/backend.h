@@ -1,24 +1,16 @@
-// The backend contract: memory per kind, copies, and the ops every layer needs. The model, the
-// trainer and (later) the offload scheduler drive a Backend& and never know which one it is.
-// Op semantics are documented once, on the CPU declarations in cpu/*.h (same names in cuda/).
+// The backend contract: memory per kind, copies, and the ops every layer needs. The model, the trainer and
+// the offload scheduler drive a Backend& and never know which one it is; they get one from the registry
+// (registry.h). Op semantics are documented once, on the CPU kernels' declarations in cpu/*.h.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 
-#include "backend/cpu/adamw.h"
-#include "backend/cpu/dispatch.h"
-#include "backend/cpu/router.h"
+#include "backend/types.h"
 #include "core/error.h"
 
 namespace moe {
-
-enum class MemKind { Device, PinnedHost, PageableHost };
-
-using cpu::AdamWParams;
-using cpu::DispatchPlan;
-using cpu::RouterLosses;
 
 class Backend {
  public:
@@ -102,7 +94,5 @@ class Backend {
     fail("the " + name() + " backend has no bf16 compute; set train.compute_dtype to \"fp32\"");
   }
 };
-
-std::unique_ptr<Backend> make_cpu_backend(int threads);
 
 }  // namespace moe

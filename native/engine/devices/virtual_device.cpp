@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "backend/registry.h"
 #include "core/error.h"
 
 namespace moe {
@@ -13,7 +14,7 @@ std::string mib(int64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >
 }  // namespace
 
 VirtualDevice::VirtualDevice(int index, const DeviceGroupConfig& cfg)
-    : index_(index), budget_bytes_(cfg.budget_bytes), backend_(make_cpu_backend(std::max(1, cfg.threads))) {}
+    : index_(index), budget_bytes_(cfg.budget_bytes), backend_(make_backend("cpu", {std::max(1, cfg.threads)})) {}
 
 float* VirtualDevice::reserve(DeviceBuffer& b, size_t n) {
   const int64_t want = int64_t(n * sizeof(float));

@@ -10,7 +10,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "backend/cpu/adamw.h"
 #include "core/error.h"
 
 namespace moe {
@@ -46,8 +45,8 @@ std::string default_ssd_dir() {
 
 }  // namespace
 
-ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const OffloadConfig& cfg, int host_threads,
-                             int B, int T)
+ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const OffloadConfig& cfg, HostBackends host, int B,
+                             int T)
     : model_(model),
       optimizer_(optimizer),
       cfg_(cfg),
@@ -59,7 +58,7 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
       ssd_tier_("ssd", model.backend(), MemKind::PageableHost, 0),
       pins_(cfg.pin_policy, 0, {}),
       update_ticket_(std::make_unique<std::atomic<uint64_t>[]>(model.layout().expert_ranges().size())),
-      host_pool_(host_threads) {
+      host_compute_(std::move(host)) {
   // A copy worker competing with compute threads that take every core hides nothing and slows their barriers.
   inline_copies_ = cfg.copy_stream == CopyStream::Inline ||
                    (cfg.copy_stream == CopyStream::Auto && cfg.mode == OffloadMode::Host &&
@@ -430,7 +429,7 @@ void ExpertOffload::download_grad(int i, bool final, bool then_update) {
   copy_worker_.submit([=, this] {
     const ExpertState host = store_->acquire(i, 0, kGrad);
     std::memcpy(host.g, src, bytes);
-    if (final) sum_squares_[i] = cpu::sum_squares(copy_pool_, host.g, static_cast<int64_t>(experts_[i].floats));
+    if (final) sum_squares_[i] = host_compute_.norms->sum_squares(host.g, static_cast<int64_t>(experts_[i].floats));
     store_->release(i, kGrad);
     if (then_update) {
       if (cfg_.optimizer == ExpertOptimizer::Delayed) submit_delayed_update(i, false);
@@ -457,8 +456,8 @@ void ExpertOffload::apply_adamw(const Expert& x, const ExpertState& s, const flo
                                 const TrainConfig& hp) {
   for (const ParamTensor* pt : x.tensors) {
     const size_t at = pt->offset - x.begin;
-    cpu::adamw_update(host_pool_, s.w + at, grad + at, s.m + at, s.v + at, static_cast<int64_t>(pt->numel),
-                      adamw_params(step.t, step.lr, hp, step.clip_scale, pt->decay));
+    host_compute_.updates->adamw_update(s.w + at, grad + at, s.m + at, s.v + at, static_cast<int64_t>(pt->numel),
+                                        adamw_params(step.t, step.lr, hp, step.clip_scale, pt->decay));
   }
 }
 
@@ -505,7 +504,7 @@ void ExpertOffload::finish_gradients() {
       continue;
     }
     const ExpertState s = store_->acquire(i, kGrad);
-    sum_squares_[i] = cpu::sum_squares(copy_pool_, s.g, static_cast<int64_t>(experts_[i].floats));
+    sum_squares_[i] = host_compute_.norms->sum_squares(s.g, static_cast<int64_t>(experts_[i].floats));
     store_->release(i, 0);
   }
 }

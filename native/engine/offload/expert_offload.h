@@ -25,7 +25,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/threadpool.h"
+#include "backend/backend.h"
 #include "model/config.h"
 #include "model/model.h"
 #include "offload/expert_access.h"
@@ -52,10 +52,17 @@ struct OffloadStepStats {
   std::vector<std::vector<int32_t>> uploads;  // [MoE layer][expert]: weight uploads this step
 };
 
+// The host compute of expert offload, given by the caller: `updates` runs the expert updates (the optimizer
+// worker, separate from the compute pool), `norms` the gradient norms (one thread: the copy worker or, when it is
+// idle, the compute thread). Two backends because the two workers call them at the same time.
+struct HostBackends {
+  std::unique_ptr<Backend> updates, norms;
+};
+
 class ExpertOffload final : public ExpertAccess {
  public:
   // B, T: the micro-batch the activations are sized for.
-  ExpertOffload(Model& model, AdamWOptimizer& optimizer, const OffloadConfig& cfg, int host_threads, int B, int T);
+  ExpertOffload(Model& model, AdamWOptimizer& optimizer, const OffloadConfig& cfg, HostBackends host, int B, int T);
   ~ExpertOffload() override;
 
   int slots() const { return static_cast<int>(slots_.size()); }
@@ -181,8 +188,7 @@ class ExpertOffload final : public ExpertAccess {
   double pending_lr_ = 0, pending_scale_ = 1;
 
   bool inline_copies_ = false;  // uploads run on the compute thread (offload.copy_stream)
-  ThreadPool host_pool_;      // the expert updates (optimizer worker)
-  ThreadPool copy_pool_{1};  // gradient norms, on the copy worker or (when it is idle) the compute thread
+  HostBackends host_compute_;
   SerialWorker copy_worker_, optimizer_worker_;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "backend/registry.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/json.h"
@@ -48,7 +49,8 @@ Trainer::Trainer(const EngineConfig& cfg, Backend& be) : cfg_(cfg), be_(be), mod
   }
   state_.seed = cfg_.train.seed;
   if (cfg_.offload.mode != OffloadMode::None) {
-    offload_ = std::make_unique<ExpertOffload>(model_, opt_, cfg_.offload, cfg_.train.threads, cfg_.train.batch_size,
+    HostBackends host{make_backend("cpu", {cfg_.train.threads}), make_backend("cpu", {1})};
+    offload_ = std::make_unique<ExpertOffload>(model_, opt_, cfg_.offload, std::move(host), cfg_.train.batch_size,
                                                cfg_.train.seq_len);
     model_.set_expert_access(offload_.get());
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/adamw_kernels.h"
+#include "backend/cpu/isa.h"
 
 namespace moe::cpu {
 namespace {
@@ -18,12 +19,12 @@ using adamw_detail::Consts;
 constexpr int64_t kChunk = 65536;   // Σx² chunk: the unit of the fixed reduction order
 constexpr int64_t kGrainUnits = 4096;  // 64Ki elements per thread at least, so small tensors stay serial
 
-bool has_avx512() {
-  static const bool yes = [] {
+bool use_avx512() {
+  static const bool has = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
   }();
-  return yes;
+  return has && current_isa() == Isa::Native;
 }
 
 // The per-element sequence of Consts, one lane at a time.
@@ -62,7 +63,7 @@ void adamw_update(ThreadPool& tp, float* p, const float* grad, float* m, float* 
                  static_cast<float>(-double(hp.lr) / bias1),
                  static_cast<float>(std::sqrt(bias2)),
                  hp.eps};
-  const auto kernel = has_avx512() ? &adamw_detail::update_avx512 : &update_scalar;
+  const auto kernel = use_avx512() ? &adamw_detail::update_avx512 : &update_scalar;
   const int64_t units = (n + 15) / 16;
   tp.parallel_for(
       units,
@@ -75,7 +76,7 @@ void adamw_update(ThreadPool& tp, float* p, const float* grad, float* m, float* 
 
 double sum_squares(ThreadPool& tp, const float* x, int64_t n) {
   if (n <= 0) return 0.0;
-  const auto chunk_sum = has_avx512() ? &adamw_detail::chunk_sum_squares_avx512 : &chunk_sum_squares_scalar;
+  const auto chunk_sum = use_avx512() ? &adamw_detail::chunk_sum_squares_avx512 : &chunk_sum_squares_scalar;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   if (chunks == 1) return chunk_sum(x, n);
   std::vector<double> partial(chunks);

@@ -60,8 +60,10 @@ void attention_forward(ThreadPool& tp, float* out, float* lse, const float* qkv,
                        int HS) {
   const Layout L = make_layout(T, NH, NKV, HS);
   const float scale = 1.0f / std::sqrt((float)HS);
-  auto softmax_row = cpu_has_avx512() ? attention_softmax_row_avx512 : attention_softmax_row;
+  auto softmax_row = use_avx512() ? attention_softmax_row_avx512 : attention_softmax_row;
+  const Isa isa = current_isa();
   tp.parallel_for((int64_t)B * NH, [&](int64_t t0, int64_t t1, int) {
+    const IsaScope same_kernels(isa);  // the tiles' sgemm calls pick their kernels on this worker
     float* p = thread_scratch(0, (size_t)kTile * T);
     for (int64_t task = t0; task < t1; ++task) {
       int b = (int)(task / NH), h = (int)(task % NH), g = h / L.group;
@@ -86,8 +88,10 @@ void attention_backward(ThreadPool& tp, float* dqkv, const float* dout, const fl
                         const float* lse, int B, int T, int NH, int NKV, int HS) {
   const Layout L = make_layout(T, NH, NKV, HS);
   const float scale = 1.0f / std::sqrt((float)HS);
-  auto grad_row = cpu_has_avx512() ? attention_grad_row_avx512 : attention_grad_row;
+  auto grad_row = use_avx512() ? attention_grad_row_avx512 : attention_grad_row;
+  const Isa isa = current_isa();
   tp.parallel_for((int64_t)B * NKV, [&](int64_t t0, int64_t t1, int) {
+    const IsaScope same_kernels(isa);  // the tiles' sgemm calls pick their kernels on this worker
     float* p = thread_scratch(0, (size_t)kTile * T);
     float* ds = thread_scratch(1, (size_t)kTile * T);
     ThreadPool& serial = serial_pool();

@@ -18,7 +18,7 @@ void to_bf16_span(uint16_t* dst, const float* src, int64_t n) {
 }  // namespace
 
 void to_bf16(ThreadPool& tp, uint16_t* dst, const float* src, int64_t n) {
-  auto span = cpu_has_avx512() ? to_bf16_span_avx512 : to_bf16_span;
+  auto span = use_avx512() ? to_bf16_span_avx512 : to_bf16_span;
   for_each_block(tp, n, kBlock, [=](int64_t i0, int64_t i1) { span(dst + i0, src + i0, i1 - i0); });
 }
 

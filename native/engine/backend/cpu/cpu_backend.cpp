@@ -1,24 +1,29 @@
-// The CPU backend: forwards every op of the contract to the cpu:: kernels on one thread pool.
-// "Device" memory is ordinary aligned host memory here; budgets and tiers are layered on top.
+// The CPU backend: forwards every op of the contract to the cpu:: kernels on one thread pool, under its ISA
+// choice (native or the scalar reference). "Device" memory is ordinary aligned host memory here; budgets and
+// tiers are layered on top.
 #include <cstdlib>
 #include <cstring>
 
-#include "backend/backend.h"
+#include "backend/cpu/adamw.h"
 #include "backend/cpu/attention.h"
 #include "backend/cpu/convert_bf16.h"
 #include "backend/cpu/crossentropy.h"
+#include "backend/cpu/dispatch.h"
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/embedding.h"
 #include "backend/cpu/gelu.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/gemm_bf16.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/layernorm.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/matmul_bf16.h"
 #include "backend/cpu/rmsnorm.h"
 #include "backend/cpu/rope.h"
+#include "backend/cpu/router.h"
 #include "backend/cpu/sigmoid_gate.h"
 #include "backend/cpu/swiglu.h"
+#include "backend/registry.h"
 #include "core/error.h"
 #include "core/host_memory.h"
 
@@ -27,9 +32,10 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads) : tp_(threads) {}
+  CpuBackend(int threads, cpu::Isa isa) : tp_(threads), isa_(isa) {}
   std::string name() const override { return "cpu"; }
   std::string describe() const override {
+    const cpu::IsaScope isa(isa_);
     return "cpu (" + std::to_string(tp_.threads()) + " threads; sgemm " + cpu::sgemm_isa() + ", bf16 gemm " +
            cpu::sgemm_bf16_isa() + "; no GPU backend in this build)";
   }
@@ -46,125 +52,178 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
 
   void matmul_forward(float* y, const float* x, const float* w, const float* b, int N, int I, int O) override {
+    const cpu::IsaScope isa(isa_);
     cpu::matmul_forward(tp_, y, x, w, b, N, I, O);
   }
   void matmul_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int N, int I,
                        int O) override {
+    const cpu::IsaScope isa(isa_);
     cpu::matmul_backward(tp_, dx, dw, db, dy, x, w, N, I, O);
   }
   void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
                          int C) override {
+    const cpu::IsaScope isa(isa_);
     cpu::embedding_forward(tp_, out, tokens, wte, wpe, B, T, C);
   }
   void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T,
                           int C) override {
+    const cpu::IsaScope isa(isa_);
     cpu::embedding_backward(tp_, dwte, dwpe, dout, tokens, B, T, C);
   }
   void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b, int N,
                          int C, float eps) override {
+    const cpu::IsaScope isa(isa_);
     cpu::layernorm_forward(tp_, out, mean, rstd, inp, w, b, N, C, eps);
   }
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
                           const float* mean, const float* rstd, int N, int C) override {
+    const cpu::IsaScope isa(isa_);
     cpu::layernorm_backward(tp_, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
   }
   void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, int N, int C, float eps) override {
+    const cpu::IsaScope isa(isa_);
     cpu::rmsnorm_forward(tp_, out, rstd, inp, w, N, C, eps);
   }
   void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w, const float* rstd,
                         int N, int C) override {
+    const cpu::IsaScope isa(isa_);
     cpu::rmsnorm_backward(tp_, dinp, dw, dout, inp, w, rstd, N, C);
   }
   void rope_forward(float* out, const float* inp, int B, int T, int NH, int NKV, int HS, float theta) override {
+    const cpu::IsaScope isa(isa_);
     cpu::rope_forward(tp_, out, inp, B, T, NH, NKV, HS, theta);
   }
   void rope_backward(float* dinp, const float* dout, int B, int T, int NH, int NKV, int HS, float theta) override {
+    const cpu::IsaScope isa(isa_);
     cpu::rope_backward(tp_, dinp, dout, B, T, NH, NKV, HS, theta);
   }
   void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int NH, int NKV, int HS) override {
+    const cpu::IsaScope isa(isa_);
     cpu::attention_forward(tp_, out, lse, qkv, B, T, NH, NKV, HS);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int B,
                           int T, int NH, int NKV, int HS) override {
+    const cpu::IsaScope isa(isa_);
     cpu::attention_backward(tp_, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS);
   }
-  void gelu_forward(float* out, const float* inp, int64_t n) override { cpu::gelu_forward(tp_, out, inp, n); }
+  void gelu_forward(float* out, const float* inp, int64_t n) override {
+    const cpu::IsaScope isa(isa_);
+    cpu::gelu_forward(tp_, out, inp, n);
+  }
   void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) override {
+    const cpu::IsaScope isa(isa_);
     cpu::gelu_backward(tp_, dinp, inp, dout, n);
   }
   void swiglu_forward(float* out, const float* gate_up, int N, int F) override {
+    const cpu::IsaScope isa(isa_);
     cpu::swiglu_forward(tp_, out, gate_up, N, F);
   }
   void swiglu_backward(float* dgate_up, const float* dout, const float* gate_up, int N, int F) override {
+    const cpu::IsaScope isa(isa_);
     cpu::swiglu_backward(tp_, dgate_up, dout, gate_up, N, F);
   }
   void add_forward(float* out, const float* a, const float* b, int64_t n) override {
+    const cpu::IsaScope isa(isa_);
     cpu::add_forward(tp_, out, a, b, n);
   }
-  void accumulate(float* dst, const float* src, int64_t n) override { cpu::accumulate(tp_, dst, src, n); }
+  void accumulate(float* dst, const float* src, int64_t n) override {
+    const cpu::IsaScope isa(isa_);
+    cpu::accumulate(tp_, dst, src, n);
+  }
   void crossentropy_forward(float* losses, const float* logits, const int32_t* targets, int N, int V) override {
+    const cpu::IsaScope isa(isa_);
     cpu::crossentropy_forward(tp_, losses, logits, targets, N, V);
   }
   void crossentropy_backward(float* dlogits, const float* logits, const int32_t* targets, float scale, int N,
                              int V) override {
+    const cpu::IsaScope isa(isa_);
     cpu::crossentropy_backward(tp_, dlogits, logits, targets, scale, N, V);
   }
 
-  void to_bf16(uint16_t* dst, const float* src, int64_t n) override { cpu::to_bf16(tp_, dst, src, n); }
+  void to_bf16(uint16_t* dst, const float* src, int64_t n) override {
+    const cpu::IsaScope isa(isa_);
+    cpu::to_bf16(tp_, dst, src, n);
+  }
   void matmul_forward_bf16(float* y, const float* x, const uint16_t* w, const float* b, int N, int I,
                            int O) override {
+    const cpu::IsaScope isa(isa_);
     cpu::matmul_forward_bf16(tp_, y, x, w, b, N, I, O);
   }
   void matmul_backward_bf16(float* dx, float* dw, float* db, const float* dy, const float* x, const uint16_t* w, int N,
                             int I, int O) override {
+    const cpu::IsaScope isa(isa_);
     cpu::matmul_backward_bf16(tp_, dx, dw, db, dy, x, w, N, I, O);
   }
 
   RouterLosses router_forward(float* probs, int32_t* topk_idx, float* topk_w, const float* logits, int N, int E, int K,
                               bool renormalize, const int32_t* forced_topk) override {
+    const cpu::IsaScope isa(isa_);
     return cpu::router_forward(tp_, probs, topk_idx, topk_w, logits, N, E, K, renormalize, forced_topk);
   }
   void router_backward(float* dlogits, const float* dtopk_w, const float* probs, const int32_t* topk_idx,
                        const float* topk_w, const float* logits, int N, int E, int K, bool renormalize,
                        float aux_scale, float z_scale) override {
+    const cpu::IsaScope isa(isa_);
     cpu::router_backward(tp_, dlogits, dtopk_w, probs, topk_idx, topk_w, logits, N, E, K, renormalize, aux_scale,
                          z_scale);
   }
   void dispatch_plan(DispatchPlan& plan, const int32_t* topk_idx, int N, int E, int K, int capacity) override {
+    const cpu::IsaScope isa(isa_);
     cpu::dispatch_plan(plan, topk_idx, N, E, K, capacity);
   }
   void permute_forward(float* xs, const float* x, const DispatchPlan& plan, int C) override {
+    const cpu::IsaScope isa(isa_);
     cpu::permute_forward(tp_, xs, x, plan, C);
   }
   void permute_backward(float* dx, const float* dxs, const DispatchPlan& plan, int C) override {
+    const cpu::IsaScope isa(isa_);
     cpu::permute_backward(tp_, dx, dxs, plan, C);
   }
   void combine_forward(float* y, const float* ys, const float* topk_w, const DispatchPlan& plan, int C) override {
+    const cpu::IsaScope isa(isa_);
     cpu::combine_forward(tp_, y, ys, topk_w, plan, C);
   }
   void combine_backward(float* dys, float* dtopk_w, const float* dy, const float* ys, const float* topk_w,
                         const DispatchPlan& plan, int C) override {
+    const cpu::IsaScope isa(isa_);
     cpu::combine_backward(tp_, dys, dtopk_w, dy, ys, topk_w, plan, C);
   }
   void sigmoid_gate_forward(float* out, const float* gate_logit, const float* s, int N, int C) override {
+    const cpu::IsaScope isa(isa_);
     cpu::sigmoid_gate_forward(tp_, out, gate_logit, s, N, C);
   }
   void sigmoid_gate_backward(float* dgate_logit, float* ds, const float* dout, const float* gate_logit, const float* s,
                              int N, int C) override {
+    const cpu::IsaScope isa(isa_);
     cpu::sigmoid_gate_backward(tp_, dgate_logit, ds, dout, gate_logit, s, N, C);
   }
 
   void adamw_update(float* p, const float* grad, float* m, float* v, int64_t n, const AdamWParams& hp) override {
+    const cpu::IsaScope isa(isa_);
     cpu::adamw_update(tp_, p, grad, m, v, n, hp);
   }
-  double sum_squares(const float* x, int64_t n) override { return cpu::sum_squares(tp_, x, n); }
+  double sum_squares(const float* x, int64_t n) override {
+    const cpu::IsaScope isa(isa_);
+    return cpu::sum_squares(tp_, x, n);
+  }
 
  private:
   ThreadPool tp_;
+  cpu::Isa isa_;
 };
+
+std::string cpu_unusable_reason() { return ""; }  // baseline kernels run on any x86-64
+
+std::unique_ptr<Backend> make_cpu(const BackendOptions& o) {
+  return std::make_unique<CpuBackend>(o.threads, cpu::parse_isa(o.isa));
+}
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+const BackendEntry& cpu_backend_entry() {
+  static const BackendEntry entry{"cpu", "host CPU: our own kernels on a thread pool (AVX-512, AVX2 or scalar)",
+                                  &cpu_unusable_reason, &make_cpu};
+  return entry;
+}
 
 }  // namespace moe

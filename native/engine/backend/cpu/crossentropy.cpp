@@ -18,10 +18,9 @@ struct RowKernels {
 };
 
 const RowKernels& row_kernels() {
-  static const RowKernels kernels = cpu_has_avx512()
-                                        ? RowKernels{crossentropy_row_lse_avx512, crossentropy_row_grad_avx512}
-                                        : RowKernels{crossentropy_row_lse, crossentropy_row_grad};
-  return kernels;
+  static const RowKernels avx512{crossentropy_row_lse_avx512, crossentropy_row_grad_avx512},
+      base{crossentropy_row_lse, crossentropy_row_grad};
+  return use_avx512() ? avx512 : base;
 }
 
 }  // namespace

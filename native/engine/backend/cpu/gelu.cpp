@@ -14,12 +14,12 @@ constexpr int64_t kBlock = 4096;
 }  // namespace
 
 void gelu_forward(ThreadPool& tp, float* out, const float* inp, int64_t n) {
-  auto span = cpu_has_avx512() ? gelu_forward_span_avx512 : gelu_forward_span;
+  auto span = use_avx512() ? gelu_forward_span_avx512 : gelu_forward_span;
   for_each_block(tp, n, kBlock, [=](int64_t i0, int64_t i1) { span(out + i0, inp + i0, i1 - i0); });
 }
 
 void gelu_backward(ThreadPool& tp, float* dinp, const float* inp, const float* dout, int64_t n) {
-  auto span = cpu_has_avx512() ? gelu_backward_span_avx512 : gelu_backward_span;
+  auto span = use_avx512() ? gelu_backward_span_avx512 : gelu_backward_span;
   for_each_block(tp, n, kBlock, [=](int64_t i0, int64_t i1) { span(dinp + i0, inp + i0, dout + i0, i1 - i0); });
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backend/cpu/gemm_kernels.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/pack_buffer.h"
 #include "core/error.h"
 
@@ -31,9 +32,10 @@ const Kernels& pick_kernels() {
   return gemm::scalar_kernels();
 }
 
+// The calling thread's ISA choice: the fastest family this CPU runs, or the portable one.
 const Kernels& kernels() {
-  static const Kernels& k = pick_kernels();
-  return k;
+  static const Kernels& native = pick_kernels();
+  return current_isa() == Isa::Native ? native : gemm::scalar_kernels();
 }
 
 thread_local PackBuffer<float> tl_pack_a("sgemm"), tl_pack_b("sgemm");

@@ -14,7 +14,8 @@ namespace moe::cpu {
 void sgemm(ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
            const float* B, int ldb, float beta, float* C, int ldc);
 
-// Which kernel family sgemm uses on this machine ("avx512", "avx2" or "scalar").
+// Which kernel family sgemm uses on this machine under the calling thread's ISA choice ("avx512", "avx2" or
+// "scalar").
 const char* sgemm_isa();
 
 }  // namespace moe::cpu

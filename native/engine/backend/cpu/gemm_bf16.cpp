@@ -10,6 +10,7 @@
 #include <string>
 
 #include "backend/cpu/gemm_bf16_kernels.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/pack_buffer.h"
 #include "core/error.h"
 
@@ -33,9 +34,10 @@ const Kernels& pick_kernels() {
   return gemm_bf16::portable_kernels();
 }
 
+// The calling thread's ISA choice: the fastest family this CPU runs, or the portable one.
 const Kernels& kernels() {
-  static const Kernels& k = pick_kernels();
-  return k;
+  static const Kernels& native = pick_kernels();
+  return current_isa() == Isa::Native ? native : gemm_bf16::portable_kernels();
 }
 
 thread_local PackBuffer<uint32_t> tl_pack_a("sgemm_bf16"), tl_pack_b("sgemm_bf16");

@@ -23,7 +23,7 @@ void sgemm_bf16(ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K,
 void sgemm_bf16(ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
                 const float* B, int ldb, float beta, float* C, int ldc);
 
-// Which kernel sgemm_bf16 uses on this machine: "avx512_bf16" or "portable".
+// Which kernel sgemm_bf16 uses on this machine under the calling thread's ISA choice: "avx512_bf16" or "portable".
 const char* sgemm_bf16_isa();
 
 }  // namespace moe::cpu

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstdint>
 
+#include "backend/cpu/isa.h"
 #include "core/threadpool.h"
 
 // These inline helpers are compiled both for the baseline ISA and inside *_avx512.cpp files. An
@@ -85,13 +86,13 @@ inline float lane_max(const float* x, int n) {
   return acc[0];
 }
 
-// Whether this CPU runs the *_avx512.cpp kernel variants.
-inline bool cpu_has_avx512() {
-  static const bool yes = [] {
+// Whether the calling op runs the *_avx512.cpp kernel variants: the CPU has them and the op's ISA choice allows it.
+inline bool use_avx512() {
+  static const bool has = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") != 0;
   }();
-  return yes;
+  return has && current_isa() == Isa::Native;
 }
 
 // Runs body(i0, i1) over [0, n) in fixed blocks of `block` elements spread across the pool, so every

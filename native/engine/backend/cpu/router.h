@@ -2,14 +2,10 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/types.h"
 #include "core/threadpool.h"
 
 namespace moe::cpu {
-
-struct RouterLosses {
-  float aux;  // E · Σ_e f_e · P_e, f_e = share of the N·K assignments routed to e, P_e = mean probability of e
-  float z;    // mean over tokens of logsumexp(logits[n])²
-};
 
 // probs[N,E] = softmax(logits); topk_idx[N,K] the K most probable experts in descending order (ties: lower
 // index first); topk_w[N,K] their probabilities, renormalised to sum 1 when `renormalize`.

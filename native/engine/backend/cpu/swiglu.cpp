@@ -13,7 +13,7 @@ void swiglu_backward_row_avx512(float* dgate, float* dup, const float* dout, con
                                 int F);
 
 void swiglu_forward(ThreadPool& tp, float* out, const float* gate_up, int N, int F) {
-  auto row = cpu_has_avx512() ? swiglu_forward_row_avx512 : swiglu_forward_row;
+  auto row = use_avx512() ? swiglu_forward_row_avx512 : swiglu_forward_row;
   tp.parallel_for(N, [=](int64_t n0, int64_t n1, int) {
     for (int64_t n = n0; n < n1; ++n) {
       const float* g = gate_up + n * 2 * F;
@@ -23,7 +23,7 @@ void swiglu_forward(ThreadPool& tp, float* out, const float* gate_up, int N, int
 }
 
 void swiglu_backward(ThreadPool& tp, float* dgate_up, const float* dout, const float* gate_up, int N, int F) {
-  auto row = cpu_has_avx512() ? swiglu_backward_row_avx512 : swiglu_backward_row;
+  auto row = use_avx512() ? swiglu_backward_row_avx512 : swiglu_backward_row;
   tp.parallel_for(N, [=](int64_t n0, int64_t n1, int) {
     for (int64_t n = n0; n < n1; ++n) {
       const float* g = gate_up + n * 2 * F;

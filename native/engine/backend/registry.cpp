@@ -1,0 +1,46 @@
+#include "backend/registry.h"
+
+#include "core/error.h"
+
+namespace moe {
+
+// Each backend defines its entry beside its implementation.
+const BackendEntry& cpu_backend_entry();
+
+namespace {
+
+// Listed here rather than through static constructors: the engine is a static library, and the linker drops
+// an object file that nothing references, registration and all.
+const std::vector<const BackendEntry*>& entries() {
+  static const std::vector<const BackendEntry*> all = {&cpu_backend_entry()};
+  return all;
+}
+
+std::string names() {
+  std::string s;
+  for (const BackendEntry* e : entries()) s += (s.empty() ? "\"" : ", \"") + std::string(e->name) + "\"";
+  return s;
+}
+
+}  // namespace
+
+std::vector<BackendInfo> list_backends() {
+  std::vector<BackendInfo> out;
+  for (const BackendEntry* e : entries()) {
+    std::string why = e->unusable_reason();
+    out.push_back({e->name, e->description, why.empty(), why});
+  }
+  return out;
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options) {
+  for (const BackendEntry* e : entries()) {
+    if (name != e->name) continue;
+    const std::string why = e->unusable_reason();
+    check(why.empty(), "backend \"" + name + "\" cannot run on this machine: " + why);
+    return e->make(options);
+  }
+  fail("backend: no backend named \"" + name + "\" in this build; registered: " + names());
+}
+
+}  // namespace moe

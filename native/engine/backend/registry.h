@@ -1,0 +1,40 @@
+// The backends built into this binary, by name. Code that needs a backend asks the registry for one by name and
+// options; it never constructs a particular backend itself, so adding a backend touches its own directory and the
+// registry's list only.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace moe {
+
+struct BackendOptions {
+  int threads = 1;             // host threads the backend may use (the CPU backend's pool; values below 1 mean 1)
+  std::string isa = "native";  // CPU kernels: "native" (the fastest this CPU runs) or "scalar" (the reference path)
+};
+
+struct BackendInfo {
+  std::string name;         // what make_backend takes
+  std::string description;  // what it is
+  bool usable = false;      // whether it can run on this machine
+  std::string why_not;      // when not usable: the reason
+};
+
+// What a backend registers: its name, what it is, whether this machine can run it, and how to make one.
+struct BackendEntry {
+  const char* name;
+  const char* description;
+  std::string (*unusable_reason)();  // empty when usable here
+  std::unique_ptr<Backend> (*make)(const BackendOptions&);
+};
+
+// Every registered backend, usable or not, in registration order.
+std::vector<BackendInfo> list_backends();
+
+// A new backend of that name. Fails naming the registered backends when none has that name, and saying why when
+// the backend cannot run on this machine.
+std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options = {});
+
+}  // namespace moe

@@ -1,0 +1,40 @@
+// Plain data shared by every backend and by the code that drives one: memory kinds, optimizer
+// hyper-parameters, the token dispatch plan and the router's losses. Nothing here knows a backend.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace moe {
+
+enum class MemKind { Device, PinnedHost, PageableHost };
+
+// Fused AdamW's hyper-parameters; the update matches torch.optim.AdamW's order:
+//   g = grad_scale·grad ; m = β1·m + (1-β1)·g ; v = β2·v + (1-β2)·g²
+//   p = p·(1 - lr·wd) ; p -= (lr / (1-β1^t)) · m / (sqrt(v)/sqrt(1-β2^t) + eps)
+struct AdamWParams {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+  float grad_scale = 1.0f;  // global-norm clipping folds into this
+  int step = 1;             // 1-based, for bias correction
+};
+
+// Token dispatch without a dispatch mask: the N·K assignments sorted by expert into contiguous segments.
+// Slots inside a segment are ordered by (token, k). With a capacity, the kept assignments are chosen in
+// GShard priority order (all k = 0 assignments by token, then k = 1, ...) and then laid out in (token, k)
+// order, so capacity >= N·K reproduces the dropless plan exactly (plus padding slots).
+struct DispatchPlan {
+  int N = 0, E = 0, K = 0;
+  int capacity = 0;                  // 0: dropless; else every segment is exactly `capacity` slots (GShard padding)
+  int dropped = 0;                   // assignments dropped by capacity
+  std::vector<int32_t> counts;       // [E] assignments each expert computes (after dropping)
+  std::vector<int32_t> offsets;      // [E+1] segment start of each expert; offsets[E] = S
+  std::vector<int32_t> slot_token;   // [S] token of each slot; -1 for a padding slot
+  std::vector<int32_t> assign_slot;  // [N·K] slot of assignment (n, k); -1 when dropped
+  int total_slots() const { return offsets.empty() ? 0 : offsets[E]; }
+};
+
+struct RouterLosses {
+  float aux;  // E · Σ_e f_e · P_e, f_e = share of the N·K assignments routed to e, P_e = mean probability of e
+  float z;    // mean over tokens of logsumexp(logits[n])²
+};
+
+}  // namespace moe
