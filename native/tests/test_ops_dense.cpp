@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/half.h"
 #include "ops_checks.h"
 #include "testing.h"
 
@@ -100,6 +101,43 @@ TEST(matmul_matches_reference_any_threads) {
     be.matmul_forward(y.data(), x.data(), w.data(), b.data(), N, I, O);
     be.matmul_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), N, I, O);
     return concat({&y, &dx, &dw, &db});
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// matmul on bf16 weights (train.compute_dtype "bf16"): fp32 accumulation of bf16-rounded operands
+
+TEST(matmul_bf16_forward_matches_rounded_reference) {
+  for_each_backend([&](Backend& be) {
+    const int N = 37, I = 70, O = 19;
+    Vec x = random_vector(N * I, 1), w = random_vector(O * I, 2), b = random_vector(O, 3), y(N * O);
+    std::vector<uint16_t> w16(O * I);
+    be.to_bf16(w16.data(), w.data(), O * I);
+    for (int i = 0; i < O * I; ++i) CHECK(w16[i] == moe::f32_to_bf16(w[i]));
+    be.matmul_forward_bf16(y.data(), x.data(), w16.data(), b.data(), N, I, O);
+    DVec ref(N * O);
+    for (int n = 0; n < N; ++n)
+      for (int o = 0; o < O; ++o) {
+        double acc = b[o];
+        for (int i = 0; i < I; ++i)
+          acc += (double)moe::bf16_to_f32(moe::f32_to_bf16(x[n * I + i])) * moe::bf16_to_f32(w16[o * I + i]);
+        ref[n * O + o] = acc;
+      }
+    expect_below("matmul bf16 forward", max_err(y, ref), kForwardTol);
+  });
+}
+
+TEST(matmul_bf16_matches_reference_any_threads) {
+  const int N = 53, I = 40, O = 150;
+  Vec x = random_vector(N * I, 1), w = random_vector(O * I, 2), b = random_vector(O, 3), dy = random_vector(N * O, 4);
+  expect_consistent("matmul bf16", [&](Backend& be) {
+    std::vector<uint16_t> w16(O * I);
+    be.to_bf16(w16.data(), w.data(), O * I);
+    Vec w16f(O * I), y(N * O), dx(N * I), dw(O * I), db(O);
+    for (int i = 0; i < O * I; ++i) w16f[i] = moe::bf16_to_f32(w16[i]);
+    be.matmul_forward_bf16(y.data(), x.data(), w16.data(), b.data(), N, I, O);
+    be.matmul_backward_bf16(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w16.data(), N, I, O);
+    return concat({&w16f, &y, &dx, &dw, &db});
   });
 }
 

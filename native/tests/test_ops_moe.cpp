@@ -30,7 +30,7 @@ Router run_router(Backend& be, const std::vector<float>& logits, int N, int E, i
   r.probs.resize((size_t)N * E);
   r.w.resize((size_t)N * K);
   r.idx.resize((size_t)N * K);
-  r.losses = be.router_forward(r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K, renorm);
+  r.losses = be.router_forward(r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K, renorm, nullptr);
   return r;
 }
 

@@ -5,13 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <string>
 
+#include "backend/cpu/gemm_driver.h"
 #include "backend/cpu/gemm_kernels.h"
-#include "backend/cpu/isa.h"
 #include "backend/cpu/pack_buffer.h"
-#include "core/error.h"
 
 namespace moe::cpu {
 namespace {
@@ -21,21 +18,12 @@ using gemm::Kernels;
 constexpr int kKcMax = 256;   // A panel (14 x kc) stays in L1
 constexpr int kNcMax = 384;   // B block (kc x nc = 384 KiB) stays in L2
 constexpr int kDirectBRows = 28;  // up to two full A panels
-constexpr double kSerialMacs = 1 << 18;  // below this, waking the pool costs more than it saves
 
-const Kernels& pick_kernels() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512dq"))
-    return gemm::avx512_kernels();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return gemm::avx2_kernels();
-  return gemm::scalar_kernels();
-}
-
-// The calling thread's ISA choice: the fastest family this CPU runs, or the portable one.
 const Kernels& kernels() {
-  static const Kernels& native = pick_kernels();
-  return current_isa() == Isa::Native ? native : gemm::scalar_kernels();
+  static const Kernels& native = gemm_driver::cpu_features().avx512     ? gemm::avx512_kernels()
+                                 : gemm_driver::cpu_features().avx2_fma ? gemm::avx2_kernels()
+                                                                        : gemm::scalar_kernels();
+  return gemm_driver::for_calling_thread(native, gemm::scalar_kernels());
 }
 
 thread_local PackBuffer<float> tl_pack_a("sgemm"), tl_pack_b("sgemm");
@@ -54,12 +42,6 @@ struct Problem {
   const float* a_at(int i, int k) const { return ta ? A + k * lda + i : A + i * lda + k; }
   const float* b_at(int k, int j) const { return tb ? B + j * ldb + k : B + k * ldb + j; }
 };
-
-// kc depends on K only: the smallest number of blocks of at most kKcMax, sized evenly.
-int block_k(int K) {
-  int blocks = (K + kKcMax - 1) / kKcMax;
-  return (K + blocks - 1) / blocks;
-}
 
 void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, int n1) {
   if (m0 >= m1 || n0 >= n1) return;
@@ -99,56 +81,24 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
   }
 }
 
-// Splits C into tm x tn regions (tm * tn = threads), minimising the slowest thread's FMA, packing and C work.
-void choose_grid(const Kernels& kern, int M, int N, int K, int threads, int& tm, int& tn) {
-  double best = -1;
-  for (int a = 1; a <= threads; ++a) {
-    if (threads % a) continue;
-    int b = threads / a;
-    double mt = (M + a - 1) / a;
-    double nt = ((N + kern.nr - 1) / kern.nr + b - 1) / b * kern.nr;
-    double nblocks = std::ceil(nt / kNcMax);
-    double cost = mt * nt * K / 16.0 + 0.5 * K * (nt + mt * nblocks);
-    // Cutting rows into pieces makes every pass over C write short strided runs; it shows when K is small.
-    if (b > 1) cost += 0.25 * mt * nt * std::ceil(double(K) / kKcMax);
-    if (best < 0 || cost < best) best = cost, tm = a, tn = b;
-  }
-}
-
-void scale_c(int M, int N, float beta, float* C, int64_t ldc) {
-  for (int i = 0; i < M; ++i)
-    for (int j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
-}
-
 }  // namespace
 
 namespace gemm {
 
 void sgemm_with(const Kernels& kern, ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                 const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
-  check(M >= 0 && N >= 0 && K >= 0, "sgemm: negative size M=" + std::to_string(M) + " N=" + std::to_string(N) +
-                                        " K=" + std::to_string(K));
-  if (M == 0 || N == 0) return;
-  check(ldc >= N, "sgemm: ldc=" + std::to_string(ldc) + " is smaller than N=" + std::to_string(N));
-  if (K == 0) return scale_c(M, N, beta, C, ldc);
-  check(lda >= (trans_a ? M : K), "sgemm: lda=" + std::to_string(lda) + " is smaller than op(A)'s row length");
-  check(ldb >= (trans_b ? K : N), "sgemm: ldb=" + std::to_string(ldb) + " is smaller than op(B)'s row length");
-
-  const Problem p{trans_a, trans_b, M, N, K, block_k(K), alpha, beta, A, lda, B, ldb, C, ldc};
-  int threads = tp.threads();
-  if (static_cast<double>(M) * N * K < kSerialMacs) threads = 1;
-  if (threads == 1) return run_region(kern, p, 0, M, 0, N);
-
-  int tm = 1, tn = threads;
-  choose_grid(kern, M, N, K, threads, tm, tn);
-  const int n_units = (N + kern.nr - 1) / kern.nr;
-  tp.run_on_all([&](int w) {
-    if (w >= tm * tn) return;
-    const int bi = w / tn, bj = w % tn;
-    const int m0 = static_cast<int>(int64_t{M} * bi / tm), m1 = static_cast<int>(int64_t{M} * (bi + 1) / tm);
-    const int n0 = std::min(N, n_units * bj / tn * kern.nr), n1 = std::min(N, n_units * (bj + 1) / tn * kern.nr);
-    run_region(kern, p, m0, m1, n0, n1);
-  });
+  if (!gemm_driver::prepare("sgemm", trans_a, trans_b, M, N, K, lda, ldb, beta, C, ldc)) return;
+  const Problem p{trans_a, trans_b, M, N, K, gemm_driver::block_k(K, kKcMax, false), alpha, beta, A, lda, B, ldb, C,
+                  ldc};
+  // The slowest thread's FMA, packing and C work.
+  auto cost = [&](double mt, double nt, int tn) {
+    double c = mt * nt * K / 16.0 + 0.5 * K * (nt + mt * std::ceil(nt / kNcMax));
+    // Cutting rows into pieces makes every pass over C write short strided runs; it shows when K is small.
+    if (tn > 1) c += 0.25 * mt * nt * std::ceil(double(K) / kKcMax);
+    return c;
+  };
+  gemm_driver::run_regions(tp, M, N, K, kern.nr, cost,
+                           [&](int m0, int m1, int n0, int n1) { run_region(kern, p, m0, m1, n0, n1); });
 }
 
 }  // namespace gemm

@@ -1,0 +1,62 @@
+// The backend registry: what it lists, what it makes, and the errors for an unknown backend or ISA choice.
+#include <string>
+
+#include "backend/registry.h"
+#include "core/json.h"
+#include "include/moe_engine.h"
+#include "testing.h"
+
+namespace {
+
+std::string error_of(const std::string& name, const moe::BackendOptions& o) {
+  try {
+    moe::make_backend(name, o);
+  } catch (const moe::EngineError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(cpu_backend_is_registered_and_usable) {
+  bool found = false;
+  for (const moe::BackendInfo& b : moe::list_backends()) {
+    CHECK_MSG(!b.description.empty(), b.name + " has no description");
+    CHECK_MSG(b.usable == b.why_not.empty(), b.name + ": usable and why_not disagree");
+    if (b.name == "cpu") found = b.usable;
+  }
+  CHECK(found);
+  auto be = moe::make_backend("cpu", {3});
+  CHECK(be->name() == "cpu" && be->threads() == 3);
+  auto ref = moe::make_backend("cpu", {1, "scalar"});
+  CHECK_MSG(ref->describe().find("sgemm scalar") != std::string::npos, ref->describe());
+  CHECK_MSG(ref->describe().find("bf16 gemm portable") != std::string::npos, ref->describe());
+}
+
+TEST(unknown_backend_error_names_the_registered_ones) {
+  const std::string e = error_of("cuda-x", {});
+  CHECK_MSG(e.find("cuda-x") != std::string::npos && e.find("\"cpu\"") != std::string::npos, e);
+}
+
+TEST(unknown_isa_error_names_the_field_and_choices) {
+  const std::string e = error_of("cpu", {1, "avx9"});
+  CHECK_MSG(e.find("isa") != std::string::npos && e.find("avx9") != std::string::npos &&
+                e.find("scalar") != std::string::npos,
+            e);
+}
+
+TEST(c_api_lists_the_backends_as_json) {
+  const moe::json::Value v = moe::json::parse(moe_engine_list_backends(), "backends");
+  CHECK(v.is_array() && !v.array.empty());
+  bool cpu = false;
+  for (const moe::json::Value& b : v.array) {
+    const moe::json::Value* name = b.find("name");
+    const moe::json::Value* usable = b.find("usable");
+    CHECK(name && name->is_string() && usable && usable->is_bool() && b.find("description") && b.find("why_not"));
+    if (name && usable && name->string == "cpu") cpu = usable->boolean;
+  }
+  CHECK(cpu);
+}
+
+TEST_MAIN()
