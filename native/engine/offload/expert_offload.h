@@ -10,7 +10,7 @@
 //     upload into it runs after the download).
 //   * pinned experts keep their slot for the whole step: uploaded once, gradient accumulated in the slot over
 //     all micro-batches and downloaded once.
-//   * host optimizer: each expert's AdamW runs on a host worker pool, separate from the compute pool. When it
+//   * host optimizer: each expert's AdamW runs on a host backend's pool, separate from the compute pool. When it
 //     starts is the `optimizer` mode: after the expert's last backward of the step (expert), after its layer's
 //     (layer), or — with clipping, for both — once the global norm is known; the updates run on into the next
 //     step and an expert's next upload waits for its own update only, so no step sees stale weights. `delayed`

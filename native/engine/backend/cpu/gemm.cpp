@@ -28,19 +28,9 @@ const Kernels& kernels() {
 
 thread_local PackBuffer<float> tl_pack_a("sgemm"), tl_pack_b("sgemm");
 
-struct Problem {
-  bool ta, tb;
-  int M, N, K, kc;
-  float alpha, beta;
-  const float* A;
-  int64_t lda;
+struct Problem : gemm_driver::Problem {
   const float* B;
-  int64_t ldb;
-  float* C;
-  int64_t ldc;
-
-  const float* a_at(int i, int k) const { return ta ? A + k * lda + i : A + i * lda + k; }
-  const float* b_at(int k, int j) const { return tb ? B + j * ldb + k : B + k * ldb + j; }
+  const float* b_at(int k, int j) const { return B + b_offset(k, j); }
 };
 
 void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, int n1) {
@@ -88,8 +78,8 @@ namespace gemm {
 void sgemm_with(const Kernels& kern, ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                 const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   if (!gemm_driver::prepare("sgemm", trans_a, trans_b, M, N, K, lda, ldb, beta, C, ldc)) return;
-  const Problem p{trans_a, trans_b, M, N, K, gemm_driver::block_k(K, kKcMax, false), alpha, beta, A, lda, B, ldb, C,
-                  ldc};
+  const Problem p{{trans_a, trans_b, M, N, K, gemm_driver::block_k(K, kKcMax, false), alpha, beta, A, lda, ldb, C, ldc},
+                  B};
   // The slowest thread's FMA, packing and C work.
   auto cost = [&](double mt, double nt, int tn) {
     double c = mt * nt * K / 16.0 + 0.5 * K * (nt + mt * std::ceil(nt / kNcMax));

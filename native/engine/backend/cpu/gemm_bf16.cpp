@@ -30,20 +30,9 @@ const Kernels& kernels() {
 
 thread_local PackBuffer<uint32_t> tl_pack_a("sgemm_bf16"), tl_pack_b("sgemm_bf16");
 
-struct Problem {
-  bool ta, tb;
-  int M, N, K, kc;
-  float alpha, beta;
-  const float* A;
-  int64_t lda;
+struct Problem : gemm_driver::Problem {
   const uint16_t* B16;  // exactly one of B16 / B32 is set
   const float* B32;
-  int64_t ldb;
-  float* C;
-  int64_t ldc;
-
-  const float* a_at(int i, int k) const { return ta ? A + k * lda + i : A + i * lda + k; }
-  int64_t b_offset(int k, int j) const { return tb ? j * ldb + k : k * ldb + j; }
 };
 
 void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, int n1) {
@@ -96,8 +85,8 @@ void sgemm_with(const Kernels& kern, ThreadPool& tp, bool trans_a, bool trans_b,
                 const float* A, int lda, const uint16_t* B16, const float* B32, int ldb, float beta, float* C,
                 int ldc) {
   if (!gemm_driver::prepare("sgemm_bf16", trans_a, trans_b, M, N, K, lda, ldb, beta, C, ldc)) return;
-  const Problem p{trans_a, trans_b, M, N, K, gemm_driver::block_k(K, kKcMax, true), alpha, beta, A, lda, B16, B32,
-                  ldb, C, ldc};
+  const Problem p{{trans_a, trans_b, M, N, K, gemm_driver::block_k(K, kKcMax, true), alpha, beta, A, lda, ldb, C, ldc},
+                  B16, B32};
   // The slowest thread's dot-product and packing work.
   auto cost = [&](double mt, double nt, int) {
     return mt * nt * K / 32.0 + 0.5 * K * (nt * std::ceil(mt / kMcMax) + mt);

@@ -38,6 +38,21 @@ const Kernels& for_calling_thread(const Kernels& native, const Kernels& portable
   return current_isa() == Isa::Native ? native : portable;
 }
 
+// One call's shape, scalars, A and C, and its K block. B's element type is each driver's own: it adds B's
+// pointer(s) and finds op(B)[k][j] at b_offset(k, j).
+struct Problem {
+  bool ta, tb;
+  int M, N, K, kc;
+  float alpha, beta;
+  const float* A;
+  int64_t lda, ldb;
+  float* C;
+  int64_t ldc;
+
+  const float* a_at(int i, int k) const { return ta ? A + k * lda + i : A + i * lda + k; }
+  int64_t b_offset(int k, int j) const { return tb ? j * ldb + k : k * ldb + j; }
+};
+
 // Checks sizes and strides (errors name `op`) and does the calls with nothing to multiply: returns false when
 // nothing is left to do (M or N zero; K zero, where C is only scaled by beta).
 inline bool prepare(const char* op, bool trans_a, bool trans_b, int M, int N, int K, int lda, int ldb, float beta,
