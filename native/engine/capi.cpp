@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "include/moe_engine.h"
 #include "train/checkpoint_checksums.h"
 #include "train/hf_interchange.h"

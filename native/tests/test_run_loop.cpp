@@ -260,7 +260,7 @@ TEST(options_are_read_by_struct_size_and_bad_options_name_the_field) {
 }
 
 TEST(the_ssd_file_lives_in_the_run_directory_unless_the_config_names_one) {
-  const std::string ssd = R"(, "offload": {"mode": "ssd", "expert_slots": 2, "cache_experts": 3})";
+  const std::string ssd = R"(, "offload": {"mode": "ssd", "expert_slots": 2, "cache_experts": 5})";
   Run run("ssd", config(2, 0, ssd));
   CHECK(std::string(moe_engine_config_json(run.e)).find("\"ssd_dir\": \"" + run.dir + "/ssd\"") != std::string::npos);
   Events ev;
@@ -269,7 +269,7 @@ TEST(the_ssd_file_lives_in_the_run_directory_unless_the_config_names_one) {
 
   const std::string named = moe_test::tmp_path("named-ssd");
   Run own("ssd-named", config(2, 0,
-                              R"(, "offload": {"mode": "ssd", "expert_slots": 2, "cache_experts": 3, "ssd_dir": ")" +
+                              R"(, "offload": {"mode": "ssd", "expert_slots": 2, "cache_experts": 5, "ssd_dir": ")" +
                                   named + "\"}"));
   CHECK(std::string(moe_engine_config_json(own.e)).find("\"ssd_dir\": \"" + named + "\"") != std::string::npos);
   CHECK(!fs::exists(own.dir + "/ssd"));

@@ -164,7 +164,7 @@ describe('Engine (addon)', () => {
   })
 
   it('puts an SSD run’s expert file in its run directory unless the config names one', async () => {
-    const ssd = { mode: 'ssd', expert_slots: 2, cache_experts: 3 }
+    const ssd = { mode: 'ssd', expert_slots: 2, cache_experts: 5 }
     const runDir = join(dir, 'ssd-run')
     const engine = new Engine(JSON.stringify({ ...tinyConfig({ steps: 1 }), offload: ssd }), undefined, runDir)
     expect(JSON.parse(engine.configJson).offload.ssd_dir).toBe(join(runDir, 'ssd'))
