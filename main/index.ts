@@ -5,6 +5,7 @@ import { app, BrowserWindow, dialog, ipcMain } from 'electron'
 import { forwardEvents } from './electron/event-forwarding'
 import { registerIpcHandlers } from './electron/ipc'
 import { installMenu } from './electron/menu'
+import { utilityPortFactory } from './electron/utility-port'
 import { createMainWindow, denyAllPermissions } from './electron/window'
 import { defaultDataDir } from './host/data-dir'
 import { createHost, type Host } from './host/host'
@@ -27,7 +28,7 @@ async function start(): Promise<void> {
   await app.whenReady()
   denyAllPermissions()
   installMenu()
-  const started = await createHost({ dataDir })
+  const started = await createHost({ dataDir, portFactory: utilityPortFactory })
   host = started
   registerIpcHandlers(ipcMain, started.handlers)
   forwardEvents(

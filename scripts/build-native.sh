@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the native engine twice over the same sources, incrementally: native/build (library,
-# moe-engine CLI, native tests) and native/build-addon (the Node addon the workbench loads; also
+# moe-engine CLI, moe-engine-dev tools, native tests) and native/build-addon (the Node addon the workbench loads; also
 # built by `npm install`), so neither is ever stale against the sources.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -58,7 +58,7 @@ export const TrainConfigSchema = z
   .strict()
 
 // Expert offload (docs/offload.md). Omitted or mode "none": every expert resident. "auto" is resolved by the
-// host's planner before the engine starts; the engine only knows none / host / ssd (and gets ssd_dir from the host).
+// host's planner before the engine starts; the engine only knows none / host / ssd (and puts the SSD file in the run directory itself).
 export const OffloadConfigSchema = z
   .object({
     mode: z.enum(['auto', 'none', 'host', 'ssd']).default('none')

@@ -10,7 +10,6 @@ import { dataLayout } from './data-dir'
 import { prepareDataset } from './datasets'
 import { forkPortFactory } from './engine/fork-port'
 import type { EnginePortFactory } from './engine/port'
-import { utilityPortFactory } from './engine/utility-port'
 import { createHandlers } from './handlers'
 import { probeHardware } from './hardware'
 import { budgetsOf } from './planner/resolve'
@@ -21,7 +20,7 @@ export interface HostOptions {
   dataDir: string
   /** Runs trained at once; default 1. */
   concurrency?: number
-  /** Default: Electron utility processes inside Electron, Node child processes elsewhere. */
+  /** How engine processes start; default: Node child processes (the Electron entry passes utility processes). */
   portFactory?: EnginePortFactory
   /** Default: the built out/main/engine-worker.js of this package. */
   workerEntry?: string
@@ -77,7 +76,7 @@ export async function createHost(options: HostOptions): Promise<Host> {
     dbPath,
     cacheDir,
     concurrency: options.concurrency,
-    portFactory: options.portFactory ?? (process.versions['electron'] ? utilityPortFactory : forkPortFactory),
+    portFactory: options.portFactory ?? forkPortFactory,
     workerEntry: options.workerEntry ?? defaultWorkerEntry(),
     prepareDataset,
     emit: events.emit,

@@ -1,5 +1,6 @@
 #include "engine_wrap.h"
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -33,8 +34,6 @@ int64_t CountOption(Napi::Object options, const char* key) {
 struct Engine::Session {
   using Channel = Napi::TypedThreadSafeFunction<std::shared_ptr<Session>, TrainMessage, &Engine::Deliver>;
 
-  explicit Session(moe_engine* engine) : control(engine) {}
-
   // Training thread: blocks while the queue is full; false once the channel is closing.
   bool Post(TrainMessage&& message) {
     std::lock_guard<std::mutex> lock(channel_mutex);
@@ -54,7 +53,7 @@ struct Engine::Session {
     channel_closed = true;
   }
 
-  TrainControl control;
+  std::atomic<int64_t> last_step{0};  // readable from JS while training
   Engine* owner = nullptr;
   Napi::FunctionReference on_step, on_checkpoint, on_done;
   std::thread thread;
@@ -86,10 +85,16 @@ Napi::Function Engine::Define(Napi::Env env) {
 
 Engine::Engine(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Engine>(info) {
   const std::string config = StringArg(info, 0, "configJson");
-  const bool has_init = info.Length() > 1 && !info[1].IsUndefined() && !info[1].IsNull();
-  const std::string init_dir = has_init ? StringArg(info, 1, "initDir") : std::string();
+  auto given = [&](size_t i) { return info.Length() > i && !info[i].IsUndefined() && !info[i].IsNull(); };
+  const std::string init_dir = given(1) ? StringArg(info, 1, "initDir") : std::string();
+  const std::string run_dir = given(2) ? StringArg(info, 2, "runDir") : std::string();
   char error[kErrorBytes] = {0};
-  engine_ = moe_engine_create(config.c_str(), has_init ? init_dir.c_str() : nullptr, error, sizeof error);
+  moe_engine_options options{};
+  options.struct_size = sizeof options;
+  options.config_json = config.c_str();
+  options.init_dir = given(1) ? init_dir.c_str() : nullptr;
+  options.run_dir = given(2) ? run_dir.c_str() : nullptr;
+  engine_ = moe_engine_open(&options, error, sizeof error);
   if (!engine_) throw Napi::Error::New(info.Env(), error[0] ? error : "the engine could not be created");
   num_params_ = static_cast<double>(moe_engine_num_params(engine_));
   backend_name_ = moe_engine_backend_name(engine_);
@@ -100,7 +105,7 @@ Engine::~Engine() {
   // Only reached with a live session when the environment is torn down mid-run (a running engine
   // holds a strong reference to itself): the channel is already closing, so the thread cannot block.
   if (session_) {
-    session_->control.stop();
+    moe_engine_request_stop(engine_);
     if (session_->thread.joinable()) session_->thread.join();
     session_.reset();
   }
@@ -141,14 +146,9 @@ void Engine::Start(const Napi::CallbackInfo& info) {
   if (info.Length() < 4 || !info[0].IsObject() || !info[1].IsFunction() || !info[2].IsFunction() ||
       !info[3].IsFunction())
     throw Napi::TypeError::New(env, "start(options, onStep, onCheckpoint, onDone): an object and three functions");
-  Napi::Object options_object = info[0].As<Napi::Object>();
-  if (!options_object.Get("runDir").IsString()) throw Napi::TypeError::New(env, "start: runDir must be a string");
-  TrainOptions options;
-  options.run_dir = options_object.Get("runDir").As<Napi::String>().Utf8Value();
-  options.checkpoint_every = CountOption(options_object, "checkpointEvery");
-  options.total_steps = CountOption(options_object, "totalSteps");
+  const int64_t total_steps = CountOption(info[0].As<Napi::Object>(), "totalSteps");
 
-  auto session = std::make_shared<Session>(engine_);
+  auto session = std::make_shared<Session>();
   session->owner = this;
   session->on_step = Napi::Persistent(info[1].As<Napi::Function>());
   session->on_checkpoint = Napi::Persistent(info[2].As<Napi::Function>());
@@ -160,8 +160,8 @@ void Engine::Start(const Napi::CallbackInfo& info) {
   Ref();
   session_ = session;
   try {
-    session->thread = std::thread([s = session.get(), engine = engine_, options] {
-      TrainLoop(engine, options, s->control, [s](TrainMessage&& m) { return s->Post(std::move(m)); }).run();
+    session->thread = std::thread([s = session.get(), engine = engine_, total_steps] {
+      train(engine, total_steps, s->last_step, [s](TrainMessage&& m) { return s->Post(std::move(m)); });
       s->ReleaseChannel();
     });
   } catch (const std::exception& e) {
@@ -172,26 +172,26 @@ void Engine::Start(const Napi::CallbackInfo& info) {
 }
 
 void Engine::Pause(const Napi::CallbackInfo&) {
-  if (session_) session_->control.pause();
+  if (session_) moe_engine_set_paused(engine_, 1);
 }
 
 void Engine::Resume(const Napi::CallbackInfo&) {
-  if (session_) session_->control.resume();
+  if (session_) moe_engine_set_paused(engine_, 0);
 }
 
 void Engine::Stop(const Napi::CallbackInfo&) {
-  if (session_) session_->control.stop();
+  if (session_) moe_engine_request_stop(engine_);
 }
 
 void Engine::RequestCheckpoint(const Napi::CallbackInfo& info) {
   if (!session_) throw Napi::Error::New(info.Env(), "requestCheckpoint: the engine is not training; use saveCheckpoint");
-  session_->control.request_checkpoint();
+  moe_engine_request_checkpoint(engine_);
 }
 
 Napi::Value Engine::NumParams(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), num_params_); }
 
 Napi::Value Engine::StepCount(const Napi::CallbackInfo& info) {
-  const int64_t step = session_ ? session_->control.last_step.load() : moe_engine_step_count(engine_);
+  const int64_t step = session_ ? session_->last_step.load() : moe_engine_step_count(engine_);
   return Napi::Number::New(info.Env(), static_cast<double>(step));
 }
 

@@ -1,5 +1,5 @@
 // Engine: the JS class over the C API (moe_engine.h). Methods convert arguments and forward; training
-// runs on a std::thread (TrainLoop) that reports through a bounded ThreadSafeFunction.
+// runs the engine's loop (moe_engine_train) on a std::thread that reports through a bounded ThreadSafeFunction.
 #pragma once
 #include <napi.h>
 
@@ -17,7 +17,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
   explicit Engine(const Napi::CallbackInfo& info);
   ~Engine() override;
 
-  struct Session;  // one start(): the thread, its control flags and the channel to JS
+  struct Session;  // one start(): the thread and the channel to JS
 
  private:
   void InitFrom(const Napi::CallbackInfo& info);

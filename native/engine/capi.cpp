@@ -1,15 +1,16 @@
 // The C API over Trainer: converts arguments, catches every exception into a status code plus
 // message, and keeps the last step record's arrays alive for the caller.
-#include <atomic>
-#include <condition_variable>
+#include <algorithm>
 #include <cstring>
-#include <mutex>
+#include <filesystem>
 
 #include "backend/registry.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "include/moe_engine.h"
 #include "train/checkpoint_checksums.h"
 #include "train/hf_interchange.h"
+#include "train/run_loop.h"
 #include "train/trainer.h"
 
 struct moe_engine {
@@ -25,10 +26,8 @@ struct moe_engine {
   std::vector<double> device_busy_ms, layer_ms;
   std::vector<int64_t> layer_bytes, device_peak_bytes;
   std::vector<int32_t> layer_pipeline;
-  std::atomic<bool> stop{false};
-  std::mutex pause_mutex;
-  std::condition_variable pause_cv;
-  bool paused = false;
+  moe::RunControl control;  // pause, stop and checkpoint requests, for moe_engine_step and moe_engine_train
+  std::string run_dir;
 };
 
 namespace {
@@ -59,6 +58,31 @@ moe::EngineConfig config_from(const char* config_json, const char* init_dir) {
     root.set("model", moe::model_config_to_json(moe::read_checkpoint_model_config(init_dir)));
   }
   return moe::parse_config(root);
+}
+
+// An options struct as this engine knows it, from what the caller's struct_size covers (the rest stays 0).
+template <typename Options>
+Options fitted(const Options* given, const char* what) {
+  moe::check(given != nullptr, std::string(what) + " is required");
+  moe::check(given->struct_size >= sizeof(uint32_t), std::string(what) + ": struct_size must be set to the struct's size");
+  Options o{};
+  std::memcpy(&o, given, std::min<size_t>(given->struct_size, sizeof(Options)));
+  o.struct_size = sizeof(Options);
+  return o;
+}
+
+// The SSD tier's expert file lives in the run directory unless the config names a place.
+std::string with_run_directory(const char* config_json, const std::string& run_dir) {
+  moe::json::Value root = moe::json::parse(config_json ? config_json : "", "config");
+  const moe::json::Value* offload = root.is_object() ? root.find("offload") : nullptr;
+  if (run_dir.empty() || !offload || !offload->is_object()) return config_json;
+  const moe::json::Value* mode = offload->find("mode");
+  const moe::json::Value* dir = offload->find("ssd_dir");
+  if (!mode || !mode->is_string() || mode->string != "ssd" || (dir && !dir->is_null())) return config_json;
+  moe::json::Value section = *offload;
+  section.set("ssd_dir", moe::json::Value::of((std::filesystem::path(run_dir) / "ssd").string()));
+  root.set("offload", section);
+  return moe::json::dump(root);
 }
 
 const moe::ParamTensor& tensor_named(moe_engine* engine, const char* name) {
@@ -147,11 +171,7 @@ int moe_engine_feed_batch(moe_engine* engine, const int32_t* inputs, const int32
 
 int moe_engine_step(moe_engine* engine, moe_step_record* out) {
   return guarded(engine, [&] {
-    {
-      std::unique_lock<std::mutex> lock(engine->pause_mutex);
-      engine->pause_cv.wait(lock, [&] { return !engine->paused || engine->stop.load(); });
-    }
-    if (engine->stop.load()) return static_cast<int>(MOE_STOPPED);
+    if (!engine->control.wait_to_step()) return static_cast<int>(MOE_STOPPED);
     if (engine->trainer->finished()) return static_cast<int>(MOE_FINISHED);
     moe::StepRecord r = engine->trainer->step();
     engine->experts_per_layer.clear();
@@ -302,16 +322,44 @@ int moe_engine_export_hf(moe_engine* engine, const char* dir, const char* model_
   });
 }
 
-void moe_engine_request_stop(moe_engine* engine) {
-  engine->stop.store(true);
-  std::lock_guard<std::mutex> lock(engine->pause_mutex);
-  engine->pause_cv.notify_all();
+void moe_engine_request_stop(moe_engine* engine) { engine->control.stop(); }
+
+void moe_engine_set_paused(moe_engine* engine, int paused) { engine->control.set_paused(paused != 0); }
+
+moe_engine* moe_engine_open(const moe_engine_options* options, char* err, size_t err_len) {
+  try {
+    const moe_engine_options o = fitted(options, "moe_engine_open: options");
+    const std::string run_dir = o.run_dir ? o.run_dir : "";
+    const std::string config = with_run_directory(o.config_json, run_dir);
+    moe_engine* engine = moe_engine_create(config.c_str(), o.init_dir, err, err_len);
+    if (engine) engine->run_dir = run_dir;
+    return engine;
+  } catch (const std::exception& e) {
+    copy_error(err, err_len, e.what());
+    return nullptr;
+  }
 }
 
-void moe_engine_set_paused(moe_engine* engine, int paused) {
-  std::lock_guard<std::mutex> lock(engine->pause_mutex);
-  engine->paused = paused != 0;
-  engine->pause_cv.notify_all();
+int moe_engine_train(moe_engine* engine, const moe_train_options* options, moe_train_callback callback, void* user) {
+  moe::RunPlan plan;
+  const int checked = guarded(engine, [&] {
+    const moe_train_options o = fitted(options, "moe_engine_train: options");
+    moe::check(!engine->run_dir.empty(), "moe_engine_train: the engine has no run directory (moe_engine_open's run_dir)");
+    moe::check(o.total_steps >= 0, "moe_engine_train: options.total_steps must be 0 or more");
+    const moe::TrainConfig& train = engine->trainer->config().train;
+    plan.run_dir = engine->run_dir;
+    plan.first_step = engine->trainer->state().step;
+    plan.last_step = o.total_steps > 0 ? std::min<int64_t>(o.total_steps, train.steps) : train.steps;
+    plan.checkpoint_every = train.checkpoint_every;
+    return static_cast<int>(MOE_OK);
+  });
+  if (checked != MOE_OK) return checked;
+  const moe::RunEngine steps{
+      [engine](moe_step_record* record) { return moe_engine_step(engine, record); },
+      [engine](const std::string& dir) { return moe_engine_save_checkpoint(engine, dir.c_str()); },
+      [engine] { return std::string(moe_engine_last_error(engine)); },
+  };
+  return moe::run_training(plan, engine->control, steps, callback, user);
 }
 
 int moe_checkpoint_verify(const char* dir, char* err, size_t err_len) {
@@ -322,5 +370,7 @@ int moe_checkpoint_verify(const char* dir, char* err, size_t err_len) {
     return MOE_ERROR;
   }
 }
+
+void moe_engine_request_checkpoint(moe_engine* engine) { engine->control.request_checkpoint(); }
 
 }  // extern "C"

@@ -21,9 +21,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string cli_path() {
-  if (const char* cli = std::getenv("MOE_CLI")) return cli;
-  return (fs::read_symlink("/proc/self/exe").parent_path() / "moe-engine").string();
+// The moe-engine CLI (train) and moe-engine-dev (tokenize), from ctest's environment or beside this test.
+std::string tool_path(const char* env, const char* name) {
+  if (const char* path = std::getenv(env)) return path;
+  return (fs::read_symlink("/proc/self/exe").parent_path() / name).string();
 }
 
 pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
@@ -77,7 +78,7 @@ std::string config(const std::string& offload) {
 }  // namespace
 
 TEST(killed_mid_step_then_resumed_gives_the_same_losses) {
-  const std::string cli = cli_path();
+  const std::string cli = tool_path("MOE_CLI", "moe-engine"), dev_cli = tool_path("MOE_DEV_CLI", "moe-engine-dev");
   const fs::path work = fs::temp_directory_path() / ("moe_test_kill_" + std::to_string(::getpid()));
   fs::remove_all(work);
   fs::create_directories(work);
@@ -85,7 +86,7 @@ TEST(killed_mid_step_then_resumed_gives_the_same_losses) {
                                                                          : fs::path(__FILE__).parent_path() / "../..") +
                              "/resources/corpus/python-tutorial.txt";
   const std::string data = (work / "tokens.bin").string();
-  CHECK(wait_exit(spawn({cli, "tokenize", "--bytes", corpus, "--out", data}, (work / "tok.txt").string())) == 0);
+  CHECK(wait_exit(spawn({dev_cli, "tokenize", "--bytes", corpus, "--out", data}, (work / "tok.txt").string())) == 0);
   for (const std::string offload :
        {std::string(R"({"mode": "host", "expert_slots": 3})"),
         std::string(R"({"mode": "ssd", "expert_slots": 3, "cache_experts": 5})")}) {

@@ -188,22 +188,22 @@ TEST(corrupted_files_rejected) {
     write_raw(p, c.bytes);
     expect_error([&] { TokenData d(p); }, c.expect, c.label);
   }
-  expect_error([&] { TokenData d(p); }, "regenerate the file with `moe-engine tokenize`", "says what to do");
+  expect_error([&] { TokenData d(p); }, "regenerate the file with `moe-engine-dev tokenize`", "says what to do");
   expect_error([&] { TokenData d(tmp_path("absent.bin")); }, "cannot open", "missing");
 }
 
-// The tokenize command, run through the CLI binary when the test runs under ctest (MOE_CLI is set).
+// The tokenize command, run through moe-engine-dev when the test runs under ctest (MOE_DEV_CLI is set).
 int run_cli(const std::string& args) {
-  const char* cli = std::getenv("MOE_CLI");
+  const char* cli = std::getenv("MOE_DEV_CLI");
   std::string cmd = std::string(cli) + " " + args + " >" + tmp_path("cli.log") + " 2>&1";
   int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
 TEST(tokenize_command) {
-  const char* cli = std::getenv("MOE_CLI");
+  const char* cli = std::getenv("MOE_DEV_CLI");
   if (!cli || !fs::exists(cli)) {
-    std::printf("  (skipped: MOE_CLI not set; run under ctest)\n");
+    std::printf("  (skipped: MOE_DEV_CLI not set; run under ctest)\n");
     return;
   }
   std::string txt = tmp_path("in.txt"), out = tmp_path("out.bin");

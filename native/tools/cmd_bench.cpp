@@ -1,4 +1,4 @@
-// `moe-engine bench`: micro-benchmarks of the CPU kernels the training step leans on.
+// `moe-engine-dev bench`: micro-benchmarks of the CPU kernels the training step leans on.
 //   --gemm    sgemm GFLOP/s on the expert-FFN shapes (forward up/down, backward dx/dW), median of reps
 //   --adamw   fused AdamW parameters/s on one 50M-parameter tensor, and the same seven memory streams (read p, g,
 //             m, v; write p, m, v) with no Adam arithmetic: the ceiling this machine's memory puts on any AdamW
@@ -285,7 +285,7 @@ int cmd_bench(int argc, char** argv) {
     if (o.stream) bench_stream(tp, o);
     return 0;
   } catch (const moe::EngineError& e) {
-    std::fprintf(stderr, "moe-engine bench: %s\n", e.what());
+    std::fprintf(stderr, "moe-engine-dev bench: %s\n", e.what());
     return 2;
   }
 }

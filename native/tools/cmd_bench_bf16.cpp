@@ -1,8 +1,8 @@
-// `moe-engine bench --bf16`: what train.compute_dtype "bf16" buys on this machine.
+// `moe-engine-dev bench --bf16`: what train.compute_dtype "bf16" buys on this machine.
 //   --gemm    GFLOP/s of sgemm_bf16 against the fp32 sgemm on the expert-FFN shapes (T x C x F: forward up/down,
 //             backward dx/dh with the bf16 weight copy, dW with both operands rounded while packing), median of reps
 //   --train   training tokens/s of a config (default resources/presets/tiny.json) in fp32 and in bf16, each run by
-//             `moe-engine train` on a copy of the config with only train.compute_dtype changed; tokens/s is the
+//             `moe-engine train` (the CLI beside this tool) on a copy of the config with only train.compute_dtype changed; tokens/s is the
 //             median over the steps after the first two of OUT/log.jsonl, best of --rounds alternating rounds
 //   --threads N (default 2), --steps N (default 8), --rounds N (default 2), --config PATH, --data PATH (a token
 //   file; default: the bundled corpus tokenized as bytes), --json (one JSON object per line)
@@ -166,9 +166,14 @@ std::string find_resource(const std::string& rel) {
   moe::fail("bench --bf16: cannot find " + rel + " above the executable or the working directory; pass it explicitly");
 }
 
-// Runs `moe-engine args...` with its stdout discarded (its errors still reach stderr).
-void run_self(const std::vector<std::string>& args) {
-  const std::string exe = self_exe();
+// The moe-engine CLI beside this executable (training goes through it, as a user would train).
+std::string cli_exe() {
+  const std::string self = self_exe();
+  return self.substr(0, self.rfind('/') + 1) + "moe-engine";
+}
+
+// Runs `exe args...` with its stdout discarded (its errors still reach stderr).
+void run_tool(const std::string& exe, const std::vector<std::string>& args) {
   std::vector<char*> argv{const_cast<char*>(exe.c_str())};
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -181,7 +186,7 @@ void run_self(const std::vector<std::string>& args) {
   moe::check(spawned == 0, "bench --bf16: cannot start " + exe);
   int status = 0;
   waitpid(pid, &status, 0);
-  moe::check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "bench --bf16: `moe-engine " + args[0] + "` failed");
+  moe::check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "bench --bf16: `" + exe + " " + args[0] + "` failed");
 }
 
 struct TrainResult {
@@ -195,12 +200,12 @@ TrainResult train_once(const Options& o, const std::string& work, const std::str
   train.set("compute_dtype", moe::json::Value::of(dtype));
   train.set("threads", moe::json::Value::of(o.threads));
   train.set("checkpoint_every", moe::json::Value::of(0));
+  train.set("steps", moe::json::Value::of(o.steps));
   cfg.set("train", train);
   const std::string tag = std::string(dtype) + "-" + std::to_string(round);
   const std::string cfg_path = moe::fs::join(work, "config-" + tag + ".json"), out = moe::fs::join(work, "run-" + tag);
   moe::fs::write_file_atomic(cfg_path, moe::json::dump(cfg));
-  run_self(
-      {"train", "--config", cfg_path, "--data", data, "--out", out, "--steps", std::to_string(o.steps), "--quiet"});
+  run_tool(cli_exe(), {"train", "--config", cfg_path, "--data", data, "--out", out, "--quiet"});
   std::istringstream log(moe::fs::read_file(moe::fs::join(out, "log.jsonl"), 64 << 20));
   std::vector<double> rates;
   TrainResult r;
@@ -224,7 +229,7 @@ void bench_train(const Options& opts) {
   std::string data = o.data;
   if (data.empty()) {
     data = moe::fs::join(work, "corpus.bin");
-    run_self({"tokenize", "--bytes", find_resource("resources/corpus/python-tutorial.txt"), "--out", data});
+    run_tool(self_exe(), {"tokenize", "--bytes", find_resource("resources/corpus/python-tutorial.txt"), "--out", data});
   }
   TrainResult best[2];
   const char* dtypes[2] = {"fp32", "bf16"};
@@ -264,7 +269,7 @@ int cmd_bench_bf16(int argc, char** argv) {
     if (o.train) bench_train(o);
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "moe-engine %s\n", e.what());
+    std::fprintf(stderr, "moe-engine-dev %s\n", e.what());
     return 2;
   }
 }

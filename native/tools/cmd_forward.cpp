@@ -1,4 +1,4 @@
-// moe-engine forward: logits and loss (and optionally every gradient) of one batch, so any tool can
+// moe-engine-dev forward: logits and loss (and optionally every gradient) of one batch, so any tool can
 // compare them. Reads input_ids (I32 or I64, [B, T+1]) from a safetensors file; writes
 // OUT/logits.safetensors {logits F32 [B,T,V], loss F32 []} and with --grads OUT/grads.safetensors
 // {<param name>: gradient of the objective, objective F32 []}.

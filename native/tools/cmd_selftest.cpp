@@ -1,4 +1,4 @@
-// moe-engine selftest: checks this machine's build end to end — the whole model's gradients against
+// moe-engine-dev selftest: checks this machine's build end to end — the whole model's gradients against
 // finite differences for both families, dropless and capacity routing, on the CPU backend.
 #include <cstdio>
 #include <memory>

@@ -1,4 +1,4 @@
-// `moe-engine tokenize`: byte-level token shards (vocab 256, uint16) from plain text, or from JSONL
+// `moe-engine-dev tokenize`: byte-level token shards (vocab 256, uint16) from plain text, or from JSONL
 // prompt/completion pairs with a loss mask that trains on completions only.
 #include <cstdio>
 #include <string>

@@ -1,18 +1,19 @@
-// moe-engine train: runs a training job from a JSON config and a token shard, printing one progress
-// line per step, appending every step record to OUT/log.jsonl and writing checkpoints into OUT
-// (OUT/checkpoint-<step> every train.checkpoint_every steps, OUT/final at the end or on Ctrl-C). With the
-// SSD offload tier the expert file lives in OUT/ssd unless offload.ssd_dir says otherwise.
+// moe-engine train: runs a training job from a JSON config and a token shard through the engine's training
+// loop (moe_engine_train), printing one progress line per step and appending every step record to
+// OUT/log.jsonl. The engine writes the checkpoints into OUT: OUT/checkpoint-<step> every
+// train.checkpoint_every steps and at the end (or on Ctrl-C); with the SSD offload tier its expert file
+// lives in OUT/ssd unless offload.ssd_dir says otherwise.
 #include <csignal>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "args.h"
 #include "commands.h"
-#include "core/fsutil.h"
-#include "core/json.h"
 #include "engine_handle.h"
+#include "json_out.h"
 
 namespace {
 
@@ -23,7 +24,7 @@ void on_signal(int) {
 }
 
 std::string record_json(const moe_step_record& r) {
-  using moe::json::Value;
+  using cli::json::Value;
   Value o = Value::make_object();
   o.set("step", Value::of(static_cast<double>(r.step)));
   o.set("loss", Value::of(r.loss));
@@ -102,102 +103,112 @@ std::string record_json(const moe_step_record& r) {
     for (int d = 0; d < r.n_devices; ++d) peaks.push(Value::of(static_cast<double>(r.device_peak_bytes[d])));
     o.set("device_peak_bytes", peaks);
   }
-  return moe::json::dump(o);
+  return cli::json::dump(o);
 }
 
-// A run directory given to --resume means its newest checkpoint.
+namespace fs = std::filesystem;
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_text_atomic(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  std::ofstream(tmp, std::ios::binary | std::ios::trunc) << text;
+  fs::rename(tmp, path);
+}
+
+// A run directory given to --resume means its newest checkpoint-<step>.
 std::string resolve_checkpoint(const std::string& dir) {
-  if (moe::fs::exists(moe::fs::join(dir, "trainer_state.json"))) return dir;
+  if (fs::exists(fs::path(dir) / "trainer_state.json")) return dir;
   std::string best;
-  int64_t best_step = -1;
+  long long best_step = -1;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    std::string state = moe::fs::join(entry.path().string(), "trainer_state.json");
-    if (!moe::fs::exists(state)) continue;
-    moe::json::Value v = moe::json::parse(moe::fs::read_file(state, 1 << 20), state);
-    const moe::json::Value* step = v.find("step");
-    if (step && step->is_number() && step->number > best_step) {
-      best_step = static_cast<int64_t>(step->number);
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("checkpoint-", 0) != 0 || !fs::exists(entry.path() / "trainer_state.json")) continue;
+    char* end = nullptr;
+    const long long step = std::strtoll(name.c_str() + 11, &end, 10);
+    if (*end == '\0' && step > best_step) {
+      best_step = step;
       best = entry.path().string();
     }
   }
-  if (best.empty()) throw std::runtime_error(dir + ": no checkpoint (trainer_state.json) found to resume from");
+  if (best.empty()) throw std::runtime_error(dir + ": no checkpoint-<step> with a trainer_state.json to resume from");
   return best;
 }
+
+struct Progress {
+  std::ofstream log;
+  bool quiet = false;
+  std::string error;
+
+  static int on_event(const moe_train_event* e, void* user) {
+    auto& self = *static_cast<Progress*>(user);
+    if (e->kind == MOE_TRAIN_STEP) self.step(*e->record, e->last_step);
+    if (e->kind == MOE_TRAIN_CHECKPOINT && !self.quiet) std::printf("saved %s\n", e->checkpoint_dir);
+    if (e->kind == MOE_TRAIN_DONE && e->error) self.error = e->error;
+    return 0;
+  }
+
+  void step(const moe_step_record& r, int64_t last_step) {
+    log << record_json(r) << '\n';
+    log.flush();
+    if (quiet) return;
+    std::printf("step %lld/%lld | loss %.4f | aux %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | %.0f ms",
+                static_cast<long long>(r.step), static_cast<long long>(last_step), r.loss, r.aux_loss, r.lr,
+                r.grad_norm, r.tokens / (r.step_ms / 1000.0), r.step_ms);
+    if (r.offloaded)
+      std::printf(" | up %.1f ms (%.1f hidden) stall %.1f ms | h2d %.1f MB d2h %.1f MB", r.upload_ms,
+                  r.upload_hidden_ms, r.stall_ms, r.bytes_h2d / 1e6, r.bytes_d2h / 1e6);
+    if (r.bytes_ssd_read || r.bytes_ssd_write)
+      std::printf(" | ssd %.1f MB in %.1f MB out %.1f ms, cache %lld hit %lld miss", r.bytes_ssd_read / 1e6,
+                  r.bytes_ssd_write / 1e6, r.ssd_ms, static_cast<long long>(r.cache_hits),
+                  static_cast<long long>(r.cache_misses));
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+};
 
 }  // namespace
 
 int cmd_train(int argc, char** argv) {
   cli::Args args(argc, argv, {"--config", "--data", "--out", "--init", "--resume", "--steps"}, {"--quiet"});
   const std::string out = args.require("--out");
-  std::string config_text = moe::fs::read_file(args.require("--config"), 16 << 20);
-  {
-    moe::json::Value cfg = moe::json::parse(config_text, args.get("--config"));
-    if (args.has("--steps")) {
-      moe::json::Value train = cfg.find("train") ? *cfg.find("train") : moe::json::Value::make_object();
-      train.set("steps", moe::json::Value::of(std::stod(args.get("--steps"))));
-      cfg.set("train", train);
-    }
-    // The SSD tier's expert file goes into the run directory unless the config names a place.
-    const moe::json::Value* offload = cfg.find("offload");
-    if (offload && offload->is_object() && offload->find("mode") && offload->find("mode")->string == "ssd" &&
-        (!offload->find("ssd_dir") || offload->find("ssd_dir")->is_null())) {
-      moe::json::Value o = *offload;
-      o.set("ssd_dir", moe::json::Value::of(moe::fs::join(out, "ssd")));
-      cfg.set("offload", o);
-    }
-    config_text = moe::json::dump(cfg);
-  }
+  const std::string config_text = read_text(args.require("--config"));
   if (args.has("--init") && args.has("--resume")) throw std::runtime_error("use either --init or --resume, not both");
+  const long long steps = args.has("--steps") ? std::stoll(args.get("--steps")) : 0;
+  if (steps < 0) throw std::runtime_error("--steps must be 0 or more");
   const std::string resume = args.has("--resume") ? resolve_checkpoint(args.get("--resume")) : "";
   const std::string source = args.has("--init") ? args.get("--init") : resume;
 
-  cli::Engine engine(config_text, source);
+  cli::Engine engine(config_text, source, out);
   if (args.has("--init")) engine.check(moe_engine_init_from(engine.get(), args.get("--init").c_str()));
   if (!resume.empty()) engine.check(moe_engine_resume_from(engine.get(), resume.c_str()));
   engine.check(moe_engine_set_data(engine.get(), args.require("--data").c_str()));
 
-  moe::fs::mkdirs(out);
-  moe::fs::write_file_atomic(moe::fs::join(out, "config.json"), moe_engine_config_json(engine.get()));
-  const moe::json::Value cfg = moe::json::parse(moe_engine_config_json(engine.get()), "config");
-  const int total = static_cast<int>(cfg.find("train")->find("steps")->number);
-  const int every = static_cast<int>(cfg.find("train")->find("checkpoint_every")->number);
-  std::ofstream log(moe::fs::join(out, "log.jsonl"), std::ios::app);
-  const bool quiet = args.has("--quiet");
-  if (!quiet)
-    std::printf("moe-engine train: %lld parameters, backend %s, steps %lld -> %d\n",
+  fs::create_directories(out);
+  write_text_atomic(fs::path(out) / "config.json", moe_engine_config_json(engine.get()));
+  Progress progress;
+  progress.log.open(fs::path(out) / "log.jsonl", std::ios::app);
+  progress.quiet = args.has("--quiet");
+  if (!progress.quiet)
+    std::printf("moe-engine train: %lld parameters, backend %s, from step %lld\n",
                 static_cast<long long>(moe_engine_num_params(engine.get())), moe_engine_backend_description(engine.get()),
-                static_cast<long long>(moe_engine_step_count(engine.get())), total);
+                static_cast<long long>(moe_engine_step_count(engine.get())));
 
   g_engine_for_signal = engine.get();
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  moe_step_record r{};
-  int status = MOE_OK;
-  while ((status = engine.check(moe_engine_step(engine.get(), &r))) == MOE_OK) {
-    log << record_json(r) << '\n';
-    log.flush();
-    if (!quiet) {
-      std::printf("step %lld/%d | loss %.4f | aux %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | %.0f ms",
-                  static_cast<long long>(r.step), total, r.loss, r.aux_loss, r.lr, r.grad_norm,
-                  r.tokens / (r.step_ms / 1000.0), r.step_ms);
-      if (r.offloaded)
-        std::printf(" | up %.1f ms (%.1f hidden) stall %.1f ms | h2d %.1f MB d2h %.1f MB", r.upload_ms,
-                    r.upload_hidden_ms, r.stall_ms, r.bytes_h2d / 1e6, r.bytes_d2h / 1e6);
-      if (r.bytes_ssd_read || r.bytes_ssd_write)
-        std::printf(" | ssd %.1f MB in %.1f MB out %.1f ms, cache %lld hit %lld miss", r.bytes_ssd_read / 1e6,
-                    r.bytes_ssd_write / 1e6, r.ssd_ms, static_cast<long long>(r.cache_hits),
-                    static_cast<long long>(r.cache_misses));
-      std::printf("\n");
-      std::fflush(stdout);
-    }
-    if (every > 0 && r.step % every == 0 && r.step < total) {
-      std::string dir = moe::fs::join(out, "checkpoint-" + std::to_string(r.step));
-      engine.check(moe_engine_save_checkpoint(engine.get(), dir.c_str()));
-    }
-  }
+  moe_train_options options{};
+  options.struct_size = sizeof options;
+  options.total_steps = steps;
+  const int status = moe_engine_train(engine.get(), &options, &Progress::on_event, &progress);
   g_engine_for_signal = nullptr;
-  engine.check(moe_engine_save_checkpoint(engine.get(), moe::fs::join(out, "final").c_str()));
-  if (!quiet) std::printf("saved %s\n", moe::fs::join(out, "final").c_str());
+  if (status == MOE_ERROR) throw std::runtime_error(progress.error.empty() ? moe_engine_last_error(engine.get()) : progress.error);
   return status == MOE_STOPPED ? 130 : 0;
 }

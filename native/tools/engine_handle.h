@@ -9,9 +9,15 @@ namespace cli {
 
 class Engine {
  public:
-  Engine(const std::string& config_json, const std::string& init_dir) {
+  // run_dir (may be empty): where moe_engine_train writes checkpoints and the SSD tier its expert file.
+  Engine(const std::string& config_json, const std::string& init_dir, const std::string& run_dir = "") {
     char err[4096];
-    e_ = moe_engine_create(config_json.c_str(), init_dir.empty() ? nullptr : init_dir.c_str(), err, sizeof err);
+    moe_engine_options options{};
+    options.struct_size = sizeof options;
+    options.config_json = config_json.c_str();
+    options.init_dir = init_dir.empty() ? nullptr : init_dir.c_str();
+    options.run_dir = run_dir.empty() ? nullptr : run_dir.c_str();
+    e_ = moe_engine_open(&options, err, sizeof err);
     if (!e_) throw std::runtime_error(err);
   }
   ~Engine() { moe_engine_destroy(e_); }

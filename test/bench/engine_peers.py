@@ -6,7 +6,7 @@
                                         side-by-side table (best of the rounds in each file), ratios
                                         and their medians
 
-Each measuring command prints JSON lines. Timing follows `moe-engine bench`: one warm-up call, then the
+Each measuring command prints JSON lines. Timing follows `moe-engine-dev bench`: one warm-up call, then the
 median of enough repetitions for ~0.3 s (3 to 15) for GEMM, and the median of 10 steps for AdamW.
 """
 import ctypes

@@ -33,11 +33,12 @@ def ours_tokens_per_s(cli, config, tokens, threads, steps, precision, work):
     cfg["train"]["threads"] = threads
     cfg["train"]["compute_dtype"] = precision
     cfg["train"]["checkpoint_every"] = 0
+    cfg["train"]["steps"] = steps
     cfg_path = os.path.join(work, "config.json")
     with open(cfg_path, "w") as f:
         json.dump(cfg, f)
     out = tempfile.mkdtemp(dir=work)
-    subprocess.run([cli, "train", "--config", cfg_path, "--data", tokens, "--out", out, "--steps", str(steps), "--quiet"],
+    subprocess.run([cli, "train", "--config", cfg_path, "--data", tokens, "--out", out, "--quiet"],
                    check=True)
     with open(os.path.join(out, "log.jsonl")) as f:
         records = [json.loads(line) for line in f]
@@ -64,11 +65,13 @@ def main():
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="our train.compute_dtype")
+    parser.add_argument("--dev-cli", help="moe-engine-dev (for tokenize); default: beside --cli")
     args = parser.parse_args()
+    dev_cli = args.dev_cli or os.path.join(os.path.dirname(os.path.abspath(args.cli)), "moe-engine-dev")
     setups = ["fp32"] + (["bf16_autocast"] if args.precision == "bf16" else [])
     with tempfile.TemporaryDirectory() as work:
         tokens = os.path.join(work, "corpus.bin")
-        subprocess.run([args.cli, "tokenize", "--bytes", os.path.join(ROOT, "resources", "corpus", "python-tutorial.txt"),
+        subprocess.run([dev_cli, "tokenize", "--bytes", os.path.join(ROOT, "resources", "corpus", "python-tutorial.txt"),
                         "--out", tokens], check=True, capture_output=True)
         ours, theirs = [], {setup: [] for setup in setups}
         for r in range(args.rounds):

@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 """Compare the native engine with the PyTorch reference (moe_ref.py).
 
-    /usr/bin/python3 test/reference/check_engine.py --cli PATH/TO/moe-engine [--arch gpt-moe|mixtral|all]
-                                                    [--workdir DIR] [--case SUBSTRING]
+    /usr/bin/python3 test/reference/check_engine.py --cli PATH/TO/moe-engine [--dev-cli PATH/TO/moe-engine-dev]
+                                                    [--arch gpt-moe|mixtral|all] [--workdir DIR] [--case SUBSTRING]
     /usr/bin/python3 test/reference/check_engine.py --self-test
 
-For every case: random test weights and tokens, the engine's `forward --grads` against the float64 reference
+For every case: random test weights and tokens, the engine's `forward --grads` (moe-engine-dev) against the float64 reference
 (logits, loss, objective, every gradient), then a 20-step `train` run against the reference's (per-step telemetry,
 final weights). Exit status 0 only when every case passes. Tolerances and their reasons: README.md.
 """
@@ -369,7 +369,8 @@ def compare_log(log, ref_log, report):
 
 
 def find_final_weights(run_dir):
-    """RUN/final/model.safetensors, else the most recent RUN/checkpoint*/model.safetensors."""
+    """RUN/final/model.safetensors (a driver's), else the most recent RUN/checkpoint*/model.safetensors (the engine
+    saves its last step as RUN/checkpoint-<step>)."""
     final = os.path.join(run_dir, "final", "model.safetensors")
     if os.path.exists(final):
         return final
@@ -411,7 +412,7 @@ def case_seed(case):
     return zlib.crc32(case.label.encode()) % 100_000
 
 
-def run_case(cli, case, workdir):
+def run_case(cli, dev_cli, case, workdir):
     report = Report(case.label)
     case_dir = os.path.join(workdir, case.label.replace("/", "_"))
     os.makedirs(case_dir, exist_ok=True)
@@ -421,14 +422,16 @@ def run_case(cli, case, workdir):
                         f"{inputs.ref_forward['dropped']} dropped assignments")
     write_checkpoint(os.path.join(case_dir, "checkpoint"), inputs.config, inputs.params)
     safetensors_io.write(os.path.join(case_dir, "tokens.safetensors"), {"input_ids": inputs.input_ids})
-    check_forward(cli, case_dir, inputs.resolved["model"], inputs.ref_forward, report)
+    check_forward(dev_cli, case_dir, inputs.resolved["model"], inputs.ref_forward, report)
     check_train(cli, case_dir, case, inputs, report)
     return report
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cli", help="path of the engine command-line program")
+    parser.add_argument("--cli", help="path of the engine command-line program (train)")
+    parser.add_argument("--dev-cli", help="path of the engine's developer tool (forward); default: moe-engine-dev "
+                                          "beside --cli, else --cli itself")
     parser.add_argument("--arch", default="all", choices=["all", moe_ref.GPT_MOE, moe_ref.MIXTRAL])
     parser.add_argument("--workdir", help="where case files and engine outputs go (default: a new temp dir)")
     parser.add_argument("--case", default="", help="only cases whose name contains this")
@@ -441,13 +444,15 @@ def main():
         parser.error("--cli is required (or --self-test)")
     torch.set_num_threads(2)
     cli = os.path.abspath(args.cli) if os.path.exists(args.cli) else args.cli
+    beside = os.path.join(os.path.dirname(cli), "moe-engine-dev")
+    dev_cli = os.path.abspath(args.dev_cli) if args.dev_cli else beside if os.path.exists(beside) else cli
     workdir = args.workdir or tempfile.mkdtemp(prefix="moe-check-")
     os.makedirs(workdir, exist_ok=True)
     print(f"workdir {workdir}")
     cases = [c for c in all_cases() if args.arch in ("all", c.arch) and args.case in c.label]
     passed = failed = 0
     for case in cases:
-        report = run_case(cli, case, workdir)
+        report = run_case(cli, dev_cli, case, workdir)
         report.print()
         passed, failed = passed + report.passed, failed + (not report.passed)
     print(f"{passed} passed, {failed} failed")

@@ -8,6 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { byteTokenizer, DatasetError, prepareDataset } from '../../main/host/datasets'
 
 const ENGINE = resolve('native/build/moe-engine')
+const ENGINE_DEV = resolve('native/build/moe-engine-dev')
+const BOTH = existsSync(ENGINE) && existsSync(ENGINE_DEV)
 let dir: string
 let cache: string
 
@@ -54,12 +56,12 @@ describe('text files', () => {
     expect(tokensOf(buf, text.length)).toEqual([...Buffer.from(text)])
   })
 
-  it.runIf(existsSync(ENGINE))('is byte-identical to `moe-engine tokenize` and trains a step in the engine', async () => {
+  it.runIf(BOTH)('is byte-identical to `moe-engine-dev tokenize` and trains a step in the engine', async () => {
     const file = join(dir, 'engine.txt')
     writeFileSync(file, 'abcdefgh ijklmnop qrstuvwxyz.\n'.repeat(20))
     const ours = await prepareDataset({ path: file }, cache)
     const theirs = join(dir, 'engine-cli.bin')
-    execFileSync(ENGINE, ['tokenize', '--bytes', file, '--out', theirs])
+    execFileSync(ENGINE_DEV, ['tokenize', '--bytes', file, '--out', theirs])
     expect(readFileSync(ours.path).equals(readFileSync(theirs))).toBe(true)
 
     const config = join(dir, 'tiny.json')
@@ -95,12 +97,12 @@ describe('jsonl files', () => {
     expect([...buf.subarray(64 + 2 * n)]).toEqual([0, 0, 1, 1, 1, 1, 0, 0, 1, 1])
   })
 
-  it.runIf(existsSync(ENGINE))('matches `moe-engine tokenize --jsonl` byte for byte', async () => {
+  it.runIf(existsSync(ENGINE_DEV))('matches `moe-engine-dev tokenize --jsonl` byte for byte', async () => {
     const file = join(dir, 'engine-pairs.jsonl')
     writeFileSync(file, '{"prompt": "2+2=", "completion": "4"}\n{"prompt": "é?", "completion": "ü"}\n')
     const ours = await prepareDataset({ path: file }, cache)
     const theirs = join(dir, 'engine-pairs.bin')
-    execFileSync(ENGINE, ['tokenize', '--jsonl', file, '--out', theirs])
+    execFileSync(ENGINE_DEV, ['tokenize', '--jsonl', file, '--out', theirs])
     expect(readFileSync(ours.path).equals(readFileSync(theirs))).toBe(true)
   })
 

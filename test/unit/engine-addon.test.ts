@@ -28,16 +28,12 @@ interface Outcome {
   checkpoints: [number, string][]
 }
 
-function train(
-  engine: NativeEngine,
-  runDir: string,
-  opts: { checkpointEvery?: number; totalSteps?: number; onStep?: (step: number) => void } = {},
-): Promise<Outcome> {
+function train(engine: NativeEngine, opts: { totalSteps?: number; onStep?: (step: number) => void } = {}): Promise<Outcome> {
   const steps: number[] = []
   const checkpoints: [number, string][] = []
   return new Promise((resolve) =>
     engine.start(
-      { runDir, checkpointEvery: opts.checkpointEvery, totalSteps: opts.totalSteps },
+      { totalSteps: opts.totalSteps },
       (buf) => {
         const step = decodeStepRecord(buf).step
         steps.push(step)
@@ -79,10 +75,10 @@ describe('Engine (addon)', () => {
   })
 
   it('trains, streaming every step in order, with periodic and final checkpoints', async () => {
-    const engine = new Engine(JSON.stringify(tinyConfig({ steps: 7 })))
-    engine.setData(shard)
     const runDir = join(dir, 'finish')
-    const out = await train(engine, runDir, { checkpointEvery: 3 })
+    const engine = new Engine(JSON.stringify(tinyConfig({ steps: 7, checkpoint_every: 3 })), undefined, runDir)
+    engine.setData(shard)
+    const out = await train(engine)
     expect(out).toMatchObject({ status: 'finished', error: undefined, steps: range(1, 7) })
     expect(out.checkpoints).toEqual([3, 6, 7].map((s) => [s, join(runDir, `checkpoint-${s}`)]))
     expect(existsSync(join(runDir, 'checkpoint-7', 'trainer_state.json'))).toBe(true)
@@ -92,11 +88,11 @@ describe('Engine (addon)', () => {
 
   it('streams the offload measurements, tiers and pins of an offloaded run (docs/offload.md)', async () => {
     const config = { ...tinyConfig({ steps: 3 }), offload: { mode: 'host', expert_slots: 4, pin_fraction: 0.25 } }
-    const engine = new Engine(JSON.stringify(config))
+    const engine = new Engine(JSON.stringify(config), undefined, join(dir, 'offload'))
     engine.setData(shard)
     const records: EngineStepRecord[] = []
     const status = await new Promise<TrainOutcome>((resolve) =>
-      engine.start({ runDir: join(dir, 'offload') }, (buf) => records.push(decodeStepRecord(buf)), () => {}, (s) => resolve(s)),
+      engine.start({}, (buf) => records.push(decodeStepRecord(buf)), () => {}, (s) => resolve(s)),
     )
     expect(status).toBe('finished')
     expect(records.map((r) => r.step)).toEqual([1, 2, 3])
@@ -109,10 +105,10 @@ describe('Engine (addon)', () => {
   })
 
   it('blocks the engine thread while JS lags (bounded queue) and loses no record', async () => {
-    const engine = new Engine(microConfig(400))
+    const engine = new Engine(microConfig(400), undefined, join(dir, 'backpressure'))
     engine.setData(shard)
     let aheadWhileStalled = 0
-    const out = await train(engine, join(dir, 'backpressure'), {
+    const out = await train(engine, {
       onStep: (step) => {
         if (step !== 1) return
         busyWait(1500)
@@ -127,11 +123,11 @@ describe('Engine (addon)', () => {
   })
 
   it('pauses, checkpoints while paused, resumes and stops at step boundaries', async () => {
-    const engine = new Engine(microConfig(100_000))
-    engine.setData(shard)
     const runDir = join(dir, 'control')
+    const engine = new Engine(microConfig(100_000), undefined, runDir)
+    engine.setData(shard)
     let pausedAt = -1
-    const done = train(engine, runDir, {
+    const done = train(engine, {
       onStep: (step) => {
         if (step === 3) engine.pause()
       },
@@ -157,14 +153,35 @@ describe('Engine (addon)', () => {
   })
 
   it('stops while paused, saving the final checkpoint', async () => {
-    const engine = new Engine(microConfig(100_000))
+    const engine = new Engine(microConfig(100_000), undefined, join(dir, 'paused-stop'))
     engine.setData(shard)
-    const done = train(engine, join(dir, 'paused-stop'), { onStep: (step) => step === 2 && engine.pause() })
+    const done = train(engine, { onStep: (step) => step === 2 && engine.pause() })
     await sleep(200)
     engine.stop()
     const out = await done
     expect(out.status).toBe('stopped')
     expect(out.checkpoints.map(([s]) => s)).toEqual([out.steps.at(-1)])
+  })
+
+  it('puts an SSD run’s expert file in its run directory unless the config names one', async () => {
+    const ssd = { mode: 'ssd', expert_slots: 2, cache_experts: 5 }
+    const runDir = join(dir, 'ssd-run')
+    const engine = new Engine(JSON.stringify({ ...tinyConfig({ steps: 1 }), offload: ssd }), undefined, runDir)
+    expect(JSON.parse(engine.configJson).offload.ssd_dir).toBe(join(runDir, 'ssd'))
+    engine.setData(shard)
+    expect((await train(engine)).status).toBe('finished')
+    expect(existsSync(join(runDir, 'ssd'))).toBe(true)
+    const named = join(dir, 'named-ssd')
+    const own = new Engine(JSON.stringify({ ...tinyConfig({ steps: 1 }), offload: { ...ssd, ssd_dir: named } }), undefined, join(dir, 'own'))
+    expect(JSON.parse(own.configJson).offload.ssd_dir).toBe(named)
+  })
+
+  it('fails once, with a message, when started without a run directory', async () => {
+    const engine = new Engine(microConfig(3))
+    engine.setData(shard)
+    const out = await train(engine)
+    expect(out).toMatchObject({ status: 'failed', steps: [], checkpoints: [] })
+    expect(out.error).toMatch(/run directory/)
   })
 
   it('stops after totalSteps, and keeps training when JS drops the object', async () => {
@@ -173,9 +190,9 @@ describe('Engine (addon)', () => {
     const timer = setInterval(gc, 2)
     try {
       const out = await new Promise<Outcome>((resolve) => {
-        const engine = new Engine(microConfig(1000))
+        const engine = new Engine(microConfig(1000), undefined, join(dir, 'dropped'))
         engine.setData(shard)
-        void train(engine, join(dir, 'dropped'), { totalSteps: 200, onStep: gc }).then(resolve)
+        void train(engine, { totalSteps: 200, onStep: gc }).then(resolve)
       })
       expect(out.status).toBe('finished')
       expect(out.steps).toEqual(range(1, 200))

@@ -18,12 +18,12 @@ afterAll(cleanup)
 const shard = writeCorpusShard(join(dir, 'corpus.bin'))
 
 async function trainInto(store: TelemetryStore, runId: string, offload?: object): Promise<void> {
-  const engine = new Engine(JSON.stringify({ ...tinyConfig({ steps: 3 }), ...(offload ? { offload } : {}) }))
+  const engine = new Engine(JSON.stringify({ ...tinyConfig({ steps: 3 }), ...(offload ? { offload } : {}) }), undefined, join(dir, runId))
   engine.setData(shard)
   store.insertRun(runRecord(runId, { totalSteps: 3 }))
   const writer = new StepWriter(store, runId, (e) => { throw e })
   await new Promise<void>((resolve) =>
-    engine.start({ runDir: join(dir, runId) }, (buf) => writer.push(decodeStepRecord(buf), Date.now()), () => {}, () => resolve()),
+    engine.start({}, (buf) => writer.push(decodeStepRecord(buf), Date.now()), () => {}, () => resolve()),
   )
   writer.flush()
 }

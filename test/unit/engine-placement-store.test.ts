@@ -26,12 +26,12 @@ async function trainInto(store: TelemetryStore, runId: string, placement: object
   const config = RunConfigSchema.parse({
     ...tinyConfig({ steps: STEPS }), routing_skew: { distribution: 'hot', hot_fraction: 0.9 }, placement, ...(pipeline ? { pipeline } : {}),
   })
-  const engine = new Engine(engineConfigJson(config, null, join(dir, runId)))
+  const engine = new Engine(engineConfigJson(config, null), undefined, join(dir, runId))
   engine.setData(shard)
   store.insertRun(runRecord(runId, { config, totalSteps: STEPS }))
   const writer = new StepWriter(store, runId, (e) => { throw e })
   await new Promise<void>((resolve) =>
-    engine.start({ runDir: join(dir, runId) }, (buf) => writer.push(decodeStepRecord(buf), Date.now()), () => {}, () => resolve()),
+    engine.start({}, (buf) => writer.push(decodeStepRecord(buf), Date.now()), () => {}, () => resolve()),
   )
   writer.flush()
 }
@@ -43,13 +43,13 @@ describe('the engine takes the placement and pipeline the host passes', () => {
       placement: { devices: 2, policy: 'greedy', greedy_split: false, device_budget_bytes: 2 ** 30, threads_per_device: 2 },
       pipeline: { partitions: 'auto', candidates: [1, 2], memory_reuse: 'auto' },
     })
-    const effective = JSON.parse(new Engine(engineConfigJson(config, null, join(dir, 'effective'))).configJson)
+    const effective = JSON.parse(new Engine(engineConfigJson(config, null)).configJson)
     expect(effective.placement).toMatchObject({ devices: 2, policy: 'greedy', greedy_split: false, device_budget_bytes: 2 ** 30, threads_per_device: 2 })
     expect(effective.pipeline).toEqual({ partitions: 'auto', candidates: [1, 2], memory_reuse: 'auto' })
   })
 
   it('refuses offload with devices as the schema does, naming placement.devices', () => {
-    const json = JSON.stringify({ ...JSON.parse(engineConfigJson(RunConfigSchema.parse({ ...tinyConfig({ steps: STEPS }), placement: { devices: 2 } }), null, dir)),
+    const json = JSON.stringify({ ...JSON.parse(engineConfigJson(RunConfigSchema.parse({ ...tinyConfig({ steps: STEPS }), placement: { devices: 2 } }), null)),
       offload: { mode: 'host', expert_slots: 2 } })
     expect(() => new Engine(json)).toThrow(/placement\.devices/)
   })

@@ -75,8 +75,9 @@ beforeAll(async () => {
 })
 
 describe('Electron entry', () => {
-  it('starts the host on the shared data directory', () => {
-    expect(host.createHost).toHaveBeenCalledExactlyOnceWith({ dataDir: '/tmp/moe-lifecycle-test' })
+  it('starts the host on the shared data directory, its engines as Electron utility processes', async () => {
+    const { utilityPortFactory } = await import('../../main/electron/utility-port')
+    expect(host.createHost).toHaveBeenCalledExactlyOnceWith({ dataDir: '/tmp/moe-lifecycle-test', portFactory: utilityPortFactory })
   })
 
   it('opens one isolated, sandboxed window without Node, titled MoE Workbench', () => {

@@ -80,7 +80,7 @@ describe('engine config', () => {
   const resolved = (mode: ResolvedOffload['mode'], extra: Partial<ResolvedOffload> = {}): ResolvedOffload => ({
     requested: 'auto', mode, deviceBudgetBytes: 700_000, hostBudgetBytes: 500_000, slots: 4, cacheExperts: 6, explanation: '', ...extra,
   })
-  const engine = (c: ReturnType<typeof config>, r: ResolvedOffload | null) => JSON.parse(engineConfigJson(c, r, '/runs/r1'))
+  const engine = (c: ReturnType<typeof config>, r: ResolvedOffload | null) => JSON.parse(engineConfigJson(c, r))
 
   it('has no offload section for a resident run', () => {
     expect(engine(config(), null)).toEqual({ model: config().model, train: config().train })
@@ -95,9 +95,10 @@ describe('engine config', () => {
     expect(slots).toMatchObject({ mode: 'host', expert_slots: 2, device_budget_bytes: null })
   })
 
-  it('puts an SSD run’s expert file in its run directory', () => {
+  it('gives an SSD run its budgets and leaves the expert file’s place to the engine (its run directory)', () => {
     const ssd = engine(config({ mode: 'auto' }), resolved('ssd')).offload
-    expect(ssd).toMatchObject({ mode: 'ssd', device_budget_bytes: 700_000, host_budget_bytes: 500_000, ssd_dir: '/runs/r1/ssd' })
+    expect(ssd).toMatchObject({ mode: 'ssd', device_budget_bytes: 700_000, host_budget_bytes: 500_000 })
+    expect(ssd).not.toHaveProperty('ssd_dir')
     const cache = engine(config({ mode: 'ssd', expert_slots: 2, cache_experts: 4 }), resolved('ssd', { requested: 'ssd' })).offload
     expect(cache).toMatchObject({ cache_experts: 4, host_budget_bytes: null, device_budget_bytes: null })
   })

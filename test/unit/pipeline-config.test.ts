@@ -110,7 +110,7 @@ describe('devices and pipelining without offload', () => {
 })
 
 describe('engine config with a pipeline', () => {
-  const engine = (c: RunConfig) => JSON.parse(engineConfigJson(c, null, '/runs/r1'))
+  const engine = (c: RunConfig) => JSON.parse(engineConfigJson(c, null))
 
   it('passes an engaged pipeline through, after the placement', () => {
     const c = config({ placement: { devices: 2 }, pipeline: { partitions: 'auto', candidates: [2, 4], memory_reuse: 'auto' } })

@@ -65,7 +65,7 @@ describe('placement config', () => {
 })
 
 describe('engine config with a placement', () => {
-  const engine = (c: ReturnType<typeof config>) => JSON.parse(engineConfigJson(c, null, '/runs/r1'))
+  const engine = (c: ReturnType<typeof config>) => JSON.parse(engineConfigJson(c, null))
 
   it('passes the section through with more than one device', () => {
     expect(engine(config({ devices: 4, policy: 'least-loaded', lambda: 2 })).placement).toEqual({ ...DEFAULTS, devices: 4, policy: 'least-loaded', lambda: 2 })

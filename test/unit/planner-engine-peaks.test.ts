@@ -22,11 +22,11 @@ const shard = writeCorpusShard(join(dir, 'corpus.bin'))
 const MACHINE = { device: 2 ** 40, host: 2 ** 40, ssd: null }
 
 async function train(configJson: string, runDir: string): Promise<EngineStepRecord[]> {
-  const engine = new (loadEngineAddon().Engine)(configJson)
+  const engine = new (loadEngineAddon().Engine)(configJson, undefined, runDir)
   engine.setData(shard)
   const records: EngineStepRecord[] = []
   await new Promise<void>((resolve, reject) =>
-    engine.start({ runDir }, (buf) => records.push(decodeStepRecord(buf)), () => {}, (status, error) =>
+    engine.start({}, (buf) => records.push(decodeStepRecord(buf)), () => {}, (status, error) =>
       status === 'failed' ? reject(new Error(error)) : resolve()),
   )
   return records
@@ -44,7 +44,7 @@ describe('planner peaks against the engine’s', () => {
     const plan = planRun(config, MACHINE)
     expect(plan).toMatchObject({ mode: 'host', fits: true, slots: 3 })
     const planned = Object.fromEntries(plan.tiers.map((t) => [t.tier, t.total]))
-    const records = await train(engineConfigJson(config, resolveOffload(config, MACHINE), join(dir, 'host')), join(dir, 'host'))
+    const records = await train(engineConfigJson(config, resolveOffload(config, MACHINE)), join(dir, 'host'))
     expect(records).toHaveLength(3)
     const measured = peaks(records)
     expect(within10(measured.host, planned['host']!)).toBeLessThan(0.1)
@@ -56,7 +56,7 @@ describe('planner peaks against the engine’s', () => {
     const plan = planRun(config, MACHINE)
     expect(plan).toMatchObject({ mode: 'ssd', fits: true, slots: 2, cacheExperts: 5 })
     const runDir = join(dir, 'ssd')
-    const measured = peaks(await train(engineConfigJson(config, resolveOffload(config, MACHINE), runDir), runDir))
+    const measured = peaks(await train(engineConfigJson(config, resolveOffload(config, MACHINE)), runDir))
     for (const t of plan.tiers) expect(within10(measured[t.tier], t.total), t.tier).toBeLessThan(0.1)
   })
 })

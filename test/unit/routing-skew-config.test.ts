@@ -46,7 +46,7 @@ describe('routing skew config', () => {
 })
 
 describe('engine config with a routing skew', () => {
-  const engine = (c: ReturnType<typeof config>) => JSON.parse(engineConfigJson(c, null, '/runs/r1'))
+  const engine = (c: ReturnType<typeof config>) => JSON.parse(engineConfigJson(c, null))
 
   it('passes the section through when a distribution is on', () => {
     expect(engine(config({ distribution: 'hot', seed: 7 })).routing_skew).toEqual({ distribution: 'hot', zipf_s: 1.2, hot_fraction: 0.95, seed: 7 })
@@ -61,7 +61,7 @@ describe('engine config with a routing skew', () => {
   it('sits beside a resolved offload section', () => {
     const c = RunConfigSchema.parse({ model, train, offload: { mode: 'host', expert_slots: 2 }, routing_skew: { distribution: 'zipf' } })
     const resolved = { requested: 'host', mode: 'host', deviceBudgetBytes: 1, hostBudgetBytes: 1, slots: 2, cacheExperts: null, explanation: '' } as const
-    const json = JSON.parse(engineConfigJson(c, resolved, '/runs/r1'))
+    const json = JSON.parse(engineConfigJson(c, resolved))
     expect(Object.keys(json)).toEqual(['model', 'train', 'offload', 'routing_skew'])
     expect(json.offload).toMatchObject({ mode: 'host', expert_slots: 2 })
   })

@@ -1,4 +1,4 @@
-// The default tokenizer: one token per UTF-8 byte (vocab 256), as `moe-engine tokenize` writes.
+// The default tokenizer: one token per UTF-8 byte (vocab 256), as `moe-engine-dev tokenize` writes.
 import type { TextTokenizer } from './tokenizer'
 
 const NEWLINE = 0x0a

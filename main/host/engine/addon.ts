@@ -9,10 +9,6 @@ import type { EngineStepRecord } from './step-record'
 export type TrainOutcome = 'finished' | 'stopped' | 'failed'
 
 export interface TrainStartOptions {
-  /** Checkpoints go to runDir/checkpoint-<step> (written atomically by the engine). */
-  runDir: string
-  /** Save every N steps; 0 or absent: only the final checkpoint. */
-  checkpointEvery?: number
   /** Stop (as finished) after this step; 0 or absent: the config's train.steps. */
   totalSteps?: number
 }
@@ -31,9 +27,10 @@ export interface NativeEngine {
   setData(path: string): void
   exportHf(dir: string, modelType: 'mixtral' | 'qwen2_moe' | 'olmoe', bf16: boolean): void
   /**
-   * Trains on a native thread until train.steps (or totalSteps), a stop, or an error. onStep gets each
-   * step packed as step-record.ts decodes it; the thread blocks when 64 steps wait for JS. Checkpoints
-   * are saved every checkpointEvery steps and at the end (also after a stop). onDone comes last, once.
+   * Runs the engine's training loop on a native thread until train.steps (or totalSteps), a stop, or an
+   * error. onStep gets each step packed as step-record.ts decodes it; the thread blocks when 64 steps wait
+   * for JS. The engine saves runDir/checkpoint-<step> every train.checkpoint_every steps and at the end
+   * (also after a stop). onDone comes last, once.
    */
   start(
     options: TrainStartOptions,
@@ -57,7 +54,11 @@ export interface NativeEngine {
 }
 
 export interface EngineAddon {
-  Engine: new (configJson: string, initDir?: string) => NativeEngine
+  /**
+   * runDir: the run's directory, where start() writes checkpoints and the SSD tier its expert file (runDir/ssd
+   * unless the config's offload.ssd_dir names one).
+   */
+  Engine: new (configJson: string, initDir?: string, runDir?: string) => NativeEngine
   /** The native packing of a step record (for testing the TS decoder against it). */
   packStepRecord(record: Omit<EngineStepRecord, 'expertTokens'> & { expertTokens: readonly ArrayLike<number>[] }): ArrayBuffer
   apiVersion: number

@@ -66,7 +66,7 @@ export class TrainingJob {
     try {
       const store = TelemetryStore.open(msg.dbPath)
       this.store = store
-      const engine = new (loadEngineAddon().Engine)(msg.configJson, msg.initDir)
+      const engine = new (loadEngineAddon().Engine)(msg.configJson, msg.initDir, msg.runDir)
       if (msg.resumeDir) engine.resumeFrom(msg.resumeDir)
       else if (msg.initDir) engine.initFrom(msg.initDir)
       engine.setData(msg.dataPath)
@@ -78,7 +78,7 @@ export class TrainingJob {
       this.engine = engine
       this.parent.post({ type: 'started', step: engine.stepCount, numParams: engine.numParams, backend: engine.backendName })
       engine.start(
-        { runDir: msg.runDir, checkpointEvery: msg.checkpointEvery, totalSteps: msg.totalSteps ?? 0 },
+        { totalSteps: msg.totalSteps ?? 0 },
         (buf) => this.onStep(buf),
         (step, dir) => this.onCheckpoint(step, dir),
         (status, error) => void this.end(status, error),

@@ -4,6 +4,7 @@ import type { EngineStepRecord } from './step-record'
 export interface StartTraining {
   type: 'start'
   runId: string
+  /** The engine's run directory: its checkpoints (at the config's train.checkpoint_every) and SSD file go there. */
   runDir: string
   /** The engine's config: the validated run config with its offload resolved (runs/engine-config.ts). */
   configJson: string
@@ -14,7 +15,6 @@ export interface StartTraining {
   /** Continue this run from its checkpoint (weights, optimizer, step, data cursor). */
   resumeDir?: string
   dbPath: string
-  checkpointEvery: number
   /** Stop (as finished) after this step; absent: the config's train.steps. */
   totalSteps?: number
 }

@@ -357,12 +357,11 @@ export class RunManager {
       type: 'start',
       runId: record.id,
       runDir: record.runDir,
-      configJson: engineConfigJson(record.config, record.offload, record.runDir),
+      configJson: engineConfigJson(record.config, record.offload),
       dataPath: data.path,
       initDir: job.resumeDir ? undefined : (record.init ?? undefined),
       resumeDir: job.resumeDir,
       dbPath: this.options.dbPath,
-      checkpointEvery: record.config.train.checkpoint_every,
     })
     if (run.paused) port.send({ type: 'pause' })
   }

@@ -1,8 +1,9 @@
 /* moe_engine: the C API of the MoE training engine. The Node addon and the moe-engine CLI are thin
  * clients of it, so the engine can be driven without Node.
  *
- * Threading: one thread drives an engine (create, load, step, save, destroy). moe_engine_request_stop
- * and moe_engine_set_paused may be called from any thread; they take effect at step boundaries.
+ * Threading: one thread drives an engine (create, load, step or train, save, destroy). moe_engine_request_stop,
+ * moe_engine_set_paused and moe_engine_request_checkpoint may be called from any thread; they take effect at
+ * step boundaries.
  * Errors: functions returning int give MOE_OK or an error code; moe_engine_last_error() then names the
  * field, file or offset at fault. Nothing on disk is changed by a failed call. */
 #ifndef MOE_ENGINE_H
@@ -130,6 +131,60 @@ int moe_checkpoint_verify(const char* dir, char* err, size_t err_len);
 /* The backends built into this library, as a JSON array of {"name", "description", "usable", "why_not"} (why_not
  * is empty for a usable one). The string is static. */
 const char* moe_engine_list_backends(void);
+
+/* ---- Options structs and the training loop ----
+ * Every options struct starts with uint32_t struct_size, set by the caller to sizeof the struct it was built
+ * against; the engine reads only the fields that fit, and fields are only ever appended. Structs the engine
+ * hands out (moe_train_event) carry the size it filled in, so a client reads only the fields both know. */
+
+typedef struct moe_engine_options {
+  uint32_t struct_size;
+  const char* config_json; /* as for moe_engine_create */
+  const char* init_dir;    /* may be NULL; as for moe_engine_create */
+  /* The run's directory (may be NULL): moe_engine_train writes run_dir/checkpoint-<step> there, and the SSD
+   * tier's expert file goes to run_dir/ssd when offload.ssd_dir is not set. */
+  const char* run_dir;
+} moe_engine_options;
+
+/* moe_engine_create with a run directory. Returns NULL and writes a message to err. */
+moe_engine* moe_engine_open(const moe_engine_options* options, char* err, size_t err_len);
+
+typedef struct moe_train_options {
+  uint32_t struct_size;
+  int64_t total_steps; /* stop (as finished) after this step; 0 or above train.steps: at train.steps */
+} moe_train_options;
+
+enum moe_train_event_kind {
+  MOE_TRAIN_STEP = 1,       /* record: the step just taken */
+  MOE_TRAIN_CHECKPOINT = 2, /* checkpoint_dir: saved for `step` */
+  MOE_TRAIN_DONE = 3        /* status: MOE_FINISHED, MOE_STOPPED or MOE_ERROR (error: the message) */
+};
+
+typedef struct moe_train_event {
+  uint32_t struct_size; /* set by the engine */
+  int32_t kind;         /* moe_train_event_kind */
+  int64_t step;         /* the engine's step count */
+  int64_t last_step;    /* the step training ends at unless stopped */
+  const moe_step_record* record;
+  const char* checkpoint_dir;
+  int32_t status;
+  const char* error;
+} moe_train_event;
+
+/* Called on the training thread; pointers in the event are valid during the call only. Return 0 to go on;
+ * nonzero ends the loop at once, with no further events and no final checkpoint (the listener is gone). */
+typedef int (*moe_train_callback)(const moe_train_event* event, void* user);
+
+/* The training loop, on the calling thread: steps until train.steps (or options->total_steps), a stop or an
+ * error. Checkpoints go to run_dir/checkpoint-<step> (the engine's run directory, moe_engine_open) every
+ * train.checkpoint_every steps, on moe_engine_request_checkpoint (also while paused) and at the end (also
+ * after a stop), each step saved once. moe_engine_set_paused and moe_engine_request_stop act at step
+ * boundaries. Reports each step and checkpoint, then exactly one MOE_TRAIN_DONE, and returns its status
+ * (MOE_OK when the callback ended it early; MOE_ERROR without a DONE event when the arguments are bad). */
+int moe_engine_train(moe_engine* engine, const moe_train_options* options, moe_train_callback callback, void* user);
+
+/* Asks moe_engine_train for a checkpoint at the next step boundary (also while paused); any thread. */
+void moe_engine_request_checkpoint(moe_engine* engine);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 // Whole-model finite-difference gradient check: the analytic gradient of the objective (loss + aux)
 // against central differences on sampled coordinates of every parameter tensor. Used by the native
-// tests and by `moe-engine selftest`.
+// tests and by `moe-engine-dev selftest`.
 #pragma once
 #include <string>
 #include <vector>

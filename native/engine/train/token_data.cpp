@@ -15,7 +15,7 @@ namespace {
 
 constexpr char kMagic[8] = {'M', 'O', 'E', 'T', 'O', 'K', '0', '1'};
 constexpr uint64_t kHeaderBytes = 64;
-const char* const kRegenerate = "; regenerate the file with `moe-engine tokenize`";
+const char* const kRegenerate = "; regenerate the file with `moe-engine-dev tokenize`";
 
 template <typename T>
 T load(const uint8_t* p) {

@@ -1,13 +1,11 @@
-// Engine processes as Electron utility processes (the desktop app). Electron is required only when a
-// port is made, so importing this module under plain Node is harmless.
-import { requireHere } from './module-location'
-import type { EngineExit, EnginePortFactory } from './port'
-import type { FromWorker, ToWorker } from './worker-protocol'
+// Engine processes as Electron utility processes (the desktop app): the Electron entry hands this factory
+// to the host (HostOptions.portFactory); the host itself knows nothing of Electron.
+import { utilityProcess } from 'electron'
 
-type Electron = typeof import('electron')
+import type { EngineExit, EnginePortFactory } from '../host/engine/port'
+import type { FromWorker, ToWorker } from '../host/engine/worker-protocol'
 
 export const utilityPortFactory: EnginePortFactory = (entryFile) => {
-  const { utilityProcess } = requireHere()('electron') as Electron
   const child = utilityProcess.fork(entryFile, [], { serviceName: 'moe-engine', stdio: 'inherit' })
   let exited: EngineExit | null = null
   const exitListeners: ((e: EngineExit) => void)[] = []

@@ -1,0 +1,152 @@
+#include "train/run_loop.h"
+
+namespace moe {
+
+void RunControl::set_paused(bool paused) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  paused_ = paused;
+  changed_.notify_all();
+}
+
+void RunControl::stop() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stop_ = true;
+  changed_.notify_all();
+}
+
+void RunControl::request_checkpoint() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  checkpoint_ = true;
+  changed_.notify_all();
+}
+
+bool RunControl::stop_requested() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stop_;
+}
+
+RunControl::Boundary RunControl::wait_at_boundary() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return !paused_ || stop_ || checkpoint_; });
+  if (checkpoint_) {
+    checkpoint_ = false;
+    return Boundary::Checkpoint;
+  }
+  if (stop_) return Boundary::Stop;
+  step_granted_ = true;
+  return Boundary::Step;
+}
+
+bool RunControl::wait_to_step() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!step_granted_) changed_.wait(lock, [&] { return !paused_ || stop_; });
+  step_granted_ = false;
+  return !stop_;
+}
+
+std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
+  std::string dir = run_dir;
+  if (!dir.empty() && dir.back() != '/') dir += '/';
+  return dir + "checkpoint-" + std::to_string(step);
+}
+
+namespace {
+
+class Loop {
+ public:
+  Loop(const RunPlan& plan, RunControl& control, const RunEngine& engine, moe_train_callback callback, void* user)
+      : plan_(plan), control_(control), engine_(engine), callback_(callback), user_(user), step_(plan.first_step) {}
+
+  int run() {
+    int outcome = MOE_FINISHED;
+    while (outcome == MOE_FINISHED) {
+      const RunControl::Boundary at = control_.wait_at_boundary();
+      if (at == RunControl::Boundary::Checkpoint) {
+        if (!save()) outcome = MOE_ERROR;
+        continue;
+      }
+      if (at == RunControl::Boundary::Stop) {
+        outcome = MOE_STOPPED;
+        break;
+      }
+      if (step_ >= plan_.last_step) break;
+      moe_step_record record{};
+      const int rc = engine_.step(&record);
+      if (rc == MOE_FINISHED) break;
+      if (rc == MOE_STOPPED) {
+        outcome = MOE_STOPPED;
+        break;
+      }
+      if (rc != MOE_OK) {
+        fail();
+        outcome = MOE_ERROR;
+        break;
+      }
+      step_ = record.step;
+      moe_train_event event = make(MOE_TRAIN_STEP);
+      event.record = &record;
+      if (!emit(event)) return MOE_OK;
+      if (plan_.checkpoint_every > 0 && step_ % plan_.checkpoint_every == 0 && !save()) outcome = MOE_ERROR;
+    }
+    if (gone_) return MOE_OK;
+    // The final checkpoint, after a stop too: a stopped run can be resumed from where it stood.
+    if (outcome != MOE_ERROR && step_ > plan_.first_step && !save()) outcome = MOE_ERROR;
+    if (gone_) return MOE_OK;
+    moe_train_event done = make(MOE_TRAIN_DONE);
+    done.status = outcome;
+    done.error = outcome == MOE_ERROR ? error_.c_str() : nullptr;
+    emit(done);
+    return outcome;
+  }
+
+ private:
+  moe_train_event make(int32_t kind) const {
+    moe_train_event e{};
+    e.struct_size = sizeof(moe_train_event);
+    e.kind = kind;
+    e.step = step_;
+    e.last_step = plan_.last_step;
+    return e;
+  }
+
+  bool emit(const moe_train_event& event) {
+    if (gone_) return false;
+    gone_ = callback_ && callback_(&event, user_) != 0;
+    return !gone_;
+  }
+
+  void fail() { error_ = engine_.last_error(); }
+
+  // Each step is saved once, whatever asked for it (cadence, request, the end).
+  bool save() {
+    if (step_ == saved_step_) return true;
+    const std::string dir = checkpoint_dir(plan_.run_dir, step_);
+    if (engine_.save(dir) != MOE_OK) {
+      fail();
+      return false;
+    }
+    saved_step_ = step_;
+    moe_train_event event = make(MOE_TRAIN_CHECKPOINT);
+    event.checkpoint_dir = dir.c_str();
+    emit(event);
+    return true;
+  }
+
+  const RunPlan& plan_;
+  RunControl& control_;
+  const RunEngine& engine_;
+  moe_train_callback callback_;
+  void* user_;
+  int64_t step_, saved_step_ = -1;
+  bool gone_ = false;
+  std::string error_;
+};
+
+}  // namespace
+
+int run_training(const RunPlan& plan, RunControl& control, const RunEngine& engine, moe_train_callback callback,
+                 void* user) {
+  return Loop(plan, control, engine, callback, user).run();
+}
+
+}  // namespace moe

@@ -1,0 +1,278 @@
+// The engine's training loop through the C API (moe_engine_open + moe_engine_train): checkpoint cadence from
+// train.checkpoint_every, total_steps, pause and resume from another thread, a checkpoint requested while
+// paused, stop, options sized by struct_size, the SSD file in the run directory, and exactly one outcome.
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "moe_engine.h"
+#include "test_files.h"
+#include "testing.h"
+#include "train/token_data.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string config(int steps, int checkpoint_every, const std::string& sections = "") {
+  return R"({"model": {"arch": "mixtral", "vocab_size": 256, "d_model": 16, "n_layers": 2, "n_heads": 2,
+    "n_kv_heads": 2, "max_seq_len": 8, "d_ff": 32, "n_experts": 4, "top_k": 2},
+  "train": {"batch_size": 2, "seq_len": 8, "steps": )" +
+         std::to_string(steps) + R"(, "checkpoint_every": )" + std::to_string(checkpoint_every) +
+         R"(, "warmup_steps": 1, "threads": 1})" + sections + "}";
+}
+
+std::string tokens() {
+  static const std::string path = [] {
+    std::vector<uint32_t> t(4096);
+    for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<uint32_t>((i * 37 + i / 7) % 256);
+    const std::string p = moe_test::tmp_path("tokens.bin");
+    moe::write_token_file(p, t, nullptr, 2, 256);
+    return p;
+  }();
+  return path;
+}
+
+// Everything the loop reported, collected on the training thread and read after it ended.
+struct Events {
+  std::mutex mutex;
+  std::vector<int64_t> steps, checkpoints;
+  std::vector<std::string> dirs;
+  std::vector<int32_t> outcomes;
+  std::string error;
+  std::atomic<int64_t> last{0};
+  std::function<void(int64_t)> on_step;
+
+  static int callback(const moe_train_event* e, void* user) {
+    auto& self = *static_cast<Events*>(user);
+    CHECK(e->struct_size == sizeof(moe_train_event));
+    std::lock_guard<std::mutex> lock(self.mutex);
+    CHECK_MSG(self.outcomes.empty(), "an event after the outcome");
+    if (e->kind == MOE_TRAIN_STEP) {
+      CHECK(e->record != nullptr && e->record->step == e->step);
+      self.steps.push_back(e->step);
+      self.last = e->step;
+      if (self.on_step) self.on_step(e->step);
+    } else if (e->kind == MOE_TRAIN_CHECKPOINT) {
+      self.checkpoints.push_back(e->step);
+      self.dirs.push_back(e->checkpoint_dir);
+    } else {
+      self.outcomes.push_back(e->status);
+      if (e->error) self.error = e->error;
+    }
+    return 0;
+  }
+};
+
+struct Run {
+  moe_engine* e = nullptr;
+  std::string dir;
+  Run(const std::string& name, const std::string& cfg, const char* init_dir = nullptr) {
+    dir = moe_test::tmp_path(name);
+    char err[1024] = {};
+    moe_engine_options o{};
+    o.struct_size = sizeof o;
+    o.config_json = cfg.c_str();
+    o.init_dir = init_dir;
+    o.run_dir = dir.c_str();
+    e = moe_engine_open(&o, err, sizeof err);
+    if (!e) moe::fail(err);
+    CHECK(moe_engine_set_data(e, tokens().c_str()) == MOE_OK);
+  }
+  ~Run() { moe_engine_destroy(e); }
+  int train(Events& events, int64_t total_steps = 0) {
+    moe_train_options o{};
+    o.struct_size = sizeof o;
+    o.total_steps = total_steps;
+    return moe_engine_train(e, &o, &Events::callback, &events);
+  }
+};
+
+std::vector<int64_t> range(int64_t from, int64_t to) {
+  std::vector<int64_t> v;
+  for (int64_t s = from; s <= to; ++s) v.push_back(s);
+  return v;
+}
+
+bool saved(const std::string& dir, int64_t step) {
+  return fs::exists(fs::path(dir) / ("checkpoint-" + std::to_string(step)) / "trainer_state.json");
+}
+
+void wait_for(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  CHECK(done());
+}
+
+}  // namespace
+
+TEST(checkpoint_cadence_comes_from_the_config_and_the_last_step_is_saved_once) {
+  Run run("cadence", config(7, 3));
+  Events ev;
+  CHECK(run.train(ev) == MOE_FINISHED);
+  CHECK(ev.steps == range(1, 7));
+  CHECK((ev.checkpoints == std::vector<int64_t>{3, 6, 7}));
+  CHECK(ev.dirs.size() == 3 && ev.dirs[0] == run.dir + "/checkpoint-3");
+  CHECK((ev.outcomes == std::vector<int32_t>{MOE_FINISHED}));
+  for (int64_t s : {3, 6, 7}) CHECK(saved(run.dir, s));
+
+  // A cadence that lands on the last step saves it once; a finished engine trains no further.
+  Run even("cadence-even", config(4, 2));
+  Events ev2;
+  CHECK(even.train(ev2) == MOE_FINISHED);
+  CHECK((ev2.checkpoints == std::vector<int64_t>{2, 4}));
+  Events again;
+  CHECK(even.train(again) == MOE_FINISHED);
+  CHECK(again.steps.empty() && again.checkpoints.empty() && again.outcomes.size() == 1);
+}
+
+TEST(total_steps_stops_early_as_finished_and_a_resume_continues_from_the_checkpoint) {
+  Run run("total", config(10, 0));
+  Events ev;
+  CHECK(run.train(ev, 4) == MOE_FINISHED);
+  CHECK(ev.steps == range(1, 4));
+  CHECK((ev.checkpoints == std::vector<int64_t>{4}));
+
+  Run resumed("total-resumed", config(10, 0));
+  CHECK(moe_engine_resume_from(resumed.e, (run.dir + "/checkpoint-4").c_str()) == MOE_OK);
+  Events rest;
+  CHECK(resumed.train(rest) == MOE_FINISHED);
+  CHECK(rest.steps == range(5, 10));
+  CHECK((rest.checkpoints == std::vector<int64_t>{10}));
+}
+
+TEST(pause_checkpoint_while_paused_resume_and_stop_from_another_thread) {
+  Run run("control", config(1 << 30, 0));
+  Events ev;
+  ev.on_step = [&](int64_t step) {
+    if (step == 3) moe_engine_set_paused(run.e, 1);
+  };
+  int outcome = -1;
+  std::thread trainer([&] { outcome = run.train(ev); });
+  wait_for([&] { return ev.last.load() >= 3; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK(ev.last.load() == 3);  // paused at the boundary after step 3
+  moe_engine_request_checkpoint(run.e);
+  wait_for([&] {
+    std::lock_guard<std::mutex> lock(ev.mutex);
+    return !ev.checkpoints.empty();
+  });
+  CHECK(saved(run.dir, 3));
+  CHECK(ev.last.load() == 3);  // still paused after saving
+  moe_engine_request_checkpoint(run.e);  // the same step again: saved once
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  moe_engine_set_paused(run.e, 0);
+  wait_for([&] { return ev.last.load() >= 6; });
+  moe_engine_request_stop(run.e);
+  trainer.join();
+  CHECK(outcome == MOE_STOPPED);
+  const int64_t last = ev.steps.back();
+  CHECK(ev.steps == range(1, last));
+  CHECK((ev.checkpoints == std::vector<int64_t>{3, last}));
+  CHECK((ev.outcomes == std::vector<int32_t>{MOE_STOPPED}));
+  CHECK(moe_engine_step_count(run.e) == last);
+}
+
+TEST(stop_while_paused_saves_the_final_checkpoint) {
+  Run run("paused-stop", config(1 << 30, 0));
+  Events ev;
+  ev.on_step = [&](int64_t step) {
+    if (step == 2) moe_engine_set_paused(run.e, 1);
+  };
+  int outcome = -1;
+  std::thread trainer([&] { outcome = run.train(ev); });
+  wait_for([&] { return ev.last.load() >= 2; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  moe_engine_request_stop(run.e);
+  trainer.join();
+  CHECK(outcome == MOE_STOPPED);
+  CHECK(ev.steps == range(1, 2));
+  CHECK((ev.checkpoints == std::vector<int64_t>{2}));
+  CHECK((ev.outcomes == std::vector<int32_t>{MOE_STOPPED}));
+}
+
+TEST(a_callback_that_returns_nonzero_ends_the_loop_without_more_events) {
+  Run run("gone", config(20, 2));
+  struct Count {
+    int events = 0;
+  } count;
+  moe_train_options o{};
+  o.struct_size = sizeof o;
+  const int rc = moe_engine_train(
+      run.e, &o,
+      [](const moe_train_event* e, void* user) {
+        ++static_cast<Count*>(user)->events;
+        return e->kind == MOE_TRAIN_STEP && e->step == 3 ? 1 : 0;
+      },
+      &count);
+  CHECK(rc == MOE_OK);
+  CHECK(count.events == 4);  // steps 1, 2, checkpoint 2, step 3
+  CHECK(!saved(run.dir, 3));
+}
+
+TEST(a_failing_step_is_the_one_outcome_with_the_engine_message) {
+  const std::string cfg = config(5, 0), dir = moe_test::tmp_path("failing");
+  moe_engine_options o{};
+  o.struct_size = sizeof o;
+  o.config_json = cfg.c_str();
+  o.run_dir = dir.c_str();
+  char err[256] = {};
+  moe_engine* e = moe_engine_open(&o, err, sizeof err);  // no data set: the first step fails
+  CHECK(e != nullptr);
+  Events ev;
+  moe_train_options t{};
+  t.struct_size = sizeof t;
+  CHECK(moe_engine_train(e, &t, &Events::callback, &ev) == MOE_ERROR);
+  CHECK(ev.steps.empty() && ev.checkpoints.empty());
+  CHECK((ev.outcomes == std::vector<int32_t>{MOE_ERROR}));
+  CHECK(!ev.error.empty() && ev.error == moe_engine_last_error(e));
+  moe_engine_destroy(e);
+}
+
+TEST(options_are_read_by_struct_size_and_bad_options_name_the_field) {
+  // An older, smaller options struct: only struct_size and config_json; the run directory is then unset.
+  struct OldOptions {
+    uint32_t struct_size;
+    const char* config_json;
+  };
+  const std::string cfg = config(2, 0);
+  OldOptions old{sizeof(OldOptions), cfg.c_str()};
+  char err[512] = {};
+  moe_engine* e = moe_engine_open(reinterpret_cast<const moe_engine_options*>(&old), err, sizeof err);
+  CHECK(e != nullptr);
+  moe_train_options t{};
+  t.struct_size = sizeof t;
+  CHECK(moe_engine_train(e, &t, nullptr, nullptr) == MOE_ERROR);
+  CHECK(std::string(moe_engine_last_error(e)).find("run_dir") != std::string::npos);
+  moe_train_options unsized{};
+  CHECK(moe_engine_train(e, &unsized, nullptr, nullptr) == MOE_ERROR);
+  CHECK(std::string(moe_engine_last_error(e)).find("struct_size") != std::string::npos);
+  moe_engine_destroy(e);
+
+  moe_engine_options none{};
+  CHECK(moe_engine_open(&none, err, sizeof err) == nullptr);
+  CHECK(std::string(err).find("struct_size") != std::string::npos);
+}
+
+TEST(the_ssd_file_lives_in_the_run_directory_unless_the_config_names_one) {
+  const std::string ssd = R"(, "offload": {"mode": "ssd", "expert_slots": 2, "cache_experts": 5})";
+  Run run("ssd", config(2, 0, ssd));
+  CHECK(std::string(moe_engine_config_json(run.e)).find("\"ssd_dir\": \"" + run.dir + "/ssd\"") != std::string::npos);
+  Events ev;
+  CHECK(run.train(ev) == MOE_FINISHED);
+  CHECK(fs::is_directory(run.dir + "/ssd") && !fs::is_empty(run.dir + "/ssd"));
+
+  const std::string named = moe_test::tmp_path("named-ssd");
+  Run own("ssd-named", config(2, 0,
+                              R"(, "offload": {"mode": "ssd", "expert_slots": 2, "cache_experts": 5, "ssd_dir": ")" +
+                                  named + "\"}"));
+  CHECK(std::string(moe_engine_config_json(own.e)).find("\"ssd_dir\": \"" + named + "\"") != std::string::npos);
+  CHECK(!fs::exists(own.dir + "/ssd"));
+}
+
+TEST_MAIN()
