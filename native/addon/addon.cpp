@@ -18,7 +18,7 @@ double NumberField(Napi::Object o, const char* key) {
   return v.As<Napi::Number>().DoubleValue();
 }
 
-// The SSD tier's fields may be left out of a host-tier record: 0 then.
+// The offload and SSD fields may be left out of an offloaded record: 0 then.
 double OptionalNumberField(Napi::Object o, const char* key) {
   return o.Get(key).IsUndefined() ? 0.0 : NumberField(o, key);
 }
@@ -97,11 +97,9 @@ bool Placement(Napi::Object o, PlacementArrays& p) {
   return true;
 }
 
-// packStepRecord({step, loss, ..., expertTokens: ArrayLike<number>[], and for an offloaded step upload_ms,
-// upload_hidden_ms, stall_ms, bytes_h2d, bytes_d2h, peak_device_bytes, peak_host_bytes, the SSD tier's
-// peak_ssd_bytes, ssd_ms, bytes_ssd_read, bytes_ssd_write, cache_hits, cache_misses, prefetch_lead_ms, tiers,
-// pins}, and with placement a `placement` as EngineStepRecord's, its layers' execution and devicePeakBytes included)
-// -> ArrayBuffer
+// packStepRecord({the table's scalars by name (moe_step_fields.h), expertTokens: ArrayLike<number>[], for an
+// offloaded step tiers and pins, and with placement a `placement` as EngineStepRecord's, its layers' execution
+// and devicePeakBytes included}) -> ArrayBuffer
 Napi::Value PackStepRecord(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "packStepRecord: a record object");
@@ -115,36 +113,22 @@ Napi::Value PackStepRecord(const Napi::CallbackInfo& info) {
     experts_per_layer.push_back(static_cast<int32_t>(n));
     for (uint32_t e = 0; e < n; ++e) expert_tokens.push_back(layer.Get(e).As<Napi::Number>().Int32Value());
   }
-  moe_step_record record{static_cast<int64_t>(NumberField(r, "step")),
-                               NumberField(r, "loss"),
-                               NumberField(r, "aux_loss"),
-                               NumberField(r, "lr"),
-                               NumberField(r, "grad_norm"),
-                               static_cast<int64_t>(NumberField(r, "tokens")),
-                               NumberField(r, "step_ms"),
-                               NumberField(r, "forward_ms"),
-                               NumberField(r, "backward_ms"),
-                               NumberField(r, "optimizer_ms"),
-                               static_cast<int32_t>(experts_per_layer.size()),
-                               experts_per_layer.data(),
-                               expert_tokens.data()};
+  moe_step_record record{sizeof(moe_step_record)};
+  record.n_moe_layers = static_cast<int32_t>(experts_per_layer.size());
+  record.experts_per_layer = experts_per_layer.data();
+  record.expert_tokens = expert_tokens.data();
   std::vector<uint8_t> tiers, pins;
-  if (ByteLayers(r, "tiers", tiers) && ByteLayers(r, "pins", pins)) {
+  const bool offloaded = ByteLayers(r, "tiers", tiers) && ByteLayers(r, "pins", pins);
+  // The table's scalars: those recorded on every step are required, the offload and SSD groups optional (0).
+#define MOE_STEP_SCALAR_FIELD(name, c_type, unit, group, label, meaning)                        \
+  if (!moe_step_group_offload_only(group)) record.name = static_cast<c_type>(NumberField(r, #name)); \
+  else if (offloaded) record.name = static_cast<c_type>(OptionalNumberField(r, #name));
+#define MOE_STEP_ARRAY_SKIP(name, c_type, meaning)
+  MOE_STEP_RECORD_FIELDS(MOE_STEP_SCALAR_FIELD, MOE_STEP_ARRAY_SKIP)
+#undef MOE_STEP_SCALAR_FIELD
+#undef MOE_STEP_ARRAY_SKIP
+  if (offloaded) {
     record.offloaded = 1;
-    record.upload_ms = NumberField(r, "upload_ms");
-    record.upload_hidden_ms = NumberField(r, "upload_hidden_ms");
-    record.stall_ms = NumberField(r, "stall_ms");
-    record.bytes_h2d = static_cast<int64_t>(NumberField(r, "bytes_h2d"));
-    record.bytes_d2h = static_cast<int64_t>(NumberField(r, "bytes_d2h"));
-    record.peak_device_bytes = static_cast<int64_t>(NumberField(r, "peak_device_bytes"));
-    record.peak_host_bytes = static_cast<int64_t>(NumberField(r, "peak_host_bytes"));
-    record.peak_ssd_bytes = static_cast<int64_t>(OptionalNumberField(r, "peak_ssd_bytes"));
-    record.ssd_ms = OptionalNumberField(r, "ssd_ms");
-    record.bytes_ssd_read = static_cast<int64_t>(OptionalNumberField(r, "bytes_ssd_read"));
-    record.bytes_ssd_write = static_cast<int64_t>(OptionalNumberField(r, "bytes_ssd_write"));
-    record.cache_hits = static_cast<int64_t>(OptionalNumberField(r, "cache_hits"));
-    record.cache_misses = static_cast<int64_t>(OptionalNumberField(r, "cache_misses"));
-    record.prefetch_lead_ms = OptionalNumberField(r, "prefetch_lead_ms");
     record.expert_tiers = tiers.data();
     record.expert_pinned = pins.data();
   }

@@ -1,15 +1,14 @@
 // Packs one moe_step_record into the byte layout main/host/engine/step-record.ts decodes
-// (little-endian, version 5):
-//   f64[11]: version, step, loss, aux_loss, lr, grad_norm, tokens, step_ms, forward_ms, backward_ms, optimizer_ms
+// (little-endian, version 6):
+//   f64: version; f64: S, the number of scalars; f64[S]: the table's scalars (moe_step_fields.h) in its order,
+//        the offload and SSD groups 0 when not offloaded
+//   i32: offloaded (0 or 1)
 //   i32: n_moe_layers, then i32[n_moe_layers] experts per layer, then i32[sum of experts] tokens per expert
-//   f64[15]: offloaded (0 or 1), upload_ms, upload_hidden_ms, stall_ms, bytes_h2d, bytes_d2h, peak_device_bytes,
-//            peak_host_bytes, peak_ssd_bytes, ssd_ms, bytes_ssd_read, bytes_ssd_write, cache_hits, cache_misses,
-//            prefetch_lead_ms (all 0 when not offloaded)
 //   when offloaded: u8[sum of experts] home tier per expert, then u8[sum of experts] pinned flag per expert
 //   i32: n_devices (0 when experts run in the MoE layer itself); when > 0: f64[n_moe_layers × 4] imbalance before,
 //        imbalance after, spilled tokens, moved experts; f64[n_moe_layers × 2 × n_devices] tokens per device
 //        before, then after; i32[sum of experts] device of each expert's first rows (-1: no rows);
-//        then (new in version 5) i32 executed: 1 when the record says how the layers ran on the devices (every
+//        then i32 executed: 1 when the record says how the layers ran on the devices (every
 //        one of device_busy_ms, layer_ms, layer_bytes, layer_pipeline, device_peak_bytes set), else 0; when 1:
 //          f64[n_moe_layers × (6 + n_devices)] per layer critical_ms, wall_ms, predicted_ms, token_bytes,
 //            weight_bytes, offload_bytes, then device_busy_ms[n_devices];
@@ -28,10 +27,13 @@ namespace moe_addon {
 
 static_assert(std::endian::native == std::endian::little, "the step record is little-endian; so is the host");
 
-inline constexpr double kStepRecordVersion = 5;
+inline constexpr double kStepRecordVersion = 6;
 inline constexpr size_t kExecutionScalars = 6;
-inline constexpr size_t kStepRecordScalars = 11;
-inline constexpr size_t kOffloadScalars = 15;
+#define MOE_STEP_SCALAR_ONE(name, c_type, unit, group, label, meaning) +1
+#define MOE_STEP_ARRAY_NONE(name, c_type, meaning)
+inline constexpr size_t kStepScalars = 0 MOE_STEP_RECORD_FIELDS(MOE_STEP_SCALAR_ONE, MOE_STEP_ARRAY_NONE);
+#undef MOE_STEP_SCALAR_ONE
+#undef MOE_STEP_ARRAY_NONE
 
 inline std::vector<uint8_t> pack_step_record(const moe_step_record& r) {
   const int32_t layers = r.n_moe_layers;
@@ -46,39 +48,29 @@ inline std::vector<uint8_t> pack_step_record(const moe_step_record& r) {
       executed ? 8 * n_layers * (kExecutionScalars + n_devices) + 8 * n_layers + 8 * n_devices : 0;
   const size_t placement =
       devices ? 8 * n_layers * (4 + 2 * n_devices) + 4 * static_cast<size_t>(experts) + 4 + execution : 0;
-  std::vector<uint8_t> buf(kStepRecordScalars * 8 + 4 + 4 * static_cast<size_t>(layers) +
-                           4 * static_cast<size_t>(experts) + kOffloadScalars * 8 + per_expert + 4 + placement);
-  const double scalars[kStepRecordScalars] = {kStepRecordVersion,      static_cast<double>(r.step), r.loss,
-                                              r.aux_loss,              r.lr,
-                                              r.grad_norm,             static_cast<double>(r.tokens),
-                                              r.step_ms,               r.forward_ms,
-                                              r.backward_ms,           r.optimizer_ms};
+  std::vector<uint8_t> buf((2 + kStepScalars) * 8 + 4 + 4 + 4 * static_cast<size_t>(layers) +
+                           4 * static_cast<size_t>(experts) + per_expert + 4 + placement);
+  const double scalars[2 + kStepScalars] = {
+      kStepRecordVersion, static_cast<double>(kStepScalars),
+#define MOE_STEP_SCALAR_VALUE(name, c_type, unit, group, label, meaning) \
+  offloaded || !moe_step_group_offload_only(group) ? static_cast<double>(r.name) : 0.0,
+#define MOE_STEP_ARRAY_NONE(name, c_type, meaning)
+      MOE_STEP_RECORD_FIELDS(MOE_STEP_SCALAR_VALUE, MOE_STEP_ARRAY_NONE)
+#undef MOE_STEP_SCALAR_VALUE
+#undef MOE_STEP_ARRAY_NONE
+  };
   uint8_t* out = buf.data();
   std::memcpy(out, scalars, sizeof scalars);
   out += sizeof scalars;
+  const int32_t offloaded_flag = offloaded ? 1 : 0;
+  std::memcpy(out, &offloaded_flag, 4);
+  out += 4;
   std::memcpy(out, &layers, 4);
   out += 4;
   if (layers > 0) std::memcpy(out, r.experts_per_layer, 4 * static_cast<size_t>(layers));
   out += 4 * static_cast<size_t>(layers);
   if (experts > 0) std::memcpy(out, r.expert_tokens, 4 * static_cast<size_t>(experts));
   out += 4 * static_cast<size_t>(experts);
-  const double offload[kOffloadScalars] = {offloaded ? 1.0 : 0.0,
-                                           offloaded ? r.upload_ms : 0,
-                                           offloaded ? r.upload_hidden_ms : 0,
-                                           offloaded ? r.stall_ms : 0,
-                                           offloaded ? static_cast<double>(r.bytes_h2d) : 0,
-                                           offloaded ? static_cast<double>(r.bytes_d2h) : 0,
-                                           offloaded ? static_cast<double>(r.peak_device_bytes) : 0,
-                                           offloaded ? static_cast<double>(r.peak_host_bytes) : 0,
-                                           offloaded ? static_cast<double>(r.peak_ssd_bytes) : 0,
-                                           offloaded ? r.ssd_ms : 0,
-                                           offloaded ? static_cast<double>(r.bytes_ssd_read) : 0,
-                                           offloaded ? static_cast<double>(r.bytes_ssd_write) : 0,
-                                           offloaded ? static_cast<double>(r.cache_hits) : 0,
-                                           offloaded ? static_cast<double>(r.cache_misses) : 0,
-                                           offloaded ? r.prefetch_lead_ms : 0};
-  std::memcpy(out, offload, sizeof offload);
-  out += sizeof offload;
   if (offloaded && experts > 0) {
     std::memcpy(out, r.expert_tiers, static_cast<size_t>(experts));
     std::memcpy(out + experts, r.expert_pinned, static_cast<size_t>(experts));

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "include/moe_engine.h"
+#include "telemetry/step_record_capi.h"
 #include "train/checkpoint_checksums.h"
 #include "train/hf_interchange.h"
 #include "train/run_loop.h"
@@ -17,15 +18,7 @@ struct moe_engine {
   std::unique_ptr<moe::Backend> backend;
   std::unique_ptr<moe::Trainer> trainer;
   std::string last_error, config_json, backend_name, backend_description;
-  std::vector<int32_t> experts_per_layer, expert_tokens;
-  std::vector<uint8_t> expert_tiers, expert_pinned;
-  // Placement of the last step, flattened per MoE layer.
-  std::vector<double> imbalance;
-  std::vector<int64_t> device_loads, spilled_tokens;
-  std::vector<int32_t> moved_experts, expert_device;
-  std::vector<double> device_busy_ms, layer_ms;
-  std::vector<int64_t> layer_bytes, device_peak_bytes;
-  std::vector<int32_t> layer_pipeline;
+  moe::StepRecordArrays record_arrays;  // what the last moe_step_record points into
   moe::RunControl control;  // pause, stop and checkpoint requests, for moe_engine_step and moe_engine_train
   std::string run_dir;
 };
@@ -114,6 +107,8 @@ void moe_engine_destroy(moe_engine* engine) { delete engine; }
 
 const char* moe_engine_last_error(const moe_engine* engine) { return engine ? engine->last_error.c_str() : "no engine"; }
 
+int moe_engine_api_version(void) { return MOE_ENGINE_API_VERSION; }
+
 const char* moe_engine_backend_name(const moe_engine* engine) { return engine->backend_name.c_str(); }
 
 const char* moe_engine_backend_description(const moe_engine* engine) { return engine->backend_description.c_str(); }
@@ -171,86 +166,11 @@ int moe_engine_feed_batch(moe_engine* engine, const int32_t* inputs, const int32
 
 int moe_engine_step(moe_engine* engine, moe_step_record* out) {
   return guarded(engine, [&] {
+    moe::check_step_record_size(out);
     if (!engine->control.wait_to_step()) return static_cast<int>(MOE_STOPPED);
     if (engine->trainer->finished()) return static_cast<int>(MOE_FINISHED);
     moe::StepRecord r = engine->trainer->step();
-    engine->experts_per_layer.clear();
-    engine->expert_tokens.clear();
-    engine->expert_tiers.clear();
-    engine->expert_pinned.clear();
-    for (const auto& layer : r.expert_tokens) {
-      engine->experts_per_layer.push_back(static_cast<int32_t>(layer.size()));
-      engine->expert_tokens.insert(engine->expert_tokens.end(), layer.begin(), layer.end());
-    }
-    for (const auto& layer : r.expert_tiers) engine->expert_tiers.insert(engine->expert_tiers.end(), layer.begin(), layer.end());
-    for (const auto& layer : r.expert_pinned)
-      engine->expert_pinned.insert(engine->expert_pinned.end(), layer.begin(), layer.end());
-    for (auto* v : {&engine->device_loads, &engine->spilled_tokens}) v->clear();
-    for (auto* v : {&engine->moved_experts, &engine->expert_device}) v->clear();
-    engine->imbalance.clear();
-    for (auto* v : {&engine->device_busy_ms, &engine->layer_ms}) v->clear();
-    engine->layer_bytes.clear();
-    engine->layer_pipeline.clear();
-    engine->device_peak_bytes = r.device_peak_bytes;
-    for (const moe::LayerPlacement& p : r.placements) {
-      engine->imbalance.push_back(p.imbalance_before);
-      engine->imbalance.push_back(p.imbalance_after);
-      engine->device_loads.insert(engine->device_loads.end(), p.load_before.begin(), p.load_before.end());
-      engine->device_loads.insert(engine->device_loads.end(), p.load_after.begin(), p.load_after.end());
-      engine->spilled_tokens.push_back(p.spilled_tokens);
-      engine->moved_experts.push_back(p.moved_experts);
-      engine->expert_device.insert(engine->expert_device.end(), p.expert_device.begin(), p.expert_device.end());
-      engine->device_busy_ms.insert(engine->device_busy_ms.end(), p.device_busy_ms.begin(), p.device_busy_ms.end());
-      engine->layer_ms.insert(engine->layer_ms.end(), {p.critical_ms, p.wall_ms, p.predicted_ms});
-      engine->layer_bytes.insert(engine->layer_bytes.end(), {p.token_bytes, p.weight_bytes, p.offload_bytes});
-      engine->layer_pipeline.insert(engine->layer_pipeline.end(), {p.partitions, p.reuse_strategy});
-    }
-    if (out) {
-      *out = moe_step_record{};
-      out->step = r.step;
-      out->loss = r.loss;
-      out->aux_loss = r.aux_loss;
-      out->lr = r.lr;
-      out->grad_norm = r.grad_norm;
-      out->tokens = r.tokens;
-      out->step_ms = r.step_ms;
-      out->forward_ms = r.forward_ms;
-      out->backward_ms = r.backward_ms;
-      out->optimizer_ms = r.optimizer_ms;
-      out->n_moe_layers = static_cast<int32_t>(engine->experts_per_layer.size());
-      out->experts_per_layer = engine->experts_per_layer.data();
-      out->expert_tokens = engine->expert_tokens.data();
-      out->offloaded = r.offloaded ? 1 : 0;
-      out->upload_ms = r.upload_ms;
-      out->upload_hidden_ms = r.upload_hidden_ms;
-      out->stall_ms = r.stall_ms;
-      out->bytes_h2d = r.bytes_h2d;
-      out->bytes_d2h = r.bytes_d2h;
-      out->peak_device_bytes = r.peak_device_bytes;
-      out->peak_host_bytes = r.peak_host_bytes;
-      out->expert_tiers = r.offloaded ? engine->expert_tiers.data() : nullptr;
-      out->expert_pinned = r.offloaded ? engine->expert_pinned.data() : nullptr;
-      out->peak_ssd_bytes = r.peak_ssd_bytes;
-      out->ssd_ms = r.ssd_ms;
-      out->ssd_read_ms = r.ssd_read_ms;
-      out->prefetch_lead_ms = r.prefetch_lead_ms;
-      out->bytes_ssd_read = r.bytes_ssd_read;
-      out->bytes_ssd_write = r.bytes_ssd_write;
-      out->cache_hits = r.cache_hits;
-      out->cache_misses = r.cache_misses;
-      const bool placed = !r.placements.empty();
-      out->n_devices = placed ? static_cast<int32_t>(r.placements[0].load_after.size()) : 0;
-      out->imbalance = placed ? engine->imbalance.data() : nullptr;
-      out->device_loads = placed ? engine->device_loads.data() : nullptr;
-      out->spilled_tokens = placed ? engine->spilled_tokens.data() : nullptr;
-      out->moved_experts = placed ? engine->moved_experts.data() : nullptr;
-      out->expert_device = placed ? engine->expert_device.data() : nullptr;
-      out->device_busy_ms = placed ? engine->device_busy_ms.data() : nullptr;
-      out->layer_ms = placed ? engine->layer_ms.data() : nullptr;
-      out->layer_bytes = placed ? engine->layer_bytes.data() : nullptr;
-      out->layer_pipeline = placed ? engine->layer_pipeline.data() : nullptr;
-      out->device_peak_bytes = placed ? engine->device_peak_bytes.data() : nullptr;
-    }
+    moe::write_step_record(r, engine->record_arrays, out);
     return static_cast<int>(MOE_OK);
   });
 }

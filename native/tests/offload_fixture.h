@@ -68,6 +68,7 @@ struct Run {
   std::vector<double> losses, grad_norms;
   std::vector<float> params, m, v;
   std::vector<moe::StepRecord> records;
+  std::vector<std::vector<std::vector<int32_t>>> uploads;  // [step][MoE layer][expert] weight uploads (offloaded)
 };
 
 inline Run train(const Variant& v, int steps = 20) {
@@ -78,6 +79,7 @@ inline Run train(const Variant& v, int steps = 20) {
   Run r;
   for (int s = 0; s < steps; ++s) {
     r.records.push_back(t.step());
+    if (t.offload()) r.uploads.push_back(t.offload()->last_step_stats().uploads);
     r.losses.push_back(r.records.back().loss);
     r.grad_norms.push_back(r.records.back().grad_norm);
   }

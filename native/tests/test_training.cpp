@@ -65,7 +65,7 @@ struct Engine {
 
 std::vector<double> train(moe_engine* e, int steps) {
   std::vector<double> losses;
-  moe_step_record r{};
+  moe_step_record r{sizeof(moe_step_record)};
   for (int i = 0; i < steps && moe_engine_step(e, &r) == MOE_OK; ++i) losses.push_back(r.loss);
   return losses;
 }
@@ -127,7 +127,7 @@ TEST(resume_on_devices_with_pipelining_continues_exactly) {
 TEST(steps_stop_at_train_steps_and_on_request) {
   Engine en(config(2, 3));
   moe_engine_set_data(en.e, corpus_tokens().c_str());
-  moe_step_record r{};
+  moe_step_record r{sizeof(moe_step_record)};
   CHECK(moe_engine_step(en.e, &r) == MOE_OK);
   CHECK(r.step == 1 && r.tokens == 8 * 64 && r.n_moe_layers == 2);
   int64_t routed = 0;
@@ -164,7 +164,7 @@ TEST(bad_input_is_rejected_by_name) {
   Engine en(config(2, 3));
   CHECK(moe_engine_set_data(en.e, "/nonexistent/tokens.bin") == MOE_ERROR);
   CHECK(std::string(moe_engine_last_error(en.e)).find("/nonexistent/tokens.bin") != std::string::npos);
-  moe_step_record r{};
+  moe_step_record r{sizeof(moe_step_record)};
   CHECK(moe_engine_step(en.e, &r) == MOE_ERROR);  // no data yet
   const std::string missing = temp_dir("missing") + "/nothing";
   CHECK(moe_engine_resume_from(en.e, missing.c_str()) == MOE_ERROR);

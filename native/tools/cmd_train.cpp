@@ -13,7 +13,7 @@
 #include "args.h"
 #include "commands.h"
 #include "engine_handle.h"
-#include "json_out.h"
+#include "step_record_json.h"
 
 namespace {
 
@@ -21,89 +21,6 @@ moe_engine* g_engine_for_signal = nullptr;
 
 void on_signal(int) {
   if (g_engine_for_signal) moe_engine_request_stop(g_engine_for_signal);
-}
-
-std::string record_json(const moe_step_record& r) {
-  using cli::json::Value;
-  Value o = Value::make_object();
-  o.set("step", Value::of(static_cast<double>(r.step)));
-  o.set("loss", Value::of(r.loss));
-  o.set("aux_loss", Value::of(r.aux_loss));
-  o.set("lr", Value::of(r.lr));
-  o.set("grad_norm", Value::of(r.grad_norm));
-  o.set("tokens", Value::of(static_cast<double>(r.tokens)));
-  o.set("step_ms", Value::of(r.step_ms));
-  o.set("forward_ms", Value::of(r.forward_ms));
-  o.set("backward_ms", Value::of(r.backward_ms));
-  o.set("optimizer_ms", Value::of(r.optimizer_ms));
-  // [MoE layer][expert] arrays from the record's concatenated per-expert values.
-  auto per_layer = [&](const auto* values) {
-    Value layers = Value::make_array();
-    for (int l = 0; l < r.n_moe_layers; ++l) {
-      Value layer = Value::make_array();
-      for (int e = 0; e < r.experts_per_layer[l]; ++e) layer.push(Value::of(static_cast<int>(*values++)));
-      layers.push(layer);
-    }
-    return layers;
-  };
-  o.set("expert_tokens", per_layer(r.expert_tokens));
-  if (r.offloaded) {
-    o.set("upload_ms", Value::of(r.upload_ms));
-    o.set("upload_hidden_ms", Value::of(r.upload_hidden_ms));
-    o.set("stall_ms", Value::of(r.stall_ms));
-    o.set("bytes_h2d", Value::of(static_cast<double>(r.bytes_h2d)));
-    o.set("bytes_d2h", Value::of(static_cast<double>(r.bytes_d2h)));
-    o.set("peak_device_bytes", Value::of(static_cast<double>(r.peak_device_bytes)));
-    o.set("peak_host_bytes", Value::of(static_cast<double>(r.peak_host_bytes)));
-    o.set("peak_ssd_bytes", Value::of(static_cast<double>(r.peak_ssd_bytes)));
-    o.set("ssd_ms", Value::of(r.ssd_ms));
-    o.set("ssd_read_ms", Value::of(r.ssd_read_ms));
-    o.set("bytes_ssd_read", Value::of(static_cast<double>(r.bytes_ssd_read)));
-    o.set("bytes_ssd_write", Value::of(static_cast<double>(r.bytes_ssd_write)));
-    o.set("cache_hits", Value::of(static_cast<double>(r.cache_hits)));
-    o.set("cache_misses", Value::of(static_cast<double>(r.cache_misses)));
-    o.set("prefetch_lead_ms", Value::of(r.prefetch_lead_ms));
-    o.set("expert_tiers", per_layer(r.expert_tiers));
-    o.set("expert_pinned", per_layer(r.expert_pinned));
-  }
-  if (r.n_devices > 0 && r.layer_ms) {
-    Value layers = Value::make_array();
-    const int32_t* device = r.expert_device;
-    for (int l = 0; l < r.n_moe_layers; ++l) {
-      Value p = Value::make_object();
-      p.set("imbalance_before", Value::of(r.imbalance[2 * l]));
-      p.set("imbalance_after", Value::of(r.imbalance[2 * l + 1]));
-      Value before = Value::make_array(), after = Value::make_array();
-      for (int d = 0; d < r.n_devices; ++d) {
-        before.push(Value::of(static_cast<double>(r.device_loads[(2 * l) * r.n_devices + d])));
-        after.push(Value::of(static_cast<double>(r.device_loads[(2 * l + 1) * r.n_devices + d])));
-      }
-      p.set("device_tokens_before", before);
-      p.set("device_tokens_after", after);
-      p.set("spilled_tokens", Value::of(static_cast<double>(r.spilled_tokens[l])));
-      p.set("moved_experts", Value::of(r.moved_experts[l]));
-      Value map = Value::make_array();
-      for (int e = 0; e < r.experts_per_layer[l]; ++e) map.push(Value::of(*device++));
-      p.set("expert_device", map);
-      Value busy = Value::make_array();
-      for (int d = 0; d < r.n_devices; ++d) busy.push(Value::of(r.device_busy_ms[l * r.n_devices + d]));
-      p.set("device_busy_ms", busy);
-      p.set("critical_ms", Value::of(r.layer_ms[3 * l]));
-      p.set("wall_ms", Value::of(r.layer_ms[3 * l + 1]));
-      p.set("predicted_ms", Value::of(r.layer_ms[3 * l + 2]));
-      p.set("token_bytes", Value::of(static_cast<double>(r.layer_bytes[3 * l])));
-      p.set("weight_bytes", Value::of(static_cast<double>(r.layer_bytes[3 * l + 1])));
-      p.set("offload_bytes", Value::of(static_cast<double>(r.layer_bytes[3 * l + 2])));
-      p.set("partitions", Value::of(r.layer_pipeline[2 * l]));
-      p.set("reuse_strategy", Value::of(r.layer_pipeline[2 * l + 1]));
-      layers.push(p);
-    }
-    o.set("placement", layers);
-    Value peaks = Value::make_array();
-    for (int d = 0; d < r.n_devices; ++d) peaks.push(Value::of(static_cast<double>(r.device_peak_bytes[d])));
-    o.set("device_peak_bytes", peaks);
-  }
-  return cli::json::dump(o);
 }
 
 namespace fs = std::filesystem;
@@ -156,7 +73,7 @@ struct Progress {
   }
 
   void step(const moe_step_record& r, int64_t last_step) {
-    log << record_json(r) << '\n';
+    log << moe_cli::record_json(r) << '\n';
     log.flush();
     if (quiet) return;
     std::printf("step %lld/%lld | loss %.4f | aux %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | %.0f ms",

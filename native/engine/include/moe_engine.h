@@ -12,11 +12,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "moe_step_fields.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define MOE_ENGINE_API_VERSION 1
+/* 2: versioned structs carry struct_size (moe_step_record first). */
+#define MOE_ENGINE_API_VERSION 2
 
 typedef struct moe_engine moe_engine;
 
@@ -27,51 +30,29 @@ enum moe_status {
   MOE_FINISHED = 3  /* train.steps reached; no step was taken */
 };
 
-/* One training step's telemetry. Array pointers stay valid until the next call on the engine. */
+/* Versioned structs (records the engine fills, options it reads) begin with uint32_t struct_size, which the
+ * caller sets to sizeof the struct it was built against: `moe_step_record r = {sizeof(moe_step_record)};` (the
+ * rest zero). Members are only ever appended, so a smaller struct_size names an older layout: the engine
+ * reads and writes only the members that fit inside it (MOE_STRUCT_HAS) and leaves every byte past it alone;
+ * a larger one (a newer client) gets the members this engine knows and the rest untouched. struct_size 0 is
+ * refused with an error naming it. Structs the engine hands out (moe_train_event and its record) carry the size
+ * it filled in, so a client reads only the members both know. */
+#define MOE_STRUCT_HAS(type, size, member) (offsetof(type, member) + sizeof(((type*)0)->member) <= (size_t)(size))
+
+/* One training step's telemetry; its members after struct_size are MOE_STEP_RECORD_FIELDS in order (see
+ * moe_step_fields.h for each one's unit and meaning). Array pointers stay valid until the next call on the
+ * engine. */
 typedef struct moe_step_record {
-  int64_t step; /* 1-based */
-  double loss, aux_loss, lr, grad_norm;
-  int64_t tokens;
-  double step_ms, forward_ms, backward_ms, optimizer_ms;
-  int32_t n_moe_layers;
-  const int32_t* experts_per_layer; /* [n_moe_layers] */
-  const int32_t* expert_tokens;     /* tokens per expert, layers concatenated: [sum(experts_per_layer)] */
-  /* Expert offload (docs/offload.md), appended so earlier fields keep their places. offloaded is 0 for a
-   * resident run; the fields after it are then 0 and the arrays NULL. Arrays are [sum(experts_per_layer)]. */
-  int32_t offloaded;
-  double upload_ms, upload_hidden_ms, stall_ms; /* copy time, the part hidden behind compute, compute waiting */
-  int64_t bytes_h2d, bytes_d2h, peak_device_bytes, peak_host_bytes;
-  const uint8_t* expert_tiers;  /* home tier: 0 device, 1 host, 2 SSD */
-  const uint8_t* expert_pinned; /* 1 when pinned this step */
-  /* SSD tier (0 on the host tier): peak file bytes, file I/O time and bytes, host cache hits and misses, mean
-   * time a prefetched expert waited in the cache before its first use; ssd_read_ms is the reads' part of ssd_ms. */
-  int64_t peak_ssd_bytes;
-  double ssd_ms, prefetch_lead_ms;
-  int64_t bytes_ssd_read, bytes_ssd_write, cache_hits, cache_misses;
-  double ssd_read_ms;
-  /* Placement across n_devices devices (0 and NULL arrays when experts run in the MoE layer itself: one device
-   * and no pipelining), per MoE layer: imbalance
-   * [layers][2] max/mean device load before (static homes) and after the policy; device_loads [layers][2][D]
-   * tokens per device before and after; spilled_tokens, moved_experts [layers]; expert_device
-   * [sum(experts_per_layer)] device of each expert's first rows (-1: no rows). */
-  int32_t n_devices;
-  const double* imbalance;
-  const int64_t* device_loads;
-  const int64_t* spilled_tokens;
-  const int32_t* moved_experts;
-  const int32_t* expert_device;
-  /* How each MoE layer's expert phase ran on the devices (with n_devices > 0; NULL otherwise), forward + backward:
-   * device_busy_ms [layers][D] each device's time on its streams (CPU time on virtual devices); layer_ms
-   * [layers][3] critical (the slowest device's pipelined time), wall, and equation 10's prediction (0 without
-   * memory reuse); layer_bytes [layers][3] token rows, weights + gradients, and offloaded activations moved;
-   * layer_pipeline [layers][2] partitions n and memory-reuse strategy (0 none, 1..4 S1..S4); device_peak_bytes [D]
-   * the largest each device's buffers grew to. */
-  const double* device_busy_ms;
-  const double* layer_ms;
-  const int64_t* layer_bytes;
-  const int32_t* layer_pipeline;
-  const int64_t* device_peak_bytes;
+  uint32_t struct_size;
+#define MOE_STEP_SCALAR_MEMBER(name, c_type, unit, group, label, meaning) c_type name;
+#define MOE_STEP_ARRAY_MEMBER(name, c_type, meaning) c_type name;
+  MOE_STEP_RECORD_FIELDS(MOE_STEP_SCALAR_MEMBER, MOE_STEP_ARRAY_MEMBER)
+#undef MOE_STEP_SCALAR_MEMBER
+#undef MOE_STEP_ARRAY_MEMBER
 } moe_step_record;
+
+/* MOE_ENGINE_API_VERSION of the engine linked at run time (the header's may be older or newer). */
+int moe_engine_api_version(void);
 
 /* Creates an engine from a JSON config ({"model": ..., "train": ...}). With model omitted, init_dir
  * (may be NULL) supplies the model config from a checkpoint. Returns NULL and writes a message to err. */
@@ -99,7 +80,7 @@ int moe_engine_save_checkpoint(moe_engine* engine, const char* dir);
 int moe_engine_set_data(moe_engine* engine, const char* token_file);
 int moe_engine_feed_batch(moe_engine* engine, const int32_t* inputs, const int32_t* targets, int32_t B, int32_t T);
 
-/* One optimizer step (blocks while paused). */
+/* One optimizer step (blocks while paused). out (may be NULL) is filled up to its struct_size. */
 int moe_engine_step(moe_engine* engine, moe_step_record* out);
 
 /* Forward only: logits_out ([B, T, V] floats) may be NULL; targets may be NULL (then loss_out is 0). */
@@ -133,9 +114,7 @@ int moe_checkpoint_verify(const char* dir, char* err, size_t err_len);
 const char* moe_engine_list_backends(void);
 
 /* ---- Options structs and the training loop ----
- * Every options struct starts with uint32_t struct_size, set by the caller to sizeof the struct it was built
- * against; the engine reads only the fields that fit, and fields are only ever appended. Structs the engine
- * hands out (moe_train_event) carry the size it filled in, so a client reads only the fields both know. */
+ * Options structs and the events the loop hands out are versioned structs (struct_size, see above). */
 
 typedef struct moe_engine_options {
   uint32_t struct_size;

@@ -72,6 +72,8 @@ class ExpertOffload final : public ExpertAccess {
   const MemoryTier& device_tier() const { return device_; }
   const MemoryTier& host_tier() const { return host_; }
   const MemoryTier& ssd_tier() const { return ssd_tier_; }
+  // The last end_step's stats, with what the step record does not carry (weight uploads per expert).
+  const OffloadStepStats& last_step_stats() const { return stats_; }
 
   // The step protocol the trainer follows.
   void begin_step(int t, double lr, const TrainConfig& hp);

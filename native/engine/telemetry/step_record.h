@@ -1,8 +1,10 @@
-// One record per training step: what the C API hands out and what the workbench stores.
-// Observers receive records through a TelemetrySink; nothing is kept in globals.
+// One record per training step: what the C API hands out (telemetry/step_record_capi.h) and what the
+// workbench stores. Its scalars are the table in moe_step_fields.h; the per-layer arrays are written here.
 #pragma once
 #include <cstdint>
 #include <vector>
+
+#include "include/moe_step_fields.h"
 
 namespace moe {
 
@@ -27,35 +29,24 @@ struct LayerPlacement {
 };
 
 struct StepRecord {
-  int64_t step = 0;  // 1-based optimizer step
-  double loss = 0, aux_loss = 0, lr = 0, grad_norm = 0;
-  int64_t tokens = 0;  // tokens processed this step (all micro-batches)
-  double step_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
+  // Every per-step scalar (step, loss, times, offload and SSD measurements): MOE_STEP_RECORD_FIELDS' SCALARs.
+#define MOE_STEP_SCALAR_MEMBER(name, c_type, unit, group, label, meaning) c_type name = 0;
+#define MOE_STEP_ARRAY_IGNORED(name, c_type, meaning)
+  MOE_STEP_RECORD_FIELDS(MOE_STEP_SCALAR_MEMBER, MOE_STEP_ARRAY_IGNORED)
+#undef MOE_STEP_SCALAR_MEMBER
+#undef MOE_STEP_ARRAY_IGNORED
+
   std::vector<std::vector<int32_t>> expert_tokens;  // [MoE layer][expert] tokens computed this step
 
-  // Expert offload (docs/offload.md), measured; all zero / empty when `offloaded` is false (resident run).
+  // Expert offload (docs/offload.md): the offload and SSD scalars and these arrays are zero / empty when
+  // `offloaded` is false (resident run).
   bool offloaded = false;
-  double upload_ms = 0, upload_hidden_ms = 0, stall_ms = 0;  // copy time, the part hidden behind compute, waits
-  int64_t bytes_h2d = 0, bytes_d2h = 0;
-  // Tier bookings: device (non-expert state, activations, slots), host (expert masters or the SSD cache), SSD.
-  int64_t peak_device_bytes = 0, peak_host_bytes = 0, peak_ssd_bytes = 0;
-  // SSD tier (zero on the host tier): file I/O time and bytes, host cache hits and misses, and the mean time a
-  // prefetched expert waited in the cache before its first use.
-  double ssd_ms = 0, ssd_read_ms = 0, prefetch_lead_ms = 0;
-  int64_t bytes_ssd_read = 0, bytes_ssd_write = 0, cache_hits = 0, cache_misses = 0;
-  std::vector<std::vector<uint8_t>> expert_tiers;    // [MoE layer][expert] home tier: 0 device, 1 host, 2 SSD
-  std::vector<std::vector<uint8_t>> expert_pinned;   // [MoE layer][expert] 1 when pinned this step
-  std::vector<std::vector<int32_t>> expert_uploads;  // [MoE layer][expert] weight uploads this step
+  std::vector<std::vector<uint8_t>> expert_tiers;   // [MoE layer][expert] home tier: 0 device, 1 host, 2 SSD
+  std::vector<std::vector<uint8_t>> expert_pinned;  // [MoE layer][expert] 1 when pinned this step
 
   // Placement across devices (empty with one device): per MoE layer.
   std::vector<LayerPlacement> placements;
   std::vector<int64_t> device_peak_bytes;  // [D] the largest each device's buffers grew to (empty: one device)
-};
-
-class TelemetrySink {
- public:
-  virtual ~TelemetrySink() = default;
-  virtual void on_step(const StepRecord& record) = 0;
 };
 
 }  // namespace moe

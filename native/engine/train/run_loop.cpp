@@ -70,7 +70,7 @@ class Loop {
         break;
       }
       if (step_ >= plan_.last_step) break;
-      moe_step_record record{};
+      moe_step_record record{sizeof(moe_step_record)};
       const int rc = engine_.step(&record);
       if (rc == MOE_FINISHED) break;
       if (rc == MOE_STOPPED) {

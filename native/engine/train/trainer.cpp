@@ -34,7 +34,6 @@ void record_offload(StepRecord& rec, const OffloadStepStats& s) {
   rec.cache_misses = s.store.misses;
   rec.prefetch_lead_ms = s.store.prefetch_lead_ms;
   rec.expert_pinned = s.pinned;
-  rec.expert_uploads = s.uploads;
   for (const auto& layer : s.pinned) rec.expert_tiers.emplace_back(layer.size(), s.home_tier);
 }
 
