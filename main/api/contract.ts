@@ -4,6 +4,7 @@
 import { z } from 'zod'
 
 import { RunConfigSchema } from './config'
+import { ALWAYS_FIELD_NAMES, STEP_FIELDS, type AlwaysFieldName, type MeasuredFieldName } from './step-fields'
 
 export const RunIdSchema = z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, 'a run id: lowercase letters, digits and dashes')
 export const RunStatusSchema = z.enum(['queued', 'running', 'paused', 'stopping', 'stopped', 'finished', 'failed'])
@@ -87,26 +88,22 @@ export const RunDetailSchema = z.object({
   checkpoints: z.array(CheckpointSchema),
 })
 
-// Offload metrics (upload_ms … prefetch_lead_ms) are null for runs whose steps did not record them.
-export const ScalarMetricSchema = z.enum([
-  'loss', 'aux_loss', 'lr', 'grad_norm', 'tokens', 'tokens_per_s', 'step_ms', 'forward_ms', 'backward_ms', 'optimizer_ms',
-  'upload_ms', 'upload_hidden_ms', 'stall_ms', 'ssd_ms', 'bytes_h2d', 'bytes_d2h', 'bytes_ssd_read', 'bytes_ssd_write',
-  'cache_hits', 'cache_misses', 'peak_device_bytes', 'peak_host_bytes', 'peak_ssd_bytes', 'prefetch_lead_ms',
-])
+// The scalar metrics of a step: the engine's fields (step-fields.ts) but the step number, and the store's
+// tokens_per_s after tokens. Offload-only metrics are null for runs whose steps did not record them.
+export type ScalarMetric = MeasuredFieldName | 'tokens_per_s'
+const SCALAR_METRICS = STEP_FIELDS.flatMap((f): ScalarMetric[] =>
+  f.name === 'step' ? [] : f.name === 'tokens' ? [f.name, 'tokens_per_s'] : [f.name])
+export const ScalarMetricSchema = z.enum(SCALAR_METRICS as [ScalarMetric, ...ScalarMetric[]])
+
+/** The metrics a live step carries: those the engine records on every step, and tokens_per_s. */
+export const LIVE_METRICS = SCALAR_METRICS.filter((m): m is Exclude<AlwaysFieldName, 'step'> | 'tokens_per_s' =>
+  m === 'tokens_per_s' || (ALWAYS_FIELD_NAMES as readonly string[]).includes(m))
+type LiveMetric = (typeof LIVE_METRICS)[number]
 
 export const StepMetricsSchema = z.object({
   step: z.number().int(),
   wallTime: z.number().describe('ms since the epoch when the step ended'),
-  loss: z.number(),
-  aux_loss: z.number(),
-  lr: z.number(),
-  grad_norm: z.number(),
-  tokens: z.number(),
-  tokens_per_s: z.number(),
-  step_ms: z.number(),
-  forward_ms: z.number(),
-  backward_ms: z.number(),
-  optimizer_ms: z.number(),
+  ...(Object.fromEntries(LIVE_METRICS.map((m) => [m, z.number()])) as Record<LiveMetric, z.ZodNumber>),
 })
 
 export const SeriesSchema = z.object({
@@ -329,7 +326,6 @@ export type RunStatus = z.output<typeof RunStatusSchema>
 export type RunEvent = z.output<typeof RunEventSchema>
 export type Checkpoint = z.output<typeof CheckpointSchema>
 export type StepMetrics = z.output<typeof StepMetricsSchema>
-export type ScalarMetric = z.output<typeof ScalarMetricSchema>
 export type StepLoads = z.output<typeof StepLoadsSchema>
 export type DevicePlacement = z.output<typeof DevicePlacementSchema>
 export type PlacementSeries = z.output<typeof PlacementSeriesSchema>

@@ -45,7 +45,7 @@ struct PlacementArrays {
   int32_t devices = 0;
   std::vector<double> imbalance;
   std::vector<int64_t> loads, spilled;
-  std::vector<int32_t> moved, expert_device;
+  std::vector<int32_t> moved, expert_device, expert_spilled;
   bool executed = false;
   std::vector<double> device_busy_ms, layer_ms;
   std::vector<int64_t> layer_bytes, device_peak_bytes;
@@ -134,6 +134,15 @@ Napi::Value PackStepRecord(const Napi::CallbackInfo& info) {
   }
   PlacementArrays placement;
   if (Placement(r, placement)) {
+    Napi::Value spilled = r.Get("spilledTokens");
+    if (spilled.IsArray()) {
+      Napi::Array spilled_layers = spilled.As<Napi::Array>();
+      for (uint32_t l = 0; l < spilled_layers.Length(); ++l)
+        AppendNumbers(spilled_layers.Get(l).As<Napi::Object>(), placement.expert_spilled);
+      if (placement.expert_spilled.size() != expert_tokens.size())
+        throw Napi::TypeError::New(env, "packStepRecord: spilledTokens must have the shape of expertTokens");
+      record.expert_spilled = placement.expert_spilled.data();
+    }
     record.n_devices = placement.devices;
     record.imbalance = placement.imbalance.data();
     record.device_loads = placement.loads.data();

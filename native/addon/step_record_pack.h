@@ -8,6 +8,7 @@
 //   i32: n_devices (0 when experts run in the MoE layer itself); when > 0: f64[n_moe_layers × 4] imbalance before,
 //        imbalance after, spilled tokens, moved experts; f64[n_moe_layers × 2 × n_devices] tokens per device
 //        before, then after; i32[sum of experts] device of each expert's first rows (-1: no rows);
+//        i32[sum of experts] tokens of each expert computed away from its home device (0 when not given);
 //        then i32 executed: 1 when the record says how the layers ran on the devices (every
 //        one of device_busy_ms, layer_ms, layer_bytes, layer_pipeline, device_peak_bytes set), else 0; when 1:
 //          f64[n_moe_layers × (6 + n_devices)] per layer critical_ms, wall_ms, predicted_ms, token_bytes,
@@ -47,7 +48,7 @@ inline std::vector<uint8_t> pack_step_record(const moe_step_record& r) {
   const size_t execution =
       executed ? 8 * n_layers * (kExecutionScalars + n_devices) + 8 * n_layers + 8 * n_devices : 0;
   const size_t placement =
-      devices ? 8 * n_layers * (4 + 2 * n_devices) + 4 * static_cast<size_t>(experts) + 4 + execution : 0;
+      devices ? 8 * n_layers * (4 + 2 * n_devices) + 8 * static_cast<size_t>(experts) + 4 + execution : 0;
   std::vector<uint8_t> buf((2 + kStepScalars) * 8 + 4 + 4 + 4 * static_cast<size_t>(layers) +
                            4 * static_cast<size_t>(experts) + per_expert + 4 + placement);
   const double scalars[2 + kStepScalars] = {
@@ -91,6 +92,8 @@ inline std::vector<uint8_t> pack_step_record(const moe_step_record& r) {
     out += 8;
   }
   if (experts > 0) std::memcpy(out, r.expert_device, 4 * static_cast<size_t>(experts));
+  out += 4 * static_cast<size_t>(experts);
+  if (experts > 0 && r.expert_spilled) std::memcpy(out, r.expert_spilled, 4 * static_cast<size_t>(experts));
   out += 4 * static_cast<size_t>(experts);
   const int32_t flag = executed ? 1 : 0;
   std::memcpy(out, &flag, 4);

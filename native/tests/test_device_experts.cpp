@@ -72,10 +72,17 @@ void check_close_after_one_step(const Variant& v, const Run& want_one_step, cons
   CHECK_MSG(max_relative(got.grad_norms, want_one_step.grad_norms) <= 1e-6, what + ": gradient norm beyond 1e-6");
 }
 
+// Tokens computed away from home over the run; each layer's per-expert spills must add up to its total.
 int64_t total_spilled(const Run& r) {
   int64_t s = 0;
   for (const auto& rec : r.records)
-    for (const auto& p : rec.placements) s += p.spilled_tokens;
+    for (const auto& p : rec.placements) {
+      int64_t per_expert = 0;
+      for (int32_t t : p.expert_spilled) per_expert += t;
+      CHECK(p.expert_spilled.size() == p.expert_device.size());
+      CHECK(per_expert == p.spilled_tokens);
+      s += p.spilled_tokens;
+    }
   return s;
 }
 

@@ -37,6 +37,7 @@ inline std::string record_json(const moe_step_record& r) {
   if (r.n_devices > 0 && r.layer_ms) {
     Value layers = Value::make_array();
     const int32_t* device = r.expert_device;
+    const int32_t* expert_spilled = r.expert_spilled;
     for (int l = 0; l < r.n_moe_layers; ++l) {
       Value p = Value::make_object();
       p.set("imbalance_before", Value::of(r.imbalance[2 * l]));
@@ -53,6 +54,9 @@ inline std::string record_json(const moe_step_record& r) {
       Value map = Value::make_array();
       for (int e = 0; e < r.experts_per_layer[l]; ++e) map.push(Value::of(*device++));
       p.set("expert_device", map);
+      Value spilled = Value::make_array();
+      for (int e = 0; e < r.experts_per_layer[l]; ++e) spilled.push(Value::of(*expert_spilled++));
+      p.set("expert_spilled", spilled);
       Value busy = Value::make_array();
       for (int d = 0; d < r.n_devices; ++d) busy.push(Value::of(r.device_busy_ms[l * r.n_devices + d]));
       p.set("device_busy_ms", busy);

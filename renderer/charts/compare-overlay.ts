@@ -4,36 +4,16 @@
 import type { EChartsOption, LineSeriesOption } from 'echarts'
 
 import type { ScalarMetric } from '../../main/api/contract'
+import { STEP_FIELDS } from '../../main/api/step-fields'
 import { emaSmoothPoints, type SeriesValue } from './smoothing'
 
 export const RUN_COLORS = ['#6ea8fe', '#f0a35e', '#5cc98b', '#c58af9', '#f07171', '#4fd1c5', '#e6b450', '#a0aec0']
 
-export const METRIC_LABELS: Record<ScalarMetric, string> = {
-  loss: 'Loss',
-  aux_loss: 'Aux loss',
-  lr: 'Learning rate',
-  grad_norm: 'Gradient norm',
-  tokens: 'Tokens per step',
+/** Chart and picker labels: each engine field's label from the field table, and the store's tokens_per_s. */
+export const METRIC_LABELS = {
+  ...Object.fromEntries(STEP_FIELDS.map((f) => [f.name, f.label])),
   tokens_per_s: 'Tokens/s',
-  step_ms: 'Step time (ms)',
-  forward_ms: 'Forward (ms)',
-  backward_ms: 'Backward (ms)',
-  optimizer_ms: 'Optimizer (ms)',
-  upload_ms: 'Upload (ms)',
-  upload_hidden_ms: 'Upload hidden (ms)',
-  stall_ms: 'Stall (ms)',
-  ssd_ms: 'SSD (ms)',
-  bytes_h2d: 'Bytes host→device',
-  bytes_d2h: 'Bytes device→host',
-  bytes_ssd_read: 'Bytes read from SSD',
-  bytes_ssd_write: 'Bytes written to SSD',
-  cache_hits: 'Cache hits',
-  cache_misses: 'Cache misses',
-  peak_device_bytes: 'Peak device bytes',
-  peak_host_bytes: 'Peak host bytes',
-  peak_ssd_bytes: 'Peak SSD bytes',
-  prefetch_lead_ms: 'Prefetch lead (ms)',
-}
+} as Record<ScalarMetric, string>
 
 export interface OverlayRun {
   id: string

@@ -5,13 +5,12 @@
 import type { EChartsOption } from 'echarts'
 
 import type { ScalarMetric } from '../../main/api/contract'
+import { OFFLOAD_FIELD_NAMES, STEP_FIELDS } from '../../main/api/step-fields'
 import { METRIC_LABELS } from './compare-overlay'
 import { byteUnit, hasValues, metricPoints, stepAxes, type MetricSeries, type Point } from './series'
 
-export const OFFLOAD_METRICS = [
-  'peak_device_bytes', 'peak_host_bytes', 'peak_ssd_bytes', 'bytes_h2d', 'bytes_d2h', 'bytes_ssd_read', 'bytes_ssd_write',
-  'upload_ms', 'upload_hidden_ms', 'stall_ms', 'ssd_ms', 'prefetch_lead_ms', 'cache_hits', 'cache_misses',
-] as const satisfies readonly ScalarMetric[]
+/** Every metric the engine records only on offloaded steps: what the Run view asks for these charts. */
+export const OFFLOAD_METRICS = OFFLOAD_FIELD_NAMES satisfies readonly ScalarMetric[]
 
 type OffloadMetric = (typeof OFFLOAD_METRICS)[number]
 
@@ -21,9 +20,10 @@ const PEAKS = [
   { metric: 'peak_ssd_bytes', label: 'SSD', budget: null },
 ] as const
 const MOVED: OffloadMetric[] = ['bytes_h2d', 'bytes_d2h', 'bytes_ssd_read', 'bytes_ssd_write']
-const TIMES: OffloadMetric[] = ['upload_ms', 'upload_hidden_ms', 'stall_ms', 'ssd_ms', 'prefetch_lead_ms']
+const TIMES: OffloadMetric[] = ['upload_ms', 'upload_hidden_ms', 'stall_ms', 'ssd_ms', 'ssd_read_ms', 'prefetch_lead_ms']
 const CACHE: OffloadMetric[] = ['cache_hits', 'cache_misses']
-const SSD_ONLY = new Set<OffloadMetric>(['peak_ssd_bytes', 'bytes_ssd_read', 'bytes_ssd_write', 'ssd_ms', 'prefetch_lead_ms', ...CACHE])
+// The SSD tier's fields are recorded as zeros on a host-tier run.
+const SSD_ONLY = new Set<OffloadMetric>(STEP_FIELDS.filter((f) => f.group === 'ssd').map((f) => f.name as OffloadMetric))
 
 /** Whether the run recorded any offload telemetry. */
 export function hasOffloadValues(series: MetricSeries): boolean {
@@ -80,7 +80,7 @@ export function bytesMovedOption(series: MetricSeries, ssd: boolean): EChartsOpt
   return lines(series, MOVED, ssd, `${unit.name} per step`, unit.bytes)
 }
 
-/** Upload time and the part hidden behind compute, stall, SSD time, and how early prefetched experts arrived. */
+/** Upload time and the part hidden behind compute, stall, SSD time and its reads, and how early prefetched experts arrived. */
 export function offloadTimeOption(series: MetricSeries, ssd: boolean): EChartsOption {
   return lines(series, TIMES, ssd, 'ms')
 }

@@ -1,15 +1,13 @@
 // Pure helpers that grow a run's history with live steps. History from metrics.series is
 // downsampled to ≤ 2000 points; live steps are appended and, when the arrays reach twice the cap,
 // thinned by dropping every other older point, so a long live session stays bounded.
-import type { EventPayload, ScalarMetric } from '../../main/api/contract'
+import { LIVE_METRICS, type EventPayload, type ScalarMetric } from '../../main/api/contract'
 import type { ExpertLoad, MetricSeries, Point } from '../charts/series'
 
 export type StepMetrics = EventPayload<'run.step'>['metrics']
 
 // The metrics a live step carries (offload metrics arrive with history only).
-export const METRICS = [
-  'loss', 'aux_loss', 'lr', 'grad_norm', 'tokens', 'tokens_per_s', 'step_ms', 'forward_ms', 'backward_ms', 'optimizer_ms',
-] as const satisfies readonly (ScalarMetric & keyof StepMetrics)[]
+export const METRICS = LIVE_METRICS satisfies readonly (ScalarMetric & keyof StepMetrics)[]
 
 export function emptySeries(metrics: readonly ScalarMetric[] = METRICS): MetricSeries {
   return { step: [], wallTime: [], values: Object.fromEntries(metrics.map((m) => [m, []])) }

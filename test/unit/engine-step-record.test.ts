@@ -1,9 +1,11 @@
 // The step record packed by the addon (native/addon/step_record_pack.h) decodes in TS to what went in:
-// version 5 with each MoE layer's execution on the devices, and version 4 records still decode.
+// version 6, every scalar of the field table, each expert's spilled tokens and each MoE layer's execution on the
+// devices.
 import { describe, expect, it } from 'vitest'
 
 import { loadEngineAddon } from '../../main/host/engine/addon'
-import { decodeStepRecord, encodeStepRecord, type EngineStepRecord } from '../../main/host/engine/step-record'
+import { OFFLOAD_FIELD_NAMES } from '../../main/api/step-fields'
+import { decodeStepRecord, encodeStepRecord, STEP_RECORD_VERSION, type EngineStepRecord } from '../../main/host/engine/step-record'
 
 const record: EngineStepRecord = {
   step: 12345,
@@ -42,12 +44,23 @@ describe('step record: C++ pack <-> TS decode', () => {
       ...record, upload_ms: 1.5, upload_hidden_ms: 1.25, stall_ms: 0.25, bytes_h2d: 2 ** 33 + 1, bytes_d2h: 4096,
       peak_device_bytes: 123456789, peak_host_bytes: 2 ** 40, peak_ssd_bytes: 2 ** 41 + 4096, ssd_ms: 12.5,
       bytes_ssd_read: 3 * 2 ** 30, bytes_ssd_write: 2 ** 31, cache_hits: 17, cache_misses: 3, prefetch_lead_ms: 0.75,
+      ssd_read_ms: 9.25,
       tiers: record.expertTokens.map((t) => new Uint8Array(t.length).fill(2)),
       pins: record.expertTokens.map((t, l) => Uint8Array.from(t, (_, e) => (e === l ? 1 : 0))),
     }
     expect(decodeStepRecord(packStepRecord(offloaded))).toEqual(offloaded)
     expect(new Uint8Array(packStepRecord(offloaded))).toEqual(new Uint8Array(encodeStepRecord(offloaded)))
     expect(decodeStepRecord(packStepRecord(record)).tiers).toBeUndefined()
+  })
+
+  it('carries every offload-only field of the table, each at its own place, and none on a resident step', () => {
+    const tiers = record.expertTokens.map((t) => new Uint8Array(t.length).fill(1))
+    const pins = record.expertTokens.map((t) => new Uint8Array(t.length))
+    const values = Object.fromEntries(OFFLOAD_FIELD_NAMES.map((name, i) => [name, 1000 + i]))
+    const offloaded: EngineStepRecord = { ...record, ...values, tiers, pins }
+    expect(decodeStepRecord(packStepRecord(offloaded))).toEqual(offloaded)
+    const resident = decodeStepRecord(packStepRecord({ ...record, ...values }))
+    for (const name of OFFLOAD_FIELD_NAMES) expect(resident[name], name).toBeUndefined()
   })
 
   it('carries the placement of a multi-device step', () => {
@@ -61,6 +74,7 @@ describe('step record: C++ pack <-> TS decode', () => {
           expertDevice: Int32Array.from(t, (_, e) => (e % 4 === 3 ? -1 : e % 3)),
         })),
       },
+      spilledTokens: record.expertTokens.map((t, l) => Int32Array.from(t, (_, e) => (e === 1 ? 7 + l : 0))),
     }
     expect(decodeStepRecord(packStepRecord(placed))).toEqual(placed)
     expect(new Uint8Array(packStepRecord(placed))).toEqual(new Uint8Array(encodeStepRecord(placed)))
@@ -78,6 +92,7 @@ describe('step record: C++ pack <-> TS decode', () => {
         expertDevice: Int32Array.from(t, (_, e) => (e % 4 === 3 ? -1 : e % devices)),
       })),
     },
+    spilledTokens: record.expertTokens.map((t) => Int32Array.from(t, (_, e) => (e % devices === 1 ? e : 0))),
   })
   const executed = (r: EngineStepRecord): EngineStepRecord => {
     const p = r.placement!
@@ -99,7 +114,7 @@ describe('step record: C++ pack <-> TS decode', () => {
     }
   }
 
-  it('v5: carries each layer’s execution on the devices and the devices’ peak bytes', () => {
+  it('carries each layer’s execution on the devices and the devices’ peak bytes', () => {
     const run = executed(placedOn(3))
     expect(decodeStepRecord(packStepRecord(run))).toEqual(run)
     expect(new Uint8Array(packStepRecord(run))).toEqual(new Uint8Array(encodeStepRecord(run)))
@@ -112,13 +127,13 @@ describe('step record: C++ pack <-> TS decode', () => {
     expect(() => decodeStepRecord(packed.slice(0, packed.byteLength - 8))).toThrow(/expected/)
   })
 
-  it('v5: one device pipelined records its execution too (n_devices 1)', () => {
+  it('one device pipelined records its execution too (n_devices 1)', () => {
     const single = executed(placedOn(1))
     expect(decodeStepRecord(packStepRecord(single))).toEqual(single)
     expect(new Uint8Array(packStepRecord(single))).toEqual(new Uint8Array(encodeStepRecord(single)))
   })
 
-  it('v5: a placement without execution (the engine did not measure it) has a 0 flag and decodes without it', () => {
+  it('a placement without execution (the engine did not measure it) has a 0 flag and decodes without it', () => {
     const placed = placedOn(2)
     const decoded = decodeStepRecord(packStepRecord(placed))
     expect(decoded).toEqual(placed)
@@ -137,19 +152,20 @@ describe('step record: C++ pack <-> TS decode', () => {
     expect(() => encodeStepRecord(short)).toThrow(/of 2 devices/)
   })
 
-  it('still decodes version 4 records (no execution flag), placed or not', () => {
-    const v4 = (r: EngineStepRecord): ArrayBuffer => {
-      const v5 = new Uint8Array(encodeStepRecord(r))
-      // Version 4 is version 5 without the execution flag after the expert devices (placed records only).
-      const bytes = r.placement ? v5.slice(0, v5.byteLength - 4) : v5.slice()
-      new DataView(bytes.buffer).setFloat64(0, 4, true)
-      return bytes.buffer
-    }
-    expect(decodeStepRecord(v4(record))).toEqual(record)
-    expect(decodeStepRecord(v4(placedOn(3)))).toEqual(placedOn(3))
+  it('refuses another version or another number of scalars, naming what it expected', () => {
     const bad = new Uint8Array(encodeStepRecord(record))
-    new DataView(bad.buffer).setFloat64(0, 3, true)
-    expect(() => decodeStepRecord(bad.buffer)).toThrow('step record: version 3, expected one of 4, 5')
+    new DataView(bad.buffer).setFloat64(0, 5, true)
+    expect(() => decodeStepRecord(bad.buffer)).toThrow(`step record: version 5, expected ${STEP_RECORD_VERSION}`)
+    const more = new Uint8Array(encodeStepRecord(record))
+    new DataView(more.buffer).setFloat64(8, 99, true)
+    expect(() => decodeStepRecord(more.buffer)).toThrow(/99 scalars, this build knows \d+/)
+  })
+
+  it('a placed step without per-expert spills packs them as zeros', () => {
+    const { spilledTokens: _, ...unspilled } = placedOn(2)
+    const decoded = decodeStepRecord(packStepRecord(unspilled))
+    expect(decoded.spilledTokens!.map((l) => Array.from(l))).toEqual(record.expertTokens.map((t) => new Array(t.length).fill(0)))
+    expect(new Uint8Array(packStepRecord(unspilled))).toEqual(new Uint8Array(encodeStepRecord(unspilled)))
   })
 
   it('rejects a truncated or padded buffer', () => {

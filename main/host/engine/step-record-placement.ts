@@ -3,13 +3,12 @@
 //     f64[layers × 4] imbalance before, imbalance after, spilled tokens, moved experts;
 //     f64[layers × 2 × n_devices] tokens per device before, then after;
 //     i32[Σ experts] device of each expert's first rows (-1: no rows);
-//   version 5 adds, when n_devices > 0:
+//     i32[Σ experts] tokens of each expert computed away from its home device;
 //     i32 executed (1 when the engine measured how the layers ran on the devices, else 0); when 1:
 //       f64[layers × (6 + n_devices)] per layer critical_ms, wall_ms, predicted_ms, token_bytes, weight_bytes,
 //         offload_bytes, then device_busy_ms[n_devices];
 //       i32[layers × 2] per layer partitions n, reuse strategy (0 none, 1..4 S1..S4);
 //       f64[n_devices] device_peak_bytes.
-// Version 4 records end after the expert devices.
 
 export interface LayerExecution {
   /** [D] each device's time on its streams (CPU time on virtual devices), forward + backward. */
@@ -40,14 +39,14 @@ export interface LayerPlacement {
   loadBefore: Float64Array
   loadAfter: Float64Array
   expertDevice: Int32Array
-  /** How the layer ran on the devices (version 5, when the engine measured it). */
+  /** How the layer ran on the devices (when the engine measured it). */
   execution?: LayerExecution
 }
 
 export interface StepPlacement {
   devices: number
   layers: LayerPlacement[]
-  /** [D] the largest each device's buffers grew to this step (version 5, with the layers' execution). */
+  /** [D] the largest each device's buffers grew to this step (with the layers' execution). */
   devicePeakBytes?: Float64Array
 }
 
@@ -72,11 +71,14 @@ export function placementBytes(placement: StepPlacement | undefined, experts: nu
   const layers = placement.layers.length
   const d = placement.devices
   const execution = hasExecution(placement) ? layers * 8 * (EXECUTION_SCALARS + d) + layers * 8 + 8 * d : 0
-  return 4 + layers * 8 * (4 + 2 * d) + 4 * experts + 4 + execution
+  return 4 + layers * 8 * (4 + 2 * d) + 8 * experts + 4 + execution
 }
 
-/** Reads the block at `at` of a record of `version` (4 or 5); returns it (undefined without placement) and where it ends. */
-export function decodePlacement(view: DataView, at: number, sizes: readonly number[], version = 5): { placement?: StepPlacement; end: number } {
+/**
+ * Reads the block at `at`; returns it and each expert's spilled tokens per layer (undefined without placement)
+ * and where it ends.
+ */
+export function decodePlacement(view: DataView, at: number, sizes: readonly number[]): { placement?: StepPlacement; spilledTokens?: Int32Array[]; end: number } {
   if (view.byteLength < at + 4) throw new Error(`step record: ${view.byteLength} bytes, expected at least ${at + 4}`)
   const devices = view.getInt32(at, true)
   let off = at + 4
@@ -85,9 +87,9 @@ export function decodePlacement(view: DataView, at: number, sizes: readonly numb
     return { end: off }
   }
   const experts = sizes.reduce((a, b) => a + b, 0)
-  const placed = off + sizes.length * 8 * (4 + 2 * devices) + 4 * experts
-  const flagged = version >= 5 ? placed + 4 : placed
-  const executed = version >= 5 && devices > 0 && view.byteLength >= flagged && view.getInt32(placed, true) === 1
+  const placed = off + sizes.length * 8 * (4 + 2 * devices) + 8 * experts
+  const flagged = placed + 4
+  const executed = devices > 0 && view.byteLength >= flagged && view.getInt32(placed, true) === 1
   const end = flagged + (executed ? sizes.length * 8 * (EXECUTION_SCALARS + devices) + sizes.length * 8 + 8 * devices : 0)
   if (devices < 0 || view.byteLength !== end)
     throw new Error(`step record: ${view.byteLength} bytes, expected ${end} for placement on ${devices} devices`)
@@ -102,11 +104,11 @@ export function decodePlacement(view: DataView, at: number, sizes: readonly numb
     for (let d = 0; d < devices; d++) layer.loadAfter[d] = f64()
   }
   layers.forEach((layer, l) => {
-    layer.expertDevice = new Int32Array(sizes[l]!)
-    for (let e = 0; e < sizes[l]!; e++) layer.expertDevice[e] = i32()
+    layer.expertDevice = Int32Array.from({ length: sizes[l]! }, i32)
   })
-  if (version >= 5) off += 4
-  if (!executed) return { placement: { devices, layers }, end }
+  const spilledTokens = sizes.map((n) => Int32Array.from({ length: n }, i32))
+  off += 4
+  if (!executed) return { placement: { devices, layers }, spilledTokens, end }
   for (const layer of layers) {
     const [criticalMs, wallMs, predictedMs, tokenBytes, weightBytes, offloadBytes] = Array.from({ length: EXECUTION_SCALARS }, f64) as [
       number, number, number, number, number, number,
@@ -119,11 +121,12 @@ export function decodePlacement(view: DataView, at: number, sizes: readonly numb
     layer.execution!.reuseStrategy = i32()
   }
   const devicePeakBytes = Float64Array.from({ length: devices }, f64)
-  return { placement: { devices, layers, devicePeakBytes }, end }
+  return { placement: { devices, layers, devicePeakBytes }, spilledTokens, end }
 }
 
-/** Writes the block at `at` (the buffer was sized with placementBytes), as version 5. */
-export function encodePlacement(view: DataView, at: number, placement: StepPlacement | undefined): void {
+/** Writes the block at `at` (the buffer was sized with placementBytes); spilled tokens are 0 where not given. */
+export function encodePlacement(view: DataView, at: number, placement: StepPlacement | undefined,
+  spilledTokens?: readonly ArrayLike<number>[]): void {
   view.setInt32(at, placement?.devices ?? 0, true)
   if (!placement) return
   let off = at + 4
@@ -132,6 +135,10 @@ export function encodePlacement(view: DataView, at: number, placement: StepPlace
   for (const l of placement.layers) [l.imbalanceBefore, l.imbalanceAfter, l.spilledTokens, l.movedExperts].forEach(f64)
   for (const l of placement.layers) { l.loadBefore.forEach(f64); l.loadAfter.forEach(f64) }
   for (const l of placement.layers) l.expertDevice.forEach(i32)
+  placement.layers.forEach((l, i) => {
+    const spilled = spilledTokens?.[i]
+    for (let e = 0; e < l.expertDevice.length; e++) i32(spilled?.[e] ?? 0)
+  })
   const executed = hasExecution(placement)
   i32(executed ? 1 : 0)
   if (!executed) return

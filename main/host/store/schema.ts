@@ -139,4 +139,11 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE expert_loads ADD COLUMN device_peak_bytes BLOB;
     `,
   },
+  {
+    version: 5,
+    description: 'SSD tier: the reads’ part of the SSD time per step',
+    sql: `
+      ALTER TABLE steps ADD COLUMN ssd_read_ms REAL;
+    `,
+  },
 ]

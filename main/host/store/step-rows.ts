@@ -1,18 +1,17 @@
 // StepTelemetry -> the values of one `steps` row, one `expert_loads` row (with each device's peak bytes when
 // the record has them) and the step's `layer_placements` rows.
+import { STEP_FIELDS, type MeasuredFieldName } from '../../api/step-fields'
 import { encodeFloat64s, encodeLayered } from './blobs'
 import type { SqlValue } from './db'
 import { StoreError } from './errors'
 import { encodePlacement } from './placement-rows'
 import type { StepTelemetry } from './types'
 
-// Columns filled from the record as-is (NULL when the field is absent), in insert order.
-const MEASURED = [
-  'loss', 'aux_loss', 'lr', 'grad_norm', 'tokens', 'step_ms', 'forward_ms', 'backward_ms', 'optimizer_ms',
-  'upload_ms', 'upload_hidden_ms', 'stall_ms', 'ssd_ms', 'bytes_h2d', 'bytes_d2h', 'bytes_ssd_read',
-  'bytes_ssd_write', 'cache_hits', 'cache_misses', 'peak_device_bytes', 'peak_host_bytes', 'peak_ssd_bytes',
-  'prefetch_lead_ms',
-] as const satisfies readonly (keyof StepTelemetry)[]
+// Columns filled from the record as-is (NULL when the field is absent), in insert order: every engine field
+// but the step number, which leads the row.
+export const MEASURED: readonly MeasuredFieldName[] = STEP_FIELDS.map((f) => f.name).filter(
+  (name): name is MeasuredFieldName => name !== 'step',
+)
 
 const STEP_COLUMNS = ['run_id', 'step', 'wall_time', 'tokens_per_s', ...MEASURED]
 export const INSERT_STEP_SQL =

@@ -31,30 +31,9 @@ export interface RunRecord {
 export const EXPERT_TIER = { device: 0, host: 1, ssd: 2 } as const
 
 /**
- * A step as the store records it: the engine's record plus the offload/placement measurements the
- * engine adds as those features land. Every extra field is optional and stored as NULL when absent,
- * so a plain EngineStepRecord is a valid StepTelemetry. The engine's `placement` (devices > 1) fills
- * expert_loads.placement with each expert's device and one layer_placements row per MoE layer.
+ * A step as the store records it: the engine's record. Its scalars (STEP_FIELDS) fill the `steps` columns of the
+ * same names, NULL where absent (the offload-only fields of a resident step); the per-layer arrays fill
+ * expert_loads; the engine's `placement` (devices > 1) fills expert_loads.placement with each expert's device and
+ * one layer_placements row per MoE layer.
  */
-export interface StepTelemetry extends EngineStepRecord {
-  upload_ms?: number
-  upload_hidden_ms?: number
-  stall_ms?: number
-  ssd_ms?: number
-  bytes_h2d?: number
-  bytes_d2h?: number
-  bytes_ssd_read?: number
-  bytes_ssd_write?: number
-  cache_hits?: number
-  cache_misses?: number
-  peak_device_bytes?: number
-  peak_host_bytes?: number
-  peak_ssd_bytes?: number
-  prefetch_lead_ms?: number
-  /** [MoE layer][expert] EXPERT_TIER code of the expert's home. */
-  tiers?: readonly ArrayLike<number>[]
-  /** [MoE layer][expert] 1 when the expert was pinned on its device, else 0. */
-  pins?: readonly ArrayLike<number>[]
-  /** [MoE layer][expert] tokens of the expert computed away from its home device. */
-  spilledTokens?: readonly ArrayLike<number>[]
-}
+export type StepTelemetry = EngineStepRecord

@@ -429,8 +429,11 @@ void DeviceExperts::forward(ExpertAccess& experts, const std::vector<int32_t>& o
   r.spilled_tokens += placement_.spilled_tokens;
   r.moved_experts += placement_.moved_experts;
   r.expert_device.assign(E_, -1);
-  for (const ExpertPiece& piece : placement_.pieces)
+  r.expert_spilled.resize(E_, 0);  // summed over the step's micro-batches, as spilled_tokens
+  for (const ExpertPiece& piece : placement_.pieces) {
     if (piece.begin == 0) r.expert_device[piece.expert] = piece.device;
+    if (piece.device != placement_.home[piece.expert]) r.expert_spilled[piece.expert] += piece.count;
+  }
   for (int e : order) experts.done_forward(layer_, e);
 }
 

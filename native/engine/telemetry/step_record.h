@@ -15,6 +15,7 @@ struct LayerPlacement {
   int64_t spilled_tokens = 0;                    // tokens computed away from their expert's home device
   int moved_experts = 0;                         // weight copies the placement needs
   std::vector<int32_t> expert_device;            // [E] device of the expert's first rows (-1: no rows)
+  std::vector<int32_t> expert_spilled;           // [E] tokens of the expert computed away from its home device
 
   // How the layer ran on the devices (measured, forward + backward; devices/device_experts.h).
   std::vector<double> device_busy_ms;  // [D] each device's time on its streams (compute, copies), CPU time

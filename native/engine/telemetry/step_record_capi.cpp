@@ -24,6 +24,7 @@ void flatten(const StepRecord& r, StepRecordArrays& a) {
     a.spilled_tokens.push_back(p.spilled_tokens);
     a.moved_experts.push_back(p.moved_experts);
     a.expert_device.insert(a.expert_device.end(), p.expert_device.begin(), p.expert_device.end());
+    a.expert_spilled.insert(a.expert_spilled.end(), p.expert_spilled.begin(), p.expert_spilled.end());
     a.device_busy_ms.insert(a.device_busy_ms.end(), p.device_busy_ms.begin(), p.device_busy_ms.end());
     a.layer_ms.insert(a.layer_ms.end(), {p.critical_ms, p.wall_ms, p.predicted_ms});
     a.layer_bytes.insert(a.layer_bytes.end(), {p.token_bytes, p.weight_bytes, p.offload_bytes});
@@ -70,6 +71,7 @@ void write_step_record(const StepRecord& r, StepRecordArrays& a, moe_step_record
   MOE_SET(layer_bytes, placed ? a.layer_bytes.data() : nullptr);
   MOE_SET(layer_pipeline, placed ? a.layer_pipeline.data() : nullptr);
   MOE_SET(device_peak_bytes, placed ? a.device_peak_bytes.data() : nullptr);
+  MOE_SET(expert_spilled, placed ? a.expert_spilled.data() : nullptr);
 #undef MOE_SET
 }
 

@@ -15,7 +15,7 @@ struct StepRecordArrays {
   std::vector<uint8_t> expert_tiers, expert_pinned;
   std::vector<double> imbalance;
   std::vector<int64_t> device_loads, spilled_tokens;
-  std::vector<int32_t> moved_experts, expert_device;
+  std::vector<int32_t> moved_experts, expert_device, expert_spilled;
   std::vector<double> device_busy_ms, layer_ms;
   std::vector<int64_t> layer_bytes, device_peak_bytes;
   std::vector<int32_t> layer_pipeline;
