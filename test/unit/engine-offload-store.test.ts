@@ -47,15 +47,18 @@ describe('offload telemetry: engine -> packed record -> store', () => {
     store.close()
   })
 
-  it('stores the SSD tier’s traffic, time, cache hits and misses, peak and prefetch lead', async () => {
+  it('stores the SSD tier’s traffic, time and its reads’ part, cache hits and misses, peak and prefetch lead', async () => {
     const store = TelemetryStore.open(join(dir, 'ssd.sqlite'))
     await trainInto(store, 'ssd', { mode: 'ssd', expert_slots: 2, cache_experts: 4, ssd_dir: join(dir, 'ssd-experts') })
-    const metrics = ['bytes_ssd_read', 'bytes_ssd_write', 'ssd_ms', 'cache_hits', 'cache_misses', 'peak_ssd_bytes', 'prefetch_lead_ms'] as const
+    const metrics = ['bytes_ssd_read', 'bytes_ssd_write', 'ssd_ms', 'ssd_read_ms', 'cache_hits', 'cache_misses', 'peak_ssd_bytes', 'prefetch_lead_ms'] as const
     const ssd = store.series('ssd', [...metrics], { maxPoints: 10 })
     expect(ssd.step).toEqual([1, 2, 3])
     const values = (m: string) => ssd.values[m]!.map((v) => v ?? NaN) // a missing value fails every comparison
     for (const m of metrics) for (const v of values(m)) expect(v, m).toBeGreaterThanOrEqual(0)
     for (const m of ['bytes_ssd_read', 'cache_misses', 'peak_ssd_bytes']) expect(Math.max(...values(m)), m).toBeGreaterThan(0)
+    // The reads are part of the file I/O time.
+    values('ssd_read_ms').forEach((v, i) => expect(v).toBeLessThanOrEqual(values('ssd_ms')[i]!))
+    expect(Math.max(...values('ssd_read_ms'))).toBeGreaterThan(0)
     expect(store.stepLoads('ssd', 3)?.tiers?.flatMap((t) => Array.from(t))).toEqual(new Array(8).fill(2))
     store.close()
   })

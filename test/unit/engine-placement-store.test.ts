@@ -1,6 +1,6 @@
 // A placed run's step records travel from the engine (addon) through the packed record and the StepWriter into
 // the store (docs/placement.md): under a hot routing skew on 4 devices, LLEP's spills show as a lower imbalance
-// after than before, loads that still add up to every routed token, and each expert's device; with step record
+// after than before, loads that still add up to every routed token, each expert's device and its spilled tokens; with step record
 // v5 each layer's execution on the devices (busy ms, critical / wall / predicted ms, bytes, partitions, reuse)
 // and the devices' peaks, also for one pipelined device. A run on one device without a pipeline records none.
 import { join } from 'node:path'
@@ -78,7 +78,12 @@ describe('placement telemetry: engine -> packed record -> store', () => {
       expect(d.loadBefore.reduce((a, b) => a + b, 0)).toBe(routed)
       expect(d.loadAfter.reduce((a, b) => a + b, 0)).toBe(routed)
       expect(Array.from(loads.tokens[l]!).reduce((a, b) => a + b, 0)).toBe(routed)
+      // Each expert's spilled tokens add up to the layer's, and only an expert with tokens spills.
+      const spilled = Array.from(loads.spilledTokens![l]!)
+      expect(spilled.reduce((a, b) => a + b, 0)).toBe(d.spilledTokens)
+      spilled.forEach((n, e) => expect(n).toBeLessThanOrEqual(loads.tokens[l]![e]!))
     })
+    expect(loads.spilledTokens!.some((layer) => Array.from(layer).some((n) => n > 0))).toBe(true)
     for (const devices of loads.placement!) for (const d of devices) expect(d).toBeGreaterThanOrEqual(0)
     expect(store.stepLoads('single', STEPS)).toMatchObject({ placement: null, devices: null, devicePeakBytes: null })
     expect(store.placementSeries('single', 0, { maxPoints: 100 }).steps).toEqual([])
