@@ -54,6 +54,12 @@ describe('offload charts', () => {
     expect(linesOf(offloadTimeOption(ssd, true)).map((l) => l.name)).toEqual(['Upload (ms)', 'Upload hidden (ms)', 'Stall (ms)', 'SSD (ms)'])
     expect(linesOf(cacheOption(ssd)).map((l) => l.name)).toEqual(['Cache hits', 'Cache misses'])
     expect(linesOf(cacheOption(ssd))[0]!.data).toEqual([[1, 5], [2, 7]])
+    // An SSD run that recorded its reads' time (steps from before it did read it as null: no line).
+    const reads = { ...ssd, values: { ...ssd.values, ssd_ms: [4, 5], ssd_read_ms: [3, 4.5] } }
+    const timed = linesOf(offloadTimeOption(reads, true))
+    expect(timed.map((l) => l.name)).toEqual(['Upload (ms)', 'Upload hidden (ms)', 'Stall (ms)', 'SSD (ms)', 'SSD reads (ms)'])
+    expect(timed[4]!.data).toEqual([[1, 3], [2, 4.5]])
+    expect(linesOf(offloadTimeOption({ ...reads, values: { ...reads.values, ssd_read_ms: [0, 0] } }, false)).map((l) => l.name)).not.toContain('SSD reads (ms)')
   })
 
   it('know a resident run’s series from an offloaded one’s', () => {
