@@ -73,7 +73,8 @@
 
 #ifdef __cplusplus
 constexpr bool moe_step_group_offload_only(const char* group) {
-  for (const char* g : MOE_STEP_OFFLOAD_ONLY_GROUPS) {
+  const char* const groups[] = MOE_STEP_OFFLOAD_ONLY_GROUPS;
+  for (const char* g : groups) {
     int i = 0;
     while (g[i] && g[i] == group[i]) ++i;
     if (g[i] == group[i]) return true;
