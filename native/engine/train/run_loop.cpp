@@ -70,7 +70,8 @@ class Loop {
         break;
       }
       if (step_ >= plan_.last_step) break;
-      moe_step_record record{sizeof(moe_step_record)};
+      moe_step_record record{};
+      record.struct_size = sizeof record;
       const int rc = engine_.step(&record);
       if (rc == MOE_FINISHED) break;
       if (rc == MOE_STOPPED) {
