@@ -52,6 +52,10 @@ export const TrainConfigSchema = z
     seed: int(0, Number.MAX_SAFE_INTEGER).default(1337).describe('Initialisation and data seed'),
     threads: int(1, 1024).default(2).describe('CPU threads of the engine'),
     checkpoint_every: int(0, 1 << 30).default(0).describe('Checkpoint every N steps (0 = only at the end)'),
+    on_nonfinite: z
+      .enum(['pause', 'stop', 'skip'])
+      .default('pause')
+      .describe('At a step whose loss or gradient norm is NaN or infinite: pause the run, stop it, or skip that update and go on (resident experts only)'),
     compute_dtype: z.enum(['fp32', 'bf16']).default('fp32')
       .describe('GEMM precision: fp32, or bf16 operands with fp32 accumulation (fp32 master weights and AdamW)'),
   })

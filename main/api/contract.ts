@@ -103,7 +103,8 @@ type LiveMetric = (typeof LIVE_METRICS)[number]
 export const StepMetricsSchema = z.object({
   step: z.number().int(),
   wallTime: z.number().describe('ms since the epoch when the step ended'),
-  ...(Object.fromEntries(LIVE_METRICS.map((m) => [m, z.number()])) as Record<LiveMetric, z.ZodNumber>),
+  // null where the step's value was not finite (a diverged step): JSON cannot carry NaN or infinities.
+  ...(Object.fromEntries(LIVE_METRICS.map((m) => [m, z.number().nullable()])) as Record<LiveMetric, z.ZodNullable<z.ZodNumber>>),
 })
 
 export const SeriesSchema = z.object({

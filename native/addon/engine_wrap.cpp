@@ -55,7 +55,7 @@ struct Engine::Session {
 
   std::atomic<int64_t> last_step{0};  // readable from JS while training
   Engine* owner = nullptr;
-  Napi::FunctionReference on_step, on_checkpoint, on_done;
+  Napi::FunctionReference on_step, on_checkpoint, on_done, on_nonfinite;  // on_nonfinite may be empty
   std::thread thread;
   std::mutex channel_mutex;  // orders the thread's channel calls against ChannelClosed
   bool channel_closed = false;
@@ -153,6 +153,7 @@ void Engine::Start(const Napi::CallbackInfo& info) {
   session->on_step = Napi::Persistent(info[1].As<Napi::Function>());
   session->on_checkpoint = Napi::Persistent(info[2].As<Napi::Function>());
   session->on_done = Napi::Persistent(info[3].As<Napi::Function>());
+  if (info.Length() > 4 && info[4].IsFunction()) session->on_nonfinite = Napi::Persistent(info[4].As<Napi::Function>());
   session->channel = Session::Channel::New(env, "moe-engine-training", kQueuedMessages, 1,
                                            new std::shared_ptr<Session>(session), &Engine::ChannelClosed,
                                            static_cast<void*>(nullptr));
@@ -241,6 +242,11 @@ void Engine::DeliverMessage(Napi::Env env, Session& s, TrainMessage& message) {
     case TrainMessage::Kind::Checkpoint:
       s.on_checkpoint.Call(
           {Napi::Number::New(env, static_cast<double>(message.step)), Napi::String::New(env, message.text)});
+      break;
+    case TrainMessage::Kind::NonFinite:
+      if (!s.on_nonfinite.IsEmpty())
+        s.on_nonfinite.Call(
+            {Napi::Number::New(env, static_cast<double>(message.step)), Napi::String::New(env, message.text)});
       break;
     case TrainMessage::Kind::Done: {
       s.owner->EndSession();

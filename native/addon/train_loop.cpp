@@ -18,6 +18,10 @@ struct Listener {
       self.last_step = e->step;
       message.kind = TrainMessage::Kind::Step;
       message.record = pack_step_record(*e->record);
+    } else if (e->kind == MOE_TRAIN_NONFINITE) {
+      message.kind = TrainMessage::Kind::NonFinite;
+      message.step = e->step;
+      message.text = e->error ? e->error : "";
     } else if (e->kind == MOE_TRAIN_CHECKPOINT) {
       message.kind = TrainMessage::Kind::Checkpoint;
       message.step = e->step;

@@ -13,11 +13,11 @@ namespace moe_addon {
 
 // What the loop reports, in order: steps and checkpoints, then exactly one Done.
 struct TrainMessage {
-  enum class Kind { Step, Checkpoint, Done };
+  enum class Kind { Step, Checkpoint, NonFinite, Done };
   Kind kind = Kind::Done;
   std::vector<uint8_t> record;  // Step: packed as in step_record_pack.h
-  int64_t step = 0;             // Checkpoint
-  std::string text;             // Checkpoint: its directory; Done: "finished", "stopped" or "failed"
+  int64_t step = 0;             // Checkpoint, NonFinite
+  std::string text;             // Checkpoint: its directory; NonFinite: what and what now; Done: "finished", "stopped" or "failed"
   std::string error;            // Done when failed: the engine's message
 };
 

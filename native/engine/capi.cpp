@@ -271,6 +271,7 @@ int moe_engine_train(moe_engine* engine, const moe_train_options* options, moe_t
     plan.first_step = engine->trainer->state().step;
     plan.last_step = o.total_steps > 0 ? std::min<int64_t>(o.total_steps, train.steps) : train.steps;
     plan.checkpoint_every = train.checkpoint_every;
+    plan.on_nonfinite = train.on_nonfinite;
     return static_cast<int>(MOE_OK);
   });
   if (checked != MOE_OK) return checked;
@@ -278,6 +279,7 @@ int moe_engine_train(moe_engine* engine, const moe_train_options* options, moe_t
       [engine](moe_step_record* record) { return moe_engine_step(engine, record); },
       [engine](const std::string& dir) { return moe_engine_save_checkpoint(engine, dir.c_str()); },
       [engine] { return std::string(moe_engine_last_error(engine)); },
+      [engine] { return engine->trainer->locate_nonfinite(); },
   };
   return moe::run_training(plan, engine->control, steps, callback, user);
 }

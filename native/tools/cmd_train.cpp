@@ -60,6 +60,7 @@ std::string resolve_checkpoint(const std::string& dir) {
 }
 
 struct Progress {
+  moe_engine* engine = nullptr;
   std::ofstream log;
   bool quiet = false;
   std::string error;
@@ -69,6 +70,14 @@ struct Progress {
     if (e->kind == MOE_TRAIN_STEP) self.step(*e->record, e->last_step);
     if (e->kind == MOE_TRAIN_CHECKPOINT && !self.quiet) std::printf("saved %s\n", e->checkpoint_dir);
     if (e->kind == MOE_TRAIN_DONE && e->error) self.error = e->error;
+    if (e->kind == MOE_TRAIN_NONFINITE) {
+      std::fprintf(stderr, "diverged at %s\n", e->error);
+      // Nothing here could resume a paused run: a pause ends it (with a checkpoint only if the weights are finite).
+      if (self.engine && std::string(e->error).find("; paused (") != std::string::npos) {
+        std::fprintf(stderr, "stopping: this command cannot resume a paused run\n");
+        moe_engine_request_stop(self.engine);
+      }
+    }
     return 0;
   }
 
@@ -111,6 +120,7 @@ int cmd_train(int argc, char** argv) {
   fs::create_directories(out);
   write_text_atomic(fs::path(out) / "config.json", moe_engine_config_json(engine.get()));
   Progress progress;
+  progress.engine = engine.get();
   progress.log.open(fs::path(out) / "log.jsonl", std::ios::app);
   progress.quiet = args.has("--quiet");
   if (!progress.quiet)

@@ -44,7 +44,7 @@ export function appendSeries(history: MetricSeries, fresh: MetricSeries, cap = 2
 }
 
 export function appendSteps(history: MetricSeries, steps: readonly StepMetrics[], cap = 2000): MetricSeries {
-  const finite = (v: number) => (Number.isFinite(v) ? v : null)
+  const finite = (v: number | null) => (v !== null && Number.isFinite(v) ? v : null)
   const fresh: MetricSeries = {
     step: steps.map((s) => s.step),
     wallTime: steps.map((s) => s.wallTime),

@@ -80,7 +80,7 @@ describe('WebSocket transport against the server', () => {
     const hub = eventHub()
     const server = await serve(fakeHandlers(), hub)
     const { api } = client(server.port)
-    const losses: number[] = []
+    const losses: (number | null)[] = []
     api.on('run.step', (payload) => losses.push(payload.metrics.loss))
     await api.invoke('runs.list', {})
     hub.emit('run.step', stepEvent('run-1', 1, 5.5))

@@ -30,13 +30,15 @@ export interface NativeEngine {
    * Runs the engine's training loop on a native thread until train.steps (or totalSteps), a stop, or an
    * error. onStep gets each step packed as step-record.ts decodes it; the thread blocks when 64 steps wait
    * for JS. The engine saves runDir/checkpoint-<step> every train.checkpoint_every steps and at the end
-   * (also after a stop). onDone comes last, once.
+   * (also after a stop). onNonFinite gets each step whose loss or gradient norm is not finite, with what
+   * the engine did (train.on_nonfinite). onDone comes last, once.
    */
   start(
     options: TrainStartOptions,
     onStep: (record: ArrayBuffer) => void,
     onCheckpoint: (step: number, dir: string) => void,
     onDone: (status: TrainOutcome, error?: string) => void,
+    onNonFinite?: (step: number, message: string) => void,
   ): void
   /** Takes effect at the next step boundary. */
   pause(): void

@@ -82,6 +82,10 @@ export class TrainingJob {
         (buf) => this.onStep(buf),
         (step, dir) => this.onCheckpoint(step, dir),
         (status, error) => void this.end(status, error),
+        (step, message) => {
+          this.writer?.flush()  // the diverged step is stored before it is reported
+          this.parent.post({ type: 'nonfinite', step, message })
+        },
       )
     } catch (e) {
       this.crash(e)

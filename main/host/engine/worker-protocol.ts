@@ -31,6 +31,8 @@ export type FromWorker =
   | { type: 'started'; step: number; numParams: number; backend: string }
   | { type: 'step'; record: LiveStep }
   | { type: 'checkpoint'; step: number; dir: string }
+  /** The step's loss or gradient norm was not finite; message says which, and what the engine does now. */
+  | { type: 'nonfinite'; step: number; message: string }
   | { type: 'done'; status: 'finished' | 'stopped'; step: number }
   | { type: 'failed'; error: string; step: number }
 

@@ -384,6 +384,9 @@ export class RunManager {
       case 'checkpoint':
         this.event(run.id, 'checkpoint', `checkpoint at step ${msg.step}: ${msg.dir}`)
         break
+      case 'nonfinite':
+        this.diverged(run, msg.step, msg.message)
+        break
       case 'done':
         run.step = msg.step
         run.outcome = msg.status
@@ -393,6 +396,21 @@ export class RunManager {
         run.failure = msg.error
         break
     }
+  }
+
+  // The engine has already acted on train.on_nonfinite; the host records it and follows: a paused run shows
+  // as paused (and can be resumed), a stopping one ends failed with the engine's account.
+  private diverged(run: ActiveRun, step: number, message: string): void {
+    run.step = Math.max(run.step, step)
+    const policy = this.store.getRun(run.id)?.config.train.on_nonfinite ?? 'pause'
+    if (policy === 'pause' && !run.paused && !run.stopRequested) {
+      run.paused = true
+      this.setStatus(run.id, 'paused')
+      this.event(run.id, 'paused', `diverged at ${message}`)
+      return
+    }
+    if (policy === 'stop') run.diverged = message
+    this.event(run.id, 'log', `diverged at ${message}`)
   }
 
   private onWorkerExit(run: ActiveRun, exit: EngineExit): void {

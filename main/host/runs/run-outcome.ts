@@ -5,6 +5,8 @@ export interface WorkerReport {
   /** What the engine said before exiting, if anything. */
   outcome?: 'finished' | 'stopped'
   failure?: string
+  /** The engine stopped the run itself because it diverged (train.on_nonfinite "stop"): what it said. */
+  diverged?: string
   /** The last step the host heard of. */
   step: number
 }
@@ -19,5 +21,6 @@ export function runOutcome(
   if (exit.code === null) return { status: 'failed', error: 'engine process could not be started' }
   if (exit.code !== 0) return { status: 'failed', error: `engine process exited with code ${exit.code} ${at}` }
   if (!report.outcome) return { status: 'failed', error: `engine process exited without finishing ${at}` }
+  if (report.diverged !== undefined && report.outcome === 'stopped') return { status: 'failed', error: `diverged: ${report.diverged}` }
   return { status: report.outcome, error: null }
 }

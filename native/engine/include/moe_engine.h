@@ -136,7 +136,10 @@ typedef struct moe_train_options {
 enum moe_train_event_kind {
   MOE_TRAIN_STEP = 1,       /* record: the step just taken */
   MOE_TRAIN_CHECKPOINT = 2, /* checkpoint_dir: saved for `step` */
-  MOE_TRAIN_DONE = 3        /* status: MOE_FINISHED, MOE_STOPPED or MOE_ERROR (error: the message) */
+  MOE_TRAIN_DONE = 3,       /* status: MOE_FINISHED, MOE_STOPPED or MOE_ERROR (error: the message) */
+  /* The step just reported has a non-finite loss or gradient norm; error: what, the last finite values, the
+   * first non-finite gradient and what the loop does (train.on_nonfinite: pause, stop or skip). */
+  MOE_TRAIN_NONFINITE = 4
 };
 
 typedef struct moe_train_event {

@@ -86,6 +86,10 @@ const char* arch_name(Arch a) { return a == Arch::GptMoe ? "gpt-moe" : "mixtral"
 
 const char* compute_dtype_name(ComputeDtype d) { return d == ComputeDtype::F32 ? "fp32" : "bf16"; }
 
+const char* nonfinite_policy_name(NonFinitePolicy p) {
+  return p == NonFinitePolicy::Pause ? "pause" : p == NonFinitePolicy::Stop ? "stop" : "skip";
+}
+
 ModelConfig parse_model_config(const json::Value& obj) {
   FieldReader r(obj, "model");
   ModelConfig m;
@@ -189,6 +193,12 @@ TrainConfig parse_train_config(const json::Value& obj) {
     if (dtype->string == "fp32") t.compute_dtype = ComputeDtype::F32;
     else if (dtype->string == "bf16") t.compute_dtype = ComputeDtype::BF16;
     else fail("train.compute_dtype: \"" + dtype->string + "\" is not supported; use \"fp32\" or \"bf16\"");
+  }
+  if (const json::Value* policy = r.get("on_nonfinite", json::Type::String)) {
+    if (policy->string == "pause") t.on_nonfinite = NonFinitePolicy::Pause;
+    else if (policy->string == "stop") t.on_nonfinite = NonFinitePolicy::Stop;
+    else if (policy->string == "skip") t.on_nonfinite = NonFinitePolicy::Skip;
+    else fail("train.on_nonfinite: \"" + policy->string + "\" is not supported; use \"pause\", \"stop\" or \"skip\"");
   }
   r.reject_unknown();
   if (t.min_lr > t.lr) fail("train.min_lr: must not exceed train.lr");
@@ -389,6 +399,10 @@ EngineConfig parse_config(const json::Value& root) {
   if (c.offload.mode != OffloadMode::None && (c.placement.devices > 1 || c.pipeline.engaged()))
     fail("placement.devices: experts run on several devices or pipelined only without offload for now; set "
          "offload.mode to \"none\", or placement.devices to 1 and drop the pipeline section");
+  // Offloaded experts start their updates as their gradients arrive, before the step's norm is known.
+  if (c.offload.mode != OffloadMode::None && c.train.on_nonfinite == NonFinitePolicy::Skip)
+    fail("train.on_nonfinite: \"skip\" needs resident experts (offload.mode \"none\"): offloaded experts are "
+         "updated before the step's gradient norm is known; use \"pause\" or \"stop\"");
   if (c.offload.mode != OffloadMode::None && c.train.compute_dtype != ComputeDtype::F32)
     fail("offload.mode: expert offload computes in fp32 only; set train.compute_dtype to \"fp32\"");
   if (c.train.seq_len > c.model.max_seq_len)
@@ -453,6 +467,7 @@ json::Value train_config_to_json(const TrainConfig& t) {
   o.set("checkpoint_every", Value::of(t.checkpoint_every));
   // Written only when it is not the default, so fp32 runs keep exactly the config.json they always had.
   if (t.compute_dtype != ComputeDtype::F32) o.set("compute_dtype", Value::of(compute_dtype_name(t.compute_dtype)));
+  if (t.on_nonfinite != NonFinitePolicy::Pause) o.set("on_nonfinite", Value::of(nonfinite_policy_name(t.on_nonfinite)));
   return o;
 }
 

@@ -55,6 +55,12 @@ struct RoutingSkew {
   uint64_t seed = 0;
 };
 
+// What the training loop does at a step whose loss or gradient norm is not finite (the run diverged): the step's
+// update is skipped where the optimizer can skip it (resident experts), the event names the step, the quantity,
+// the last finite values and the first non-finite gradient, and then the run pauses (for a look, a lower lr, a
+// restart from a checkpoint), stops, or goes on to the next batch. A checkpoint never holds non-finite weights.
+enum class NonFinitePolicy { Pause, Stop, Skip };
+
 struct TrainConfig {
   int batch_size = 8, seq_len = 256, steps = 1000, grad_accum = 1;
   double lr = 3e-4, min_lr = 3e-5;
@@ -63,6 +69,7 @@ struct TrainConfig {
   uint64_t seed = 1337;
   int threads = 2, checkpoint_every = 0;
   ComputeDtype compute_dtype = ComputeDtype::F32;
+  NonFinitePolicy on_nonfinite = NonFinitePolicy::Pause;
   RoutingSkew routing_skew;
 };
 
@@ -128,6 +135,7 @@ json::Value config_to_json(const EngineConfig& c);
 
 const char* arch_name(Arch a);
 const char* compute_dtype_name(ComputeDtype d);
+const char* nonfinite_policy_name(NonFinitePolicy p);
 const char* offload_mode_name(OffloadMode m);
 const char* pin_policy_name(PinPolicy p);
 const char* expert_optimizer_name(ExpertOptimizer o);

@@ -12,6 +12,7 @@ namespace moe {
 struct OptimizerStepInfo {
   double grad_norm = 0;  // before clipping
   double clip_scale = 1;
+  bool skipped = false;  // the norm was not finite, so nothing was updated (step() only)
 };
 
 // The update hyper-parameters of step t for a tensor with or without weight decay.

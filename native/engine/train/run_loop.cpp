@@ -1,5 +1,8 @@
 #include "train/run_loop.h"
 
+#include <cmath>
+#include <cstdio>
+
 namespace moe {
 
 void RunControl::set_paused(bool paused) {
@@ -87,6 +90,16 @@ class Loop {
       moe_train_event event = make(MOE_TRAIN_STEP);
       event.record = &record;
       if (!emit(event)) return MOE_OK;
+      if (!std::isfinite(record.loss) || !std::isfinite(record.grad_norm)) {
+        if (!diverged(record)) return MOE_OK;
+        if (plan_.on_nonfinite == NonFinitePolicy::Stop) {
+          outcome = MOE_STOPPED;
+          break;
+        }
+        if (plan_.on_nonfinite == NonFinitePolicy::Pause) control_.set_paused(true);
+        continue;  // no cadence checkpoint of a diverged step
+      }
+      last_finite_ = {step_, record.loss, record.grad_norm};
       if (plan_.checkpoint_every > 0 && step_ % plan_.checkpoint_every == 0 && !save()) outcome = MOE_ERROR;
     }
     if (gone_) return MOE_OK;
@@ -118,6 +131,36 @@ class Loop {
 
   void fail() { error_ = engine_.last_error(); }
 
+  // Reports a step whose loss or gradient norm is not finite: which, the last finite values, the first
+  // non-finite gradient, what became of the update and what the loop does now. False when the listener is gone.
+  bool diverged(const moe_step_record& r) {
+    auto value = [](double v) {
+      char s[32];
+      std::snprintf(s, sizeof s, "%.6g", v);
+      return std::string(std::isnan(v) ? "NaN" : s);
+    };
+    std::string what;
+    if (!std::isfinite(r.loss)) what = "the loss is " + value(r.loss);
+    if (!std::isfinite(r.grad_norm)) what += (what.empty() ? "the" : " and the") + std::string(" gradient norm is ") + value(r.grad_norm);
+    std::string text = "step " + std::to_string(step_) + ": " + what;
+    text += last_finite_.step > 0 ? " (last finite at step " + std::to_string(last_finite_.step) + ": loss " +
+                                        value(last_finite_.loss) + ", gradient norm " + value(last_finite_.grad_norm) + ")"
+                                  : " (no finite step before it in this session)";
+    const std::string where = engine_.locate_nonfinite ? engine_.locate_nonfinite() : "";
+    if (!where.empty()) text += "; first non-finite: " + where;
+    // The resident optimizer leaves out a step whose gradient norm is not finite; offloaded experts update as
+    // their gradients arrive, before the norm is known.
+    const bool skipped = !r.offloaded && !std::isfinite(r.grad_norm);
+    text += skipped ? "; the update was skipped, the weights are unchanged" : "; the update was applied";
+    const NonFinitePolicy p = plan_.on_nonfinite;
+    text += p == NonFinitePolicy::Pause  ? "; paused (train.on_nonfinite \"pause\"): resume, or restart from a checkpoint"
+            : p == NonFinitePolicy::Stop ? "; stopping (train.on_nonfinite \"stop\")"
+                                         : "; going on with the next batch (train.on_nonfinite \"skip\")";
+    moe_train_event event = make(MOE_TRAIN_NONFINITE);
+    event.error = text.c_str();
+    return emit(event);
+  }
+
   // Each step is saved once, whatever asked for it (cadence, request, the end).
   bool save() {
     if (step_ == saved_step_) return true;
@@ -139,6 +182,10 @@ class Loop {
   moe_train_callback callback_;
   void* user_;
   int64_t step_, saved_step_ = -1;
+  struct {
+    int64_t step = 0;
+    double loss = 0, grad_norm = 0;
+  } last_finite_;
   bool gone_ = false;
   std::string error_;
 };

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "include/moe_engine.h"
+#include "model/config.h"
 
 namespace moe {
 
@@ -40,6 +41,8 @@ struct RunEngine {
   std::function<int(moe_step_record*)> step;               // moe_engine_step
   std::function<int(const std::string& dir)> save;         // moe_engine_save_checkpoint
   std::function<std::string()> last_error;                 // moe_engine_last_error
+  // Which weight or gradient first holds a NaN or an infinity ("" when none): which layer or expert blew up.
+  std::function<std::string()> locate_nonfinite;
 };
 
 struct RunPlan {
@@ -47,6 +50,7 @@ struct RunPlan {
   int64_t first_step = 0;        // the engine's step when the loop starts (after a resume: the checkpoint's)
   int64_t last_step = 0;         // train.steps, or the caller's smaller total_steps
   int64_t checkpoint_every = 0;  // train.checkpoint_every; 0: only the final checkpoint
+  NonFinitePolicy on_nonfinite = NonFinitePolicy::Pause;  // train.on_nonfinite
 };
 
 std::string checkpoint_dir(const std::string& run_dir, int64_t step);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "backend/registry.h"
 #include "core/error.h"
@@ -149,6 +150,39 @@ StepRecord Trainer::step() {
   return rec;
 }
 
+namespace {
+
+// The first tensor of the arena holding a NaN or an infinity, in layout order or reversed; "" when none.
+std::string first_nonfinite(Backend& be, const ParamLayout& layout, const float* arena, const ExpertOffload* offload,
+                            bool reversed = false) {
+  be.synchronize();
+  std::vector<float> host;
+  std::vector<const ParamTensor*> order;
+  for (const ParamTensor& t : layout.tensors()) order.push_back(&t);
+  if (reversed) std::reverse(order.begin(), order.end());
+  for (const ParamTensor* tp : order) {
+    const ParamTensor& t = *tp;
+    if (offload && std::any_of(layout.expert_ranges().begin(), layout.expert_ranges().end(),
+                               [&](const ExpertRange& r) { return t.offset >= r.begin && t.offset < r.end; }))
+      continue;
+    host.resize(t.numel);
+    be.copy(host.data(), arena + t.offset, t.numel * sizeof(float));
+    for (float v : host)
+      if (!std::isfinite(v)) return t.name;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string Trainer::locate_nonfinite() {
+  if (std::string w = first_nonfinite(be_, model_.layout(), model_.params(), offload_.get()); !w.empty())
+    return "weight " + w;
+  if (std::string g = first_nonfinite(be_, model_.layout(), model_.grads(), offload_.get(), true); !g.empty())
+    return "gradient " + g + " (the first in backward order)";
+  return "";
+}
+
 void Trainer::check_model_matches(const std::string& dir) {
   ModelConfig theirs = read_checkpoint_model_config(dir);
   const std::string a = json::dump(model_config_to_json(theirs)), b = json::dump(model_config_to_json(cfg_.model));
@@ -192,6 +226,12 @@ void Trainer::resume_from(const std::string& dir) {
 
 void Trainer::save_checkpoint(const std::string& dir) {
   experts_to_arenas();
+  // A diverged run's weights are never written: a checkpoint is what a resume or an export trusts.
+  if (const std::string bad = first_nonfinite(be_, model_.layout(), model_.params(), nullptr); !bad.empty()) {
+    if (offload_) offload_->experts_from_arenas();
+    fail(dir + ": not saved: parameter '" + bad + "' holds a NaN or an infinity (the run diverged); resume or "
+               "restart from an earlier checkpoint");
+  }
   moe::save_checkpoint(dir, cfg_, model_, &opt_, &state_);
   if (offload_) offload_->experts_from_arenas();
 }

@@ -52,6 +52,10 @@ class Trainer {
 
   // One optimizer step over grad_accum micro-batches.
   StepRecord step();
+  // Where a non-finite step came from, "" when nothing is found: the first weight holding a NaN or an infinity
+  // (a corrupt start), else the first gradient that does in backward order (where the backward first broke).
+  // Offloaded experts' state lives in its tier and is not looked at.
+  std::string locate_nonfinite();
 
  private:
   struct Batch {
