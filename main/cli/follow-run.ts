@@ -66,7 +66,11 @@ export class RunFollower {
         if (e.payload.id === this.id) this.progress?.step(e.payload.metrics)
         break
       case 'run.event':
-        if (e.payload.runId === this.id && e.payload.kind !== 'queued' && !ENDED.has(e.payload.kind)) this.line(e.payload.message)
+        if (e.payload.runId === this.id && e.payload.kind !== 'queued' && !ENDED.has(e.payload.kind)) {
+          this.line(e.payload.message)
+          if (e.payload.kind === 'paused' && e.payload.message.startsWith('diverged'))
+            this.line('the run is paused: Ctrl-C stops it; or look at it with `moe-workbench serve` and resume or restart it there')
+        }
         break
       case 'run.status':
         if (e.payload.id === this.id && ENDED.has(e.payload.status)) this.settle?.(e.payload)
