@@ -2,11 +2,13 @@
 // host validates with it, and the engine receives exactly what passed. Field names match the engine's.
 import { z } from 'zod'
 
+import { FAMILY_NAMES, MODEL_FAMILIES } from './model-families'
+
 const int = (min: number, max: number) => z.number().int().min(min).max(max)
 
 export const ModelConfigSchema = z
   .object({
-    arch: z.enum(['gpt-moe', 'mixtral']).describe('gpt-moe: LayerNorm, learned positions, GELU experts; mixtral: RMSNorm, RoPE, GQA, SwiGLU experts'),
+    arch: z.enum(FAMILY_NAMES).describe(MODEL_FAMILIES.map((f) => `${f.name}: ${f.summary}`).join('; ')),
     vocab_size: int(2, 1 << 24).default(256).describe('Vocabulary size (256 for the byte tokenizer)'),
     d_model: int(2, 1 << 16).default(256).describe('Model width'),
     n_layers: int(1, 1024).default(4).describe('Transformer layers'),

@@ -4,6 +4,7 @@
 import { z } from 'zod'
 
 import { RunConfigSchema } from './config'
+import { HF_MODEL_TYPE_NAMES } from './model-families'
 import { ALWAYS_FIELD_NAMES, STEP_FIELDS, type AlwaysFieldName, type MeasuredFieldName } from './step-fields'
 
 export const RunIdSchema = z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, 'a run id: lowercase letters, digits and dashes')
@@ -275,7 +276,7 @@ export const requests = {
         id: RunIdSchema,
         step: z.number().int().min(0).optional().describe('default: the latest checkpoint'),
         dir: AbsolutePathSchema,
-        modelType: z.enum(['mixtral', 'qwen2_moe', 'olmoe']).default('mixtral'),
+        modelType: z.enum(HF_MODEL_TYPE_NAMES).default('mixtral'),
         dtype: z.enum(['f32', 'bf16']).default('f32'),
       })
       .strict(),

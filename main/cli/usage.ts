@@ -1,4 +1,6 @@
 // The CLI's help text and its usage error (exit code 2).
+import { HF_MODEL_TYPE_NAMES } from '../api/model-families'
+
 export const USAGE = `Usage: moe-workbench <command> [options]
 
 Commands:
@@ -8,7 +10,7 @@ Commands:
   runs  List runs.
   show RUN
         A run's summary, last metrics, checkpoints and events.
-  export RUN --to DIR [--step N] [--model-type mixtral|qwen2_moe|olmoe] [--bf16]
+  export RUN --to DIR [--step N] [--model-type ${HF_MODEL_TYPE_NAMES.join('|')}] [--bf16]
         Write a checkpoint (default: the latest) as a Hugging Face checkpoint directory.
   resume RUN
         Continue a stopped or failed run from its newest checkpoint that verifies (skipping, and

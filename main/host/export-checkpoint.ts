@@ -5,9 +5,10 @@ import { readdir, stat } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { Worker } from 'node:worker_threads'
 
+import type { HfModelType } from '../api/model-families'
 import { addonPath } from './engine/addon'
 
-export type HfModelType = 'mixtral' | 'qwen2_moe' | 'olmoe'
+export type { HfModelType }
 
 export interface ExportRequest {
   checkpointDir: string

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "describe_model.h"
 #include "engine_wrap.h"
 #include "step_record_pack.h"
 
@@ -169,6 +170,7 @@ Napi::Value PackStepRecord(const Napi::CallbackInfo& info) {
 static Napi::Object InitModule(Napi::Env env, Napi::Object exports) {
   exports.Set("Engine", moe_addon::Engine::Define(env));
   exports.Set("packStepRecord", Napi::Function::New<moe_addon::PackStepRecord>(env, "packStepRecord"));
+  exports.Set("describeModel", Napi::Function::New<moe_addon::DescribeModel>(env, "describeModel"));
   exports.Set("apiVersion", Napi::Number::New(env, MOE_ENGINE_API_VERSION));
   return exports;
 }

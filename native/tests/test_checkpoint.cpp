@@ -30,7 +30,7 @@ namespace {
 
 ModelConfig tiny_mixtral() {
   ModelConfig m;
-  m.arch = Arch::Mixtral;
+  m.family = "mixtral";
   m.vocab_size = 32;
   m.d_model = 16;
   m.n_layers = 2;
@@ -49,7 +49,7 @@ ModelConfig tiny_mixtral() {
 // gpt-moe with every optional block: a dense layer, a PR-MoE pyramid, a gated shared expert and a residual MLP.
 ModelConfig tiny_gpt() {
   ModelConfig m;
-  m.arch = Arch::GptMoe;
+  m.family = "gpt-moe";
   m.vocab_size = 32;
   m.d_model = 16;
   m.n_layers = 4;

@@ -40,7 +40,7 @@ std::string config_str(const ModelConfig& m) { return json::dump(model_config_to
 
 ModelConfig mixtral_cfg() {
   ModelConfig m;
-  m.arch = Arch::Mixtral;
+  m.family = "mixtral";
   m.vocab_size = 32;
   m.d_model = 16;
   m.n_layers = 2;
@@ -224,7 +224,7 @@ HfDirWriter mixtral_tensors() {
 
 void check_mixtral_placement(const std::string& dir, const HfDirWriter& hf) {
   const ModelConfig c = read_checkpoint_model_config(dir);
-  CHECK(c.arch == Arch::Mixtral && c.vocab_size == 20 && c.d_model == 8 && c.n_layers == 2);
+  CHECK(c.family == "mixtral" && c.vocab_size == 20 && c.d_model == 8 && c.n_layers == 2);
   CHECK(c.n_heads == 4 && c.n_kv_heads == 2 && c.max_seq_len == 64 && c.expert_d_ff == 6 && c.d_ff == 6);
   CHECK(c.n_experts == std::vector<int>({3, 3}) && c.top_k == 2 && c.renormalize && c.moe_every == 1);
   CHECK(!c.qkv_bias && !c.tie_embeddings && c.shared_expert_d_ff == 0 && !c.residual_mlp);

@@ -1,5 +1,5 @@
 // moe-engine-dev selftest: checks this machine's build end to end — the whole model's gradients against
-// finite differences for both families, dropless and capacity routing, on the CPU backend.
+// finite differences for every family, dropless and capacity routing, on the CPU backend.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -7,20 +7,21 @@
 #include "args.h"
 #include "backend/registry.h"
 #include "commands.h"
+#include "model/features.h"
 #include "model/gradcheck.h"
 
 namespace {
 
-moe::ModelConfig tiny(moe::Arch arch, int top_k, double capacity_factor) {
+moe::ModelConfig tiny(const moe::ModelFamily& family, int top_k, double capacity_factor) {
   moe::ModelConfig m;
-  m.arch = arch;
+  m.family = family.name;
   m.vocab_size = 32;
   m.d_model = 16;
   m.n_layers = 2;
   m.n_heads = 4;
-  m.n_kv_heads = arch == moe::Arch::Mixtral ? 2 : 4;
-  m.qkv_bias = arch == moe::Arch::GptMoe;
-  m.tie_embeddings = arch == moe::Arch::GptMoe;
+  m.n_kv_heads = family.features.attention == moe::AttentionKind::GroupedQuery ? 2 : 4;
+  m.qkv_bias = family.features.qkv_bias;
+  m.tie_embeddings = family.features.tie_embeddings;
   m.max_seq_len = 8;
   m.d_ff = m.expert_d_ff = 24;
   m.n_experts = {4, 4};
@@ -45,17 +46,17 @@ int cmd_selftest(int argc, char** argv) {
   // Float32 central differences with h = 1e-2 carry ~1e-3 relative noise; 5e-2 flags any real error.
   const double tolerance = 5e-2;
   int failed = 0, passed = 0;
-  for (moe::Arch arch : {moe::Arch::GptMoe, moe::Arch::Mixtral})
+  for (const moe::ModelFamily& family : moe::model_families())
     for (int k : {1, 2})
       for (double cf : {0.0, 1.0}) {
-        auto report = moe::model_gradcheck(tiny(arch, k, cf), *be, 2, 8, 6, 1e-2f, 7);
+        auto report = moe::model_gradcheck(tiny(family, k, cf), *be, 2, 8, 6, 1e-2f, 7);
         double worst = 0;
         std::string worst_name;
         for (const auto& t : report)
           if (t.worst_rel_err > worst) worst = t.worst_rel_err, worst_name = t.name;
         const bool ok = worst <= tolerance;
         (ok ? passed : failed)++;
-        std::printf("%s %s top-%d %s: worst gradient error %.2e (%s)\n", ok ? "ok  " : "FAIL", moe::arch_name(arch),
+        std::printf("%s %s top-%d %s: worst gradient error %.2e (%s)\n", ok ? "ok  " : "FAIL", family.name,
                     k, cf > 0 ? "capacity 1.0" : "dropless", worst, worst_name.c_str());
       }
   std::printf("%d passed, %d failed\n", passed, failed);

@@ -3,6 +3,7 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 
+import type { HfModelType } from '../../api/model-families'
 import { moduleDir, requireHere } from './module-location'
 import type { EngineStepRecord } from './step-record'
 
@@ -25,7 +26,7 @@ export interface NativeEngine {
   saveCheckpoint(dir: string): void
   /** A token shard (native/engine/train/token_data.h), memory-mapped and checked against the vocabulary. */
   setData(path: string): void
-  exportHf(dir: string, modelType: 'mixtral' | 'qwen2_moe' | 'olmoe', bf16: boolean): void
+  exportHf(dir: string, modelType: HfModelType, bf16: boolean): void
   /**
    * Runs the engine's training loop on a native thread until train.steps (or totalSteps), a stop, or an
    * error. onStep gets each step packed as step-record.ts decodes it; the thread blocks when 64 steps wait
@@ -63,6 +64,12 @@ export interface EngineAddon {
   Engine: new (configJson: string, initDir?: string, runDir?: string) => NativeEngine
   /** The native packing of a step record (for testing the TS decoder against it). */
   packStepRecord(record: Omit<EngineStepRecord, 'expertTokens'> & { expertTokens: readonly ArrayLike<number>[] }): ArrayBuffer
+  /**
+   * The engine's view of a run config without creating an engine (moe_model_describe): JSON with the effective
+   * config, the model's features, its parameter counts and state bytes, the families and the HF model types.
+   * Throws with the engine's message (naming the field) for an invalid config.
+   */
+  describeModel(configJson: string): string
   apiVersion: number
 }
 

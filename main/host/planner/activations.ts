@@ -2,14 +2,16 @@
 // (per layer: attention, norms, routing, the expert segments; then the head and losses). This is the
 // whole-model form of MPipeMoE eq. 2 (activations) and eq. 3 (temporary buffers).
 import type { RunConfig } from '../../api/config'
+import { gatedFfn, modelFeatures } from '../../api/model-families'
 
 export function activationFloats(c: RunConfig): { saved: number; scratch: number } {
   const m = c.model
   const N = c.train.batch_size * c.train.seq_len, C = m.d_model, V = m.vocab_size
   const kv = m.n_kv_heads ?? m.n_heads
   const Q = (m.n_heads + 2 * kv) * (C / m.n_heads)
-  const swiglu = m.arch === 'mixtral'
-  const inRows = (F: number) => (swiglu ? 2 * F : F)
+  const f = modelFeatures(m)
+  const gated = gatedFfn(f)
+  const inRows = (F: number) => (gated ? 2 * F : F)
   const ffn = (rows: number, F: number) => rows * (inRows(F) + F)
   const experts = Array.isArray(m.n_experts) ? m.n_experts : null
   const expertWidth = m.expert_d_ff ?? m.d_ff
@@ -17,8 +19,9 @@ export function activationFloats(c: RunConfig): { saved: number; scratch: number
   let scratchRows = N
   let moeIndex = 0
   for (let l = 0; l < m.n_layers; l++) {
-    saved += 6 * N * C + 4 * N + N * Q * (swiglu ? 2 : 1) + N * m.n_heads
-    if ((l + 1) % m.moe_every !== 0) {
+    // rope keeps the rotated q/k/v beside the projection's output
+    saved += 6 * N * C + 4 * N + N * Q * (f.position === 'rope' ? 2 : 1) + N * m.n_heads
+    if ((l + 1) % f.moe_every !== 0) {
       saved += ffn(N, m.d_ff)
       continue
     }
@@ -28,11 +31,11 @@ export function activationFloats(c: RunConfig): { saved: number; scratch: number
     const S = m.capacity_factor === null ? N * K : E * Math.ceil((m.capacity_factor * N * K) / E)
     scratchRows = Math.max(scratchRows, S)
     saved += 2 * N * E + 2 * N * K + 2 * S * C + ffn(S, expertWidth)
-    if (m.shared_expert_d_ff > 0) saved += ffn(N, m.shared_expert_d_ff) + N * C + (m.shared_expert_gate ? N * C + N : 0)
-    if (m.residual_mlp) saved += ffn(N, m.d_ff) + N * C
+    if (f.shared_expert) saved += ffn(N, m.shared_expert_d_ff) + N * C + (f.shared_expert_gate ? N * C + N : 0)
+    if (f.residual_mlp) saved += ffn(N, m.d_ff) + N * C
   }
   saved += N * C + 3 * N + N * V // final norm, losses, logits
   const widest = Math.max(inRows(expertWidth), inRows(m.d_ff), inRows(m.shared_expert_d_ff))
-  const scratch = N * V + 3 * N * C + 2 * N * Q + 2 * scratchRows * C + scratchRows * (widest + widest / (swiglu ? 2 : 1))
+  const scratch = N * V + 3 * N * C + 2 * N * Q + 2 * scratchRows * C + scratchRows * (widest + widest / (gated ? 2 : 1))
   return { saved, scratch }
 }

@@ -4,6 +4,7 @@
 // tier split follows MoESys eq. 1 (all fp32 here, and the SSD also keeps gradients).
 import type { ModelConfig, OffloadConfig } from '../../api/config'
 import type { Plan } from '../../api/contract'
+import { modelFeatures } from '../../api/model-families'
 import { SSD_ALIGN, deviceFixed, type Sizes } from './tiers'
 
 export function binaryBytes(bytes: number): string {
@@ -34,7 +35,7 @@ export interface FormulaInput {
 
 export function planFormulas({ model, offload, sizes: s, mode, slots, cacheExperts, minCache, tiers }: FormulaInput): string[] {
   const total = (name: string) => binaryBytes(tiers.find((t) => t.tier === name)?.total ?? 0)
-  const tensors = model.arch === 'gpt-moe' ? 'w_in + b_in + w_out + b_out' : 'w_in + w_out'
+  const tensors = modelFeatures(model).linear_bias ? 'w_in + b_in + w_out + b_out' : 'w_in + w_out'
   const lines = [
     '4 × = weights, gradients and two AdamW moments, all fp32 (MPipeMoE eq. 1: model state = 4 × parameters)',
     `e = 4 B × (${tensors}), each tensor padded to 16 floats = ${n(s.expert)} B (the largest routed expert)`,

@@ -3,6 +3,11 @@
 // expert, which offload may move. The arena pads every tensor to a multiple of 16 floats (64-byte
 // alignment), so byte bookings use the padded sizes while the counts are the tensors' own.
 import type { ModelConfig } from '../../api/config'
+import { gatedFfn, modelFeatures, type ModelFeatures } from '../../api/model-families'
+
+/** Where a tensor counts, as the engine groups them (native/engine/model/describe.cpp). */
+export type ParamGroup =
+  | 'embeddings' | 'norms' | 'attention' | 'dense_ffn' | 'router' | 'experts' | 'shared_expert' | 'residual_mlp' | 'head'
 
 export interface ParamCounts {
   dense: number
@@ -13,14 +18,16 @@ export interface ParamCounts {
   padded: { dense: number; perExpert: number[]; experts: number; total: number }
   /** [MoE layer] routed experts of that layer. */
   expertsPerLayer: number[]
+  /** Parameters per group (groups without tensors left out). */
+  groups: Partial<Record<ParamGroup, number>>
 }
 
 const pad16 = (n: number) => Math.ceil(n / 16) * 16
 
-// The tensors of one FFN: w_in (+ b_in), w_out (+ b_out).
-function ffnTensors(m: ModelConfig, width: number): number[] {
-  const C = m.d_model
-  return m.arch === 'gpt-moe' ? [width * C, width, C * width, C] : [2 * width * C, C * width]
+// The tensors of one FFN: w_in (+ b_in), w_out (+ b_out); a gated activation has 2F rows in.
+function ffnTensors(f: ModelFeatures, C: number, width: number): number[] {
+  const inRows = gatedFfn(f) ? 2 * width : width
+  return f.linear_bias ? [inRows * C, inRows, C * width, C] : [inRows * C, C * width]
 }
 
 class Tally {
@@ -36,43 +43,58 @@ class Tally {
 }
 
 export function countParams(m: ModelConfig): ParamCounts {
+  const f = modelFeatures(m)
   const C = m.d_model, V = m.vocab_size
   const kv = m.n_kv_heads ?? m.n_heads
   const qkvRows = (m.n_heads + 2 * kv) * (C / m.n_heads)
-  const bias = m.arch === 'gpt-moe'
-  const qkvBias = m.qkv_bias ?? bias
-  const norm = bias ? [C, C] : [C]
-  const tie = m.tie_embeddings ?? m.arch === 'gpt-moe'
+  const norm = f.linear_bias ? [C, C] : [C]
   const expertWidth = m.expert_d_ff ?? m.d_ff
   const layerExperts = Array.isArray(m.n_experts) ? m.n_experts : null
 
-  const dense = new Tally().add(V * C, ...(m.arch === 'gpt-moe' ? [m.max_seq_len * C] : []), ...norm, ...(tie ? [] : [V * C]))
-  const one = new Tally().add(...ffnTensors(m, expertWidth))
+  const groups = new Map<ParamGroup, Tally>()
+  const add = (group: ParamGroup, ...numels: number[]) => {
+    if (!groups.has(group)) groups.set(group, new Tally())
+    groups.get(group)!.add(...numels)
+  }
+  add('embeddings', V * C, ...(f.position === 'learned' ? [m.max_seq_len * C] : []))
+  add('norms', ...norm)
+  if (!f.tie_embeddings) add('head', V * C)
+  const one = new Tally().add(...ffnTensors(f, C, expertWidth))
   const expertsPerLayer: number[] = []
   for (let l = 0; l < m.n_layers; l++) {
-    dense.add(...norm, qkvRows * C, ...(qkvBias ? [qkvRows] : []), C * C, ...(bias ? [C] : []), ...norm)
-    if ((l + 1) % m.moe_every !== 0) {
-      dense.add(...ffnTensors(m, m.d_ff))
+    add('norms', ...norm, ...norm)
+    add('attention', qkvRows * C, ...(f.qkv_bias ? [qkvRows] : []), C * C, ...(f.linear_bias ? [C] : []))
+    if ((l + 1) % f.moe_every !== 0) {
+      add('dense_ffn', ...ffnTensors(f, C, m.d_ff))
       continue
     }
     const E = layerExperts ? layerExperts[expertsPerLayer.length]! : (m.n_experts as number)
     expertsPerLayer.push(E)
-    dense.add(E * C)
-    if (m.shared_expert_d_ff > 0) dense.add(...ffnTensors(m, m.shared_expert_d_ff), ...(m.shared_expert_gate ? [C] : []))
-    if (m.residual_mlp) dense.add(...ffnTensors(m, m.d_ff))
+    add('router', E * C)
+    if (f.shared_expert) add('shared_expert', ...ffnTensors(f, C, m.shared_expert_d_ff))
+    if (f.shared_expert_gate) add('shared_expert', C)
+    if (f.residual_mlp) add('residual_mlp', ...ffnTensors(f, C, m.d_ff))
   }
   const routed = expertsPerLayer.reduce((a, b) => a + b, 0)
+  let denseRaw = 0, densePadded = 0
+  for (const t of groups.values()) {
+    denseRaw += t.raw
+    densePadded += t.padded
+  }
+  const byGroup: Partial<Record<ParamGroup, number>> = Object.fromEntries([...groups].map(([group, t]) => [group, t.raw]))
+  if (routed > 0) byGroup.experts = routed * one.raw
   return {
-    dense: dense.raw,
+    dense: denseRaw,
     perExpert: expertsPerLayer.map(() => one.raw),
     experts: routed * one.raw,
-    total: dense.raw + routed * one.raw,
+    total: denseRaw + routed * one.raw,
     padded: {
-      dense: dense.padded,
+      dense: densePadded,
       perExpert: expertsPerLayer.map(() => one.padded),
       experts: routed * one.padded,
-      total: dense.padded + routed * one.padded,
+      total: densePadded + routed * one.padded,
     },
     expertsPerLayer,
+    groups: byGroup,
   }
 }

@@ -168,6 +168,14 @@ int moe_engine_train(moe_engine* engine, const moe_train_options* options, moe_t
 /* Asks moe_engine_train for a checkpoint at the next step boundary (also while paused); any thread. */
 void moe_engine_request_checkpoint(moe_engine* engine);
 
+/* The engine's view of a config ({"model": ..., "train": ...}) without creating an engine: JSON with "config"
+ * (the effective config, defaults filled in), "features" (what the model's kernels are chosen by), "params"
+ * (parameter counts in total, dense, routed experts, per expert and by group, with and without the arena's
+ * padding, and the bytes of each fp32 state), "families" and "hf_model_types". Writes it NUL-terminated into
+ * out (truncated to out_len - 1 bytes) and returns its full length: call again with a larger buffer when that
+ * is >= out_len. On an invalid config returns -1 and writes the message (naming the field) into out. */
+int64_t moe_model_describe(const char* config_json, char* out, size_t out_len);
+
 #ifdef __cplusplus
 }
 #endif

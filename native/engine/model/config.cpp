@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "model/features.h"
 
 namespace moe {
 namespace {
@@ -82,8 +83,6 @@ constexpr int kBig = 1 << 24;
 
 }  // namespace
 
-const char* arch_name(Arch a) { return a == Arch::GptMoe ? "gpt-moe" : "mixtral"; }
-
 const char* compute_dtype_name(ComputeDtype d) { return d == ComputeDtype::F32 ? "fp32" : "bf16"; }
 
 const char* nonfinite_policy_name(NonFinitePolicy p) {
@@ -94,10 +93,9 @@ ModelConfig parse_model_config(const json::Value& obj) {
   FieldReader r(obj, "model");
   ModelConfig m;
   const json::Value* arch = r.get("arch", json::Type::String);
-  check(arch != nullptr, "model.arch: required (\"gpt-moe\" or \"mixtral\")");
-  if (arch->string == "gpt-moe") m.arch = Arch::GptMoe;
-  else if (arch->string == "mixtral") m.arch = Arch::Mixtral;
-  else fail("model.arch: \"" + arch->string + "\" is not supported; use \"gpt-moe\" or \"mixtral\"");
+  check(arch != nullptr, "model.arch: required (one of " + model_family_names() + ")");
+  const ModelFamily& family = find_model_family(arch->string);
+  m.family = family.name;
 
   m.vocab_size = r.integer("vocab_size", m.vocab_size, 2, kBig);
   m.d_model = r.integer("d_model", m.d_model, 2, 1 << 16);
@@ -117,8 +115,8 @@ ModelConfig parse_model_config(const json::Value& obj) {
   m.z_loss_coef = r.number("z_loss_coef", m.z_loss_coef, 0.0, 1e3);
   m.rope_theta = r.number("rope_theta", m.rope_theta, 1.0, 1e12);
   m.norm_eps = r.number("norm_eps", m.norm_eps, 1e-12, 1.0);
-  m.tie_embeddings = r.boolean("tie_embeddings", m.arch == Arch::GptMoe);
-  m.qkv_bias = r.boolean("qkv_bias", m.arch == Arch::GptMoe);
+  m.tie_embeddings = r.boolean("tie_embeddings", family.features.tie_embeddings);
+  m.qkv_bias = r.boolean("qkv_bias", family.features.qkv_bias);
   m.init_std = r.number("init_std", m.init_std, 0.0, 10.0);
 
   if (const json::Value* cf = r.raw("capacity_factor"); cf && !cf->is_null()) {
@@ -132,13 +130,7 @@ ModelConfig parse_model_config(const json::Value& obj) {
   if (m.n_heads % m.n_kv_heads != 0)
     fail("model.n_kv_heads: " + std::to_string(m.n_kv_heads) + " does not divide n_heads " +
          std::to_string(m.n_heads));
-  if (m.arch == Arch::GptMoe && m.n_kv_heads != m.n_heads)
-    fail("model.n_kv_heads: gpt-moe uses full multi-head attention; n_kv_heads must equal n_heads");
-  if (m.arch == Arch::Mixtral && m.head_size() % 2 != 0)
-    fail("model.n_heads: RoPE needs an even head size, d_model / n_heads = " + std::to_string(m.head_size()));
-  if (m.arch == Arch::GptMoe && !m.qkv_bias) fail("model.qkv_bias: gpt-moe always has biases; remove the field");
-  if (m.shared_expert_gate && m.shared_expert_d_ff == 0)
-    fail("model.shared_expert_gate: needs a shared expert (set model.shared_expert_d_ff > 0)");
+  check_model_features(m);
   if (m.n_moe_layers() == 0)
     fail("model.moe_every: " + std::to_string(m.moe_every) + " leaves no MoE layer among " +
          std::to_string(m.n_layers) + " layers");
@@ -418,7 +410,7 @@ EngineConfig parse_config_text(const std::string& text, const std::string& sourc
 json::Value model_config_to_json(const ModelConfig& m) {
   using json::Value;
   Value o = Value::make_object();
-  o.set("arch", Value::of(arch_name(m.arch)));
+  o.set("arch", Value::of(m.family));
   o.set("vocab_size", Value::of(m.vocab_size));
   o.set("d_model", Value::of(m.d_model));
   o.set("n_layers", Value::of(m.n_layers));

@@ -12,15 +12,13 @@
 
 namespace moe {
 
-enum class Arch { GptMoe, Mixtral };
-
 // Precision of the linear layers' matrix products. fp32: everything in fp32 (the default, the exact reference).
 // bf16: their operands rounded to bf16, products accumulated in fp32 (sgemm_bf16), against bf16 copies of the
 // weights refreshed from the fp32 masters; gradients, optimizer state and checkpoints stay fp32.
 enum class ComputeDtype { F32, BF16 };
 
 struct ModelConfig {
-  Arch arch = Arch::GptMoe;
+  std::string family = "gpt-moe";  // model.arch: a row of model_families() (model/features.h)
   int vocab_size = 256, d_model = 256, n_layers = 4, n_heads = 4, n_kv_heads = 4, max_seq_len = 256;
   int d_ff = 1024, expert_d_ff = 1024;
   std::vector<int> n_experts;  // one entry per MoE layer
@@ -31,8 +29,8 @@ struct ModelConfig {
   double aux_loss_coef = 0.01, z_loss_coef = 0.0;
   double capacity_factor = 0.0;  // 0: dropless (JSON null)
   double rope_theta = 10000.0, norm_eps = 1e-5;
-  bool tie_embeddings = true;
-  bool qkv_bias = true;  // bias on the qkv projection (gpt-moe, Qwen2-MoE)
+  bool tie_embeddings = true;  // defaults: the family's
+  bool qkv_bias = true;        // bias on the qkv projection (gpt-moe, Qwen2-MoE)
   double init_std = 0.02;
 
   int head_size() const { return d_model / n_heads; }
@@ -41,7 +39,6 @@ struct ModelConfig {
   int moe_index(int l) const { return (l + 1) / moe_every - 1; }  // valid for MoE layers
   int n_moe_layers() const { return n_layers / moe_every; }
   int experts_at(int l) const { return n_experts[moe_index(l)]; }
-  bool has_bias() const { return arch == Arch::GptMoe; }
 };
 
 // A routing-skew experiment (issue: load balance): the router's choices are replaced by seeded draws from a
@@ -133,7 +130,6 @@ json::Value train_config_to_json(const TrainConfig& t);
 json::Value offload_config_to_json(const OffloadConfig& o);
 json::Value config_to_json(const EngineConfig& c);
 
-const char* arch_name(Arch a);
 const char* compute_dtype_name(ComputeDtype d);
 const char* nonfinite_policy_name(NonFinitePolicy p);
 const char* offload_mode_name(OffloadMode m);

@@ -8,8 +8,10 @@ void ffn_hidden_forward(Backend& be, const FfnParams& p, const FfnShape& s, cons
                         int N) {
   if (N == 0) return;
   linear_forward(be, h, x, p.w_in, p.w_in_bf16, p.b_in, N, s.C, s.in_rows());
-  if (s.swiglu) be.swiglu_forward(act, h, N, s.F);
-  else be.gelu_forward(act, h, static_cast<int64_t>(N) * s.F);
+  switch (s.activation) {
+    case FfnActivation::Swiglu: be.swiglu_forward(act, h, N, s.F); break;
+    case FfnActivation::Gelu: be.gelu_forward(act, h, static_cast<int64_t>(N) * s.F); break;
+  }
 }
 
 void ffn_forward(Backend& be, const FfnParams& p, const FfnShape& s, float* y, const float* x, float* h, float* act,
@@ -25,8 +27,10 @@ void ffn_backward(Backend& be, const FfnParams& p, const FfnParams& grads, const
   be.zero(dact, sizeof(float) * N * s.F);
   linear_backward(be, dact, grads.w_out, grads.b_out, dy, act, p.w_out, p.w_out_bf16, N, s.F, s.C);
   be.zero(dh, sizeof(float) * N * s.in_rows());
-  if (s.swiglu) be.swiglu_backward(dh, dact, h, N, s.F);
-  else be.gelu_backward(dh, h, dact, static_cast<int64_t>(N) * s.F);
+  switch (s.activation) {
+    case FfnActivation::Swiglu: be.swiglu_backward(dh, dact, h, N, s.F); break;
+    case FfnActivation::Gelu: be.gelu_backward(dh, h, dact, static_cast<int64_t>(N) * s.F); break;
+  }
   linear_backward(be, dx, grads.w_in, grads.b_in, dh, x, p.w_in, p.w_in_bf16, N, s.C, s.in_rows());
 }
 

@@ -2,14 +2,16 @@
 //   gpt-moe: y = proj(gelu(fc(x)))      mixtral: y = down(silu(gate(x)) · up(x))
 #pragma once
 #include "backend/backend.h"
+#include "model/features.h"
 #include "model/params.h"
 
 namespace moe {
 
 struct FfnShape {
   int C = 0, F = 0;
-  bool swiglu = false;
-  int in_rows() const { return swiglu ? 2 * F : F; }  // width of the in-projection's output
+  FfnActivation activation = FfnActivation::Gelu;
+  bool gated() const { return activation == FfnActivation::Swiglu; }
+  int in_rows() const { return gated() ? 2 * F : F; }  // width of the in-projection's output
 };
 
 // h [N, in_rows] and act [N, F] are saved for backward.

@@ -9,7 +9,7 @@
 namespace moe {
 
 Model::Model(const ModelConfig& cfg, Backend& be, ComputeDtype dtype)
-    : cfg_(cfg), be_(be), dtype_(dtype), layout_(cfg_) {
+    : cfg_(cfg), features_(model_features(cfg_)), be_(be), dtype_(dtype), layout_(cfg_) {
   reserve_floats(be_, params_, layout_.total());
   reserve_floats(be_, grads_, layout_.total());
   p_ = layout_.bind(params_.f());
@@ -125,10 +125,10 @@ void Model::reserve_activations(int B, int T) {
     for (DeviceBuffer* b : {&a.ln1, &a.att, &a.x_mid, &a.ln2, &a.ffn_out}) reserve_floats(be_, *b, N * C);
     for (DeviceBuffer* b : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) reserve_floats(be_, *b, N);
     reserve_floats(be_, a.qkv, N * cfg_.qkv_width());
-    if (cfg_.arch == Arch::Mixtral) reserve_floats(be_, a.qkv_rot, N * cfg_.qkv_width());
+    if (features_.position == PositionKind::Rope) reserve_floats(be_, a.qkv_rot, N * cfg_.qkv_width());
     reserve_floats(be_, a.lse, (size_t)B * cfg_.n_heads * T);
     if (!cfg_.is_moe_layer(l)) {
-      FfnShape fs{cfg_.d_model, cfg_.d_ff, cfg_.arch == Arch::Mixtral};
+      FfnShape fs{cfg_.d_model, cfg_.d_ff, features_.activation};
       reserve_floats(be_, a.h, N * fs.in_rows());
       reserve_floats(be_, a.act, N * fs.F);
     }
@@ -140,7 +140,7 @@ void Model::reserve_activations(int B, int T) {
   reserve_floats(be_, dqkv_, N * cfg_.qkv_width() * 2);
   for (int l = 0; l < cfg_.n_layers; ++l) {
     if (cfg_.is_moe_layer(l)) continue;
-    const FfnShape fs{cfg_.d_model, cfg_.d_ff, cfg_.arch == Arch::Mixtral};
+    const FfnShape fs{cfg_.d_model, cfg_.d_ff, features_.activation};
     reserve_floats(be_, scratch_.c, N * fs.in_rows());
     reserve_floats(be_, scratch_.d, N * fs.F);
   }
@@ -163,14 +163,20 @@ size_t Model::activation_bytes() const {
 }
 
 void Model::norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b, int N) {
-  if (cfg_.arch == Arch::GptMoe) be_.layernorm_forward(out, mean, rstd, x, w, b, N, cfg_.d_model, (float)cfg_.norm_eps);
-  else be_.rmsnorm_forward(out, rstd, x, w, N, cfg_.d_model, (float)cfg_.norm_eps);
+  switch (features_.norm) {
+    case NormKind::LayerNorm:
+      be_.layernorm_forward(out, mean, rstd, x, w, b, N, cfg_.d_model, (float)cfg_.norm_eps);
+      return;
+    case NormKind::RmsNorm: be_.rmsnorm_forward(out, rstd, x, w, N, cfg_.d_model, (float)cfg_.norm_eps); return;
+  }
 }
 
 void Model::norm_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w,
                           const float* mean, const float* rstd, int N) {
-  if (cfg_.arch == Arch::GptMoe) be_.layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, cfg_.d_model);
-  else be_.rmsnorm_backward(dx, dw, dout, x, w, rstd, N, cfg_.d_model);
+  switch (features_.norm) {
+    case NormKind::LayerNorm: be_.layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, cfg_.d_model); return;
+    case NormKind::RmsNorm: be_.rmsnorm_backward(dx, dw, dout, x, w, rstd, N, cfg_.d_model); return;
+  }
 }
 
 ForwardResult Model::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
@@ -218,9 +224,9 @@ double Model::layer_forward(int l, int B, int T) {
   norm_forward(a.ln1.f(), a.ln1_mean.f(), a.ln1_rstd.f(), x, p.norm1_w, p.norm1_b, N);
   linear_forward(be_, a.qkv.f(), a.ln1.f(), p.qkv_w, p.qkv_w_bf16, p.qkv_b, N, C, Q);
   const float* qkv = a.qkv.f();
-  if (cfg_.arch == Arch::Mixtral) {
+  if (features_.position == PositionKind::Rope) {
     be_.rope_forward(a.qkv_rot.f(), a.qkv.f(), B, T, cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_size(),
-                     (float)cfg_.rope_theta);
+                     (float)features_.rope_theta);
     qkv = a.qkv_rot.f();
   }
   be_.attention_forward(a.att.f(), a.lse.f(), qkv, B, T, cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_size());
@@ -244,7 +250,7 @@ double Model::layer_forward(int l, int B, int T) {
         moe_layers_[cfg_.moe_index(l)]->forward(be_, p, experts(), a.ffn_out.f(), a.ln2.f(), N, forced);
     aux = cfg_.aux_loss_coef * rl.aux + cfg_.z_loss_coef * rl.z;
   } else {
-    FfnShape fs{C, cfg_.d_ff, cfg_.arch == Arch::Mixtral};
+    FfnShape fs{C, cfg_.d_ff, features_.activation};
     ffn_forward(be_, p.mlp, fs, a.ffn_out.f(), a.ln2.f(), a.h.f(), a.act.f(), N);
   }
   be_.add_forward(resid_[l + 1].f(), a.x_mid.f(), a.ffn_out.f(), (int64_t)N * C);
@@ -281,7 +287,7 @@ void Model::layer_backward(int l, int B, int T, float loss_scale) {
                                              loss_scale * (float)cfg_.aux_loss_coef,
                                              loss_scale * (float)cfg_.z_loss_coef, scratch_);
   } else {
-    FfnShape fs{C, cfg_.d_ff, cfg_.arch == Arch::Mixtral};
+    FfnShape fs{C, cfg_.d_ff, features_.activation};
     reserve_floats(be_, scratch_.c, (size_t)N * fs.in_rows());
     reserve_floats(be_, scratch_.d, (size_t)N * fs.F);
     ffn_backward(be_, p.mlp, g.mlp, fs, dtmp_.f(), dres, a.ln2.f(), a.h.f(), a.act.f(), scratch_.c.f(),
@@ -294,10 +300,10 @@ void Model::layer_backward(int l, int B, int T, float loss_scale) {
   linear_backward(be_, dtmp_.f(), g.out_w, g.out_b, dres, a.att.f(), p.out_w, p.out_w_bf16, N, C, C);
   dqkv_.zero();
   float* dqkv = dqkv_.f();
-  if (cfg_.arch == Arch::Mixtral) {
+  if (features_.position == PositionKind::Rope) {
     float* dqkv_rot = dqkv + (size_t)N * Q;
     be_.attention_backward(dqkv_rot, dtmp_.f(), a.qkv_rot.f(), a.att.f(), a.lse.f(), B, T, NH, NKV, HS);
-    be_.rope_backward(dqkv, dqkv_rot, B, T, NH, NKV, HS, (float)cfg_.rope_theta);
+    be_.rope_backward(dqkv, dqkv_rot, B, T, NH, NKV, HS, (float)features_.rope_theta);
   } else {
     be_.attention_backward(dqkv, dtmp_.f(), a.qkv.f(), a.att.f(), a.lse.f(), B, T, NH, NKV, HS);
   }

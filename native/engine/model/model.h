@@ -9,6 +9,7 @@
 #include "devices/device_experts.h"
 #include "model/buffer.h"
 #include "model/config.h"
+#include "model/features.h"
 #include "model/params.h"
 #include "moe/moe_layer.h"
 #include "offload/expert_access.h"
@@ -30,6 +31,7 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   const ModelConfig& config() const { return cfg_; }
+  const ModelFeatures& features() const { return features_; }
   ComputeDtype compute_dtype() const { return dtype_; }
   const ParamLayout& layout() const { return layout_; }
   Backend& backend() { return be_; }
@@ -96,6 +98,7 @@ class Model {
   void layer_backward(int l, int B, int T, float loss_scale);
 
   ModelConfig cfg_;
+  ModelFeatures features_;  // every kernel choice below reads these, never the family name
   Backend& be_;
   ComputeDtype dtype_;
   ParamLayout layout_;

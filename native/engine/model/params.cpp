@@ -7,19 +7,19 @@
 
 namespace moe {
 
-ParamLayout::ParamLayout(const ModelConfig& cfg) : cfg_(cfg) {
+ParamLayout::ParamLayout(const ModelConfig& cfg) : cfg_(cfg), features_(model_features(cfg)) {
   const int64_t C = cfg.d_model, V = cfg.vocab_size;
   const float std = static_cast<float>(cfg.init_std);
   const float out_std = static_cast<float>(cfg.init_std / std::sqrt(2.0 * cfg.n_layers));
-  const bool bias = cfg.has_bias();
+  const bool bias = features_.linear_bias;
   add("wte", {V, C}, std);
-  if (cfg.arch == Arch::GptMoe) add("wpe", {cfg.max_seq_len, C}, std);
+  if (features_.position == PositionKind::Learned) add("wpe", {cfg.max_seq_len, C}, std);
   for (int l = 0; l < cfg.n_layers; ++l) {
     std::string p = "layers." + std::to_string(l) + ".";
     add(p + "norm1.weight", {C}, 0, true);
     if (bias) add(p + "norm1.bias", {C}, 0);
     add(p + "attn.qkv.weight", {cfg.qkv_width(), C}, std);
-    if (cfg.qkv_bias) add(p + "attn.qkv.bias", {cfg.qkv_width()}, 0);
+    if (features_.qkv_bias) add(p + "attn.qkv.bias", {cfg.qkv_width()}, 0);
     add(p + "attn.out.weight", {C, C}, out_std);
     if (bias) add(p + "attn.out.bias", {C}, 0);
     add(p + "norm2.weight", {C}, 0, true);
@@ -35,13 +35,13 @@ ParamLayout::ParamLayout(const ModelConfig& cfg) : cfg_(cfg) {
       add_ffn(p + "moe.experts." + std::to_string(e) + ".", cfg.expert_d_ff, out_std);
       experts_.push_back({l, e, begin, total_});
     }
-    if (cfg.shared_expert_d_ff > 0) add_ffn(p + "moe.shared.", cfg.shared_expert_d_ff, out_std);
-    if (cfg.shared_expert_gate) add(p + "moe.shared_gate.weight", {1, C}, std);
-    if (cfg.residual_mlp) add_ffn(p + "moe.residual.", cfg.d_ff, out_std);
+    if (features_.shared_expert) add_ffn(p + "moe.shared.", cfg.shared_expert_d_ff, out_std);
+    if (features_.shared_expert_gate) add(p + "moe.shared_gate.weight", {1, C}, std);
+    if (features_.residual_mlp) add_ffn(p + "moe.residual.", cfg.d_ff, out_std);
   }
   add("norm_f.weight", {C}, 0, true);
   if (bias) add("norm_f.bias", {C}, 0);
-  if (!cfg.tie_embeddings) add("lm_head.weight", {V, C}, std);
+  if (!features_.tie_embeddings) add("lm_head.weight", {V, C}, std);
 }
 
 void ParamLayout::add(const std::string& name, std::vector<int64_t> shape, float init_std, bool init_one) {
@@ -63,14 +63,17 @@ void ParamLayout::add(const std::string& name, std::vector<int64_t> shape, float
 void ParamLayout::add_ffn(const std::string& prefix, int F, float out_std) {
   const int64_t C = cfg_.d_model;
   const float std = static_cast<float>(cfg_.init_std);
-  if (cfg_.arch == Arch::GptMoe) {
-    add(prefix + "fc.weight", {F, C}, std);
-    add(prefix + "fc.bias", {F}, 0);
-    add(prefix + "proj.weight", {C, F}, out_std);
-    add(prefix + "proj.bias", {C}, 0);
-  } else {
+  // A gated activation (SwiGLU) computes gate and up in one in-projection of 2F rows.
+  if (features_.gated_ffn()) {
     add(prefix + "gate_up.weight", {2 * static_cast<int64_t>(F), C}, std);
+    if (features_.linear_bias) add(prefix + "gate_up.bias", {2 * static_cast<int64_t>(F)}, 0);
     add(prefix + "down.weight", {C, F}, out_std);
+    if (features_.linear_bias) add(prefix + "down.bias", {C}, 0);
+  } else {
+    add(prefix + "fc.weight", {F, C}, std);
+    if (features_.linear_bias) add(prefix + "fc.bias", {F}, 0);
+    add(prefix + "proj.weight", {C, F}, out_std);
+    if (features_.linear_bias) add(prefix + "proj.bias", {C}, 0);
   }
 }
 
@@ -86,15 +89,11 @@ ModelParams ParamLayout::bind(float* arena) const {
   };
   auto ffn = [&](const std::string& prefix) {
     FfnParams f;
-    if (cfg_.arch == Arch::GptMoe) {
-      f.w_in = ptr(prefix + "fc.weight");
-      f.b_in = ptr(prefix + "fc.bias");
-      f.w_out = ptr(prefix + "proj.weight");
-      f.b_out = ptr(prefix + "proj.bias");
-    } else {
-      f.w_in = ptr(prefix + "gate_up.weight");
-      f.w_out = ptr(prefix + "down.weight");
-    }
+    const bool gated = features_.gated_ffn();
+    f.w_in = ptr(prefix + (gated ? "gate_up.weight" : "fc.weight"));
+    f.b_in = ptr(prefix + (gated ? "gate_up.bias" : "fc.bias"));
+    f.w_out = ptr(prefix + (gated ? "down.weight" : "proj.weight"));
+    f.b_out = ptr(prefix + (gated ? "down.bias" : "proj.bias"));
     return f;
   };
   ModelParams m;
@@ -102,7 +101,7 @@ ModelParams ParamLayout::bind(float* arena) const {
   m.wpe = ptr("wpe");
   m.norm_f_w = ptr("norm_f.weight");
   m.norm_f_b = ptr("norm_f.bias");
-  m.lm_head = cfg_.tie_embeddings ? m.wte : ptr("lm_head.weight");
+  m.lm_head = features_.tie_embeddings ? m.wte : ptr("lm_head.weight");
   for (int l = 0; l < cfg_.n_layers; ++l) {
     std::string p = "layers." + std::to_string(l) + ".";
     LayerParams lp;
@@ -117,9 +116,9 @@ ModelParams ParamLayout::bind(float* arena) const {
     if (cfg_.is_moe_layer(l)) {
       lp.router_w = ptr(p + "moe.router.weight");
       for (int e = 0; e < cfg_.experts_at(l); ++e) lp.experts.push_back(ffn(p + "moe.experts." + std::to_string(e) + "."));
-      if (cfg_.shared_expert_d_ff > 0) lp.shared = ffn(p + "moe.shared.");
+      if (features_.shared_expert) lp.shared = ffn(p + "moe.shared.");
       lp.shared_gate_w = ptr(p + "moe.shared_gate.weight");
-      if (cfg_.residual_mlp) lp.residual = ffn(p + "moe.residual.");
+      if (features_.residual_mlp) lp.residual = ffn(p + "moe.residual.");
     } else {
       lp.mlp = ffn(p + "mlp.");
     }

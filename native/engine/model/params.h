@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/features.h"
 
 namespace moe {
 
@@ -68,6 +69,7 @@ class ParamLayout {
   void add_ffn(const std::string& prefix, int F, float out_std);
 
   const ModelConfig& cfg_;
+  ModelFeatures features_;
   std::vector<ParamTensor> tensors_;
   std::unordered_map<std::string, size_t> index_;
   std::vector<ExpertRange> experts_;

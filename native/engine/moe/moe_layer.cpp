@@ -9,15 +9,18 @@ namespace moe {
 
 MoeShape MoeShape::from_config(const ModelConfig& cfg, int layer) {
   MoeShape s;
-  const bool swiglu = cfg.arch == Arch::Mixtral;
+  const ModelFeatures f = model_features(cfg);
+  const FfnActivation act = f.activation;
   s.C = cfg.d_model;
   s.E = cfg.experts_at(layer);
   s.K = cfg.top_k;
-  s.expert = {cfg.d_model, cfg.expert_d_ff, swiglu};
-  s.shared = {cfg.d_model, cfg.shared_expert_d_ff, swiglu};
-  s.residual = {cfg.d_model, cfg.residual_mlp ? cfg.d_ff : 0, swiglu};
+  s.expert = {cfg.d_model, cfg.expert_d_ff, act};
+  s.shared = {cfg.d_model, f.shared_expert ? cfg.shared_expert_d_ff : 0, act};
+  s.residual = {cfg.d_model, f.residual_mlp ? cfg.d_ff : 0, act};
+  s.scoring = f.router_scoring;
+  s.selection = f.topk_selection;
   s.renormalize = cfg.renormalize;
-  s.shared_gate = cfg.shared_expert_gate;
+  s.shared_gate = f.shared_expert_gate;
   s.capacity_factor = cfg.capacity_factor;
   return s;
 }

@@ -20,6 +20,8 @@ namespace moe {
 struct MoeShape {
   int C = 0, E = 0, K = 0;
   FfnShape expert, shared, residual;  // shared.F / residual.F == 0 when absent
+  RouterScoring scoring = RouterScoring::Softmax;
+  TopkSelection selection = TopkSelection::Plain;
   bool renormalize = true, shared_gate = false;
   double capacity_factor = 0;  // 0: dropless
 

@@ -7,11 +7,10 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/half.h"
+#include "model/features.h"
 
 namespace moe {
 namespace {
-
-constexpr const char* kTypes = "\"mixtral\", \"qwen2_moe\" or \"olmoe\"";
 
 // Reads HF config fields; a JSON null counts as absent, as it does for transformers' config classes.
 class HfFields {
@@ -108,25 +107,17 @@ double rope_theta(const HfFields& f, double def) {
 }  // namespace
 
 HfType parse_hf_model_type(const std::string& model_type) {
-  if (model_type == "mixtral") return HfType::Mixtral;
-  if (model_type == "qwen2_moe") return HfType::Qwen2Moe;
-  if (model_type == "olmoe") return HfType::Olmoe;
-  fail("Hugging Face model_type \"" + model_type + "\" is not supported; use " + kTypes);
+  for (const HfFamily& f : hf_families())
+    if (model_type == f.model_type) return f.type;
+  fail("Hugging Face model_type \"" + model_type + "\" is not supported; use " + hf_model_type_list());
 }
 
-const char* hf_model_type_name(HfType t) {
-  switch (t) {
-    case HfType::Mixtral: return "mixtral";
-    case HfType::Qwen2Moe: return "qwen2_moe";
-    case HfType::Olmoe: return "olmoe";
-  }
-  return "?";
-}
+const char* hf_model_type_name(HfType t) { return hf_family(t).model_type; }
 
 ModelConfig hf_to_model_config(const json::Value& hf, const std::string& source) {
   if (!hf.is_object()) fail(source + ": expected a JSON object (a Hugging Face config.json)");
   const json::Value* mt = hf.find("model_type");
-  if (!mt || !mt->is_string()) fail(source + ": field 'model_type' must be a string, one of " + kTypes);
+  if (!mt || !mt->is_string()) fail(source + ": field 'model_type' must be a string, one of " + hf_model_type_list());
   HfType type;
   try {
     type = parse_hf_model_type(mt->string);
@@ -136,54 +127,49 @@ ModelConfig hf_to_model_config(const json::Value& hf, const std::string& source)
   HfFields f(hf, source, type);
 
   // Defaults are those of the transformers config classes, for fields a saved config.json may omit.
+  const HfFamily& row = hf_family(type);
   ModelConfig m;
-  m.arch = Arch::Mixtral;
+  m.family = row.family;
   m.vocab_size = f.integer("vocab_size");
   m.d_model = f.integer("hidden_size");
   m.n_layers = f.integer("num_hidden_layers");
   m.n_heads = f.integer("num_attention_heads");
   if (m.n_heads == 0) fail(f.where("num_attention_heads") + " must be positive");
-  const int kv_default = type == HfType::Mixtral ? 8 : type == HfType::Qwen2Moe ? 16 : m.n_heads;
-  m.n_kv_heads = f.integer("num_key_value_heads", kv_default);
-  m.max_seq_len = f.integer("max_position_embeddings",
-                            type == HfType::Mixtral ? 4096 * 32 : type == HfType::Qwen2Moe ? 32768 : 4096);
-  m.norm_eps = f.number("rms_norm_eps", type == HfType::Qwen2Moe ? 1e-6 : 1e-5);
-  m.rope_theta = rope_theta(f, type == HfType::Mixtral ? 1e6 : 10000.0);
+  m.n_kv_heads = f.integer("num_key_value_heads", row.kv_heads > 0 ? row.kv_heads : m.n_heads);
+  m.max_seq_len = f.integer("max_position_embeddings", row.max_positions);
+  m.norm_eps = f.number("rms_norm_eps", row.rms_norm_eps);
+  m.rope_theta = rope_theta(f, row.rope_theta);
   m.tie_embeddings = f.boolean("tie_word_embeddings", false);
   m.init_std = f.number("initializer_range", 0.02);
-  m.aux_loss_coef = f.number("router_aux_loss_coef", type == HfType::Olmoe ? 0.01 : 0.001);
+  m.aux_loss_coef = f.number("router_aux_loss_coef", row.router_aux_loss_coef);
   m.z_loss_coef = 0.0;
   m.top_k = f.integer("num_experts_per_tok");
+  m.qkv_bias = row.qkv_bias;
+  m.shared_expert_gate = row.shared_expert;
+  m.renormalize = true;  // unless the type has a key for it
+  m.moe_every = 1;       // likewise
   int experts = 0;
-  switch (type) {
-    case HfType::Mixtral:
-      m.d_ff = m.expert_d_ff = f.integer("intermediate_size");
-      experts = f.integer("num_local_experts");
-      m.renormalize = true;
-      m.moe_every = 1;
-      m.qkv_bias = false;
-      break;
-    case HfType::Qwen2Moe:
-      m.d_ff = f.integer("intermediate_size");
-      m.expert_d_ff = f.integer("moe_intermediate_size");
-      m.shared_expert_d_ff = f.integer("shared_expert_intermediate_size");
-      if (m.shared_expert_d_ff == 0)
-        fail(f.where("shared_expert_intermediate_size") +
-             " is 0; a Qwen2-MoE without a shared expert is not supported (the HF layout always has one)");
-      m.shared_expert_gate = true;
-      experts = f.integer("num_experts");
-      m.renormalize = f.boolean("norm_topk_prob", false);
-      m.moe_every = f.integer("decoder_sparse_step", 1);
-      if (m.moe_every == 0) fail(f.where("decoder_sparse_step") + " must be at least 1");
-      m.qkv_bias = true;
-      break;
-    case HfType::Olmoe:
-      m.d_ff = m.expert_d_ff = f.integer("intermediate_size");
-      experts = f.integer("num_experts");
-      m.renormalize = f.boolean("norm_topk_prob", false);
-      m.moe_every = 1;
-      m.qkv_bias = false;
-      break;
+  for (const HfKey& k : row.keys) {
+    const auto default_of = [&] { return json::parse(k.json, "the default of " + std::string(k.key)); };
+    switch (k.field) {
+      case HfField::DenseAndExpertFf: m.d_ff = m.expert_d_ff = f.integer(k.key); break;
+      case HfField::DenseFf: m.d_ff = f.integer(k.key); break;
+      case HfField::ExpertFf: m.expert_d_ff = f.integer(k.key); break;
+      case HfField::SharedExpertFf:
+        m.shared_expert_d_ff = f.integer(k.key);
+        if (m.shared_expert_d_ff == 0)
+          fail(f.where(k.key) + " is 0; a " + row.label + " without a shared expert is not supported (the HF layout " +
+               "always has one)");
+        break;
+      case HfField::Experts: experts = f.integer(k.key); break;
+      case HfField::Renormalize: m.renormalize = f.boolean(k.key, default_of().boolean); break;
+      case HfField::MoeEvery:
+        m.moe_every = f.integer(k.key, static_cast<int>(default_of().number));
+        if (m.moe_every == 0) fail(f.where(k.key) + " must be at least 1");
+        break;
+      case HfField::Layers:
+      case HfField::Fixed: break;
+    }
   }
   m.n_experts.assign(m.n_layers / m.moe_every, experts);
   reject_unsupported(f, m, m.max_seq_len);
@@ -204,31 +190,44 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
     fail("model." + field + ": " + why + "; the Hugging Face " + name +
          " layout cannot express it: change the model config or export as another model type");
   };
-  if (m.arch != Arch::Mixtral)
-    bad("arch", "\"gpt-moe\" (learned positions, LayerNorm, GELU) has no counterpart; only arch \"mixtral\" exports");
+  const HfFamily& hf = hf_family(type);
+  const ModelFeatures have = model_features(m);
+  const FamilyFeatures& need = find_model_family(hf.family).features;
+  if (have.norm != need.norm || have.position != need.position || have.qk_norm != need.qk_norm ||
+      have.activation != need.activation || have.router_scoring != need.router_scoring ||
+      have.topk_selection != need.topk_selection || have.linear_bias != need.linear_bias)
+    bad("arch", "\"" + m.family + "\" (" + norm_kind_name(have.norm) + ", " + position_kind_name(have.position) +
+                    " positions, " + ffn_activation_name(have.activation) +
+                    (have.linear_bias ? ", biases" : "") + ") has no counterpart; it needs the features of arch \"" +
+                    hf.family + "\"");
   if (m.residual_mlp) bad("residual_mlp", "is true (PR-MoE residual MLP)");
   for (int e : m.n_experts)
     if (e != m.n_experts.front()) bad("n_experts", "varies per layer; the layout has one expert count for all layers");
-  if (type != HfType::Qwen2Moe) {
-    if (m.moe_every != 1) bad("moe_every", "is " + std::to_string(m.moe_every) + "; every layer must be an MoE layer");
-    if (m.shared_expert_d_ff != 0) bad("shared_expert_d_ff", "is not 0; there is no shared expert");
-    if (m.qkv_bias) bad("qkv_bias", "is true; the attention projections have no biases");
-  } else {
-    if (!m.qkv_bias) bad("qkv_bias", "is false; Qwen2-MoE attention always has q/k/v biases");
-    if (m.shared_expert_d_ff == 0) bad("shared_expert_d_ff", "is 0; Qwen2-MoE always has a shared expert");
-    if (!m.shared_expert_gate) bad("shared_expert_gate", "is false; Qwen2-MoE always gates its shared expert");
-  }
-  if (type == HfType::Mixtral && !m.renormalize) bad("renormalize", "is false; Mixtral always renormalises top-k");
+  auto has_key = [&](HfField field) {
+    for (const HfKey& k : hf.keys)
+      if (k.field == field) return true;
+    return false;
+  };
+  if (!has_key(HfField::MoeEvery) && m.moe_every != 1)
+    bad("moe_every", "is " + std::to_string(m.moe_every) + "; every layer must be an MoE layer");
+  if (!hf.shared_expert && m.shared_expert_d_ff != 0) bad("shared_expert_d_ff", "is not 0; there is no shared expert");
+  if (hf.qkv_bias != m.qkv_bias)
+    bad("qkv_bias", m.qkv_bias ? "is true; the attention projections have no biases"
+                               : std::string("is false; ") + hf.label + " attention always has q/k/v biases");
+  if (hf.shared_expert && m.shared_expert_d_ff == 0)
+    bad("shared_expert_d_ff", std::string("is 0; ") + hf.label + " always has a shared expert");
+  if (hf.shared_expert && !m.shared_expert_gate)
+    bad("shared_expert_gate", std::string("is false; ") + hf.label + " always gates its shared expert");
+  if (!has_key(HfField::Renormalize) && !m.renormalize)
+    bad("renormalize", std::string("is false; ") + hf.label + " always renormalises top-k");
   if (dtype != st::DType::F32 && dtype != st::DType::BF16)
     fail(std::string("Hugging Face export: dtype ") + st::dtype_name(dtype) + " is not supported; use F32 or BF16");
 
   using json::Value;
   Value o = Value::make_object();
-  Value arch = Value::make_array();
-  arch.push(Value::of(type == HfType::Mixtral    ? "MixtralForCausalLM"
-                      : type == HfType::Qwen2Moe ? "Qwen2MoeForCausalLM"
-                                                 : "OlmoeForCausalLM"));
-  o.set("architectures", arch);
+  Value architectures = Value::make_array();
+  architectures.push(Value::of(hf.architecture));
+  o.set("architectures", architectures);
   o.set("model_type", Value::of(name));
   o.set("vocab_size", Value::of(m.vocab_size));
   o.set("hidden_size", Value::of(m.d_model));
@@ -247,34 +246,18 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
   o.set("router_aux_loss_coef", Value::of(m.aux_loss_coef));
   o.set("output_router_logits", Value::of(false));
   o.set("use_cache", Value::of(true));
-  const int E = m.n_experts.front();
-  switch (type) {
-    case HfType::Mixtral:
-      o.set("intermediate_size", Value::of(m.expert_d_ff));
-      o.set("num_local_experts", Value::of(E));
-      o.set("sliding_window", Value::null());
-      o.set("router_jitter_noise", Value::of(0.0));
-      break;
-    case HfType::Qwen2Moe: {
-      o.set("intermediate_size", Value::of(m.d_ff));
-      o.set("moe_intermediate_size", Value::of(m.expert_d_ff));
-      o.set("shared_expert_intermediate_size", Value::of(m.shared_expert_d_ff));
-      o.set("num_experts", Value::of(E));
-      o.set("norm_topk_prob", Value::of(m.renormalize));
-      o.set("decoder_sparse_step", Value::of(m.moe_every));
-      o.set("mlp_only_layers", Value::make_array());
-      o.set("use_sliding_window", Value::of(false));
-      o.set("sliding_window", Value::null());
-      o.set("max_window_layers", Value::of(m.n_layers));
-      break;
+  for (const HfKey& k : hf.keys) {
+    switch (k.field) {
+      case HfField::DenseAndExpertFf: o.set(k.key, Value::of(m.expert_d_ff)); break;
+      case HfField::DenseFf: o.set(k.key, Value::of(m.d_ff)); break;
+      case HfField::ExpertFf: o.set(k.key, Value::of(m.expert_d_ff)); break;
+      case HfField::SharedExpertFf: o.set(k.key, Value::of(m.shared_expert_d_ff)); break;
+      case HfField::Experts: o.set(k.key, Value::of(m.n_experts.front())); break;
+      case HfField::Renormalize: o.set(k.key, Value::of(m.renormalize)); break;
+      case HfField::MoeEvery: o.set(k.key, Value::of(m.moe_every)); break;
+      case HfField::Layers: o.set(k.key, Value::of(m.n_layers)); break;
+      case HfField::Fixed: o.set(k.key, json::parse(k.json, k.key)); break;
     }
-    case HfType::Olmoe:
-      o.set("intermediate_size", Value::of(m.expert_d_ff));
-      o.set("num_experts", Value::of(E));
-      o.set("norm_topk_prob", Value::of(m.renormalize));
-      o.set("attention_bias", Value::of(false));
-      o.set("clip_qkv", Value::null());
-      break;
   }
   o.set("torch_dtype", Value::of(dtype == st::DType::BF16 ? "bfloat16" : "float32"));
   return o;
@@ -310,45 +293,37 @@ std::vector<TensorSource> hf_tensor_sources(const ModelConfig& m, const ParamLay
     whole(ours + "down.weight", down);
   };
 
+  const HfTensorNames& n = hf_family(type).names;
   const int64_t HS = m.head_size(), q = m.n_heads * HS, kv = m.n_kv_heads * HS;
-  whole("wte", "model.embed_tokens.weight");
+  // An FFN under `x`: our gate_up is HF's gate rows then up rows; down is whole.
+  auto hf_ffn = [&](const std::string& ours, const std::string& x, const char* gate, const char* up, const char* down,
+                    int64_t F) {
+    ffn(ours, x + gate + ".weight", x + up + ".weight", x + down + ".weight", F);
+  };
+  whole("wte", n.embed);
   for (int l = 0; l < m.n_layers; ++l) {
     const std::string o = "layers." + std::to_string(l) + ".", h = "model.layers." + std::to_string(l) + ".";
-    const std::string a = h + "self_attn.";
-    whole(o + "norm1.weight", h + "input_layernorm.weight");
+    const std::string a = h + n.attn;
+    whole(o + "norm1.weight", h + n.input_norm);
     rows(o + "attn.qkv.weight", {{a + "q_proj.weight", q}, {a + "k_proj.weight", kv}, {a + "v_proj.weight", kv}});
     if (m.qkv_bias)
       rows(o + "attn.qkv.bias", {{a + "q_proj.bias", q}, {a + "k_proj.bias", kv}, {a + "v_proj.bias", kv}});
     whole(o + "attn.out.weight", a + "o_proj.weight");
-    whole(o + "norm2.weight", h + "post_attention_layernorm.weight");
+    whole(o + "norm2.weight", h + n.post_norm);
     if (!m.is_moe_layer(l)) {
-      ffn(o + "mlp.", h + "mlp.gate_proj.weight", h + "mlp.up_proj.weight", h + "mlp.down_proj.weight", m.d_ff);
+      hf_ffn(o + "mlp.", h + n.mlp, "gate_proj", "up_proj", "down_proj", m.d_ff);
       continue;
     }
-    if (type == HfType::Mixtral) {
-      whole(o + "moe.router.weight", h + "block_sparse_moe.gate.weight");
-      for (int e = 0; e < m.experts_at(l); ++e) {
-        const std::string x = h + "block_sparse_moe.experts." + std::to_string(e) + ".";
-        ffn(o + "moe.experts." + std::to_string(e) + ".", x + "w1.weight", x + "w3.weight", x + "w2.weight",
-            m.expert_d_ff);
-      }
-    } else {
-      whole(o + "moe.router.weight", h + "mlp.gate.weight");
-      for (int e = 0; e < m.experts_at(l); ++e) {
-        const std::string x = h + "mlp.experts." + std::to_string(e) + ".";
-        ffn(o + "moe.experts." + std::to_string(e) + ".", x + "gate_proj.weight", x + "up_proj.weight",
-            x + "down_proj.weight", m.expert_d_ff);
-      }
-    }
-    if (m.shared_expert_d_ff > 0) {
-      const std::string x = h + "mlp.shared_expert.";
-      ffn(o + "moe.shared.", x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight",
-          m.shared_expert_d_ff);
-    }
-    if (m.shared_expert_gate) whole(o + "moe.shared_gate.weight", h + "mlp.shared_expert_gate.weight");
+    whole(o + "moe.router.weight", h + n.moe + "gate.weight");
+    for (int e = 0; e < m.experts_at(l); ++e)
+      hf_ffn(o + "moe.experts." + std::to_string(e) + ".", h + n.moe + "experts." + std::to_string(e) + ".",
+             n.expert_gate, n.expert_up, n.expert_down, m.expert_d_ff);
+    if (m.shared_expert_d_ff > 0 && n.shared)
+      hf_ffn(o + "moe.shared.", h + n.shared, "gate_proj", "up_proj", "down_proj", m.shared_expert_d_ff);
+    if (m.shared_expert_gate && n.shared_gate) whole(o + "moe.shared_gate.weight", h + n.shared_gate);
   }
-  whole("norm_f.weight", "model.norm.weight");
-  if (!m.tie_embeddings) whole("lm_head.weight", "lm_head.weight");
+  whole("norm_f.weight", n.final_norm);
+  if (!m.tie_embeddings) whole("lm_head.weight", n.lm_head);
 
   std::set<const ParamTensor*> covered;
   for (const TensorSource& s : out) covered.insert(s.param);
@@ -360,15 +335,12 @@ std::vector<TensorSource> hf_tensor_sources(const ModelConfig& m, const ParamLay
 }
 
 void check_hf_tensors_supported(const st::TensorSet& tensors, HfType type) {
-  if (type != HfType::Olmoe) return;
+  const HfFamily& hf = hf_family(type);
   for (const auto& [name, entry] : tensors.entries()) {
-    auto ends_with = [&](const std::string& s) {
-      return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-    };
-    if (ends_with(".self_attn.q_norm.weight") || ends_with(".self_attn.k_norm.weight"))
-      fail(entry.reader->path() + ": tensor '" + name +
-           "': OLMoE q_norm/k_norm are not supported yet (the engine's attention has no QK-norm), so this "
-           "checkpoint cannot be imported");
+    for (const std::string suffix : hf.unsupported_tensors)
+      if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+        fail(entry.reader->path() + ": tensor '" + name + "': " + hf.unsupported_why +
+             ", so this checkpoint cannot be imported");
   }
 }
 

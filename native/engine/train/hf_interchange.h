@@ -1,5 +1,5 @@
-// Hugging Face interchange for the mixtral arch: config.json and tensor names of the "mixtral",
-// "qwen2_moe" and "olmoe" model types, both ways. Import is load_weights (train/checkpoint.h) on an HF
+// Hugging Face interchange: config.json and tensors of the model types in train/hf_families.h ("mixtral",
+// "qwen2_moe", "olmoe"), both ways, read and written through that table. Import is load_weights (train/checkpoint.h) on an HF
 // directory; export_hf writes one. Anything that would change the math and has no counterpart here
 // (sliding window, rope scaling, another activation, QK-norm, ...) is an error naming the field or tensor.
 #pragma once
@@ -10,11 +10,10 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "train/checkpoint.h"
+#include "train/hf_families.h"
 #include "train/safetensors.h"
 
 namespace moe {
-
-enum class HfType { Mixtral, Qwen2Moe, Olmoe };
 
 // "mixtral" | "qwen2_moe" | "olmoe"; anything else fails listing these.
 HfType parse_hf_model_type(const std::string& model_type);

@@ -1,0 +1,119 @@
+// Model families as features, the workbench's mirror of the engine's (native/engine/model/features.cpp):
+// a family is a name for a row of default features, and the planner's parameter counts and activation
+// sizes read the features, never the family name. The Hugging Face model types the engine imports and
+// exports (native/engine/train/hf_families.cpp) are listed here once for the contract, the host and the
+// UI. A parity test (test/unit/model-families-parity.test.ts) compares both sides through the engine.
+import type { ModelConfig } from './config'
+
+export type NormKind = 'layernorm' | 'rmsnorm'
+export type PositionKind = 'learned' | 'rope'
+export type AttentionKind = 'mha' | 'gqa'
+export type FfnActivation = 'gelu' | 'swiglu'
+export type RouterScoring = 'softmax'
+export type TopkSelection = 'plain'
+
+/** What a family fixes, and the defaults of the config fields it only suggests (qkv_bias, tie_embeddings). */
+export interface FamilyFeatures {
+  norm: NormKind
+  position: PositionKind
+  attention: AttentionKind
+  qk_norm: boolean
+  activation: FfnActivation
+  router_scoring: RouterScoring
+  topk_selection: TopkSelection
+  /** Biases on the norms, the attention output and the FFN projections. */
+  linear_bias: boolean
+  qkv_bias: boolean
+  tie_embeddings: boolean
+}
+
+export interface ModelFamily {
+  name: string
+  summary: string
+  features: FamilyFeatures
+}
+
+export const MODEL_FAMILIES = [
+  {
+    name: 'gpt-moe',
+    summary: 'LayerNorm, learned positions, multi-head attention, GELU experts, biases',
+    features: {
+      norm: 'layernorm', position: 'learned', attention: 'mha', qk_norm: false, activation: 'gelu',
+      router_scoring: 'softmax', topk_selection: 'plain', linear_bias: true, qkv_bias: true, tie_embeddings: true,
+    },
+  },
+  {
+    name: 'mixtral',
+    summary: 'RMSNorm, RoPE, grouped-query attention, SwiGLU experts, no biases',
+    features: {
+      norm: 'rmsnorm', position: 'rope', attention: 'gqa', qk_norm: false, activation: 'swiglu',
+      router_scoring: 'softmax', topk_selection: 'plain', linear_bias: false, qkv_bias: false, tie_embeddings: false,
+    },
+  },
+] as const satisfies readonly ModelFamily[]
+
+export type FamilyName = (typeof MODEL_FAMILIES)[number]['name']
+export const FAMILY_NAMES = MODEL_FAMILIES.map((f) => f.name) as [FamilyName, ...FamilyName[]]
+
+export function modelFamily(name: string): ModelFamily {
+  const family = MODEL_FAMILIES.find((f) => f.name === name)
+  if (!family) throw new Error(`model.arch: "${name}" is not one of ${FAMILY_NAMES.join(', ')}`)
+  return family
+}
+
+/** The features one model runs with: its family's, with the config's choices among them applied. */
+export interface ModelFeatures extends FamilyFeatures {
+  /** With rope positions; 0 otherwise. */
+  rope_theta: number
+  shared_expert: boolean
+  shared_expert_gate: boolean
+  residual_mlp: boolean
+  moe_every: number
+}
+
+export function modelFeatures(m: ModelConfig): ModelFeatures {
+  const f = modelFamily(m.arch).features
+  return {
+    ...f,
+    qkv_bias: m.qkv_bias ?? f.qkv_bias,
+    tie_embeddings: m.tie_embeddings ?? f.tie_embeddings,
+    rope_theta: f.position === 'rope' ? m.rope_theta : 0,
+    shared_expert: m.shared_expert_d_ff > 0,
+    shared_expert_gate: m.shared_expert_gate,
+    residual_mlp: m.residual_mlp,
+    moe_every: m.moe_every,
+  }
+}
+
+/** A gated activation (SwiGLU) computes gate and up in one in-projection of 2F rows. */
+export const gatedFfn = (f: FamilyFeatures): boolean => f.activation === 'swiglu'
+
+/** The model section as the engine runs it: every optional field filled in as the engine fills it. */
+export function effectiveModelConfig(m: ModelConfig): Omit<ModelConfig, 'n_experts'> & {
+  n_kv_heads: number
+  expert_d_ff: number
+  n_experts: number[]
+  qkv_bias: boolean
+  tie_embeddings: boolean
+} {
+  const f = modelFeatures(m)
+  const moeLayers = Math.floor(m.n_layers / m.moe_every)
+  return {
+    ...m,
+    n_kv_heads: m.n_kv_heads ?? m.n_heads,
+    expert_d_ff: m.expert_d_ff ?? m.d_ff,
+    n_experts: Array.isArray(m.n_experts) ? m.n_experts : new Array<number>(moeLayers).fill(m.n_experts),
+    qkv_bias: f.qkv_bias,
+    tie_embeddings: f.tie_embeddings,
+  }
+}
+
+/** The Hugging Face model types the engine imports and exports, each with the family whose math it has. */
+export const HF_MODEL_TYPES = [
+  { model_type: 'mixtral', label: 'Mixtral', family: 'mixtral' },
+  { model_type: 'qwen2_moe', label: 'Qwen2-MoE', family: 'mixtral' },
+  { model_type: 'olmoe', label: 'OLMoE', family: 'mixtral' },
+] as const satisfies readonly { model_type: string; label: string; family: FamilyName }[]
+
+export type HfModelType = (typeof HF_MODEL_TYPES)[number]['model_type']
+export const HF_MODEL_TYPE_NAMES = HF_MODEL_TYPES.map((t) => t.model_type) as [HfModelType, ...HfModelType[]]

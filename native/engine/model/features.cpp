@@ -1,0 +1,121 @@
+#include "model/features.h"
+
+#include "core/error.h"
+#include "model/config.h"
+
+namespace moe {
+
+const std::vector<ModelFamily>& model_families() {
+  static const std::vector<ModelFamily> families = {
+      {"gpt-moe", "LayerNorm, learned positions, multi-head attention, GELU experts, biases",
+       {NormKind::LayerNorm, PositionKind::Learned, AttentionKind::MultiHead, false, FfnActivation::Gelu,
+        RouterScoring::Softmax, TopkSelection::Plain, /*linear_bias=*/true, /*qkv_bias=*/true,
+        /*tie_embeddings=*/true}},
+      {"mixtral", "RMSNorm, RoPE, grouped-query attention, SwiGLU experts, no biases",
+       {NormKind::RmsNorm, PositionKind::Rope, AttentionKind::GroupedQuery, false, FfnActivation::Swiglu,
+        RouterScoring::Softmax, TopkSelection::Plain, /*linear_bias=*/false, /*qkv_bias=*/false,
+        /*tie_embeddings=*/false}},
+  };
+  return families;
+}
+
+std::string model_family_names() {
+  std::string names;
+  for (const ModelFamily& f : model_families()) names += (names.empty() ? "\"" : ", \"") + std::string(f.name) + "\"";
+  return names;
+}
+
+const ModelFamily& find_model_family(const std::string& name) {
+  for (const ModelFamily& f : model_families())
+    if (name == f.name) return f;
+  fail("model.arch: \"" + name + "\" is not supported; use one of " + model_family_names());
+}
+
+ModelFeatures model_features(const ModelConfig& m) {
+  ModelFeatures f;
+  static_cast<FamilyFeatures&>(f) = find_model_family(m.family).features;
+  f.qkv_bias = m.qkv_bias;
+  f.tie_embeddings = m.tie_embeddings;
+  f.rope_theta = f.position == PositionKind::Rope ? m.rope_theta : 0.0;
+  f.shared_expert = m.shared_expert_d_ff > 0;
+  f.shared_expert_gate = m.shared_expert_gate;
+  f.residual_mlp = m.residual_mlp;
+  f.moe_every = m.moe_every;
+  return f;
+}
+
+void check_model_features(const ModelConfig& m) {
+  const ModelFeatures f = model_features(m);
+  if (f.attention == AttentionKind::MultiHead && m.n_kv_heads != m.n_heads)
+    fail("model.n_kv_heads: " + m.family + " uses full multi-head attention; n_kv_heads must equal n_heads");
+  if (f.position == PositionKind::Rope && m.head_size() % 2 != 0)
+    fail("model.n_heads: RoPE needs an even head size, d_model / n_heads = " + std::to_string(m.head_size()));
+  if (f.linear_bias && !m.qkv_bias) fail("model.qkv_bias: " + m.family + " always has biases; remove the field");
+  if (f.shared_expert_gate && !f.shared_expert)
+    fail("model.shared_expert_gate: needs a shared expert (set model.shared_expert_d_ff > 0)");
+}
+
+// Switches without a default, so a new enum value is a compile warning here until it is named.
+const char* norm_kind_name(NormKind k) {
+  switch (k) {
+    case NormKind::LayerNorm: return "layernorm";
+    case NormKind::RmsNorm: return "rmsnorm";
+  }
+  return "?";
+}
+const char* position_kind_name(PositionKind k) {
+  switch (k) {
+    case PositionKind::Learned: return "learned";
+    case PositionKind::Rope: return "rope";
+  }
+  return "?";
+}
+const char* attention_kind_name(AttentionKind k) {
+  switch (k) {
+    case AttentionKind::MultiHead: return "mha";
+    case AttentionKind::GroupedQuery: return "gqa";
+  }
+  return "?";
+}
+const char* ffn_activation_name(FfnActivation a) {
+  switch (a) {
+    case FfnActivation::Gelu: return "gelu";
+    case FfnActivation::Swiglu: return "swiglu";
+  }
+  return "?";
+}
+const char* router_scoring_name(RouterScoring s) {
+  switch (s) {
+    case RouterScoring::Softmax: return "softmax";
+  }
+  return "?";
+}
+const char* topk_selection_name(TopkSelection s) {
+  switch (s) {
+    case TopkSelection::Plain: return "plain";
+  }
+  return "?";
+}
+
+json::Value features_to_json(const ModelFeatures& f) {
+  using json::Value;
+  Value o = Value::make_object();
+  o.set("norm", Value::of(norm_kind_name(f.norm)));
+  o.set("position", Value::of(position_kind_name(f.position)));
+  o.set("rope_theta", Value::of(f.rope_theta));
+  o.set("attention", Value::of(attention_kind_name(f.attention)));
+  o.set("qk_norm", Value::of(f.qk_norm));
+  o.set("activation", Value::of(ffn_activation_name(f.activation)));
+  o.set("router_scoring", Value::of(router_scoring_name(f.router_scoring)));
+  o.set("topk_selection", Value::of(topk_selection_name(f.topk_selection)));
+  o.set("linear_bias", Value::of(f.linear_bias));
+  o.set("qkv_bias", Value::of(f.qkv_bias));
+  o.set("tie_embeddings", Value::of(f.tie_embeddings));
+  o.set("shared_expert", Value::of(f.shared_expert));
+  o.set("shared_expert_gate", Value::of(f.shared_expert_gate));
+  o.set("residual_mlp", Value::of(f.residual_mlp));
+  o.set("moe_every", Value::of(f.moe_every));
+  return o;
+}
+
+}  // namespace moe

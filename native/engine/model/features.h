@@ -1,0 +1,70 @@
+// Model families as features. A family ("gpt-moe", "mixtral") is only a name for a row of default
+// features; every kernel choice (which norm, which position encoding, which FFN activation, which
+// tensors exist) reads the features derived here, never the family name. A new family is a new row
+// in model_families(), and a new kind of attention, routing or activation is a new enum value with
+// its kernel, not a new branch on a name.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+
+namespace moe {
+
+struct ModelConfig;
+
+enum class NormKind { LayerNorm, RmsNorm };
+enum class PositionKind { Learned, Rope };         // learned: a wpe table of max_seq_len rows; rope: rotary q/k
+enum class AttentionKind { MultiHead, GroupedQuery };  // multi-head: n_kv_heads == n_heads
+enum class FfnActivation { Gelu, Swiglu };         // swiglu: a gated in-projection of 2F rows
+enum class RouterScoring { Softmax };
+enum class TopkSelection { Plain };                 // the K largest scores over all experts
+
+// What a family fixes, and the defaults of the config fields it only suggests.
+struct FamilyFeatures {
+  NormKind norm = NormKind::LayerNorm;
+  PositionKind position = PositionKind::Learned;
+  AttentionKind attention = AttentionKind::MultiHead;
+  bool qk_norm = false;  // a norm on q and k per head; no family has it yet
+  FfnActivation activation = FfnActivation::Gelu;
+  RouterScoring router_scoring = RouterScoring::Softmax;
+  TopkSelection topk_selection = TopkSelection::Plain;
+  bool linear_bias = true;      // biases on the norms, the attention output and the FFN projections
+  bool qkv_bias = true;         // default of model.qkv_bias
+  bool tie_embeddings = true;   // default of model.tie_embeddings
+};
+
+struct ModelFamily {
+  const char* name;     // model.arch
+  const char* summary;  // for errors and descriptions
+  FamilyFeatures features;
+};
+
+// Every family the engine runs, in the order errors list them.
+const std::vector<ModelFamily>& model_families();
+// "gpt-moe", "mixtral": the names, quoted, for messages.
+std::string model_family_names();
+// The family named `name`; fails naming model.arch and listing the families.
+const ModelFamily& find_model_family(const std::string& name);
+
+// The features one model runs with: its family's, with the config's choices among them applied.
+struct ModelFeatures : FamilyFeatures {
+  double rope_theta = 0;  // with PositionKind::Rope; 0 otherwise
+  bool shared_expert = false, shared_expert_gate = false, residual_mlp = false;
+  int moe_every = 1;  // layer l is an MoE layer iff (l + 1) % moe_every == 0; the others are dense
+  bool gated_ffn() const { return activation == FfnActivation::Swiglu; }
+};
+
+ModelFeatures model_features(const ModelConfig& m);
+// The family's rules on the config (e.g. multi-head attention needs n_kv_heads == n_heads); fails naming the field.
+void check_model_features(const ModelConfig& m);
+
+json::Value features_to_json(const ModelFeatures& f);
+const char* norm_kind_name(NormKind k);
+const char* position_kind_name(PositionKind k);
+const char* attention_kind_name(AttentionKind k);
+const char* ffn_activation_name(FfnActivation a);
+const char* router_scoring_name(RouterScoring s);
+const char* topk_selection_name(TopkSelection s);
+
+}  // namespace moe

@@ -1,0 +1,72 @@
+// The Hugging Face model types we read and write, as data: one row per model type with its config.json
+// keys (and the transformers defaults for keys a saved config may omit), its tensor names, and the
+// features our model must have to be expressed in it. hf_interchange.cpp is one reader and one writer
+// over these rows; a new model type is a new row.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace moe {
+
+enum class HfType { Mixtral, Qwen2Moe, Olmoe };
+
+// What a model-type-specific config.json key carries.
+enum class HfField {
+  DenseAndExpertFf,  // model.d_ff and model.expert_d_ff (one width for both)
+  DenseFf,           // model.d_ff (dense layers)
+  ExpertFf,          // model.expert_d_ff
+  SharedExpertFf,    // model.shared_expert_d_ff, required to be positive
+  Experts,           // model.n_experts (the same in every MoE layer)
+  Renormalize,       // model.renormalize; without this key the type always renormalises
+  MoeEvery,          // model.moe_every; without this key every layer is an MoE layer
+  Layers,            // model.n_layers, written only
+  Fixed,             // a constant, written only (import checks such keys in reject_unsupported)
+};
+
+struct HfKey {
+  const char* key;
+  HfField field;
+  const char* json = nullptr;  // Fixed: the value written; Renormalize, MoeEvery: the default when absent
+};
+
+// Tensor names. The attention, norms, embeddings and dense MLP are LLaMA-style in every type here; the
+// MoE block's names differ. Layer tensors are under "model.layers.<l>.".
+struct HfTensorNames {
+  const char* embed = "model.embed_tokens.weight";
+  const char* final_norm = "model.norm.weight";
+  const char* lm_head = "lm_head.weight";
+  const char* input_norm = "input_layernorm.weight";
+  const char* post_norm = "post_attention_layernorm.weight";
+  const char* attn = "self_attn.";  // + q_proj, k_proj, v_proj (rows of our qkv), o_proj
+  const char* mlp = "mlp.";         // dense layers: + gate_proj, up_proj (rows of our gate_up), down_proj
+  const char* moe = "mlp.";         // + "gate.weight" (the router), "experts.<e>." + the expert names
+  const char* expert_gate = "gate_proj", *expert_up = "up_proj", *expert_down = "down_proj";
+  const char* shared = nullptr;       // the shared expert (gate_proj, up_proj, down_proj), when the type has one
+  const char* shared_gate = nullptr;  // its sigmoid gate's weight
+};
+
+struct HfFamily {
+  HfType type;
+  const char* model_type;    // config.json "model_type"
+  const char* architecture;  // config.json "architectures"
+  const char* label;         // for people: "Qwen2-MoE"
+  const char* family;        // our model.arch that has the same math
+  // Defaults of the transformers config class for keys a saved config.json may omit.
+  int kv_heads;  // 0: num_attention_heads
+  int max_positions;
+  double rms_norm_eps, rope_theta, router_aux_loss_coef;
+  bool qkv_bias;       // the q/k/v projections have biases
+  bool shared_expert;  // every MoE layer has a shared expert with a sigmoid gate
+  std::vector<HfKey> keys;  // model-type-specific config.json keys, in the order written
+  HfTensorNames names;
+  // Stored tensors (name suffixes) the type defines but the engine cannot run yet, and why.
+  std::vector<const char*> unsupported_tensors;
+  const char* unsupported_why = nullptr;
+};
+
+const std::vector<HfFamily>& hf_families();
+const HfFamily& hf_family(HfType type);
+// "\"mixtral\", \"qwen2_moe\" or \"olmoe\"", for messages.
+std::string hf_model_type_list();
+
+}  // namespace moe
