@@ -109,7 +109,7 @@ describe('model families: the engine and the workbench agree', () => {
   })
 
   it.each(MODEL_FAMILIES.map((f) => f.name))('%s: bare defaults', (family) => {
-    expectParity({ model: { arch: family } }, `${family} defaults`)
+    expectParity({ model: { arch: family }, train: {} }, `${family} defaults`)
   })
 
   it.each(presets)('preset %s, as it is and as every family', (name, raw) => {

@@ -46,6 +46,7 @@ ModelFeatures model_features(const ModelConfig& m) {
 
 void check_model_features(const ModelConfig& m) {
   const ModelFeatures f = model_features(m);
+  if (f.qk_norm) fail("model.arch: " + m.family + " needs q/k norm, which the attention kernels do not have yet");
   if (f.attention == AttentionKind::MultiHead && m.n_kv_heads != m.n_heads)
     fail("model.n_kv_heads: " + m.family + " uses full multi-head attention; n_kv_heads must equal n_heads");
   if (f.position == PositionKind::Rope && m.head_size() % 2 != 0)
