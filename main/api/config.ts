@@ -2,7 +2,7 @@
 // host validates with it, and the engine receives exactly what passed. Field names match the engine's.
 import { z } from 'zod'
 
-import { FAMILY_NAMES, MODEL_FAMILIES } from './model-families'
+import { FAMILY_NAMES, MODEL_FAMILIES, modelFamily } from './model-families'
 
 const int = (min: number, max: number) => z.number().int().min(min).max(max)
 
@@ -201,8 +201,14 @@ export const RunConfigSchema = z
     const kv = m.n_kv_heads ?? m.n_heads
     if (m.n_heads % kv !== 0)
       ctx.addIssue({ code: 'custom', path: ['model', 'n_kv_heads'], message: `must divide n_heads (${m.n_heads})` })
-    if (m.arch === 'gpt-moe' && kv !== m.n_heads)
-      ctx.addIssue({ code: 'custom', path: ['model', 'n_kv_heads'], message: 'gpt-moe needs n_kv_heads == n_heads' })
+    // The family's rules, as the engine checks them (native/engine/model/features.cpp).
+    const family = modelFamily(m.arch).features
+    if (family.attention === 'mha' && kv !== m.n_heads)
+      ctx.addIssue({ code: 'custom', path: ['model', 'n_kv_heads'], message: `${m.arch} needs n_kv_heads == n_heads` })
+    if (family.position === 'rope' && m.d_model % m.n_heads === 0 && (m.d_model / m.n_heads) % 2 !== 0)
+      ctx.addIssue({ code: 'custom', path: ['model', 'n_heads'], message: `RoPE needs an even head size (d_model / n_heads = ${m.d_model / m.n_heads})` })
+    if (family.linear_bias && m.qkv_bias === false)
+      ctx.addIssue({ code: 'custom', path: ['model', 'qkv_bias'], message: `${m.arch} always has biases; remove the field` })
     const moeLayers = Math.floor(m.n_layers / m.moe_every)
     if (moeLayers === 0)
       ctx.addIssue({ code: 'custom', path: ['model', 'moe_every'], message: 'leaves no MoE layer' })

@@ -118,8 +118,19 @@ describe('model families: the engine and the workbench agree', () => {
     for (const family of MODEL_FAMILIES) expectParity(asFamily(raw, family.name), `${name} as ${family.name}`)
   })
 
-  it('rejects what the engine rejects, naming the field', () => {
+  it('rejects what the engine rejects by the family rules, naming the same field', () => {
     expect(() => describeModel({ model: { arch: 'llama' } })).toThrow(/model\.arch.*"gpt-moe", "mixtral"/)
-    expect(() => describeModel({ model: { arch: 'gpt-moe', n_kv_heads: 2 } })).toThrow(/model\.n_kv_heads/)
+    expect(RunConfigSchema.safeParse({ model: { arch: 'llama' }, train: {} }).success).toBe(false)
+    const broken: [Record<string, unknown>, string][] = [
+      [{ arch: 'gpt-moe', n_kv_heads: 2 }, 'n_kv_heads'],
+      [{ arch: 'gpt-moe', qkv_bias: false }, 'qkv_bias'],
+      [{ arch: 'mixtral', d_model: 12, n_heads: 4 }, 'n_heads'],
+    ]
+    for (const [model, field] of broken) {
+      expect(() => describeModel({ model }), field).toThrow(new RegExp(`model\\.${field}`))
+      const ts = RunConfigSchema.safeParse({ model, train: {} })
+      expect(ts.success, field).toBe(false)
+      expect(ts.error?.issues.map((i) => i.path.join('.')), field).toContain(`model.${field}`)
+    }
   })
 })

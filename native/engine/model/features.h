@@ -2,7 +2,9 @@
 // features; every kernel choice (which norm, which position encoding, which FFN activation, which
 // tensors exist) reads the features derived here, never the family name. A new family is a new row
 // in model_families(), and a new kind of attention, routing or activation is a new enum value with
-// its kernel, not a new branch on a name.
+// its kernel, not a new branch on a name: q/k norm is the qk_norm flag, latent attention another
+// AttentionKind, sigmoid or grouped routing another RouterScoring / TopkSelection, a clamped SwiGLU
+// another FfnActivation.
 #pragma once
 #include <string>
 #include <vector>

@@ -116,6 +116,8 @@ RouterLosses MoeLayer::forward(Backend& be, const LayerParams& p, ExpertAccess& 
   reserve_floats(be, topk_w_, (size_t)N * K);
 
   be.matmul_forward(logits_.f(), x, p.router_w, nullptr, N, C, E);
+  // Softmax scoring with plain top-k (s_.scoring, s_.selection) is the only router kernel so far; another kind
+  // of scoring or selection is another kernel chosen here, and in backward, by those two.
   RouterLosses losses = be.router_forward(probs_.f(), topk_idx_.i32(), topk_w_.f(), logits_.f(), N, E, K, s_.renormalize,
                                            forced_topk);
   be.dispatch_plan(plan_, topk_idx_.i32(), N, E, K, s_.capacity(N));
