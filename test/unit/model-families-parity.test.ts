@@ -57,10 +57,16 @@ function asFamily(raw: RawConfig, family: string): RawConfig {
   return { ...raw, model }
 }
 
-// The train section as the engine writes it: min_lr defaults to lr / 10, and fp32 is left out.
+// The train section as the engine writes it: min_lr defaults to lr / 10; fp32 and the pause policy, the
+// defaults, are left out.
 function effectiveTrain(t: RunConfig['train']): Record<string, unknown> {
-  const { compute_dtype, min_lr, ...rest } = t
-  return { ...rest, min_lr: min_lr ?? t.lr * 0.1, ...(compute_dtype === 'fp32' ? {} : { compute_dtype }) }
+  const { compute_dtype, min_lr, on_nonfinite, ...rest } = t
+  return {
+    ...rest,
+    min_lr: min_lr ?? t.lr * 0.1,
+    ...(compute_dtype === 'fp32' ? {} : { compute_dtype }),
+    ...(on_nonfinite === 'pause' ? {} : { on_nonfinite }),
+  }
 }
 
 function expectParity(raw: RawConfig, label: string): void {
