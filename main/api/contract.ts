@@ -18,6 +18,9 @@ export const AbsolutePathSchema = z
   .min(1)
   .refine(isAbsolutePath, 'must be an absolute path (a relative one would resolve against the host process’s working directory)')
 
+/** A run's dataset as recorded and reported (what was stored is shown as it is). */
+export const StoredDatasetSchema = z.object({ path: z.string().min(1), tokenizer: z.string().min(1).optional() }).strict()
+
 export const DatasetSpecSchema = z
   .object({
     path: AbsolutePathSchema.describe('A .txt, .jsonl ({"text"} or {"prompt","completion"}) or token shard (.bin) file'),
@@ -82,7 +85,7 @@ export const ResolvedOffloadSchema = z.object({
 export const RunDetailSchema = z.object({
   summary: RunSummarySchema,
   config: RunConfigSchema,
-  dataset: DatasetSpecSchema,
+  dataset: StoredDatasetSchema,
   init: z.string().nullable(),
   offload: ResolvedOffloadSchema.nullable().describe('the offload the run trains with; null: resident (runs from before offload)'),
   events: z.array(RunEventSchema),

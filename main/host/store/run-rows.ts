@@ -3,7 +3,7 @@
 import { z } from 'zod'
 
 import { RunConfigSchema } from '../../api/config'
-import { DatasetSpecSchema, ResolvedOffloadSchema, RunIdSchema, RunStatusSchema } from '../../api/contract'
+import { ResolvedOffloadSchema, RunIdSchema, RunStatusSchema, StoredDatasetSchema } from '../../api/contract'
 import type { SqlRow, SqlValue } from './db'
 import { StoreError } from './errors'
 import type { RunRecord } from './types'
@@ -13,7 +13,8 @@ const RunRecordSchema = z.object({
   name: z.string(),
   status: RunStatusSchema,
   config: RunConfigSchema,
-  dataset: DatasetSpecSchema,
+  // What was stored, as it was: the API's rule that request paths be absolute is not the store's to re-apply.
+  dataset: StoredDatasetSchema,
   init: z.string().nullable(),
   offload: ResolvedOffloadSchema.nullable(),
   runDir: z.string().min(1),
