@@ -97,7 +97,7 @@ export const OffloadConfigSchema = z
   })
   .strict()
 
-// A load-balance experiment (issue 7): the engine replaces the router's top-k with seeded draws and keeps the
+// A load-balance experiment: the engine replaces the router's top-k with seeded draws and keeps the
 // rest of the step real. Omitted or distribution "none": the router routes; the engine gets the section only when on.
 export const RoutingSkewConfigSchema = z
   .object({
@@ -111,7 +111,7 @@ export const RoutingSkewConfigSchema = z
   })
   .strict()
 
-// Expert placement across devices (issue 7, docs/placement.md): the engine decides per step and MoE layer where
+// Expert placement across devices (docs/placement.md): the engine decides per step and MoE layer where
 // each expert's rows run and runs them there, on D virtual devices (backends sharing this machine), recording
 // the loads, time and bytes per device. One device (the default) places nothing; the engine gets the section only
 // when experts run on the devices (more than one, or a pipeline on one).

@@ -1,4 +1,4 @@
-// Experts on D virtual devices (issue 7): every placement policy × pipeline partitions × memory-reuse strategy
+// Experts on D virtual devices: every placement policy × pipeline partitions × memory-reuse strategy
 // trains like resident single-device training: bitwise where no expert's rows are split, within 1e-6 relative
 // where they are; the telemetry says what moved; memory reuse lowers the devices' peak bytes; a device over its
 // budget is a clear error; the job graph's replay of measured times.

@@ -1,4 +1,4 @@
-// The run config's placement section (experts placed across D devices per step, issue 7), the engine config
+// The run config's placement section (experts placed across D devices per step), the engine config
 // a run's engine receives (the section only when experts run on the devices) and the run's strategy description.
 import { describe, expect, it } from 'vitest'
 

@@ -41,7 +41,7 @@ struct ModelConfig {
   int experts_at(int l) const { return n_experts[moe_index(l)]; }
 };
 
-// A routing-skew experiment (issue: load balance): the router's choices are replaced by seeded draws from a
+// A routing-skew experiment (load balance under a controlled skew): the router's choices are replaced by seeded draws from a
 // distribution, everything else in the step stays real. Off by default; the config's top-level "routing_skew"
 // section, written to config.json only when on. Kept with the training settings (the trainer applies it).
 enum class SkewDistribution { None, Uniform, Zipf, Hot };

@@ -70,7 +70,7 @@ class Model {
   int moe_layer_count() const { return static_cast<int>(moe_layers_.size()); }
   const MoeLayer& moe_layer(int i) const { return *moe_layers_[i]; }
 
-  // Routed experts compute on D devices with this placement and pipelining (issue 7) from now on.
+  // Routed experts compute on D devices with this placement and pipelining from now on.
   void run_experts_on_devices(const PlacementConfig& placement, const PipelineConfig& pipeline,
                               const DeviceGroupConfig& devices);
   bool on_devices() const { return device_group_ != nullptr; }

@@ -8,7 +8,7 @@
 
 namespace moe {
 
-// One MoE layer's placement decision for the step's tokens (issue: load balance), from the placement policy.
+// One MoE layer's placement decision for the step's tokens, from the placement policy.
 struct LayerPlacement {
   std::vector<int64_t> load_before, load_after;  // [D] tokens per device: static homes vs the placement
   double imbalance_before = 1, imbalance_after = 1;  // max/mean of those
