@@ -1,6 +1,8 @@
 // Expert offload and pinning: tier budgets hold (and a too-small one fails clearly), and offloaded training
 // is bit-identical to resident training (losses, weights, AdamW moments) across pin fractions, lookaheads,
 // dropless/capacity routing, clipping and both architectures, while moving exactly the expected bytes.
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -233,7 +235,9 @@ TEST(offloaded_checkpoint_resumes_exactly) {
   for (const std::string& offload : {host_offload(0.25, 2), ssd_offload(0.25, 2)}) {
     Variant o = v;
     o.offload = offload;
-    const std::string dir = (std::filesystem::temp_directory_path() / "moe_test_offload_ckpt").string();
+    // Per process: two copies of this test running at once must not share a checkpoint directory.
+    const std::string dir = (std::filesystem::temp_directory_path() /
+                             ("moe_test_offload_ckpt_" + std::to_string(::getpid()))).string();
     std::filesystem::remove_all(dir);
     auto be = moe::make_backend("cpu", {1});
     moe::EngineConfig cfg = moe::parse_config_text(config(o), "test");
