@@ -203,16 +203,19 @@ export class RunManager {
     for (const record of this.store.listRuns().reverse()) {
       if (this.isOurs(record.id)) continue
       if (ownedByAnotherLiveHost(record.runDir, this.staleMs)) continue
-      if (ACTIVE.includes(record.status)) {
-        this.setStatus(record.id, 'failed', {
-          finishedAt: Date.now(),
-          error:
-            `the host exited while the run was ${record.status} (at step ${record.step}); ` +
-            'restart it to continue from its last checkpoint',
-        })
-        this.event(record.id, 'failed', `the host exited while the run was ${record.status}`)
-      } else if (record.status === 'queued') this.enqueue(record.step > 0 ? this.resumePoint(record.id).job : { id: record.id })
+      this.takeOver(record, `the host exited while the run was ${record.status}`, ` (at step ${record.step})`)
     }
+  }
+
+  // A run whose host is gone: an active one fails (message, with `detail` in its error), a queued one is ours.
+  private takeOver(record: RunRecord, message: string, detail = ''): void {
+    if (ACTIVE.includes(record.status)) {
+      this.setStatus(record.id, 'failed', {
+        finishedAt: Date.now(),
+        error: `${message}${detail}; restart it to continue from its last checkpoint`,
+      })
+      this.event(record.id, 'failed', message)
+    } else if (record.status === 'queued') this.enqueue(record.step > 0 ? this.resumePoint(record.id).job : { id: record.id })
   }
 
   /**
@@ -261,19 +264,9 @@ export class RunManager {
       }
       const current = this.store.getRun(record.id)
       if (!current || this.isOurs(current.id)) continue
-      if (current.status === 'queued') {
-        this.enqueue(current.step > 0 ? this.resumePoint(current.id).job : { id: current.id })
-        continue
-      }
-      if (!ACTIVE.includes(current.status)) continue
       const who = owner.state === 'gone' ? `the host (pid ${owner.owner.pid} on ${owner.owner.host})` : 'its host'
-      const message = `${who} stopped answering at step ${current.step}`
-      this.setStatus(current.id, 'failed', {
-        finishedAt: Date.now(),
-        error: `${message}; restart it to continue from its last checkpoint`,
-      })
-      this.event(current.id, 'failed', message)
-      releaseRun(current.runDir)
+      this.takeOver(current, `${who} stopped answering at step ${current.step}`)
+      if (!this.isOurs(current.id)) releaseRun(current.runDir)
     }
     this.unowned.clear()
     for (const id of seenUnowned) this.unowned.add(id)

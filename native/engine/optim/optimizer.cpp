@@ -70,10 +70,7 @@ void AdamWOptimizer::update(int t, double lr, const TrainConfig& hp, double clip
 OptimizerStepInfo AdamWOptimizer::step(int t, double lr, const TrainConfig& hp) {
   OptimizerStepInfo info = norm_and_clip(hp, nullptr);
   // A NaN or infinite gradient would make every weight it touches non-finite: the step is left out instead.
-  if (!std::isfinite(info.grad_norm)) {
-    info.skipped = true;
-    return info;
-  }
+  if (!std::isfinite(info.grad_norm)) return info;
   update(t, lr, hp, info.clip_scale, false);
   return info;
 }

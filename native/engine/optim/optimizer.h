@@ -12,7 +12,6 @@ namespace moe {
 struct OptimizerStepInfo {
   double grad_norm = 0;  // before clipping
   double clip_scale = 1;
-  bool skipped = false;  // the norm was not finite, so nothing was updated (step() only)
 };
 
 // The update hyper-parameters of step t for a tensor with or without weight decay.

@@ -1,5 +1,6 @@
 #include "train/checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -171,6 +172,12 @@ void save_checkpoint(const std::string& dir, const EngineConfig& cfg, Model& mod
     fs::write_file_atomic(fs::join(tmp, "config.json"), config_text);
     {
       const std::vector<float> params = copy_to_host(be, model.params(), n);
+      // A diverged run's weights are never written: a checkpoint is what a resume or an export trusts.
+      for (const ParamTensor& t : layout.tensors())
+        if (!std::all_of(params.begin() + t.offset, params.begin() + t.offset + t.numel,
+                         [](float v) { return std::isfinite(v); }))
+          fail(dir + ": not saved: parameter '" + t.name + "' holds a NaN or an infinity (the run diverged); "
+                     "resume or restart from an earlier checkpoint");
       st::Writer w;
       w.set_metadata("format", "pt");
       add_arena(w, layout, params.data(), "");

@@ -226,13 +226,12 @@ void Trainer::resume_from(const std::string& dir) {
 
 void Trainer::save_checkpoint(const std::string& dir) {
   experts_to_arenas();
-  // A diverged run's weights are never written: a checkpoint is what a resume or an export trusts.
-  if (const std::string bad = first_nonfinite(be_, model_.layout(), model_.params(), nullptr); !bad.empty()) {
-    if (offload_) offload_->experts_from_arenas();
-    fail(dir + ": not saved: parameter '" + bad + "' holds a NaN or an infinity (the run diverged); resume or "
-               "restart from an earlier checkpoint");
+  try {
+    moe::save_checkpoint(dir, cfg_, model_, &opt_, &state_);
+  } catch (...) {
+    if (offload_) offload_->experts_from_arenas();  // the experts go back to their tier whatever the outcome
+    throw;
   }
-  moe::save_checkpoint(dir, cfg_, model_, &opt_, &state_);
   if (offload_) offload_->experts_from_arenas();
 }
 
