@@ -2,7 +2,7 @@
 // host validates with it, and the engine receives exactly what passed. Field names match the engine's.
 import { z } from 'zod'
 
-import { FAMILY_NAMES, MODEL_FAMILIES, modelFamily } from './model-families'
+import { FAMILY_NAMES, MODEL_FAMILIES, headSize, modelFamily, moeLayerIndexes } from './model-families'
 
 const int = (min: number, max: number) => z.number().int().min(min).max(max)
 
@@ -21,7 +21,14 @@ export const ModelConfigSchema = z
       .describe('Experts per MoE layer, or one number per MoE layer (PR-MoE pyramid)'),
     top_k: int(1, 64).default(2).describe('Experts per token'),
     moe_every: int(1, 1024).default(1).describe('Layer l is MoE iff (l + 1) % moe_every == 0; others are dense'),
+    dense_layers: z.array(int(0, 1023)).optional()
+      .describe('Layers that are dense although moe_every makes them MoE (increasing indexes)'),
+    head_dim: int(1, 1 << 14).nullable().optional().describe('Attention head size; null: d_model / n_heads'),
     renormalize: z.boolean().default(true).describe('Renormalise the top-k weights to sum to 1'),
+    routed_scaling_factor: z.number().min(1e-6).max(1e6).optional()
+      .describe('The top-k weights are multiplied by this after renormalising (DeepSeek); default 1'),
+    selection_bias: z.boolean().optional()
+      .describe("A per-expert bias on the router's scores that only chooses experts (aux-loss-free balancing)"),
     shared_expert_d_ff: int(0, 1 << 20).default(0).describe('Width of a shared expert (Qwen2-MoE); 0 = none'),
     shared_expert_gate: z.boolean().default(false).describe('Sigmoid gate on the shared expert'),
     residual_mlp: z.boolean().default(false).describe('PR-MoE residual: a dense MLP added to the routed output'),
@@ -196,7 +203,7 @@ export const RunConfigSchema = z
   .strict()
   .superRefine((c, ctx) => {
     const m = c.model
-    if (m.d_model % m.n_heads !== 0)
+    if (m.head_dim == null && m.d_model % m.n_heads !== 0)
       ctx.addIssue({ code: 'custom', path: ['model', 'n_heads'], message: `must divide d_model (${m.d_model})` })
     const kv = m.n_kv_heads ?? m.n_heads
     if (m.n_heads % kv !== 0)
@@ -205,13 +212,19 @@ export const RunConfigSchema = z
     const family = modelFamily(m.arch).features
     if (family.attention === 'mha' && kv !== m.n_heads)
       ctx.addIssue({ code: 'custom', path: ['model', 'n_kv_heads'], message: `${m.arch} needs n_kv_heads == n_heads` })
-    if (family.position === 'rope' && m.d_model % m.n_heads === 0 && (m.d_model / m.n_heads) % 2 !== 0)
-      ctx.addIssue({ code: 'custom', path: ['model', 'n_heads'], message: `RoPE needs an even head size (d_model / n_heads = ${m.d_model / m.n_heads})` })
+    const hs = headSize(m)
+    if (family.position === 'rope' && Number.isInteger(hs) && hs % 2 !== 0)
+      ctx.addIssue({ code: 'custom', path: ['model', m.head_dim == null ? 'n_heads' : 'head_dim'], message: `RoPE needs an even head size (${hs})` })
+    const dense = m.dense_layers ?? []
+    dense.forEach((l, i) => {
+      if (l >= m.n_layers || (i > 0 && l <= dense[i - 1]!))
+        ctx.addIssue({ code: 'custom', path: ['model', 'dense_layers', i], message: `must be an increasing layer index below n_layers (${m.n_layers})` })
+    })
     if (family.linear_bias && m.qkv_bias === false)
       ctx.addIssue({ code: 'custom', path: ['model', 'qkv_bias'], message: `${m.arch} always has biases; remove the field` })
-    const moeLayers = Math.floor(m.n_layers / m.moe_every)
+    const moeLayers = moeLayerIndexes(m).length
     if (moeLayers === 0)
-      ctx.addIssue({ code: 'custom', path: ['model', 'moe_every'], message: 'leaves no MoE layer' })
+      ctx.addIssue({ code: 'custom', path: ['model', dense.length ? 'dense_layers' : 'moe_every'], message: 'leaves no MoE layer' })
     const experts = Array.isArray(m.n_experts) ? m.n_experts : [m.n_experts]
     if (Array.isArray(m.n_experts) && m.n_experts.length !== moeLayers)
       ctx.addIssue({ code: 'custom', path: ['model', 'n_experts'], message: `needs one entry per MoE layer (${moeLayers})` })

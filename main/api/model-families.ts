@@ -85,6 +85,33 @@ export function modelFeatures(m: ModelConfig): ModelFeatures {
   }
 }
 
+/** The shape fields that decide which layers are MoE layers. */
+export interface LayerShape {
+  n_layers: number
+  moe_every?: number
+  dense_layers?: readonly number[] | null
+}
+
+/**
+ * The one rule for which layers are MoE layers, as the engine has it (ModelConfig::is_moe_layer): every
+ * moe_every-th layer, except the dense_layers.
+ */
+export function isMoeLayer(m: LayerShape, l: number): boolean {
+  const every = m.moe_every ?? 1
+  return every > 0 && (l + 1) % every === 0 && !(m.dense_layers ?? []).includes(l)
+}
+
+/** Indexes of the MoE layers, in order. */
+export function moeLayerIndexes(m: LayerShape): number[] {
+  const out: number[] = []
+  for (let l = 0; l < m.n_layers; l++) if (isMoeLayer(m, l)) out.push(l)
+  return out
+}
+
+/** The attention's head size: head_dim when set, else d_model / n_heads. */
+export const headSize = (m: { d_model: number; n_heads: number; head_dim?: number | null }): number =>
+  m.head_dim ?? m.d_model / m.n_heads
+
 /** A gated activation (SwiGLU) computes gate and up in one in-projection of 2F rows. */
 export const gatedFfn = (f: FamilyFeatures): boolean => f.activation === 'swiglu'
 
@@ -97,7 +124,7 @@ export function effectiveModelConfig(m: ModelConfig): Omit<ModelConfig, 'n_exper
   tie_embeddings: boolean
 } {
   const f = modelFeatures(m)
-  const moeLayers = Math.floor(m.n_layers / m.moe_every)
+  const moeLayers = moeLayerIndexes(m).length
   return {
     ...m,
     n_kv_heads: m.n_kv_heads ?? m.n_heads,

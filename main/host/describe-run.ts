@@ -9,6 +9,7 @@ export function describeModel(config: RunConfig): string {
     m.shared_expert_d_ff > 0 ? '+shared' : '',
     m.residual_mlp ? '+residual' : '',
     m.moe_every > 1 ? `moe every ${m.moe_every}` : '',
+    m.dense_layers?.length ? `dense ${m.dense_layers.join(',')}` : '',
   ].filter(Boolean)
   return [m.arch, `L${m.n_layers}`, `d${m.d_model}`, experts, `top-${m.top_k}`, ...extras].join(' ')
 }

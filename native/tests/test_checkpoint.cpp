@@ -184,13 +184,13 @@ class FailingBackend : public Backend {
   void crossentropy_backward(float* dl, const float* lg, const int32_t* t, float s, int N, int V) override {
     in_.crossentropy_backward(dl, lg, t, s, N, V);
   }
-  RouterLosses router_forward(float* p, int32_t* idx, float* w, const float* lg, int N, int E, int K, bool renorm,
-                              const int32_t* forced) override {
-    return in_.router_forward(p, idx, w, lg, N, E, K, renorm, forced);
+  RouterLosses router_forward(float* p, int32_t* idx, float* w, const float* lg, int N, int E, int K,
+                              const RouterSpec& spec, const int32_t* forced) override {
+    return in_.router_forward(p, idx, w, lg, N, E, K, spec, forced);
   }
   void router_backward(float* dl, const float* dw, const float* p, const int32_t* idx, const float* w,
-                       const float* lg, int N, int E, int K, bool renorm, float aux, float z) override {
-    in_.router_backward(dl, dw, p, idx, w, lg, N, E, K, renorm, aux, z);
+                       const float* lg, int N, int E, int K, const RouterSpec& spec, float aux, float z) override {
+    in_.router_backward(dl, dw, p, idx, w, lg, N, E, K, spec, aux, z);
   }
   void dispatch_plan(DispatchPlan& plan, const int32_t* idx, int N, int E, int K, int cap) override {
     in_.dispatch_plan(plan, idx, N, E, K, cap);

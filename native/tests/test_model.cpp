@@ -124,6 +124,20 @@ TEST(gradients_mixtral_shared_expert_ungated_top1) {
   expect_gradients_match(c, "mixtral shared top-1");
 }
 
+// An explicit head size (NH·HS = 24 ≠ C = 16), a dense layer listed by index, scaled weights and a selection
+// bias (zero here; the router's own test moves it).
+TEST(gradients_mixtral_head_dim_dense_layers_scaled_routing) {
+  ModelConfig c = tiny("mixtral");
+  c.n_layers = 3;
+  c.dense_layers = {1};
+  c.head_dim = 6;
+  c.routed_scaling = 2.5;
+  c.selection_bias = true;
+  c.n_experts = {4, 4};
+  CHECK(!c.is_moe_layer(1) && c.is_moe_layer(2) && c.moe_index(2) == 1 && c.n_moe_layers() == 2);
+  expect_gradients_match(c, "mixtral head_dim dense_layers scaled");
+}
+
 TEST(one_expert_top1_equals_dense_ffn) {
   for (const std::string arch : {"gpt-moe", "mixtral"}) {
     auto be = make_backend("cpu", {2});

@@ -72,6 +72,25 @@ TEST(family_rules_name_the_field) {
   rejects(R"({"arch": "gpt-moe", "n_kv_heads": 2})", "model.n_kv_heads: gpt-moe uses full multi-head attention");
   rejects(R"({"arch": "gpt-moe", "qkv_bias": false})", "model.qkv_bias: gpt-moe always has biases");
   rejects(R"({"arch": "mixtral", "d_model": 12, "n_heads": 4})", "model.n_heads: RoPE needs an even head size");
+  rejects(R"({"arch": "mixtral", "head_dim": 5})", "model.head_dim: RoPE needs an even head size");
+  rejects(R"({"arch": "mixtral", "n_layers": 2, "dense_layers": [1, 0]})", "model.dense_layers[1]: the list must be increasing");
+  rejects(R"({"arch": "mixtral", "n_layers": 2, "dense_layers": [2]})", "model.dense_layers[0]: 2 is out of range");
+  rejects(R"({"arch": "mixtral", "n_layers": 2, "dense_layers": [0, 1]})", "model.dense_layers: leaves no MoE layer");
+}
+
+TEST(dense_layers_head_dim_and_router_fields_round_trip) {
+  const ModelConfig m = parse_model_config(json::parse(
+      R"({"arch": "mixtral", "n_layers": 4, "d_model": 32, "n_heads": 4, "head_dim": 16, "dense_layers": [0, 2],
+          "n_experts": [4, 6], "routed_scaling_factor": 2.5, "selection_bias": true})"));
+  CHECK(m.head_size() == 16 && m.attn_width() == 64 && m.n_moe_layers() == 2 && m.experts_at(3) == 6);
+  const ParamLayout layout(m);
+  CHECK(layout.find("layers.0.attn.out.weight")->shape == std::vector<int64_t>({32, 64}));
+  CHECK(has_tensor(layout, "layers.1.moe.router.selection_bias") && has_tensor(layout, "layers.2.mlp.gate_up.weight"));
+  const ModelConfig back = parse_model_config(model_config_to_json(m));
+  CHECK(back.dense_layers == m.dense_layers && back.head_dim == 16 && back.routed_scaling == 2.5 && back.selection_bias);
+  // Defaults are not written, so configs without these fields stay as they were.
+  const json::Value plain = model_config_to_json(parse_model_config(json::parse(R"({"arch": "mixtral"})")));
+  CHECK(!plain.find("dense_layers") && !plain.find("head_dim") && !plain.find("selection_bias"));
 }
 
 TEST(describe_matches_the_layout_an_engine_builds) {

@@ -25,13 +25,16 @@ struct Router {
   RouterLosses losses{};
 };
 
-Router run_router(Backend& be, const std::vector<float>& logits, int N, int E, int K, bool renorm) {
+Router run_router(Backend& be, const std::vector<float>& logits, int N, int E, int K, const RouterSpec& spec) {
   Router r;
   r.probs.resize((size_t)N * E);
   r.w.resize((size_t)N * K);
   r.idx.resize((size_t)N * K);
-  r.losses = be.router_forward(r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K, renorm, nullptr);
+  r.losses = be.router_forward(r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K, spec, nullptr);
   return r;
+}
+Router run_router(Backend& be, const std::vector<float>& logits, int N, int E, int K, bool renorm) {
+  return run_router(be, logits, N, E, K, RouterSpec{.renormalize = renorm});
 }
 
 // Logits whose per-token ranking has gaps of `gap`, so a ±h perturbation never changes the top-k choice.
@@ -174,30 +177,53 @@ TEST(router_backward_gradcheck) {
       bool topk;
       float aux, z;
     };
+    // A selection bias that alone decides the choice (gaps of 3 against probabilities in [0, 1]), so that the
+    // chosen experts are not the most probable ones and no perturbation changes them.
+    const std::vector<float> bias = {6.0f, 0.0f, 12.0f, 3.0f, 9.0f};
     for (int K : {1, 2}) {
       for (bool renorm : {false, true}) {
-        for (Scales sc : {Scales{true, 0.7f, 0.3f}, Scales{true, 0.0f, 0.0f}, Scales{false, 1.0f, 0.0f},
-                          Scales{false, 0.0f, 1.0f}}) {
-          auto logits = separated_logits(N, E, 1.0f, 10 + K + 2 * renorm);
-          auto r = random_vector((size_t)N * K, 20 + K);
-          const Router base = run_router(be, logits, N, E, K, renorm);
-          bool selection_changed = false;
-          auto loss = [&]() {
-            Router o = run_router(be, logits, N, E, K, renorm);
-            if (o.idx != base.idx) selection_changed = true;
-            return (sc.topk ? dot(r, o.w) : 0.0) + sc.aux * (double)o.losses.aux + sc.z * (double)o.losses.z;
-          };
-          std::vector<float> dl((size_t)N * E, 0.0f);
-          be.router_backward(dl.data(), sc.topk ? r.data() : nullptr, base.probs.data(), base.idx.data(),
-                             base.w.data(), logits.data(), N, E, K, renorm, sc.aux, sc.z);
-          double err = gradcheck(logits, dl, loss, N * E, 3e-2f);  // larger h: the losses come back as float
-          CHECK(!selection_changed);
-          CHECK_MSG(err < 3e-3, "K=" + std::to_string(K) + " renorm=" + std::to_string(renorm) + " aux=" +
-                                    std::to_string(sc.aux) + " z=" + std::to_string(sc.z) +
-                                    " err=" + std::to_string(err));
+        for (float scale : {1.0f, 2.5f}) {
+          for (bool biased : {false, true}) {
+            const RouterSpec spec{.renormalize = renorm, .scale = scale, .selection_bias = biased ? bias.data() : nullptr};
+            for (Scales sc : {Scales{true, 0.7f, 0.3f}, Scales{true, 0.0f, 0.0f}, Scales{false, 1.0f, 0.0f},
+                              Scales{false, 0.0f, 1.0f}}) {
+              auto logits = separated_logits(N, E, 1.0f, 10 + K + 2 * renorm);
+              auto r = random_vector((size_t)N * K, 20 + K);
+              const Router base = run_router(be, logits, N, E, K, spec);
+              bool selection_changed = false;
+              auto loss = [&]() {
+                Router o = run_router(be, logits, N, E, K, spec);
+                if (o.idx != base.idx) selection_changed = true;
+                return (sc.topk ? dot(r, o.w) : 0.0) + sc.aux * (double)o.losses.aux + sc.z * (double)o.losses.z;
+              };
+              std::vector<float> dl((size_t)N * E, 0.0f);
+              be.router_backward(dl.data(), sc.topk ? r.data() : nullptr, base.probs.data(), base.idx.data(),
+                                 base.w.data(), logits.data(), N, E, K, spec, sc.aux, sc.z);
+              double err = gradcheck(logits, dl, loss, N * E, 3e-2f);  // larger h: the losses come back as float
+              CHECK(!selection_changed);
+              CHECK_MSG(err < 3e-3, "K=" + std::to_string(K) + " renorm=" + std::to_string(renorm) +
+                                        " scale=" + std::to_string(scale) + " biased=" + std::to_string(biased) +
+                                        " aux=" + std::to_string(sc.aux) + " z=" + std::to_string(sc.z) +
+                                        " err=" + std::to_string(err));
+            }
+          }
         }
       }
     }
+  });
+}
+
+// The bias only chooses: the weights are the unbiased probabilities of the chosen experts.
+TEST(router_selection_bias_chooses_but_does_not_weigh) {
+  for_each_backend([&](Backend& be) {
+    const int N = 1, E = 4, K = 1;
+    const std::vector<float> logits = {2.0f, 1.0f, 0.0f, -1.0f}, bias = {0.0f, 0.0f, 0.9f, 0.0f};
+    const Router plain = run_router(be, logits, N, E, K, RouterSpec{.renormalize = false});
+    const Router biased = run_router(be, logits, N, E, K, RouterSpec{.renormalize = false, .selection_bias = bias.data()});
+    CHECK(plain.idx[0] == 0 && biased.idx[0] == 2);
+    CHECK(biased.w[0] == plain.probs[2]);
+    const Router scaled = run_router(be, logits, N, E, K, RouterSpec{.renormalize = true, .scale = 2.5f});
+    CHECK_NEAR(scaled.w[0], 2.5, 1e-6);
   });
 }
 
@@ -208,8 +234,8 @@ TEST(router_backward_renormalized_gradient_stays_on_selected_experts) {
     Router r = run_router(be, logits, N, E, K, true);
     auto g = random_vector((size_t)N * K, 32);
     std::vector<float> dl((size_t)N * E, 0.0f);
-    be.router_backward(dl.data(), g.data(), r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K, true,
-                       0.0f, 0.0f);
+    be.router_backward(dl.data(), g.data(), r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K,
+                       RouterSpec{}, 0.0f, 0.0f);
     for (int n = 0; n < N; ++n) {
       double row = 0.0;
       for (int e = 0; e < E; ++e) {
@@ -232,8 +258,8 @@ TEST(router_backward_accumulates) {
     auto seed = random_vector((size_t)N * E, 42);
     std::vector<float> fresh((size_t)N * E, 0.0f), acc = seed;
     for (float* d : {fresh.data(), acc.data()})
-      be.router_backward(d, g.data(), r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K, false,
-                         0.5f, 0.25f);
+      be.router_backward(d, g.data(), r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K,
+                         RouterSpec{.renormalize = false}, 0.5f, 0.25f);
     for (size_t i = 0; i < acc.size(); ++i) CHECK_NEAR(acc[i], seed[i] + fresh[i], 1e-6);
   });
 }
@@ -547,8 +573,8 @@ TEST(results_match_reference_any_threads) {
     Router r = run_router(be, logits, N, E, K, true);
     std::vector<float> losses = {r.losses.aux, r.losses.z}, idx(r.idx.begin(), r.idx.end());
     std::vector<float> dl((size_t)N * E, 0.0f);
-    be.router_backward(dl.data(), dtw.data(), r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K, true,
-                       0.01f, 0.001f);
+    be.router_backward(dl.data(), dtw.data(), r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K,
+                       RouterSpec{}, 0.01f, 0.001f);
     DispatchPlan plan;
     be.dispatch_plan(plan, r.idx.data(), N, E, K, N * K / E);
     const int S = plan.total_slots();

@@ -49,7 +49,7 @@ TEST(router_takes_forced_choices_with_their_probabilities) {
   std::vector<float> probs(N * E), w(N * K);
   std::vector<int32_t> idx(N * K);
   const moe::RouterLosses l =
-      be->router_forward(probs.data(), idx.data(), w.data(), logits.data(), N, E, K, true, forced.data());
+      be->router_forward(probs.data(), idx.data(), w.data(), logits.data(), N, E, K, moe::RouterSpec{}, forced.data());
   CHECK(idx == forced);
   for (int n = 0; n < N; ++n) {
     const float a = probs[n * E + forced[n * K]], b = probs[n * E + forced[n * K + 1]];

@@ -1,6 +1,7 @@
 // The form's working copy of a run config: plain values per section, where an absent key means
 // "use the schema's default" (or, for optional fields, "let the engine derive it").
 import type { RunConfig } from '../../main/api/config'
+import { moeLayerIndexes } from '../../main/api/model-families'
 import { runConfigForm, type FormField, type FormSection, type SectionName } from './schema-fields'
 
 export type ConfigDraft = Record<SectionName, Record<string, unknown>>
@@ -44,7 +45,9 @@ export function effectiveValue(draft: ConfigDraft, field: FormField): unknown {
 export function moeLayerCount(draft: ConfigDraft): number {
   const layers = Number(draft.model['n_layers'] ?? 4)
   const every = Number(draft.model['moe_every'] ?? 1)
-  return every > 0 && Number.isFinite(layers) ? Math.max(0, Math.floor(layers / every)) : 0
+  const dense = draft.model['dense_layers']
+  if (!(every > 0) || !Number.isFinite(layers)) return 0
+  return moeLayerIndexes({ n_layers: layers, moe_every: every, dense_layers: Array.isArray(dense) ? (dense as number[]) : [] }).length
 }
 
 /** "4, 8,16" -> [4, 8, 16]; null when any entry is not a number. */

@@ -8,6 +8,7 @@ import { defineStore } from 'pinia'
 import { computed, ref, shallowRef } from 'vue'
 
 import type { EventPayload, Result, RunEvent } from '../../main/api/contract'
+import { moeLayerIndexes } from '../../main/api/model-families'
 import { api, type ApiClient } from '../api'
 import { imbalanceOverSteps, imbalanceRatio, type LayerImbalance } from '../charts/imbalance'
 import { OFFLOAD_METRICS } from '../charts/offload'
@@ -24,8 +25,8 @@ const EVENT_LOG_LIMIT = 500
 
 /** MoE layers of a config and their expert counts (n_experts may be one per MoE layer). */
 export function moeLayersOf(config: RunDetail['config']): number[] {
-  const { n_layers, moe_every, n_experts } = config.model
-  const count = Math.floor(n_layers / moe_every)
+  const { n_experts } = config.model
+  const count = moeLayerIndexes(config.model).length
   return Array.from({ length: count }, (_, l) => (Array.isArray(n_experts) ? (n_experts[l] ?? 0) : n_experts))
 }
 

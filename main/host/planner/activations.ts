@@ -2,13 +2,14 @@
 // (per layer: attention, norms, routing, the expert segments; then the head and losses). This is the
 // whole-model form of MPipeMoE eq. 2 (activations) and eq. 3 (temporary buffers).
 import type { RunConfig } from '../../api/config'
-import { gatedFfn, modelFeatures } from '../../api/model-families'
+import { gatedFfn, headSize, isMoeLayer, modelFeatures } from '../../api/model-families'
 
 export function activationFloats(c: RunConfig): { saved: number; scratch: number } {
   const m = c.model
   const N = c.train.batch_size * c.train.seq_len, C = m.d_model, V = m.vocab_size
   const kv = m.n_kv_heads ?? m.n_heads
-  const Q = (m.n_heads + 2 * kv) * (C / m.n_heads)
+  const Q = (m.n_heads + 2 * kv) * headSize(m)
+  const A = m.n_heads * headSize(m) // the attention output, the out-projection's input
   const f = modelFeatures(m)
   const gated = gatedFfn(f)
   const inRows = (F: number) => (gated ? 2 * F : F)
@@ -20,8 +21,8 @@ export function activationFloats(c: RunConfig): { saved: number; scratch: number
   let moeIndex = 0
   for (let l = 0; l < m.n_layers; l++) {
     // rope keeps the rotated q/k/v beside the projection's output
-    saved += 6 * N * C + 4 * N + N * Q * (f.position === 'rope' ? 2 : 1) + N * m.n_heads
-    if ((l + 1) % f.moe_every !== 0) {
+    saved += 5 * N * C + N * A + 4 * N + N * Q * (f.position === 'rope' ? 2 : 1) + N * m.n_heads
+    if (!isMoeLayer(m, l)) {
       saved += ffn(N, m.d_ff)
       continue
     }
@@ -36,6 +37,6 @@ export function activationFloats(c: RunConfig): { saved: number; scratch: number
   }
   saved += N * C + 3 * N + N * V // final norm, losses, logits
   const widest = Math.max(inRows(expertWidth), inRows(m.d_ff), inRows(m.shared_expert_d_ff))
-  const scratch = N * V + 3 * N * C + 2 * N * Q + 2 * scratchRows * C + scratchRows * (widest + widest / (gated ? 2 : 1))
+  const scratch = N * V + 2 * N * C + N * Math.max(C, A) + 2 * N * Q + 2 * scratchRows * C + scratchRows * (widest + widest / (gated ? 2 : 1))
   return { saved, scratch }
 }

@@ -3,7 +3,7 @@
 // expert, which offload may move. The arena pads every tensor to a multiple of 16 floats (64-byte
 // alignment), so byte bookings use the padded sizes while the counts are the tensors' own.
 import type { ModelConfig } from '../../api/config'
-import { gatedFfn, modelFeatures, type ModelFeatures } from '../../api/model-families'
+import { gatedFfn, headSize, isMoeLayer, modelFeatures, type ModelFeatures } from '../../api/model-families'
 
 /** Where a tensor counts, as the engine groups them (native/engine/model/describe.cpp). */
 export type ParamGroup =
@@ -46,7 +46,8 @@ export function countParams(m: ModelConfig): ParamCounts {
   const f = modelFeatures(m)
   const C = m.d_model, V = m.vocab_size
   const kv = m.n_kv_heads ?? m.n_heads
-  const qkvRows = (m.n_heads + 2 * kv) * (C / m.n_heads)
+  const qkvRows = (m.n_heads + 2 * kv) * headSize(m)
+  const attnWidth = m.n_heads * headSize(m)
   const norm = f.linear_bias ? [C, C] : [C]
   const expertWidth = m.expert_d_ff ?? m.d_ff
   const layerExperts = Array.isArray(m.n_experts) ? m.n_experts : null
@@ -63,14 +64,14 @@ export function countParams(m: ModelConfig): ParamCounts {
   const expertsPerLayer: number[] = []
   for (let l = 0; l < m.n_layers; l++) {
     add('norms', ...norm, ...norm)
-    add('attention', qkvRows * C, ...(f.qkv_bias ? [qkvRows] : []), C * C, ...(f.linear_bias ? [C] : []))
-    if ((l + 1) % f.moe_every !== 0) {
+    add('attention', qkvRows * C, ...(f.qkv_bias ? [qkvRows] : []), C * attnWidth, ...(f.linear_bias ? [C] : []))
+    if (!isMoeLayer(m, l)) {
       add('dense_ffn', ...ffnTensors(f, C, m.d_ff))
       continue
     }
     const E = layerExperts ? layerExperts[expertsPerLayer.length]! : (m.n_experts as number)
     expertsPerLayer.push(E)
-    add('router', E * C)
+    add('router', E * C, ...(m.selection_bias ? [E] : []))
     if (f.shared_expert) add('shared_expert', ...ffnTensors(f, C, m.shared_expert_d_ff))
     if (f.shared_expert_gate) add('shared_expert', C)
     if (f.residual_mlp) add('residual_mlp', ...ffnTensors(f, C, m.d_ff))

@@ -4,6 +4,7 @@
 import { z } from 'zod'
 
 import { CheckpointSchema, RunEventSchema, ScalarMetricSchema } from '../../api/contract'
+import { moeLayerIndexes } from '../../api/model-families'
 import type { Checkpoint, ExpertLoadSchema, PlacementSeries, RunEvent, ScalarMetric, SeriesSchema } from '../../api/contract'
 import { decodeFloat64s, elementReader, layeredArrays, viewLayered, type LayeredView } from './blobs'
 import { openDatabase, type DriverName, type SqlDatabase, type SqlRow } from './db'
@@ -49,7 +50,7 @@ const SET_PROGRESS_SQL = 'UPDATE runs SET step = ?, last_loss = ?, tokens_per_s 
 // runs.last_loss / tokens_per_s feed run summaries, whose numbers must be finite.
 const finiteOrNull = (v: number | null): number | null => (v !== null && Number.isFinite(v) ? v : null)
 
-const moeLayersOf = (c: RunRecord['config']) => Math.floor(c.model.n_layers / c.model.moe_every)
+const moeLayersOf = (c: RunRecord['config']) => moeLayerIndexes(c.model).length
 
 function stepBounds(runId: string, range: StepRange): [number, number] {
   const from = range.fromStep ?? 0

@@ -71,9 +71,9 @@ class Backend {
   // MoE ops.
   // forced_topk [N,K] (may be null): experts chosen for each token instead of the top-k (routing-skew experiments).
   virtual RouterLosses router_forward(float* probs, int32_t* topk_idx, float* topk_w, const float* logits, int N, int E,
-                                      int K, bool renormalize, const int32_t* forced_topk) = 0;
+                                      int K, const RouterSpec& spec, const int32_t* forced_topk) = 0;
   virtual void router_backward(float* dlogits, const float* dtopk_w, const float* probs, const int32_t* topk_idx,
-                               const float* topk_w, const float* logits, int N, int E, int K, bool renormalize,
+                               const float* topk_w, const float* logits, int N, int E, int K, const RouterSpec& spec,
                                float aux_scale, float z_scale) = 0;
   virtual void dispatch_plan(DispatchPlan& plan, const int32_t* topk_idx, int N, int E, int K, int capacity) = 0;
   virtual void permute_forward(float* xs, const float* x, const DispatchPlan& plan, int C) = 0;

@@ -32,6 +32,20 @@ struct DispatchPlan {
   int total_slots() const { return offsets.empty() ? 0 : offsets[E]; }
 };
 
+// How a router turns its logits into the K experts of each token and their combine weights (one per MoE
+// layer; the model derives it from its features). Every backend's router kernel takes the whole spec.
+enum class RouterScoring { Softmax };  // softmax over all E logits
+enum class TopkSelection { Plain };    // the K largest (biased) scores over all experts
+struct RouterSpec {
+  RouterScoring scoring = RouterScoring::Softmax;
+  TopkSelection selection = TopkSelection::Plain;
+  bool renormalize = true;  // the K weights are divided by their sum
+  float scale = 1.0f;       // then multiplied by this (DeepSeek's routed_scaling_factor)
+  // [E] or null: added to the scores only to choose the experts, never to the weights (aux-loss-free load
+  // balancing; DeepSeek-V3's e_score_correction_bias).
+  const float* selection_bias = nullptr;
+};
+
 struct RouterLosses {
   float aux;  // E · Σ_e f_e · P_e, f_e = share of the N·K assignments routed to e, P_e = mean probability of e
   float z;    // mean over tokens of logsumexp(logits[n])²

@@ -83,6 +83,21 @@ constexpr int kBig = 1 << 24;
 
 }  // namespace
 
+bool ModelConfig::is_moe_layer(int l) const {
+  if ((l + 1) % moe_every != 0) return false;
+  for (int d : dense_layers)
+    if (d == l) return false;
+  return true;
+}
+
+int ModelConfig::moe_index(int l) const {
+  int index = 0;
+  for (int i = 0; i < l; ++i) index += is_moe_layer(i);
+  return index;
+}
+
+int ModelConfig::n_moe_layers() const { return moe_index(n_layers); }
+
 const char* compute_dtype_name(ComputeDtype d) { return d == ComputeDtype::F32 ? "fp32" : "bf16"; }
 
 const char* nonfinite_policy_name(NonFinitePolicy p) {
@@ -108,6 +123,23 @@ ModelConfig parse_model_config(const json::Value& obj) {
   m.top_k = r.integer("top_k", m.top_k, 1, 64);
   m.moe_every = r.integer("moe_every", m.moe_every, 1, 1024);
   m.renormalize = r.boolean("renormalize", m.renormalize);
+  m.routed_scaling = r.number("routed_scaling_factor", m.routed_scaling, 1e-6, 1e6);
+  m.selection_bias = r.boolean("selection_bias", m.selection_bias);
+  if (const json::Value* hd = r.raw("head_dim"); hd && !hd->is_null()) {
+    if (!hd->is_number()) fail("model.head_dim: must be null (d_model / n_heads) or a positive even number");
+    m.head_dim = r.checked_int("head_dim", hd->number, 1, 1 << 14);
+  }
+  if (const json::Value* dl = r.raw("dense_layers"); dl && !dl->is_null()) {
+    if (!dl->is_array()) fail("model.dense_layers: must be a list of layer indexes");
+    for (size_t i = 0; i < dl->array.size(); ++i) {
+      const std::string key = "dense_layers[" + std::to_string(i) + "]";
+      if (!dl->array[i].is_number()) fail("model." + key + ": must be a layer index");
+      const int l = r.checked_int(key, dl->array[i].number, 0, m.n_layers - 1);
+      if (!m.dense_layers.empty() && l <= m.dense_layers.back())
+        fail("model." + key + ": the list must be increasing (each layer once)");
+      m.dense_layers.push_back(l);
+    }
+  }
   m.shared_expert_d_ff = r.integer("shared_expert_d_ff", 0, 0, 1 << 20);
   m.shared_expert_gate = r.boolean("shared_expert_gate", false);
   m.residual_mlp = r.boolean("residual_mlp", false);
@@ -125,15 +157,15 @@ ModelConfig parse_model_config(const json::Value& obj) {
     m.capacity_factor = cf->number;
   }
 
-  if (m.d_model % m.n_heads != 0)
+  if (m.head_dim == 0 && m.d_model % m.n_heads != 0)
     fail("model.n_heads: " + std::to_string(m.n_heads) + " does not divide d_model " + std::to_string(m.d_model));
   if (m.n_heads % m.n_kv_heads != 0)
     fail("model.n_kv_heads: " + std::to_string(m.n_kv_heads) + " does not divide n_heads " +
          std::to_string(m.n_heads));
   check_model_features(m);
   if (m.n_moe_layers() == 0)
-    fail("model.moe_every: " + std::to_string(m.moe_every) + " leaves no MoE layer among " +
-         std::to_string(m.n_layers) + " layers");
+    fail(std::string(m.dense_layers.empty() ? "model.moe_every: " : "model.dense_layers: ") +
+         "leaves no MoE layer among " + std::to_string(m.n_layers) + " layers");
 
   const json::Value* ne = r.raw("n_experts");
   if (!ne) {
@@ -425,6 +457,16 @@ json::Value model_config_to_json(const ModelConfig& m) {
   o.set("top_k", Value::of(m.top_k));
   o.set("moe_every", Value::of(m.moe_every));
   o.set("renormalize", Value::of(m.renormalize));
+  // The fields below are written only when they differ from their defaults, so configs without them stay as
+  // they always were.
+  if (!m.dense_layers.empty()) {
+    Value dense = Value::make_array();
+    for (int l : m.dense_layers) dense.push(Value::of(l));
+    o.set("dense_layers", dense);
+  }
+  if (m.head_dim > 0) o.set("head_dim", Value::of(m.head_dim));
+  if (m.routed_scaling != 1.0) o.set("routed_scaling_factor", Value::of(m.routed_scaling));
+  if (m.selection_bias) o.set("selection_bias", Value::of(true));
   o.set("shared_expert_d_ff", Value::of(m.shared_expert_d_ff));
   o.set("shared_expert_gate", Value::of(m.shared_expert_gate));
   o.set("residual_mlp", Value::of(m.residual_mlp));

@@ -23,7 +23,13 @@ struct ModelConfig {
   int d_ff = 1024, expert_d_ff = 1024;
   std::vector<int> n_experts;  // one entry per MoE layer
   int top_k = 2, moe_every = 1;
+  // Layers that are dense although moe_every makes them MoE (Qwen's mlp_only_layers, DeepSeek's first
+  // first_k_dense_replace layers); sorted, distinct.
+  std::vector<int> dense_layers;
+  int head_dim = 0;  // 0: d_model / n_heads; else the attention's head size, so NH·HS may differ from C
   bool renormalize = true;
+  double routed_scaling = 1.0;  // model.routed_scaling_factor: the K combine weights are multiplied by it
+  bool selection_bias = false;  // a per-expert bias on the router's scores that only chooses (layers.L.moe.router.selection_bias)
   int shared_expert_d_ff = 0;
   bool shared_expert_gate = false, residual_mlp = false;
   double aux_loss_coef = 0.01, z_loss_coef = 0.0;
@@ -33,11 +39,13 @@ struct ModelConfig {
   bool qkv_bias = true;        // bias on the qkv projection (gpt-moe, Qwen2-MoE)
   double init_std = 0.02;
 
-  int head_size() const { return d_model / n_heads; }
+  int head_size() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
+  int attn_width() const { return n_heads * head_size(); }  // the attention output, the out-projection's input
   int qkv_width() const { return (n_heads + 2 * n_kv_heads) * head_size(); }
-  bool is_moe_layer(int l) const { return (l + 1) % moe_every == 0; }
-  int moe_index(int l) const { return (l + 1) / moe_every - 1; }  // valid for MoE layers
-  int n_moe_layers() const { return n_layers / moe_every; }
+  // The one rule for which layers are MoE layers: every moe_every-th, except the dense_layers.
+  bool is_moe_layer(int l) const;
+  int moe_index(int l) const;  // MoE layers before l; valid for MoE layers
+  int n_moe_layers() const;
   int experts_at(int l) const { return n_experts[moe_index(l)]; }
 };
 

@@ -50,7 +50,7 @@ void check_model_features(const ModelConfig& m) {
   if (f.attention == AttentionKind::MultiHead && m.n_kv_heads != m.n_heads)
     fail("model.n_kv_heads: " + m.family + " uses full multi-head attention; n_kv_heads must equal n_heads");
   if (f.position == PositionKind::Rope && m.head_size() % 2 != 0)
-    fail("model.n_heads: RoPE needs an even head size, d_model / n_heads = " + std::to_string(m.head_size()));
+    fail(std::string(m.head_dim ? "model.head_dim" : "model.n_heads") + ": RoPE needs an even head size, got " + std::to_string(m.head_size()));
   if (f.linear_bias && !m.qkv_bias) fail("model.qkv_bias: " + m.family + " always has biases; remove the field");
   if (f.shared_expert_gate && !f.shared_expert)
     fail("model.shared_expert_gate: needs a shared expert (set model.shared_expert_d_ff > 0)");

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/types.h"  // RouterScoring, TopkSelection
 #include "core/json.h"
 
 namespace moe {
@@ -19,8 +20,6 @@ enum class NormKind { LayerNorm, RmsNorm };
 enum class PositionKind { Learned, Rope };         // learned: a wpe table of max_seq_len rows; rope: rotary q/k
 enum class AttentionKind { MultiHead, GroupedQuery };  // multi-head: n_kv_heads == n_heads
 enum class FfnActivation { Gelu, Swiglu };         // swiglu: a gated in-projection of 2F rows
-enum class RouterScoring { Softmax };
-enum class TopkSelection { Plain };                 // the K largest scores over all experts
 
 // What a family fixes, and the defaults of the config fields it only suggests.
 struct FamilyFeatures {

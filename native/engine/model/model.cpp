@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <set>
 
 #include "core/error.h"
@@ -9,7 +10,7 @@
 namespace moe {
 
 Model::Model(const ModelConfig& cfg, Backend& be, ComputeDtype dtype)
-    : cfg_(cfg), features_(model_features(cfg_)), be_(be), dtype_(dtype), layout_(cfg_) {
+    : cfg_(cfg), features_(model_features(cfg_)), attention_(cfg_, features_), be_(be), dtype_(dtype), layout_(cfg_) {
   reserve_floats(be_, params_, layout_.total());
   reserve_floats(be_, grads_, layout_.total());
   p_ = layout_.bind(params_.f());
@@ -122,22 +123,20 @@ void Model::reserve_activations(int B, int T) {
   acts_.resize(cfg_.n_layers);
   for (int l = 0; l < cfg_.n_layers; ++l) {
     LayerActs& a = acts_[l];
-    for (DeviceBuffer* b : {&a.ln1, &a.att, &a.x_mid, &a.ln2, &a.ffn_out}) reserve_floats(be_, *b, N * C);
+    for (DeviceBuffer* b : {&a.ln1, &a.x_mid, &a.ln2, &a.ffn_out}) reserve_floats(be_, *b, N * C);
     for (DeviceBuffer* b : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) reserve_floats(be_, *b, N);
-    reserve_floats(be_, a.qkv, N * cfg_.qkv_width());
-    if (features_.position == PositionKind::Rope) reserve_floats(be_, a.qkv_rot, N * cfg_.qkv_width());
-    reserve_floats(be_, a.lse, (size_t)B * cfg_.n_heads * T);
+    attention_.reserve(be_, a.attn, attn_scratch_, B, T);
     if (!cfg_.is_moe_layer(l)) {
       FfnShape fs{cfg_.d_model, cfg_.d_ff, features_.activation};
       reserve_floats(be_, a.h, N * fs.in_rows());
       reserve_floats(be_, a.act, N * fs.F);
     }
   }
-  for (DeviceBuffer* b : {&lnf_, &dresid_, &dtmp_, &dtmp2_}) reserve_floats(be_, *b, N * C);
+  for (DeviceBuffer* b : {&lnf_, &dresid_, &dtmp2_}) reserve_floats(be_, *b, N * C);
+  reserve_floats(be_, dtmp_, N * std::max<size_t>(C, cfg_.attn_width()));  // also the attention output's gradient
   for (DeviceBuffer* b : {&lnf_mean_, &lnf_rstd_, &losses_}) reserve_floats(be_, *b, N);
   reserve_floats(be_, logits_, N * V);
   reserve_floats(be_, dlogits_, N * V);
-  reserve_floats(be_, dqkv_, N * cfg_.qkv_width() * 2);
   for (int l = 0; l < cfg_.n_layers; ++l) {
     if (cfg_.is_moe_layer(l)) continue;
     const FfnShape fs{cfg_.d_model, cfg_.d_ff, features_.activation};
@@ -150,14 +149,17 @@ void Model::reserve_activations(int B, int T) {
 size_t Model::activation_bytes() const {
   size_t total = 0;
   for (const DeviceBuffer* b : {&tokens_, &targets_, &lnf_, &lnf_mean_, &lnf_rstd_, &logits_, &losses_, &dresid_,
-                                &dtmp_, &dtmp2_, &dqkv_, &dlogits_, &scratch_.a, &scratch_.b, &scratch_.c,
-                                &scratch_.d, &scratch_.e})
+                                &dtmp_, &dtmp2_, &dlogits_, &scratch_.a, &scratch_.b, &scratch_.c, &scratch_.d,
+                                &scratch_.e})
     total += b->bytes();
+  total += attn_scratch_.bytes();
   for (const DeviceBuffer& r : resid_) total += r.bytes();
-  for (const LayerActs& a : acts_)
-    for (const DeviceBuffer* b : {&a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.qkv, &a.qkv_rot, &a.att, &a.lse, &a.x_mid,
-                                  &a.ln2, &a.ln2_mean, &a.ln2_rstd, &a.ffn_out, &a.h, &a.act})
+  for (const LayerActs& a : acts_) {
+    for (const DeviceBuffer* b : {&a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.x_mid, &a.ln2, &a.ln2_mean, &a.ln2_rstd,
+                                  &a.ffn_out, &a.h, &a.act})
       total += b->bytes();
+    total += a.attn.bytes();
+  }
   for (const auto& layer : moe_layers_) total += layer->buffer_bytes();
   return total;
 }
@@ -217,20 +219,12 @@ ForwardResult Model::forward(const int32_t* inputs, const int32_t* targets, int 
 }
 
 double Model::layer_forward(int l, int B, int T) {
-  const int N = B * T, C = cfg_.d_model, Q = cfg_.qkv_width();
+  const int N = B * T, C = cfg_.d_model;
   const LayerParams& p = p_.layers[l];
   LayerActs& a = acts_[l];
   const float* x = resid_[l].f();
   norm_forward(a.ln1.f(), a.ln1_mean.f(), a.ln1_rstd.f(), x, p.norm1_w, p.norm1_b, N);
-  linear_forward(be_, a.qkv.f(), a.ln1.f(), p.qkv_w, p.qkv_w_bf16, p.qkv_b, N, C, Q);
-  const float* qkv = a.qkv.f();
-  if (features_.position == PositionKind::Rope) {
-    be_.rope_forward(a.qkv_rot.f(), a.qkv.f(), B, T, cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_size(),
-                     (float)features_.rope_theta);
-    qkv = a.qkv_rot.f();
-  }
-  be_.attention_forward(a.att.f(), a.lse.f(), qkv, B, T, cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_size());
-  linear_forward(be_, a.x_mid.f(), a.att.f(), p.out_w, p.out_w_bf16, p.out_b, N, C, C);
+  attention_.forward(be_, p, a.attn, a.x_mid.f(), a.ln1.f(), B, T);
   be_.accumulate(a.x_mid.f(), x, (int64_t)N * C);
   norm_forward(a.ln2.f(), a.ln2_mean.f(), a.ln2_rstd.f(), a.x_mid.f(), p.norm2_w, p.norm2_b, N);
 
@@ -273,8 +267,7 @@ void Model::backward(float loss_scale) {
 }
 
 void Model::layer_backward(int l, int B, int T, float loss_scale) {
-  const int N = B * T, C = cfg_.d_model, Q = cfg_.qkv_width();
-  const int NH = cfg_.n_heads, NKV = cfg_.n_kv_heads, HS = cfg_.head_size();
+  const int N = B * T, C = cfg_.d_model;
   const LayerParams& p = p_.layers[l];
   const LayerParams& g = g_.layers[l];
   LayerActs& a = acts_[l];
@@ -295,20 +288,9 @@ void Model::layer_backward(int l, int B, int T, float loss_scale) {
   }
   norm_backward(dres, g.norm2_w, g.norm2_b, dtmp_.f(), a.x_mid.f(), p.norm2_w, a.ln2_mean.f(), a.ln2_rstd.f(), N);
 
-  // Attention sublayer: x_mid = x + out(attention(rope(qkv(norm1(x))))).
-  dtmp_.zero();
-  linear_backward(be_, dtmp_.f(), g.out_w, g.out_b, dres, a.att.f(), p.out_w, p.out_w_bf16, N, C, C);
-  dqkv_.zero();
-  float* dqkv = dqkv_.f();
-  if (features_.position == PositionKind::Rope) {
-    float* dqkv_rot = dqkv + (size_t)N * Q;
-    be_.attention_backward(dqkv_rot, dtmp_.f(), a.qkv_rot.f(), a.att.f(), a.lse.f(), B, T, NH, NKV, HS);
-    be_.rope_backward(dqkv, dqkv_rot, B, T, NH, NKV, HS, (float)features_.rope_theta);
-  } else {
-    be_.attention_backward(dqkv, dtmp_.f(), a.qkv.f(), a.att.f(), a.lse.f(), B, T, NH, NKV, HS);
-  }
+  // Attention sublayer: x_mid = x + attention(norm1(x)).
   dtmp2_.zero();
-  linear_backward(be_, dtmp2_.f(), g.qkv_w, g.qkv_b, dqkv, a.ln1.f(), p.qkv_w, p.qkv_w_bf16, N, C, Q);
+  attention_.backward(be_, p, g, a.attn, attn_scratch_, dtmp_.f(), dtmp2_.f(), dres, a.ln1.f(), B, T);
   norm_backward(dres, g.norm1_w, g.norm1_b, dtmp2_.f(), resid_[l].f(), p.norm1_w, a.ln1_mean.f(), a.ln1_rstd.f(), N);
 }
 

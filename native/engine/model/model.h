@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "devices/device_experts.h"
+#include "model/attention_block.h"
 #include "model/buffer.h"
 #include "model/config.h"
 #include "model/features.h"
@@ -85,7 +86,8 @@ class Model {
 
  private:
   struct LayerActs {
-    DeviceBuffer ln1, ln1_mean, ln1_rstd, qkv, qkv_rot, att, lse, x_mid, ln2, ln2_mean, ln2_rstd, ffn_out, h, act;
+    DeviceBuffer ln1, ln1_mean, ln1_rstd, x_mid, ln2, ln2_mean, ln2_rstd, ffn_out, h, act;
+    AttentionActs attn;
   };
 
   void bind_bf16_weights();
@@ -99,6 +101,7 @@ class Model {
 
   ModelConfig cfg_;
   ModelFeatures features_;  // every kernel choice below reads these, never the family name
+  AttentionBlock attention_;
   Backend& be_;
   ComputeDtype dtype_;
   ParamLayout layout_;
@@ -124,7 +127,8 @@ class Model {
   std::vector<DeviceBuffer> resid_;  // resid_[l]: residual stream entering layer l; resid_[L] the output
   std::vector<LayerActs> acts_;
   DeviceBuffer lnf_, lnf_mean_, lnf_rstd_, logits_, losses_;
-  DeviceBuffer dresid_, dtmp_, dtmp2_, dqkv_, dlogits_;
+  DeviceBuffer dresid_, dtmp_, dtmp2_, dlogits_;
+  AttentionScratch attn_scratch_;
   BackwardScratch scratch_;
   int64_t n_targets_ = 0;
   bool has_targets_ = false;

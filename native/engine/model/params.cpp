@@ -20,7 +20,7 @@ ParamLayout::ParamLayout(const ModelConfig& cfg) : cfg_(cfg), features_(model_fe
     if (bias) add(p + "norm1.bias", {C}, 0);
     add(p + "attn.qkv.weight", {cfg.qkv_width(), C}, std);
     if (features_.qkv_bias) add(p + "attn.qkv.bias", {cfg.qkv_width()}, 0);
-    add(p + "attn.out.weight", {C, C}, out_std);
+    add(p + "attn.out.weight", {C, cfg.attn_width()}, out_std);
     if (bias) add(p + "attn.out.bias", {C}, 0);
     add(p + "norm2.weight", {C}, 0, true);
     if (bias) add(p + "norm2.bias", {C}, 0);
@@ -30,6 +30,9 @@ ParamLayout::ParamLayout(const ModelConfig& cfg) : cfg_(cfg), features_(model_fe
     }
     const int E = cfg.experts_at(l);
     add(p + "moe.router.weight", {E, C}, std);
+    // Chooses experts only (no gradient reaches it; AdamW leaves a tensor with zero gradient and no decay as
+    // it is): moved by aux-loss-free balancing, or loaded (DeepSeek-V3).
+    if (cfg.selection_bias) add(p + "moe.router.selection_bias", {E}, 0);
     for (int e = 0; e < E; ++e) {
       size_t begin = total_;
       add_ffn(p + "moe.experts." + std::to_string(e) + ".", cfg.expert_d_ff, out_std);
@@ -115,6 +118,7 @@ ModelParams ParamLayout::bind(float* arena) const {
     lp.norm2_b = ptr(p + "norm2.bias");
     if (cfg_.is_moe_layer(l)) {
       lp.router_w = ptr(p + "moe.router.weight");
+      lp.router_selection_bias = ptr(p + "moe.router.selection_bias");
       for (int e = 0; e < cfg_.experts_at(l); ++e) lp.experts.push_back(ffn(p + "moe.experts." + std::to_string(e) + "."));
       if (features_.shared_expert) lp.shared = ffn(p + "moe.shared.");
       lp.shared_gate_w = ptr(p + "moe.shared_gate.weight");

@@ -41,6 +41,7 @@ struct LayerParams {
   float *norm2_w = nullptr, *norm2_b = nullptr;
   FfnParams mlp;                   // dense layers
   float* router_w = nullptr;       // MoE layers
+  float* router_selection_bias = nullptr;  // [E], when model.selection_bias; never has a gradient
   std::vector<FfnParams> experts;  // MoE layers
   FfnParams shared, residual;
   float* shared_gate_w = nullptr;

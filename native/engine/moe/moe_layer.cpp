@@ -17,12 +17,19 @@ MoeShape MoeShape::from_config(const ModelConfig& cfg, int layer) {
   s.expert = {cfg.d_model, cfg.expert_d_ff, act};
   s.shared = {cfg.d_model, f.shared_expert ? cfg.shared_expert_d_ff : 0, act};
   s.residual = {cfg.d_model, f.residual_mlp ? cfg.d_ff : 0, act};
-  s.scoring = f.router_scoring;
-  s.selection = f.topk_selection;
-  s.renormalize = cfg.renormalize;
+  s.router.scoring = f.router_scoring;
+  s.router.selection = f.topk_selection;
+  s.router.renormalize = cfg.renormalize;
+  s.router.scale = static_cast<float>(cfg.routed_scaling);
   s.shared_gate = f.shared_expert_gate;
   s.capacity_factor = cfg.capacity_factor;
   return s;
+}
+
+RouterSpec MoeLayer::router_spec(const LayerParams& p) const {
+  RouterSpec spec = s_.router;
+  spec.selection_bias = p.router_selection_bias;
+  return spec;
 }
 
 int MoeShape::capacity(int N) const {
@@ -116,10 +123,8 @@ RouterLosses MoeLayer::forward(Backend& be, const LayerParams& p, ExpertAccess& 
   reserve_floats(be, topk_w_, (size_t)N * K);
 
   be.matmul_forward(logits_.f(), x, p.router_w, nullptr, N, C, E);
-  // Softmax scoring with plain top-k (s_.scoring, s_.selection) is the only router kernel so far; another kind
-  // of scoring or selection is another kernel chosen here, and in backward, by those two.
-  RouterLosses losses = be.router_forward(probs_.f(), topk_idx_.i32(), topk_w_.f(), logits_.f(), N, E, K, s_.renormalize,
-                                           forced_topk);
+  RouterLosses losses =
+      be.router_forward(probs_.f(), topk_idx_.i32(), topk_w_.f(), logits_.f(), N, E, K, router_spec(p), forced_topk);
   be.dispatch_plan(plan_, topk_idx_.i32(), N, E, K, s_.capacity(N));
 
   const size_t S = plan_.total_slots();
@@ -222,7 +227,7 @@ void MoeLayer::backward(Backend& be, const LayerParams& p, const LayerParams& g,
   reserve_floats(be, scratch.b, (size_t)N * E);
   be.zero(scratch.b.f(), (size_t)N * E * sizeof(float));
   float* dlogits = scratch.b.f();
-  be.router_backward(dlogits, dtopk_w, probs_.f(), topk_idx_.i32(), topk_w_.f(), logits_.f(), N, E, K, s_.renormalize,
+  be.router_backward(dlogits, dtopk_w, probs_.f(), topk_idx_.i32(), topk_w_.f(), logits_.f(), N, E, K, router_spec(p),
                      aux_scale, z_scale);
   be.matmul_backward(dx, g.router_w, nullptr, dlogits, x, p.router_w, N, C, E);
 }

@@ -20,9 +20,8 @@ namespace moe {
 struct MoeShape {
   int C = 0, E = 0, K = 0;
   FfnShape expert, shared, residual;  // shared.F / residual.F == 0 when absent
-  RouterScoring scoring = RouterScoring::Softmax;
-  TopkSelection selection = TopkSelection::Plain;
-  bool renormalize = true, shared_gate = false;
+  RouterSpec router;  // selection_bias is the layer's parameter, bound per call
+  bool shared_gate = false;
   double capacity_factor = 0;  // 0: dropless
 
   static MoeShape from_config(const ModelConfig& cfg, int layer);
@@ -61,6 +60,7 @@ class MoeLayer {
 
  private:
   std::vector<int> experts_with_rows(bool reverse) const;
+  RouterSpec router_spec(const LayerParams& p) const;
   void forward_experts(Backend& be, ExpertAccess& experts, const float* x);
 
   MoeShape s_;

@@ -156,16 +156,15 @@ class CpuBackend final : public Backend {
   }
 
   RouterLosses router_forward(float* probs, int32_t* topk_idx, float* topk_w, const float* logits, int N, int E, int K,
-                              bool renormalize, const int32_t* forced_topk) override {
+                              const RouterSpec& spec, const int32_t* forced_topk) override {
     const cpu::IsaScope isa(isa_);
-    return cpu::router_forward(tp_, probs, topk_idx, topk_w, logits, N, E, K, renormalize, forced_topk);
+    return cpu::router_forward(tp_, probs, topk_idx, topk_w, logits, N, E, K, spec, forced_topk);
   }
   void router_backward(float* dlogits, const float* dtopk_w, const float* probs, const int32_t* topk_idx,
-                       const float* topk_w, const float* logits, int N, int E, int K, bool renormalize,
+                       const float* topk_w, const float* logits, int N, int E, int K, const RouterSpec& spec,
                        float aux_scale, float z_scale) override {
     const cpu::IsaScope isa(isa_);
-    cpu::router_backward(tp_, dlogits, dtopk_w, probs, topk_idx, topk_w, logits, N, E, K, renormalize, aux_scale,
-                         z_scale);
+    cpu::router_backward(tp_, dlogits, dtopk_w, probs, topk_idx, topk_w, logits, N, E, K, spec, aux_scale, z_scale);
   }
   void dispatch_plan(DispatchPlan& plan, const int32_t* topk_idx, int N, int E, int K, int capacity) override {
     const cpu::IsaScope isa(isa_);

@@ -63,8 +63,11 @@ float logsumexp_row(const float* l, int E) {
 }  // namespace
 
 RouterLosses router_forward(ThreadPool& tp, float* probs, int32_t* topk_idx, float* topk_w, const float* logits, int N,
-                            int E, int K, bool renormalize, const int32_t* forced_topk) {
+                            int E, int K, const RouterSpec& spec, const int32_t* forced_topk) {
   check_shapes(N, E, K);
+  check(spec.scoring == RouterScoring::Softmax && spec.selection == TopkSelection::Plain,
+        "router: this backend's router has softmax scoring with plain top-k only");
+  const float* bias = spec.selection_bias;
   if (N == 0) return {0.0f, 0.0f};
   const int blocks = (N + kBlock - 1) / kBlock;
   // Per block: Σ_n probs[n, e] (E), assignment counts (E), Σ_n lse_n² (1).
@@ -89,14 +92,22 @@ RouterLosses router_forward(ThreadPool& tp, float* probs, int32_t* topk_idx, flo
             idx[k] = forced_topk[n * K + k];
             w[k] = p[idx[k]];
           }
+        } else if (bias) {
+          thread_local std::vector<float> biased;
+          biased.resize(E);
+          for (int e = 0; e < E; ++e) biased[e] = p[e] + bias[e];
+          topk_row(idx, w, biased.data(), E, K);
+          for (int k = 0; k < K; ++k) w[k] = p[idx[k]];
         } else {
           topk_row(idx, w, p, E, K);
         }
-        if (renormalize) {
+        if (spec.renormalize) {
           float s = 0.0f;
           for (int k = 0; k < K; ++k) s += w[k];
           for (int k = 0; k < K; ++k) w[k] /= s;
         }
+        if (spec.scale != 1.0f)
+          for (int k = 0; k < K; ++k) w[k] *= spec.scale;
         for (int e = 0; e < E; ++e) psum[e] += p[e];
         for (int k = 0; k < K; ++k) cnt[idx[k]] += 1.0;
         zsum += (double)lse * lse;
@@ -112,9 +123,12 @@ RouterLosses router_forward(ThreadPool& tp, float* probs, int32_t* topk_idx, flo
 }
 
 void router_backward(ThreadPool& tp, float* dlogits, const float* dtopk_w, const float* probs, const int32_t* topk_idx,
-                     const float* topk_w, const float* logits, int N, int E, int K, bool renormalize, float aux_scale,
-                     float z_scale) {
+                     const float* topk_w, const float* logits, int N, int E, int K, const RouterSpec& spec,
+                     float aux_scale, float z_scale) {
   check_shapes(N, E, K);
+  const bool renormalize = spec.renormalize;
+  // topk_w holds the weights times spec.scale: the gradient of Σ g·topk_w is scale times the unscaled one.
+  const float scale = spec.scale;
   if (!dlogits || N == 0) return;
   // f_e, the routing shares, are a constant of the routing decision: counted once for all tokens.
   thread_local std::vector<float> share;
@@ -151,6 +165,7 @@ void router_backward(ThreadPool& tp, float* dlogits, const float* dtopk_w, const
             for (int k = 0; k < K; ++k) gw += (double)g[k] * w[k];
             // Without renormalisation topk_w = p, so d(Σ g·p)/dl_e = p_e·(g_e - Σ g·w) reaches every logit.
             if (!renormalize) base -= gw;
+            else gw /= scale;
           }
           const float basef = (float)base;
           for (int e = 0; e < E; ++e) dl[e] += p[e] * (aux_coef * f[e] + basef);
@@ -160,7 +175,7 @@ void router_backward(ThreadPool& tp, float* dlogits, const float* dtopk_w, const
               // topk_w is the softmax over the selected logits alone: only those receive gradient.
               for (int k = 0; k < K; ++k) dl[idx[k]] += w[k] * (float)(g[k] - gw);
             } else {
-              for (int k = 0; k < K; ++k) dl[idx[k]] += p[idx[k]] * g[k];
+              for (int k = 0; k < K; ++k) dl[idx[k]] += p[idx[k]] * g[k] * scale;
             }
           }
         }

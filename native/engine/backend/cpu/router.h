@@ -7,17 +7,18 @@
 
 namespace moe::cpu {
 
-// probs[N,E] = softmax(logits); topk_idx[N,K] the K most probable experts in descending order (ties: lower
-// index first); topk_w[N,K] their probabilities, renormalised to sum 1 when `renormalize`.
+// probs[N,E] = softmax(logits); topk_idx[N,K] the K experts of largest probs + spec.selection_bias in descending
+// order (ties: lower index first); topk_w[N,K] their probabilities (never biased), renormalised to sum 1 when
+// spec.renormalize, then times spec.scale.
 // With forced_topk[N,K] (distinct experts per token) those experts are taken instead of the top-k, with their
 // probabilities as weights, and the aux loss counts them: a skewed-routing experiment whose every other part
 // is the real computation.
 RouterLosses router_forward(ThreadPool& tp, float* probs, int32_t* topk_idx, float* topk_w, const float* logits, int N,
-                            int E, int K, bool renormalize, const int32_t* forced_topk = nullptr);
+                            int E, int K, const RouterSpec& spec, const int32_t* forced_topk = nullptr);
 // dlogits[N,E] += ∂(Σ dtopk_w·topk_w)/∂logits + aux_scale·∂aux/∂logits + z_scale·∂z/∂logits.
 // f_e is a constant of the routing decision (as in Switch), so aux's gradient flows through P_e only.
 void router_backward(ThreadPool& tp, float* dlogits, const float* dtopk_w, const float* probs, const int32_t* topk_idx,
-                     const float* topk_w, const float* logits, int N, int E, int K, bool renormalize, float aux_scale,
-                     float z_scale);
+                     const float* topk_w, const float* logits, int N, int E, int K, const RouterSpec& spec,
+                     float aux_scale, float z_scale);
 
 }  // namespace moe::cpu

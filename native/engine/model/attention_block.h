@@ -1,0 +1,45 @@
+// The attention sublayer of one decoder layer, from the normed residual to the out-projection's output:
+//   qkv = x·Wqkvᵀ (+b) ; rope(q, k) ; softmax(q·kᵀ/√HS, causal)·v ; out = att·Woᵀ (+b)
+// Which variant runs (position encoding, and the features later kinds add: q/k norm, latent attention,
+// sinks, sliding windows) is read from ModelFeatures; the model only calls forward and backward.
+#pragma once
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/buffer.h"
+#include "model/config.h"
+#include "model/features.h"
+#include "model/params.h"
+
+namespace moe {
+
+// What one layer's attention saves for its backward.
+struct AttentionActs {
+  DeviceBuffer qkv, qkv_rot, att, lse;
+  size_t bytes() const;
+};
+
+// Backward scratch shared by every layer (sized by reserve()).
+struct AttentionScratch {
+  DeviceBuffer dqkv;
+  size_t bytes() const { return dqkv.bytes(); }
+};
+
+class AttentionBlock {
+ public:
+  AttentionBlock(const ModelConfig& cfg, const ModelFeatures& features) : cfg_(cfg), f_(features) {}
+
+  void reserve(Backend& be, AttentionActs& a, AttentionScratch& s, int B, int T) const;
+  // out [N, C] = attention(x [N, C]) for N = B·T tokens of B sequences.
+  void forward(Backend& be, const LayerParams& p, AttentionActs& a, float* out, const float* x, int B, int T) const;
+  // dx [N, C] += ∂/∂x of Σ dout·out; accumulates into g's attention tensors. datt: N·attn_width() floats of
+  // the caller's scratch (overwritten).
+  void backward(Backend& be, const LayerParams& p, const LayerParams& g, AttentionActs& a, AttentionScratch& s,
+                float* datt, float* dx, const float* dout, const float* x, int B, int T) const;
+
+ private:
+  const ModelConfig& cfg_;
+  const ModelFeatures& f_;
+};
+
+}  // namespace moe
