@@ -233,11 +233,15 @@ int moe_engine_tensor_info(const moe_engine* engine, int32_t i, const char** nam
   return MOE_OK;
 }
 
-int moe_engine_export_hf(moe_engine* engine, const char* dir, const char* model_type, int bf16) {
+int moe_engine_export_hf(moe_engine* engine, const char* dir, const char* model_type, int dtype) {
   return guarded(engine, [&] {
+    moe::check(dtype >= MOE_EXPORT_F32 && dtype <= MOE_EXPORT_F16,
+               "export: dtype " + std::to_string(dtype) + " is not MOE_EXPORT_F32, MOE_EXPORT_BF16 or MOE_EXPORT_F16");
     engine->trainer->experts_to_arenas();
     moe::export_hf(dir ? dir : "", engine->trainer->model(), model_type ? model_type : "mixtral",
-                   bf16 ? moe::st::DType::BF16 : moe::st::DType::F32);
+                   dtype == MOE_EXPORT_BF16 ? moe::st::DType::BF16
+                   : dtype == MOE_EXPORT_F16 ? moe::st::DType::F16
+                                             : moe::st::DType::F32);
     return MOE_OK;
   });
 }

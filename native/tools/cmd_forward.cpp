@@ -1,7 +1,9 @@
 // moe-engine-dev forward: logits and loss (and optionally every gradient) of one batch, so any tool can
 // compare them. Reads input_ids (I32 or I64, [B, T+1]) from a safetensors file; writes
 // OUT/logits.safetensors {logits F32 [B,T,V], loss F32 []} and with --grads OUT/grads.safetensors
-// {<param name>: gradient of the objective, objective F32 []}.
+// {<param name>: gradient of the objective, objective F32 []}. With --grads-dir DIR also DIR/config.json (the
+// engine's config) and DIR/model.safetensors holding the gradients as a checkpoint's weights: `moe-engine export`
+// of DIR writes them under a Hugging Face model type's names, through the same mapping as the weights.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -14,7 +16,7 @@
 #include "train/safetensors.h"
 
 int cmd_forward(int argc, char** argv) {
-  cli::Args args(argc, argv, {"--checkpoint", "--tokens", "--out", "--threads"}, {"--grads"});
+  cli::Args args(argc, argv, {"--checkpoint", "--tokens", "--out", "--threads", "--grads-dir"}, {"--grads"});
   const std::string ckpt = args.require("--checkpoint"), out = args.require("--out");
   const std::string tokens_path = args.require("--tokens");
 
@@ -55,12 +57,13 @@ int cmd_forward(int argc, char** argv) {
   lw.write(moe::fs::join(out, "logits.safetensors"));
   std::printf("loss %.6f aux %.6f\n", loss, aux);
 
-  if (args.has("--grads")) {
+  const std::string grads_dir = args.get("--grads-dir", "");
+  if (args.has("--grads") || !grads_dir.empty()) {
     double objective = 0;
     engine.check(moe_engine_compute_gradients(engine.get(), inputs.data(), targets.data(), B, T, &loss, &objective));
     const int n = moe_engine_tensor_count(engine.get());
     std::vector<std::vector<float>> grads(n);
-    moe::st::Writer gw;
+    moe::st::Writer gw, as_weights;
     for (int i = 0; i < n; ++i) {
       const char* name = nullptr;
       int32_t rank = 0;
@@ -72,10 +75,16 @@ int cmd_forward(int argc, char** argv) {
       grads[i].resize(numel);
       engine.check(moe_engine_read_tensor(engine.get(), name, 1, grads[i].data(), numel));
       gw.add_f32(name, grads[i].data(), shape);
+      as_weights.add_f32(name, grads[i].data(), shape);
     }
     float objective_f = static_cast<float>(objective);
     gw.add_f32("objective", &objective_f, {});
     gw.write(moe::fs::join(out, "grads.safetensors"));
+    if (!grads_dir.empty()) {
+      moe::fs::mkdirs(grads_dir);
+      as_weights.write(moe::fs::join(grads_dir, "model.safetensors"));
+      moe::fs::write_file_atomic(moe::fs::join(grads_dir, "config.json"), moe_engine_config_json(engine.get()));
+    }
     std::printf("objective %.6f\n", objective);
   }
   return 0;

@@ -1,8 +1,9 @@
 """Minimal safetensors reader/writer with numpy.
 
 Layout: u64 LE header length, a JSON header (name -> dtype, shape, data_offsets; padded with spaces to a multiple
-of 8), then the tensors' little-endian bytes back to back in insertion order. Writes F32 and I32; reads F32, I32,
-F16 and BF16 (the half types widened to float32).
+of 8), then the tensors' little-endian bytes back to back in insertion order. Writes F32, I32 and U8, and float32
+arrays as BF16 or F16 (rounded to nearest even); reads F32, I32, U8, F16 and BF16 (the half types widened to
+float32); read_raw gives each tensor's stored dtype, shape and bytes, for bitwise comparisons.
 """
 
 import json
@@ -10,12 +11,30 @@ import struct
 
 import numpy as np
 
-_WRITE_DTYPES = {np.dtype(np.float32): "F32", np.dtype(np.int32): "I32"}
-_READ_DTYPES = {"F32": np.dtype("<f4"), "I32": np.dtype("<i4"), "F16": np.dtype("<f2")}
+_WRITE_DTYPES = {np.dtype(np.float32): "F32", np.dtype(np.int32): "I32", np.dtype(np.uint8): "U8"}
+_READ_DTYPES = {"F32": np.dtype("<f4"), "I32": np.dtype("<i4"), "F16": np.dtype("<f2"), "U8": np.dtype("u1")}
 
 
-def write(path, tensors, metadata=None):
-    """Write a dict name -> array (float32 or int32; scalars allowed) to `path`."""
+def to_bf16_bits(array):
+    """float32 -> bfloat16 bit patterns (uint16), rounded to nearest even (NaN not expected here)."""
+    bits = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return rounded.astype(np.uint16)
+
+
+def round_to(array, dtype):
+    """The float32 values `array` has once stored as dtype ("F32", "BF16", "F16")."""
+    array = np.asarray(array, dtype=np.float32)
+    if dtype == "BF16":
+        return (to_bf16_bits(array).astype(np.uint32) << 16).view(np.float32).reshape(array.shape)
+    if dtype == "F16":
+        return array.astype(np.float16).astype(np.float32)
+    return array
+
+
+def write(path, tensors, metadata=None, dtype=None):
+    """Write a dict name -> array (float32, int32 or uint8; scalars allowed) to `path`; float32 arrays as
+    `dtype` ("BF16", "F16") when given."""
     header = {}
     if metadata:
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
@@ -24,9 +43,17 @@ def write(path, tensors, metadata=None):
     for name, value in tensors.items():
         array = np.asarray(value)  # not ascontiguousarray: it would turn a scalar into shape [1]
         if array.dtype not in _WRITE_DTYPES:
-            raise TypeError(f"{name}: cannot write dtype {array.dtype} (F32 and I32 only)")
-        blob = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes(order="C")
-        header[name] = {"dtype": _WRITE_DTYPES[array.dtype], "shape": list(array.shape),
+            raise TypeError(f"{name}: cannot write dtype {array.dtype} (F32, I32 and U8 only)")
+        stored = _WRITE_DTYPES[array.dtype]
+        if stored == "F32" and dtype == "BF16":
+            blob = to_bf16_bits(array).astype("<u2").tobytes(order="C")
+            stored = "BF16"
+        elif stored == "F32" and dtype == "F16":
+            blob = array.astype("<f2").tobytes(order="C")
+            stored = "F16"
+        else:
+            blob = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes(order="C")
+        header[name] = {"dtype": stored, "shape": list(array.shape),
                         "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
         offset += len(blob)
@@ -41,6 +68,11 @@ def write(path, tensors, metadata=None):
 
 def read(path):
     """Read every tensor of `path` into a dict name -> numpy array, in file order."""
+    return {name: _decode(name, dtype, shape, raw) for name, (dtype, shape, raw) in read_raw(path).items()}
+
+
+def read_raw(path):
+    """Every tensor of `path` as name -> (dtype, shape, bytes), in file order."""
     with open(path, "rb") as f:
         data = f.read()
     if len(data) < 8:
@@ -57,7 +89,7 @@ def read(path):
         start, end = info["data_offsets"]
         if not 0 <= start <= end <= len(data) - base:
             raise ValueError(f"{path}: {name} data_offsets {start}..{end} out of range")
-        tensors[name] = _decode(name, info["dtype"], info["shape"], data[base + start:base + end])
+        tensors[name] = (info["dtype"], info["shape"], data[base + start:base + end])
     return tensors
 
 

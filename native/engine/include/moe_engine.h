@@ -96,9 +96,10 @@ int32_t moe_engine_tensor_count(const moe_engine* engine);
 /* Name, rank and dims (up to 8) of tensor i; returns MOE_ERROR when i is out of range. */
 int moe_engine_tensor_info(const moe_engine* engine, int32_t i, const char** name, int32_t* rank, int64_t dims[8]);
 
-/* Exports the weights as a Hugging Face checkpoint (model_type "mixtral", "qwen2_moe" or "olmoe";
- * bf16 != 0 stores BF16). */
-int moe_engine_export_hf(moe_engine* engine, const char* dir, const char* model_type, int bf16);
+/* Exports the weights as a Hugging Face checkpoint of model_type (moe_model_describe lists the types) in dtype
+ * MOE_EXPORT_F32, MOE_EXPORT_BF16 or MOE_EXPORT_F16 (the first two are the 0 and 1 of older clients' bf16 flag). */
+enum { MOE_EXPORT_F32 = 0, MOE_EXPORT_BF16 = 1, MOE_EXPORT_F16 = 2 };
+int moe_engine_export_hf(moe_engine* engine, const char* dir, const char* model_type, int dtype);
 
 void moe_engine_request_stop(moe_engine* engine);
 void moe_engine_set_paused(moe_engine* engine, int paused);

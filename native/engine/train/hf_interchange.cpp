@@ -220,8 +220,8 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
     bad("shared_expert_gate", std::string("is false; ") + hf.label + " always gates its shared expert");
   if (!has_key(HfField::Renormalize) && !m.renormalize)
     bad("renormalize", std::string("is false; ") + hf.label + " always renormalises top-k");
-  if (dtype != st::DType::F32 && dtype != st::DType::BF16)
-    fail(std::string("Hugging Face export: dtype ") + st::dtype_name(dtype) + " is not supported; use F32 or BF16");
+  if (dtype != st::DType::F32 && dtype != st::DType::BF16 && dtype != st::DType::F16)
+    fail(std::string("Hugging Face export: dtype ") + st::dtype_name(dtype) + " is not supported; use F32, BF16 or F16");
 
   using json::Value;
   Value o = Value::make_object();
@@ -259,7 +259,7 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
       case HfField::Fixed: o.set(k.key, json::parse(k.json, k.key)); break;
     }
   }
-  o.set("torch_dtype", Value::of(dtype == st::DType::BF16 ? "bfloat16" : "float32"));
+  o.set("torch_dtype", Value::of(dtype == st::DType::BF16 ? "bfloat16" : dtype == st::DType::F16 ? "float16" : "float32"));
   return o;
 }
 
@@ -355,10 +355,10 @@ void export_hf(const std::string& dir, Model& model, const std::string& model_ty
   std::vector<float> host(model.num_params());
   be.synchronize();
   be.copy(host.data(), model.params(), host.size() * sizeof(float));
-  std::vector<uint16_t> bf16;
-  if (dtype == st::DType::BF16) {
-    bf16.resize(host.size());
-    for (size_t i = 0; i < host.size(); ++i) bf16[i] = f32_to_bf16(host[i]);
+  std::vector<uint16_t> half;
+  if (dtype != st::DType::F32) {
+    half.resize(host.size());
+    for (size_t i = 0; i < host.size(); ++i) half[i] = dtype == st::DType::BF16 ? f32_to_bf16(host[i]) : f32_to_f16(host[i]);
   }
 
   st::Writer w;
@@ -366,7 +366,7 @@ void export_hf(const std::string& dir, Model& model, const std::string& model_ty
   for (const TensorSource& s : sources)
     for (const StoredPart& p : s.parts) {
       const size_t at = s.param->offset + p.offset;
-      w.add(p.name, dtype, dtype == st::DType::BF16 ? static_cast<const void*>(bf16.data() + at) : host.data() + at,
+      w.add(p.name, dtype, dtype != st::DType::F32 ? static_cast<const void*>(half.data() + at) : host.data() + at,
             p.shape);
     }
   fs::write_dir_atomic(dir, [&](const std::string& tmp) {

@@ -1,0 +1,236 @@
+#!/usr/bin/python3
+"""The engine against independent float64 PyTorch implementations of Hugging Face families' modeling code.
+
+For every case of every family module (families/<model_type>.py): random weights in the HF layout (stored as
+the case's dtype, optionally sharded with model.safetensors.index.json; redrawn until no routing decision is
+within 1e-5), then
+  - forward: the engine's logits, loss and every gradient (exported under HF names through the engine's own
+    exporter) against the module's forward and torch autograd;
+  - round trip: importing the folder and exporting it in the same dtype gives the same tensors bit for bit and
+    the same config values.
+Usage: hf_check.py --cli moe-engine --dev-cli moe-engine-dev [--family TYPE] [--case SUBSTR] [--workdir DIR]
+Exit status 0 only if every check passes; the last line is `N passed, M failed`.
+"""
+
+import argparse
+import importlib
+import json
+import math
+import os
+import pkgutil
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+import families  # noqa: E402
+import safetensors_io as st  # noqa: E402
+
+B, T = 2, 8
+LOGITS_TOL, LOSS_TOL, GRAD_TOL = 1e-4, 1e-5, 1e-4
+MIN_MARGIN = 1e-5
+
+
+def family_modules(only=None):
+    mods = []
+    for info in pkgutil.iter_modules(families.__path__):
+        mod = importlib.import_module("families." + info.name)
+        if only is None or mod.MODEL_TYPE == only:
+            mods.append(mod)
+    return mods
+
+
+def write_folder(path, config, tensors, dtype="F32", shards=1):
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    names = list(tensors)
+    if shards <= 1:
+        st.write(os.path.join(path, "model.safetensors"), tensors, {"format": "pt"}, dtype=dtype)
+        return
+    weight_map = {}
+    per = math.ceil(len(names) / shards)
+    for i in range(shards):
+        file = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+        part = {n: tensors[n] for n in names[i * per:(i + 1) * per]}
+        st.write(os.path.join(path, file), part, {"format": "pt"}, dtype=dtype)
+        weight_map.update({n: file for n in part})
+    with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f, indent=2)
+
+
+def read_folder_raw(path):
+    out = {}
+    for file in sorted(os.listdir(path)):
+        if file.endswith(".safetensors"):
+            out.update(st.read_raw(os.path.join(path, file)))
+    return out
+
+
+def run(cmd, log):
+    with open(log, "w") as f:
+        done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=600)
+    if done.returncode != 0:
+        with open(log) as f:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{f.read()[-2000:]}")
+
+
+def draw(mod, config, dtype, seed, ids):
+    """Weights (as stored in dtype) whose every routing decision has a margin of at least MIN_MARGIN."""
+    for attempt in range(50):
+        rng = np.random.default_rng(seed + 1000 * attempt)
+        tensors = {n: st.round_to(a, dtype) if a.dtype == np.float32 else a
+                   for n, a in mod.random_tensors(config, rng).items()}
+        margins = _Margins()
+        with torch.no_grad():
+            mod.forward(config, to_torch(tensors), ids, margins)
+        if margins.value >= MIN_MARGIN:
+            return tensors, margins.value
+    raise RuntimeError("no weights with routing margins >= 1e-5 in 50 draws")
+
+
+def to_torch(tensors, grad=False):
+    out = {}
+    for n, a in tensors.items():
+        t = torch.from_numpy(np.asarray(a)).to(torch.float64) if a.dtype == np.float32 else torch.from_numpy(a)
+        if grad and t.is_floating_point():
+            t.requires_grad_(True)
+        out[n] = t
+    return out
+
+
+def _Margins():
+    import common
+    return common.Margins()
+
+
+def rel(a, b):
+    """‖a - b‖ / ‖b‖; absolute where b is ~0 (a gradient that is zero mathematically, like a top-1 router's
+    under renormalisation, comes out of float64 autograd as ~1e-17 noise)."""
+    den = float(np.linalg.norm(b))
+    num = float(np.linalg.norm(a - b))
+    return num / den if den > 1e-9 else num
+
+
+class Report:
+    def __init__(self, label):
+        self.label, self.rows = label, []
+
+    def check(self, name, err, tol):
+        self.rows.append((name, err, tol, bool(err <= tol)))
+
+    def fail(self, name, message):
+        self.rows.append((name, math.inf, 0.0, False))
+        print(f"  {name}: {message}")
+
+    @property
+    def passed(self):
+        return bool(self.rows) and all(r[3] for r in self.rows)
+
+    def print(self):
+        print(f"== {self.label}")
+        for name, err, tol, ok in self.rows:
+            print(f"  {name:<64} {err:9.2e} {tol:9.1e}  {'ok' if ok else 'FAIL'}")
+
+
+def check_case(mod, case, args, workdir):
+    label = f"{mod.MODEL_TYPE}/{case['name']}"
+    rep = Report(label)
+    config, dtype = case["config"], case.get("dtype", "F32")
+    base = os.path.join(workdir, mod.MODEL_TYPE, case["name"])
+    shutil.rmtree(base, ignore_errors=True)
+    os.makedirs(base)
+    rng = np.random.default_rng(7)
+    ids_np = rng.integers(0, config["vocab_size"], size=(B, T + 1)).astype(np.int32)
+    ids = torch.from_numpy(ids_np[:, :T].astype(np.int64))
+    targets = torch.from_numpy(ids_np[:, 1:].astype(np.int64))
+    try:
+        tensors, margin = draw(mod, config, dtype, case.get("seed", 1), ids)
+        hf = os.path.join(base, "hf")
+        write_folder(hf, config, tensors, dtype, case.get("shards", 1))
+        st.write(os.path.join(base, "tokens.safetensors"), {"input_ids": ids_np})
+
+        # Reference: float64 forward and autograd.
+        P = to_torch(tensors, grad=True)
+        logits = mod.forward(config, P, ids, _Margins())
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        loss.backward()
+
+        out, grads = os.path.join(base, "engine"), os.path.join(base, "grads")
+        run([args.dev_cli, "forward", "--checkpoint", hf, "--tokens", os.path.join(base, "tokens.safetensors"),
+             "--out", out, "--grads-dir", grads], os.path.join(base, "forward.log"))
+        run([args.cli, "export", "--checkpoint", grads, "--model-type", mod.MODEL_TYPE, "--out", grads + "-hf"],
+            os.path.join(base, "export-grads.log"))
+        eng = st.read(os.path.join(out, "logits.safetensors"))
+        ref_logits = logits.detach().numpy()
+        rep.check("logits max|d|/max|ref|", float(np.abs(eng["logits"] - ref_logits).max() / np.abs(ref_logits).max()),
+                  LOGITS_TOL)
+        rep.check("loss", abs(float(eng["loss"]) - loss.item()) / abs(loss.item()), LOSS_TOL)
+        eng_grads = st.read(os.path.join(grads + "-hf", "model.safetensors"))
+        worst, worst_name = 0.0, ""
+        for name, t in P.items():
+            if not t.is_floating_point():
+                continue
+            if name not in eng_grads:
+                rep.fail("gradient " + name, "missing from the engine's export")
+                continue
+            ref = t.grad.numpy() if t.grad is not None else np.zeros(t.shape)
+            err = rel(eng_grads[name].astype(np.float64), ref)
+            if err > worst:
+                worst, worst_name = err, name
+            if err > GRAD_TOL:
+                rep.check("gradient " + name, err, GRAD_TOL)
+        rep.check(f"every gradient (worst: {worst_name})", worst, GRAD_TOL)
+
+        # Round trip: import, export in the same dtype, compare bit for bit.
+        rt = os.path.join(base, "roundtrip")
+        flags = {"F32": [], "BF16": ["--bf16"], "F16": ["--f16"]}[dtype]
+        run([args.cli, "export", "--checkpoint", hf, "--model-type", mod.MODEL_TYPE, "--out", rt, *flags],
+            os.path.join(base, "export.log"))
+        a, b = read_folder_raw(hf), read_folder_raw(rt)
+        differ = sorted(set(a) ^ set(b)) + [n for n in a if n in b and a[n] != b[n]]
+        rep.check(f"round trip: {len(differ)} of {len(a)} tensors differ" + (f" ({differ[:3]})" if differ else ""),
+                  float(len(differ)), 0.0)
+        with open(os.path.join(rt, "config.json")) as f:
+            back = json.load(f)
+        changed = [k for k, v in config.items() if k not in ("torch_dtype",) and back.get(k, "absent") != v]
+        rep.check(f"round trip config: {changed or 'same values'}", float(len(changed)), 0.0)
+        print(f"# {label}: routing margin {margin:.2e}")
+    except Exception as e:  # noqa: BLE001 - a failing case is reported, the others still run
+        rep.fail("run", str(e))
+    rep.print()
+    return rep.passed
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--dev-cli", required=True)
+    ap.add_argument("--family")
+    ap.add_argument("--case")
+    ap.add_argument("--workdir")
+    args = ap.parse_args()
+    workdir = args.workdir or tempfile.mkdtemp(prefix="hf-check-")
+    torch.set_default_dtype(torch.float64)
+    passed = failed = 0
+    for mod in family_modules(args.family):
+        for case in mod.cases():
+            if args.case and args.case not in case["name"]:
+                continue
+            if check_case(mod, case, args, workdir):
+                passed += 1
+            else:
+                failed += 1
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 and passed > 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
