@@ -223,6 +223,17 @@ export const ValidationIssueSchema = z.object({ path: z.string(), message: z.str
 
 const noParams = z.object({}).strict()
 const byRun = z.object({ id: RunIdSchema }).strict()
+
+const bytesOrNull = z.number().nonnegative().nullable()
+// A run's totals over all its steps (Compare's summary); null where the run never recorded the quantity.
+export const RunTotalsSchema = z.object({
+  steps: z.number().int().nonnegative(),
+  peakBytes: z.object({ device: bytesOrNull, host: bytesOrNull, ssd: bytesOrNull }).describe('peak booking per memory tier (offloaded runs)'),
+  bytesMoved: bytesOrNull.describe('offloadBytes + placementBytes'),
+  offloadBytes: bytesOrNull.describe('host↔device copies and SSD reads and writes'),
+  placementBytes: bytesOrNull.describe('tokens, weights and offloaded state exchanged between placement devices'),
+})
+export type RunTotals = z.infer<typeof RunTotalsSchema>
 const ok = z.object({ ok: z.literal(true) })
 
 // Request name -> params schema and result schema.
@@ -259,6 +270,7 @@ export const requests = {
       .strict(),
     result: SeriesSchema,
   },
+  'metrics.totals': { params: byRun, result: RunTotalsSchema },
   'metrics.expertLoad': {
     params: LayerStepRange.extend({ maxSteps: z.number().int().min(1).max(2000).default(2000) }).strict(),
     result: ExpertLoadSchema,

@@ -111,6 +111,7 @@ export function createHandlers({ store, runs, dataDir }: HandlerDeps): ApiHandle
       const finiteOrNull = (v: number | null) => (v !== null && Number.isFinite(v) ? v : null)
       return { ...series, values: Object.fromEntries(Object.entries(series.values).map(([k, vs]) => [k, vs.map(finiteOrNull)])) }
     },
+    'metrics.totals': async ({ id }) => store.totals(id),
     'metrics.expertLoad': async ({ id, layer, fromStep, toStep, maxSteps }) => {
       requireRun(store, id)
       return store.expertLoad(id, layer, { fromStep, toStep, maxSteps })

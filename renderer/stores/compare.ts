@@ -4,7 +4,7 @@
 import { defineStore } from 'pinia'
 import { computed, ref } from 'vue'
 
-import { ScalarMetricSchema, type Plan, type Result, type ScalarMetric } from '../../main/api/contract'
+import { ScalarMetricSchema, type Plan, type Result, type RunTotals, type ScalarMetric } from '../../main/api/contract'
 import { api, type ApiClient } from '../api'
 
 export type RunDetail = Result<'runs.get'>
@@ -16,6 +16,7 @@ export interface ComparedRun {
   series: Series
   tailLoss: (number | null)[]
   plan: Plan | null
+  totals: RunTotals | null
 }
 
 const ALL_METRICS = ScalarMetricSchema.options
@@ -31,14 +32,15 @@ const message = (failure: unknown) => (failure instanceof Error ? failure.messag
 async function loadRun(client: ApiClient, id: string): Promise<ComparedRun> {
   const detail = await client.invoke('runs.get', { id })
   const last = detail.summary.step
-  const [series, tail, plan] = await Promise.all([
+  const [series, tail, plan, totals] = await Promise.all([
     client.invoke('metrics.series', { id, metrics: [...ALL_METRICS], maxPoints: SERIES_POINTS }),
     last > 0
       ? client.invoke('metrics.series', { id, metrics: ['loss'], fromStep: Math.max(0, last - TAIL_STEPS + 1), maxPoints: TAIL_STEPS * 2 })
       : Promise.resolve(null),
     client.invoke('planner.plan', { config: detail.config }).catch(() => null),
+    client.invoke('metrics.totals', { id }).catch(() => null),
   ])
-  return { detail, series, tailLoss: tail?.values['loss'] ?? [], plan }
+  return { detail, series, tailLoss: tail?.values['loss'] ?? [], plan, totals }
 }
 
 export const useCompareStore = defineStore('compare', () => {

@@ -89,6 +89,17 @@ describe('summary', () => {
     expect(row.peakBytes).toEqual({ device: null, host: null, ssd: null })
   })
 
+  it('takes peaks and bytes moved from the run totals, and a resident run’s device peak from the plan', () => {
+    const detail = detailOf('c', { startedAt: 1_000, finishedAt: 2_000 })
+    const totals = { steps: 3, peakBytes: { device: 100, host: 400, ssd: null }, bytesMoved: 900, offloadBytes: 900, placementBytes: null }
+    const offloaded = summaryRow({ detail, tailLoss: [], tokensPerSec: [], wallTime: [], totals })
+    expect(offloaded).toMatchObject({ peakBytes: { device: 100, host: 400, ssd: null }, bytesMoved: 900, devicePlanned: false })
+    const plan = { tiers: [{ tier: 'device', total: 250 }] } as unknown as Parameters<typeof summaryRow>[0]['plan']
+    const none = { steps: 3, peakBytes: { device: null, host: null, ssd: null }, bytesMoved: null, offloadBytes: null, placementBytes: null }
+    const resident = summaryRow({ detail, tailLoss: [], tokensPerSec: [], wallTime: [], totals: none, plan })
+    expect(resident).toMatchObject({ peakBytes: { device: 250, host: null, ssd: null }, bytesMoved: null, devicePlanned: true })
+  })
+
   it('measures a running run up to its last step', () => {
     const detail = detailOf('b', { startedAt: 1_000, finishedAt: null })
     expect(summaryRow({ detail, tailLoss: [], tokensPerSec: [], wallTime: [2_000, 4_500] }).wallMs).toBe(3_500)

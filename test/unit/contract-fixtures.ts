@@ -29,6 +29,7 @@ export const validParams: { [N in RequestName]: Params<N> } = {
   'runs.checkpoint': { id: 'run-1' },
   'runs.restart': { id: 'run-1' },
   'metrics.series': { id: 'run-1', metrics: ['loss', 'lr'] },
+  'metrics.totals': { id: 'run-1' },
   'metrics.expertLoad': { id: 'run-1', layer: 0 },
   'metrics.stepLoads': { id: 'run-1', step: 1 },
   'metrics.placement': { id: 'run-1', layer: 0 },
@@ -114,6 +115,9 @@ export function fakeHandlers(overrides: Partial<ApiHandlers> = {}): ApiHandlers 
       step: [1, 2],
       wallTime: [10, 20],
       values: Object.fromEntries(metrics.map((m) => [m, [1, 2]])),
+    }),
+    'metrics.totals': async () => ({
+      steps: 2, peakBytes: { device: 1024, host: 4096, ssd: null }, bytesMoved: 512, offloadBytes: 512, placementBytes: null,
     }),
     'metrics.expertLoad': async ({ layer }) => ({ layer, experts: 2, steps: [1], counts: [3, 5] }),
     'metrics.stepLoads': async ({ step }) => ({

@@ -44,6 +44,18 @@ describe('offload telemetry: engine -> packed record -> store', () => {
     const res = store.series('resident', ['bytes_h2d'], { maxPoints: 10 })
     expect(res.values.bytes_h2d.every((v) => Number.isNaN(v))).toBe(true)
     expect(store.stepLoads('resident', 3)).toMatchObject({ tiers: null, pins: null })
+    // Totals over every step: the tier peaks are the series' maxima, bytes moved the sum of both copy directions.
+    const sum = (m: string) => off.values[m]!.reduce((a, b) => a + b, 0)
+    expect(store.totals('offloaded')).toEqual({
+      steps: 3,
+      peakBytes: { device: Math.max(...off.values.peak_device_bytes!), host: Math.max(...off.values.peak_host_bytes!), ssd: 0 },
+      bytesMoved: sum('bytes_h2d') + sum('bytes_d2h'),
+      offloadBytes: sum('bytes_h2d') + sum('bytes_d2h'),
+      placementBytes: null,
+    })
+    expect(store.totals('resident')).toEqual({
+      steps: 3, peakBytes: { device: null, host: null, ssd: null }, bytesMoved: null, offloadBytes: null, placementBytes: null,
+    })
     store.close()
   })
 

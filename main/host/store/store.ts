@@ -5,7 +5,7 @@ import { z } from 'zod'
 
 import { CheckpointSchema, RunEventSchema, ScalarMetricSchema } from '../../api/contract'
 import { moeLayerIndexes } from '../../api/model-families'
-import type { Checkpoint, ExpertLoadSchema, PlacementSeries, RunEvent, ScalarMetric, SeriesSchema } from '../../api/contract'
+import type { Checkpoint, ExpertLoadSchema, PlacementSeries, RunEvent, RunTotals, ScalarMetric, SeriesSchema } from '../../api/contract'
 import { decodeFloat64s, elementReader, layeredArrays, viewLayered, type LayeredView } from './blobs'
 import { openDatabase, type DriverName, type SqlDatabase, type SqlRow } from './db'
 import { bucketStart, minMaxIndices } from './downsample'
@@ -13,6 +13,7 @@ import { StoreError } from './errors'
 import { assertCurrentSchema, migrate } from './migrate'
 import { INSERT_PLACEMENT_SQL, decodeLayerDevices, type LayerDevices } from './placement-rows'
 import { RUN_COLUMNS, patchToColumns, runFromRow, runToRow } from './run-rows'
+import { runTotals } from './run-totals'
 import { INSERT_LOADS_SQL, INSERT_STEP_SQL, encodeStep, tokensPerSecond } from './step-rows'
 import type { RunRecord, StepTelemetry } from './types'
 
@@ -102,6 +103,12 @@ export class TelemetryStore {
   getRun(id: string): RunRecord | undefined {
     const row = this.db.prepare('SELECT * FROM runs WHERE id = ?').get(id)
     return row && runFromRow(row)
+  }
+
+  /** Peak bytes per tier and bytes moved over all of a run's steps. */
+  totals(runId: string): RunTotals {
+    this.requireRun(runId)
+    return runTotals(this.db, runId)
   }
 
   /** Newest first. */

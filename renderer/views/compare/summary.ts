@@ -1,5 +1,6 @@
 // The summary table of Compare: one row per run (final loss, throughput, peak memory per tier, bytes
 // moved, wall time) and each value's ratio to a chosen baseline run.
+import type { Plan, RunTotals } from '../../../main/api/contract'
 import type { RunDetail } from '../../stores/compare'
 
 export interface RunSummaryRow {
@@ -10,6 +11,8 @@ export interface RunSummaryRow {
   /** Median tokens/s over the run. */
   tokensPerSec: number | null
   peakBytes: { device: number | null; host: number | null; ssd: number | null }
+  /** The device peak is the planner's booking, not a measurement (a resident run records no tier peaks). */
+  devicePlanned: boolean
   bytesMoved: number | null
   /** ms from start to finish (or to the last recorded step while it runs). */
   wallMs: number | null
@@ -37,20 +40,26 @@ export interface SummaryInput {
   tailLoss: readonly (number | null)[]
   tokensPerSec: readonly (number | null)[]
   wallTime: readonly number[]
+  /** The run's totals over every step (null: not loaded). */
+  totals?: RunTotals | null
+  /** The planner's verdict for its config: the device booking of a run that records none. */
+  plan?: Plan | null
 }
 
-export function summaryRow({ detail, tailLoss, tokensPerSec, wallTime }: SummaryInput): RunSummaryRow {
+export function summaryRow({ detail, tailLoss, tokensPerSec, wallTime, totals, plan }: SummaryInput): RunSummaryRow {
   const { summary } = detail
   const end = summary.finishedAt ?? wallTime.at(-1) ?? null
   const start = summary.startedAt ?? wallTime[0] ?? null
+  const measuredDevice = totals?.peakBytes.device ?? null
+  const plannedDevice = plan?.tiers.find((t) => t.tier === 'device')?.total ?? null
   return {
     id: summary.id,
     name: summary.name,
     finalLoss: mean(tailLoss.slice(-10)),
     tokensPerSec: median(tokensPerSec),
-    // The step telemetry the API serves has no per-tier peaks or transfer bytes yet: they stay unknown.
-    peakBytes: { device: null, host: null, ssd: null },
-    bytesMoved: null,
+    peakBytes: { device: measuredDevice ?? plannedDevice, host: totals?.peakBytes.host ?? null, ssd: totals?.peakBytes.ssd ?? null },
+    devicePlanned: measuredDevice === null && plannedDevice !== null,
+    bytesMoved: totals?.bytesMoved ?? null,
     wallMs: start !== null && end !== null ? Math.max(0, end - start) : null,
   }
 }
