@@ -25,9 +25,10 @@ export class RunFollower {
     this.unsubscribe = host.onEvent((name, payload) => this.receive({ name, payload } as Received))
   }
 
-  async follow(run: RunSummary): Promise<RunSummary> {
+  /** prefix: put before each progress line (a set's "[2/5] "). */
+  async follow(run: RunSummary, prefix = ''): Promise<RunSummary> {
     this.id = run.id
-    this.progress = new Progress(this.ctx.out, run.totalSteps)
+    this.progress = new Progress(this.ctx.out, run.totalSteps, Date.now, prefix)
     let interrupts = 0
     const stopListening = this.ctx.onInterrupt(() => {
       interrupts++

@@ -23,13 +23,15 @@ export class Progress {
     private readonly out: ProgressOutput,
     private readonly totalSteps: number,
     private readonly now: () => number = Date.now,
+    /** Put before every line (a set's "[2/5] "). */
+    private readonly prefix = '',
   ) {}
 
   step(m: StepMetrics): void {
     const t = this.now()
     this.seen.push({ at: t, step: m.step })
     if (this.seen.length > ETA_WINDOW + 1) this.seen.shift()
-    const stats = `step ${m.step}/${this.totalSteps} | loss ${formatLoss(m.loss)} | ${formatRate(m.tokens_per_s)} tok/s | ETA ${formatDuration(this.eta(m.step))}`
+    const stats = `${this.prefix}step ${m.step}/${this.totalSteps} | loss ${formatLoss(m.loss)} | ${formatRate(m.tokens_per_s)} tok/s | ETA ${formatDuration(this.eta(m.step))}`
     if (this.out.isTTY) {
       const filled = this.totalSteps > 0 ? Math.round((BAR_WIDTH * Math.min(m.step, this.totalSteps)) / this.totalSteps) : 0
       const bar = `[${'#'.repeat(filled)}${'.'.repeat(BAR_WIDTH - filled)}] `

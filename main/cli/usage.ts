@@ -19,8 +19,11 @@ Commands:
         Check a run's checkpoints (or the one at step N) against the checksums written with them.
   serve [--port P]
         Serve the workbench UI to a browser on 127.0.0.1 until Ctrl-C.
-  demo [--steps N] [--port P]
-        Train the tiny preset on the bundled corpus, then serve the UI.
+  demo [--quick] [--fresh] [--steps N] [--port P]
+        Serve the UI and train the demo's ablation set on the bundled corpus (the tiny preset resident,
+        with host and SSD offload, and with static and least-loaded placement on 4 devices under a
+        routing skew; N steps each, default 60), printing the URL of Compare with the set. Finished
+        runs of the set are reused (--fresh trains them anew); --quick trains the tiny preset alone.
 
 Runs, telemetry and checkpoints live in $MOE_WORKBENCH_HOME (default ~/.moe-workbench).
 Exit codes: 0 ok, 1 failure, 2 usage.`

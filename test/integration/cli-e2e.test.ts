@@ -203,8 +203,8 @@ describe.runIf(existsSync(ADDON))('moe-workbench CLI', () => {
     expect(resumed.output.out).toMatch(new RegExp(`engine started on the cpu backend: [\\d,]+ parameters, from step ${step}`))
   })
 
-  it('demo serves the UI, trains the tiny preset on the bundled corpus and keeps serving', async () => {
-    const demo = startCli('demo', '--steps', '1', '--port', '0')
+  it('demo --quick serves the UI, trains the tiny preset on the bundled corpus and keeps serving', async () => {
+    const demo = startCli('demo', '--quick', '--steps', '1', '--port', '0')
     await demo.waitFor(/Ctrl-C to quit/)
     const { out } = demo.output
     const url = /Open (http:\/\/127\.0\.0\.1:\d+\/\?token=\S+)/.exec(out)![1]!
@@ -214,4 +214,25 @@ describe.runIf(existsSync(ADDON))('moe-workbench CLI', () => {
     expect((await fetch(url, { redirect: 'manual' })).status).toBe(303)
     expect(await demo.interrupt()).toBe(0)
   }, 120_000)
+
+  it('demo trains the ablation set, prints Compare with it selected, and reuses finished runs on a second start', async () => {
+    const first = startCli('demo', '--steps', '1', '--port', '0')
+    await first.waitFor(/Ctrl-C to quit/)
+    const out = first.output.out
+    const keys = ['resident', 'host offload', 'ssd offload', 'static placement', 'least-loaded placement']
+    const ids = keys.map((key, i) => new RegExp(`\\[${i + 1}/5\\] demo · ${key}: run (\\S+) queued`).exec(out)?.[1])
+    expect(ids.every((id) => id !== undefined)).toBe(true)
+    const url = /Open (http:\/\/127\.0\.0\.1:\d+\/\?token=\S+)/.exec(out)![1]!
+    expect(out).toContain(`Compare the set at ${url}#/compare?ids=${ids.join(',')}`)
+    for (const id of ids) expect(out).toMatch(new RegExp(`run ${id} finished: step 1/1`))
+    expect(out).toContain('set: 5/5 trained, 5/5 steps')
+    expect(await first.interrupt()).toBe(0)
+
+    const second = startCli('demo', '--steps', '1', '--port', '0')
+    await second.waitFor(/Ctrl-C to quit/)
+    keys.forEach((key, i) => expect(second.output.out).toContain(`[${i + 1}/5] demo · ${key}: reusing finished run ${ids[i]} (--fresh trains it anew)`))
+    expect(second.output.out).toContain(`#/compare?ids=${ids.join(',')}`)
+    expect(second.output.out).not.toMatch(/queued/)
+    expect(await second.interrupt()).toBe(0)
+  }, 300_000)
 })
