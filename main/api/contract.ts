@@ -234,6 +234,34 @@ export const RunTotalsSchema = z.object({
   placementBytes: bytesOrNull.describe('tokens, weights and offloaded state exchanged between placement devices'),
 })
 export type RunTotals = z.infer<typeof RunTotalsSchema>
+
+// Serving hints from a run's recorded expert loads (main/host/serving/hints.ts).
+export const ServingHintsParamsSchema = z
+  .object({
+    id: RunIdSchema,
+    fromStep: z.number().int().min(1).optional().describe('first step of the range; default: lastSteps before toStep'),
+    toStep: z.number().int().min(1).optional().describe('last step of the range; default: the run’s last step'),
+    lastSteps: z.number().int().min(1).max(2000).default(100),
+    vramBytes: z.number().int().positive().max(Number.MAX_SAFE_INTEGER).default(8 * 2 ** 30)
+      .describe('llama.cpp: GPU memory for expert tensors'),
+    bytesPerParam: z.number().positive().max(8).default(2).describe('llama.cpp: bytes per expert parameter in the GGUF (2: f16/bf16; about 0.56: Q4_K)'),
+    pinSlots: z.number().int().min(0).max(1 << 20).optional().describe('hot experts to list; default: the run’s pinned slots'),
+    pinPolicy: z.enum(['previous', 'ema', 'sum']).optional().describe('default: the run’s pin policy (sum for a run without pinning)'),
+  })
+  .strict()
+export type ServingHintsParams = z.infer<typeof ServingHintsParamsSchema>
+export const ServingHintsSchema = z.object({
+  range: z.object({ fromStep: z.number().int(), toStep: z.number().int() }),
+  sglang: z.object({ logical_count: z.array(z.array(z.number())) }),
+  llamaCpp: z.object({ gpuLayers: z.array(z.number().int()), gpuBytes: z.number(), trafficOnGpu: z.number(), args: z.string() }),
+  hotExperts: z.object({
+    policy: z.enum(['previous', 'ema', 'sum']),
+    pinSlots: z.number().int(),
+    layers: z.array(z.object({ layer: z.number().int(), experts: z.array(z.number().int()), share: z.number() })),
+  }),
+  usage: z.object({ sglang: z.string(), llamaCpp: z.string(), hotExperts: z.string() }),
+})
+export type ServingHints = z.infer<typeof ServingHintsSchema>
 const ok = z.object({ ok: z.literal(true) })
 
 // Request name -> params schema and result schema.
@@ -271,6 +299,11 @@ export const requests = {
     result: SeriesSchema,
   },
   'metrics.totals': { params: byRun, result: RunTotalsSchema },
+  'runs.servingHints': { params: ServingHintsParamsSchema, result: ServingHintsSchema },
+  'checkpoints.exportServingHints': {
+    params: ServingHintsParamsSchema.extend({ dir: AbsolutePathSchema }).strict(),
+    result: z.object({ dir: z.string(), files: z.array(z.string()), hints: ServingHintsSchema }),
+  },
   'metrics.expertLoad': {
     params: LayerStepRange.extend({ maxSteps: z.number().int().min(1).max(2000).default(2000) }).strict(),
     result: ExpertLoadSchema,

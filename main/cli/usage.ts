@@ -12,6 +12,11 @@ Commands:
         A run's summary, last metrics, checkpoints and events.
   export RUN --to DIR [--step N] [--model-type ${HF_MODEL_TYPE_NAMES.join('|')}] [--bf16]
         Write a checkpoint (default: the latest) as a Hugging Face checkpoint directory.
+  export RUN --placement --to DIR [--last N | --from S --until S] [--vram SIZE] [--bytes-per-param X]
+         [--pin-slots N] [--pin-policy previous|ema|sum]
+        Write serving hints from the run's recorded expert loads (default: its last 100 steps):
+        SGLang's --init-expert-location JSON, llama.cpp -ot arguments keeping the layers that serve
+        the most expert traffic on a GPU of SIZE (default 8GiB), and the hot experts pinning would keep.
   resume RUN
         Continue a stopped or failed run from its newest checkpoint that verifies (skipping, and
         naming, newer ones whose files no longer match their checksums).

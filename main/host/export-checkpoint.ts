@@ -33,7 +33,7 @@ try {
 }
 `
 
-async function requireFreshTarget(dir: string): Promise<void> {
+export async function requireFreshTarget(dir: string): Promise<void> {
   let info
   try {
     info = await stat(dir)

@@ -12,6 +12,8 @@ import { probeHardware } from './hardware'
 import { planRun } from './planner/plan'
 import { budgetsOf } from './planner/resolve'
 import { checkRunInputs } from './run-inputs'
+import { servingHints } from './serving/gather'
+import { writeServingHints } from './serving/write'
 import { toRunSummary } from './run-summary'
 import type { LayerDevices, RunRecord, TelemetryStore } from './store/store'
 
@@ -112,6 +114,8 @@ export function createHandlers({ store, runs, dataDir }: HandlerDeps): ApiHandle
       return { ...series, values: Object.fromEntries(Object.entries(series.values).map(([k, vs]) => [k, vs.map(finiteOrNull)])) }
     },
     'metrics.totals': async ({ id }) => store.totals(id),
+    'runs.servingHints': async (params) => servingHints(store, params),
+    'checkpoints.exportServingHints': async ({ dir, ...params }) => writeServingHints(dir, params.id, servingHints(store, params)),
     'metrics.expertLoad': async ({ id, layer, fromStep, toStep, maxSteps }) => {
       requireRun(store, id)
       return store.expertLoad(id, layer, { fromStep, toStep, maxSteps })

@@ -1,5 +1,6 @@
 // Checkpoints in Chromium against the real host: a finished run's checkpoints, an export through the
-// directory picker into a Hugging Face layout on disk, and "fine-tune from".
+// directory picker into a Hugging Face layout on disk, serving hints from the run's expert loads written to a
+// folder, and "fine-tune from".
 import { existsSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 
@@ -51,6 +52,24 @@ describe('Checkpoints view', () => {
     expect(files).toContain('config.json')
     expect(files.some((f) => f.endsWith('.safetensors'))).toBe(true)
     await screenshot(page, 'checkpoints')
+  })
+
+  it('computes serving hints from the expert loads and writes them to a folder', async () => {
+    const hints = await waitForTestId(page, 'serving-hints')
+    await page.locator('#hints-vram').fill('1 MiB')
+    await hints.locator('[data-action="compute-hints"]').click()
+    const sglang = await waitForTestId(page, 'hint-sglang')
+    // The tiny e2e model: 2 MoE layers of 4 experts; 10 steps of 4×32 tokens, top-2, all within the last 100 steps.
+    const counts = JSON.parse((await sglang.locator('pre').textContent())!) as { logical_count: number[][] }
+    expect(counts.logical_count.map((row) => row.reduce((a, b) => a + b, 0))).toEqual([10 * 128 * 2, 10 * 128 * 2])
+    expect(await page.getByTestId('hint-llama-cpp').locator('pre').textContent()).toMatch(/^-ngl 999 (-ot "blk\\\.\([\d|]+\)\\\.ffn_\(gate\|up\|down\)_exps\\\.=CUDA0" )?-ot "ffn_\(gate\|up\|down\)_exps\\\.=CPU"$/)
+    expect(await page.getByTestId('hint-hot-experts').locator('li').count()).toBe(2)
+    const target = join(wb.tempDir('moe-e2e-hints-'), 'hints')
+    await page.getByLabel('Write the files to directory').fill(target)
+    await hints.locator('[data-action="write-hints"]').click()
+    await expect.poll(() => page.getByTestId('hints-written').textContent().catch(() => '')).toContain(target)
+    expect(readdirSync(target).sort()).toEqual(['README.txt', 'expert-location.json', 'hot-experts.json', 'llama-cpp-args.txt'])
+    await screenshot(page, 'serving-hints')
   })
 
   it('starts a fine-tune from a checkpoint in the New-run view', async () => {

@@ -30,6 +30,8 @@ export const validParams: { [N in RequestName]: Params<N> } = {
   'runs.restart': { id: 'run-1' },
   'metrics.series': { id: 'run-1', metrics: ['loss', 'lr'] },
   'metrics.totals': { id: 'run-1' },
+  'runs.servingHints': { id: 'run-1' },
+  'checkpoints.exportServingHints': { id: 'run-1', dir: '/tmp/hints' },
   'metrics.expertLoad': { id: 'run-1', layer: 0 },
   'metrics.stepLoads': { id: 'run-1', step: 1 },
   'metrics.placement': { id: 'run-1', layer: 0 },
@@ -115,6 +117,24 @@ export function fakeHandlers(overrides: Partial<ApiHandlers> = {}): ApiHandlers 
       step: [1, 2],
       wallTime: [10, 20],
       values: Object.fromEntries(metrics.map((m) => [m, [1, 2]])),
+    }),
+    'checkpoints.exportServingHints': async ({ dir }) => ({
+      dir,
+      files: ['expert-location.json'],
+      hints: {
+        range: { fromStep: 1, toStep: 1 },
+        sglang: { logical_count: [[1]] },
+        llamaCpp: { gpuLayers: [], gpuBytes: 0, trafficOnGpu: 0, args: '-ngl 999' },
+        hotExperts: { policy: 'sum', pinSlots: 0, layers: [] },
+        usage: { sglang: 's', llamaCpp: 'l', hotExperts: 'h' },
+      },
+    }),
+    'runs.servingHints': async () => ({
+      range: { fromStep: 1, toStep: 2 },
+      sglang: { logical_count: [[3, 5]] },
+      llamaCpp: { gpuLayers: [0], gpuBytes: 10, trafficOnGpu: 1, args: '-ngl 999' },
+      hotExperts: { policy: 'previous', pinSlots: 1, layers: [{ layer: 0, experts: [1], share: 0.625 }] },
+      usage: { sglang: 's', llamaCpp: 'l', hotExperts: 'h' },
     }),
     'metrics.totals': async () => ({
       steps: 2, peakBytes: { device: 1024, host: 4096, ssd: null }, bytesMoved: 512, offloadBytes: 512, placementBytes: null,

@@ -45,10 +45,11 @@ describe('offload telemetry: engine -> packed record -> store', () => {
     expect(res.values.bytes_h2d.every((v) => Number.isNaN(v))).toBe(true)
     expect(store.stepLoads('resident', 3)).toMatchObject({ tiers: null, pins: null })
     // Totals over every step: the tier peaks are the series' maxima, bytes moved the sum of both copy directions.
-    const sum = (m: string) => off.values[m]!.reduce((a, b) => a + b, 0)
+    const of = (m: string) => off.values[m]!.map((v) => v ?? NaN)
+    const sum = (m: string) => of(m).reduce((a, b) => a + b, 0)
     expect(store.totals('offloaded')).toEqual({
       steps: 3,
-      peakBytes: { device: Math.max(...off.values.peak_device_bytes!), host: Math.max(...off.values.peak_host_bytes!), ssd: 0 },
+      peakBytes: { device: Math.max(...of('peak_device_bytes')), host: Math.max(...of('peak_host_bytes')), ssd: 0 },
       bytesMoved: sum('bytes_h2d') + sum('bytes_d2h'),
       offloadBytes: sum('bytes_h2d') + sum('bytes_d2h'),
       placementBytes: null,

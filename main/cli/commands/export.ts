@@ -1,15 +1,65 @@
-// `moe-workbench export RUN --to DIR`: a checkpoint as a Hugging Face checkpoint directory.
+// `moe-workbench export RUN --to DIR`: a checkpoint as a Hugging Face checkpoint directory; with --placement,
+// serving hints from the run's recorded expert loads instead (SGLang expert location, llama.cpp -ot, hot experts).
 import { resolve } from 'node:path'
 
 import { parseParams } from '../../api/contract'
 import { pickCheckpoint } from '../../host/handlers'
+import { parseBytes } from '../../api/bytes'
 import { integerOption, parseCommandArgs, requireOption } from '../args'
+import { UsageError } from '../usage'
 import type { CliContext } from '../context'
 
-const OPTIONS = { to: { type: 'string' }, step: { type: 'string' }, 'model-type': { type: 'string' }, bf16: { type: 'boolean' } } as const
+const OPTIONS = {
+  to: { type: 'string' },
+  step: { type: 'string' },
+  'model-type': { type: 'string' },
+  bf16: { type: 'boolean' },
+  placement: { type: 'boolean' },
+  from: { type: 'string' },
+  until: { type: 'string' },
+  last: { type: 'string' },
+  vram: { type: 'string' },
+  'bytes-per-param': { type: 'string' },
+  'pin-slots': { type: 'string' },
+  'pin-policy': { type: 'string' },
+} as const
+type Values = ReturnType<typeof parseCommandArgs<typeof OPTIONS>>['values']
+
+function numberOption(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined
+  const n = Number(value)
+  if (value.trim() === '' || !Number.isFinite(n)) throw new UsageError(`export: --${name} must be a number, got "${value}"`)
+  return n
+}
+
+async function exportPlacement(id: string | undefined, values: Values, ctx: CliContext): Promise<number> {
+  const vram = values.vram === undefined ? undefined : parseBytes(values.vram)
+  if (vram === null) throw new UsageError(`export: --vram must be a size such as 24GiB or 8589934592, got "${values.vram}"`)
+  const params = parseParams('checkpoints.exportServingHints', {
+    id,
+    dir: resolve(requireOption('export', 'to', values.to)),
+    fromStep: integerOption('export', 'from', values.from, 1),
+    toStep: integerOption('export', 'until', values.until, 1),
+    lastSteps: integerOption('export', 'last', values.last, 1),
+    vramBytes: vram,
+    bytesPerParam: numberOption('bytes-per-param', values['bytes-per-param']),
+    pinSlots: integerOption('export', 'pin-slots', values['pin-slots'], 0),
+    pinPolicy: values['pin-policy'],
+  })
+  const host = await ctx.openHost({ recoverRuns: false })
+  try {
+    const { dir, files, hints } = await host.handlers['checkpoints.exportServingHints'](params)
+    ctx.out.write(`serving hints of run ${params.id} (steps ${hints.range.fromStep}-${hints.range.toStep}) in ${dir}: ${files.join(', ')}\n`)
+    ctx.out.write(`  SGLang: ${hints.usage.sglang}\n  llama.cpp: ${hints.usage.llamaCpp}\n  hot experts: ${hints.usage.hotExperts}\n`)
+    return 0
+  } finally {
+    await host.close()
+  }
+}
 
 export async function exportRun(argv: string[], ctx: CliContext): Promise<number> {
   const { values, positionals } = parseCommandArgs('export', argv, OPTIONS, ['run'])
+  if (values.placement) return exportPlacement(positionals[0], values, ctx)
   const params = parseParams('checkpoints.export', {
     id: positionals[0],
     dir: resolve(requireOption('export', 'to', values.to)),
