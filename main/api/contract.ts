@@ -23,8 +23,12 @@ export const StoredDatasetSchema = z.object({ path: z.string().min(1), tokenizer
 
 export const DatasetSpecSchema = z
   .object({
-    path: AbsolutePathSchema.describe('A .txt, .jsonl ({"text"} or {"prompt","completion"}) or token shard (.bin) file'),
+    path: AbsolutePathSchema.describe('A .txt, .jsonl ({"text"}, {"prompt","completion"}, chat {"messages"}, ShareGPT {"conversations"} or Alpaca {"instruction","output"}) or token shard (.bin) file'),
     tokenizer: AbsolutePathSchema.optional().describe('A Hugging Face tokenizer.json; default: bytes (vocab 256)'),
+    overflow: z.enum(['keep', 'truncate', 'drop']).optional()
+      .describe('JSONL records longer than train.seq_len: kept whole (spanning rows), truncated to it, or dropped; default keep'),
+    packing: z.boolean().optional()
+      .describe('JSONL records back to back (true, the default), or each starting a row of the batch, padded with masked tokens'),
   })
   .strict()
 

@@ -58,8 +58,13 @@ export async function followNewRun(ctx: CliContext, host: Host, spec: RunSpec): 
   // Tokenized before the run exists, so bad data is an error with nothing recorded; the run then
   // finds the shard in the cache.
   ctx.out.write(`preparing ${spec.dataset.path}\n`)
-  const data = await prepareDataset(spec.dataset, dataLayout(host.dataDir).cacheDir)
-  ctx.out.write(`${data.tokens.toLocaleString('en-US')} tokens in ${data.path}\n`)
+  const data = await prepareDataset(spec.dataset, dataLayout(host.dataDir).cacheDir, { seqLen: spec.config.train.seq_len })
+  const records = data.records
+  ctx.out.write(
+    `${data.tokens.toLocaleString('en-US')} tokens in ${data.path}` +
+      (records ? ` (${records.records.toLocaleString('en-US')} records; ${records.truncated} truncated, ${records.dropped} dropped at ${spec.config.train.seq_len} tokens)` : '') +
+      '\n',
+  )
   const follower = new RunFollower(host, ctx)
   const created = await host.handlers['runs.create']({ spec })
   ctx.out.write(`run ${created.id} (${created.model}; ${created.strategy}) on ${spec.dataset.path}\n`)

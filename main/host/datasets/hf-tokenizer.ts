@@ -6,6 +6,8 @@ import { dirname, join } from 'node:path'
 
 import { Tokenizer } from '@huggingface/tokenizers'
 
+import { loadChatTemplate } from './chat-template'
+import { endOfTurnMarker } from './chat-spans'
 import { DatasetError } from './errors'
 import type { TextTokenizer } from './tokenizer'
 
@@ -59,8 +61,12 @@ export async function loadHfTokenizer(file: string): Promise<TextTokenizer> {
   const eosId = eosNames.map((n) => tokenizer.token_to_id(n)).find((id) => id !== undefined)
 
   const encode = (text: string): number[] => tokenizer.encode(text, { add_special_tokens: false }).ids
-  const id = createHash('sha256').update(json.text).update('\0').update(config?.text ?? '').digest('hex')
+  const template = await loadChatTemplate(file)
+  const hash = createHash('sha256').update(json.text).update('\0').update(config?.text ?? '')
+  if (template) hash.update('\0').update(template.text)
+  const id = hash.digest('hex')
   return {
+    ...(template ? { chat: { template, marker: endOfTurnMarker(template) } } : {}),
     id: `hf:${id}`,
     vocabSize: maxId + 1,
     separator: eosId === undefined ? encode('\n') : [eosId],

@@ -2,7 +2,7 @@
 // (file content, tokenizer) into a content-addressed cache; a .bin shard is used where it is, after
 // its header is checked against its size.
 import { createHash } from 'node:crypto'
-import { mkdir, readFile, stat } from 'node:fs/promises'
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 
 import type { z } from 'zod'
@@ -12,7 +12,7 @@ import { byteTokenizer } from './byte-tokenizer'
 import { DatasetError } from './errors'
 import { loadHfTokenizer } from './hf-tokenizer'
 import type { TextTokenizer } from './tokenizer'
-import { tokenizeFile } from './tokenize-file'
+import { tokenizeFile, type RecordCounts } from './tokenize-file'
 import { readShardHeader, writeTokenShard } from './token-shard'
 
 export type DatasetSpec = z.output<typeof DatasetSpecSchema>
@@ -21,10 +21,17 @@ export interface PreparedDataset {
   path: string
   vocabSize: number // 0 when a .bin shard does not record it
   tokens: number
+  /** JSONL files: records, and how many were truncated or dropped for the sequence length. */
+  records?: RecordCounts
+}
+
+export interface PrepareOptions {
+  /** The run's train.seq_len: what overflow and unpacked records are measured against. */
+  seqLen?: number
 }
 
 // Bumped whenever tokenization changes what a cached shard would contain.
-const CACHE_FORMAT = 1
+const CACHE_FORMAT = 2
 
 export const isTokenShard = (file: string) => file.toLowerCase().endsWith('.bin')
 
@@ -42,17 +49,21 @@ async function requireFile(file: string): Promise<void> {
   if (!info.isFile()) throw new DatasetError(file, 'is not a regular file')
 }
 
-async function cachedShard(path: string): Promise<PreparedDataset | null> {
+// The record counts live beside a cached shard (the shard's header has no room for them).
+const countsFile = (shard: string) => shard.replace(/\.bin$/, '.records.json')
+
+async function cachedShard(path: string, jsonl: boolean): Promise<PreparedDataset | null> {
   try {
     const header = await readShardHeader(path)
-    return { path, vocabSize: header.vocabSize, tokens: header.tokens }
+    const records = jsonl ? (JSON.parse(await readFile(countsFile(path), 'utf8')) as RecordCounts) : undefined
+    return { path, vocabSize: header.vocabSize, tokens: header.tokens, ...(records ? { records } : {}) }
   } catch {
     // Missing, or damaged by something outside us: tokenize again and replace it atomically.
     return null
   }
 }
 
-export async function prepareDataset(spec: DatasetSpec, cacheDir: string): Promise<PreparedDataset> {
+export async function prepareDataset(spec: DatasetSpec, cacheDir: string, options: PrepareOptions = {}): Promise<PreparedDataset> {
   const file = resolve(spec.path)
   await requireFile(file)
   if (isTokenShard(file)) {
@@ -63,15 +74,23 @@ export async function prepareDataset(spec: DatasetSpec, cacheDir: string): Promi
   }
   const tokenizer = await loadTokenizer(spec.tokenizer)
   const kind = file.toLowerCase().endsWith('.jsonl') ? 'jsonl' : 'text'
+  const overflow = spec.overflow ?? 'keep'
+  const packing = spec.packing ?? true
+  // Only records are cut to the sequence length: a text file is one stream whatever the options.
+  const seqLen = kind === 'jsonl' && (overflow !== 'keep' || !packing) ? options.seqLen : undefined
   // One read serves both the key and the tokenizer, so the shard always matches the content hashed.
   const bytes = await readFile(file)
-  const key = createHash('sha256').update(`${CACHE_FORMAT}\0${kind}\0${tokenizer.id}\0`).update(bytes).digest('hex')
+  const key = createHash('sha256')
+    .update(`${CACHE_FORMAT}\0${kind}\0${tokenizer.id}\0${overflow}\0${packing}\0${seqLen ?? ''}\0`)
+    .update(bytes)
+    .digest('hex')
   const path = join(cacheDir, `${key}.bin`)
-  const cached = await cachedShard(path)
+  const cached = await cachedShard(path, kind === 'jsonl')
   if (cached) return cached
 
-  const shard = await tokenizeFile(file, bytes, tokenizer)
+  const { shard, counts } = await tokenizeFile(file, bytes, tokenizer, { seqLen, overflow, packing })
   await mkdir(cacheDir, { recursive: true })
+  if (counts) await writeFile(countsFile(path), JSON.stringify(counts))
   const header = await writeTokenShard(path, shard)
-  return { path, vocabSize: header.vocabSize, tokens: header.tokens }
+  return { path, vocabSize: header.vocabSize, tokens: header.tokens, ...(counts ? { records: counts } : {}) }
 }

@@ -8,7 +8,7 @@ import { dirname, isAbsolute, join, relative, resolve } from 'node:path'
 
 import { ApiInputError, RunSpecSchema, issuesOf } from '../../api/contract'
 import type { Checkpoint, EventSink, RunEvent, RunSpec, RunStatus, RunSummary } from '../../api/contract'
-import type { DatasetSpec, PreparedDataset } from '../datasets/prepare'
+import type { DatasetSpec, PrepareOptions, PreparedDataset } from '../datasets/prepare'
 import type { EngineExit, EnginePort, EnginePortFactory } from '../engine/port'
 import type { FromWorker } from '../engine/worker-protocol'
 import type { Budgets } from '../planner/plan'
@@ -48,7 +48,7 @@ export interface RunManagerOptions {
   portFactory: EnginePortFactory
   /** The built engine-worker.js. */
   workerEntry: string
-  prepareDataset: (spec: DatasetSpec, cacheDir: string) => Promise<PreparedDataset>
+  prepareDataset: (spec: DatasetSpec, cacheDir: string, options?: PrepareOptions) => Promise<PreparedDataset>
   emit: EventSink
   /** What this machine offers the planner, which settles each new run's offload; default: its memory, no disk limit. */
   budgets?: () => Budgets
@@ -331,9 +331,14 @@ export class RunManager {
 
     let data: PreparedDataset
     try {
-      data = await this.options.prepareDataset(record.dataset, this.cacheDir)
+      data = await this.options.prepareDataset(record.dataset, this.cacheDir, { seqLen: record.config.train.seq_len })
     } catch (e) {
       return this.end(run, 'failed', messageOf(e))
+    }
+    if (data.records) {
+      const { records, truncated, dropped } = data.records
+      this.event(job.id, 'log', `dataset: ${records.toLocaleString('en-US')} records, ${data.tokens.toLocaleString('en-US')} tokens` +
+        (truncated || dropped ? `; ${truncated} truncated and ${dropped} dropped at ${record.config.train.seq_len} tokens` : ''))
     }
     if (run.stopRequested) return this.end(run, 'stopped', null)
 
