@@ -40,6 +40,10 @@ export const ModelConfigSchema = z
     norm_eps: z.number().min(1e-12).max(1).default(1e-5).describe('Norm epsilon'),
     tie_embeddings: z.boolean().optional().describe('Share the token embedding with the output head'),
     qkv_bias: z.boolean().optional().describe('Bias on the qkv projection (Qwen2-MoE; gpt-moe always has biases)'),
+    qk_norm: z.enum(['none', 'projection', 'head']).optional()
+      .describe('RMSNorm on q and k before rope: over the whole projection (OLMoE), per head (Qwen3), or none'),
+    clip_qkv: z.number().positive().nullable().optional()
+      .describe('Clamp q, k and v to [-clip_qkv, clip_qkv] after the q/k norm (OLMoE); null: off'),
     init_std: z.number().min(0).max(10).default(0.02).describe('Initialisation standard deviation'),
   })
   .strict()
@@ -220,6 +224,8 @@ export const RunConfigSchema = z
       if (l >= m.n_layers || (i > 0 && l <= dense[i - 1]!))
         ctx.addIssue({ code: 'custom', path: ['model', 'dense_layers', i], message: `must be an increasing layer index below n_layers (${m.n_layers})` })
     })
+    if ((m.qk_norm ?? family.qk_norm) !== 'none' && family.norm !== 'rmsnorm')
+      ctx.addIssue({ code: 'custom', path: ['model', 'qk_norm'], message: `q/k norm is an RMSNorm; ${m.arch} uses LayerNorm` })
     if (family.linear_bias && m.qkv_bias === false)
       ctx.addIssue({ code: 'custom', path: ['model', 'qkv_bias'], message: `${m.arch} always has biases; remove the field` })
     const moeLayers = moeLayerIndexes(m).length

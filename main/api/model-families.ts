@@ -9,6 +9,8 @@ export type NormKind = 'layernorm' | 'rmsnorm'
 export type PositionKind = 'learned' | 'rope'
 export type AttentionKind = 'mha' | 'gqa'
 export type FfnActivation = 'gelu' | 'swiglu'
+/** RMSNorm on q and k before rope: over the whole projection (OLMoE) or on each head (Qwen3). */
+export type QkNorm = 'none' | 'projection' | 'head'
 export type RouterScoring = 'softmax'
 export type TopkSelection = 'plain'
 
@@ -17,7 +19,8 @@ export interface FamilyFeatures {
   norm: NormKind
   position: PositionKind
   attention: AttentionKind
-  qk_norm: boolean
+  /** Default of model.qk_norm. */
+  qk_norm: QkNorm
   activation: FfnActivation
   router_scoring: RouterScoring
   topk_selection: TopkSelection
@@ -38,7 +41,7 @@ export const MODEL_FAMILIES = [
     name: 'gpt-moe',
     summary: 'LayerNorm, learned positions, multi-head attention, GELU experts, biases',
     features: {
-      norm: 'layernorm', position: 'learned', attention: 'mha', qk_norm: false, activation: 'gelu',
+      norm: 'layernorm', position: 'learned', attention: 'mha', qk_norm: 'none', activation: 'gelu',
       router_scoring: 'softmax', topk_selection: 'plain', linear_bias: true, qkv_bias: true, tie_embeddings: true,
     },
   },
@@ -46,7 +49,7 @@ export const MODEL_FAMILIES = [
     name: 'mixtral',
     summary: 'RMSNorm, RoPE, grouped-query attention, SwiGLU experts, no biases',
     features: {
-      norm: 'rmsnorm', position: 'rope', attention: 'gqa', qk_norm: false, activation: 'swiglu',
+      norm: 'rmsnorm', position: 'rope', attention: 'gqa', qk_norm: 'none', activation: 'swiglu',
       router_scoring: 'softmax', topk_selection: 'plain', linear_bias: false, qkv_bias: false, tie_embeddings: false,
     },
   },
@@ -69,6 +72,8 @@ export interface ModelFeatures extends FamilyFeatures {
   shared_expert_gate: boolean
   residual_mlp: boolean
   moe_every: number
+  /** q, k and v clamped to [-clip_qkv, clip_qkv] after the q/k norm; null: off. */
+  clip_qkv: number | null
 }
 
 export function modelFeatures(m: ModelConfig): ModelFeatures {
@@ -77,11 +82,13 @@ export function modelFeatures(m: ModelConfig): ModelFeatures {
     ...f,
     qkv_bias: m.qkv_bias ?? f.qkv_bias,
     tie_embeddings: m.tie_embeddings ?? f.tie_embeddings,
+    qk_norm: m.qk_norm ?? f.qk_norm,
     rope_theta: f.position === 'rope' ? m.rope_theta : 0,
     shared_expert: m.shared_expert_d_ff > 0,
     shared_expert_gate: m.shared_expert_gate,
     residual_mlp: m.residual_mlp,
     moe_every: m.moe_every,
+    clip_qkv: m.clip_qkv ?? null,
   }
 }
 
@@ -125,8 +132,12 @@ export function effectiveModelConfig(m: ModelConfig): Omit<ModelConfig, 'n_exper
 } {
   const f = modelFeatures(m)
   const moeLayers = moeLayerIndexes(m).length
+  // The engine writes qk_norm and clip_qkv only when they do something.
+  const { qk_norm, clip_qkv, ...rest } = m
   return {
-    ...m,
+    ...rest,
+    ...(qk_norm !== undefined && qk_norm !== 'none' ? { qk_norm } : {}),
+    ...(clip_qkv != null ? { clip_qkv } : {}),
     n_kv_heads: m.n_kv_heads ?? m.n_heads,
     expert_d_ff: m.expert_d_ff ?? m.d_ff,
     n_experts: Array.isArray(m.n_experts) ? m.n_experts : new Array<number>(moeLayers).fill(m.n_experts),
@@ -140,6 +151,7 @@ export const HF_MODEL_TYPES = [
   { model_type: 'mixtral', label: 'Mixtral', family: 'mixtral' },
   { model_type: 'qwen2_moe', label: 'Qwen2-MoE', family: 'mixtral' },
   { model_type: 'olmoe', label: 'OLMoE', family: 'mixtral' },
+  { model_type: 'qwen3_moe', label: 'Qwen3-MoE', family: 'mixtral' },
 ] as const satisfies readonly { model_type: string; label: string; family: FamilyName }[]
 
 export type HfModelType = (typeof HF_MODEL_TYPES)[number]['model_type']

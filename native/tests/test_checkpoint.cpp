@@ -163,6 +163,18 @@ class FailingBackend : public Backend {
   void rope_backward(float* dx, const float* d, int B, int T, int NH, int NKV, int HS, float th) override {
     in_.rope_backward(dx, d, B, T, NH, NKV, HS, th);
   }
+  void qk_norm_forward(float* o, float* r, const float* x, const float* qw, const float* kw, int N, int NH, int NKV,
+                       int HS, bool ph, float eps) override {
+    in_.qk_norm_forward(o, r, x, qw, kw, N, NH, NKV, HS, ph, eps);
+  }
+  void qk_norm_backward(float* dx, float* dqw, float* dkw, const float* d, const float* x, const float* qw,
+                        const float* kw, const float* r, int N, int NH, int NKV, int HS, bool ph) override {
+    in_.qk_norm_backward(dx, dqw, dkw, d, x, qw, kw, r, N, NH, NKV, HS, ph);
+  }
+  void clamp_forward(float* o, const float* x, int64_t n, float c) override { in_.clamp_forward(o, x, n, c); }
+  void clamp_backward(float* dx, const float* d, const float* x, int64_t n, float c) override {
+    in_.clamp_backward(dx, d, x, n, c);
+  }
   void attention_forward(float* o, float* lse, const float* qkv, int B, int T, int NH, int NKV, int HS) override {
     in_.attention_forward(o, lse, qkv, B, T, NH, NKV, HS);
   }

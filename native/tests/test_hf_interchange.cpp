@@ -78,6 +78,23 @@ ModelConfig olmoe_cfg() {
   m.renormalize = false;
   m.tie_embeddings = true;
   m.n_experts = {3, 3};
+  m.qk_norm = QkNorm::Projection;
+  m.clip_qkv = 4.5;
+  return m;
+}
+
+// Qwen3-MoE: per-head q/k norm, an explicit head size, a dense layer listed and one by step.
+ModelConfig qwen3_cfg() {
+  ModelConfig m = mixtral_cfg();
+  m.n_layers = 4;
+  m.moe_every = 2;
+  m.dense_layers = {3};
+  m.head_dim = 6;
+  m.d_ff = 20;
+  m.expert_d_ff = 8;
+  m.n_experts = {4};
+  m.qk_norm = QkNorm::Head;
+  m.norm_eps = 1e-6;
   return m;
 }
 
@@ -276,6 +293,21 @@ TEST(export_import_qwen2_moe) {
 TEST(export_import_olmoe) {
   check_export_roundtrip(olmoe_cfg(), "olmoe", st::DType::F32);
   check_export_roundtrip(olmoe_cfg(), "olmoe", st::DType::BF16);
+  const json::Value hf = json::parse(fs::read_file(fs::join(tmp_path("export-olmoe-f32"), "config.json"), 1 << 20));
+  CHECK(hf.find("clip_qkv")->number == 4.5);
+  const ModelConfig back = read_checkpoint_model_config(tmp_path("export-olmoe-f32"));
+  CHECK(back.qk_norm == QkNorm::Projection && back.clip_qkv == 4.5);
+}
+
+TEST(export_import_qwen3_moe) {
+  check_export_roundtrip(qwen3_cfg(), "qwen3_moe", st::DType::F32);
+  check_export_roundtrip(qwen3_cfg(), "qwen3_moe", st::DType::BF16);
+  const json::Value hf = json::parse(fs::read_file(fs::join(tmp_path("export-qwen3_moe-f32"), "config.json"), 1 << 20));
+  CHECK(hf.find("head_dim")->number == 6 && hf.find("decoder_sparse_step")->number == 2);
+  CHECK(json::dump(*hf.find("mlp_only_layers")) == "[3]");
+  const ModelConfig back = read_checkpoint_model_config(tmp_path("export-qwen3_moe-f32"));
+  CHECK(back.qk_norm == QkNorm::Head && back.head_dim == 6 && back.dense_layers == std::vector<int>{3} &&
+        back.n_moe_layers() == 1);
 }
 
 TEST(export_allows_training_choices) {
@@ -307,7 +339,7 @@ TEST(export_rejects_what_the_layout_cannot_express) {
   ModelConfig c = mixtral_cfg();
   c.residual_mlp = true;
   attempt(c, "mixtral", {"model.residual_mlp"});
-  c = mixtral_cfg();
+  c = olmoe_cfg();
   c.n_experts = {4, 2};
   attempt(c, "olmoe", {"model.n_experts", "olmoe"});
   c = mixtral_cfg();
@@ -324,8 +356,21 @@ TEST(export_rejects_what_the_layout_cannot_express) {
   c = qwen2_cfg();
   c.shared_expert_gate = false;
   attempt(c, "qwen2_moe", {"model.shared_expert_gate"});
-  attempt(mixtral_cfg(), "olmoe", {"F64", "F32, BF16 or F16"}, st::DType::F64);
+  attempt(olmoe_cfg(), "olmoe", {"F64", "F32, BF16 or F16"}, st::DType::F64);
   attempt(mixtral_cfg(), "llama", {"llama", "mixtral"});
+  attempt(mixtral_cfg(), "olmoe", {"model.qk_norm", "projection"});
+  attempt(olmoe_cfg(), "qwen3_moe", {"model.qk_norm", "head"});
+  c = mixtral_cfg();
+  c.dense_layers = {1};
+  c.n_layers = 3;
+  c.n_experts = {4, 4};
+  attempt(c, "mixtral", {"model.dense_layers"});
+  c = mixtral_cfg();
+  c.head_dim = 6;
+  attempt(c, "mixtral", {"model.head_dim"});
+  c = mixtral_cfg();
+  c.clip_qkv = 2.0;
+  attempt(c, "mixtral", {"model.clip_qkv"});
 }
 
 TEST(handwritten_mixtral_lands_in_place) {
@@ -423,25 +468,25 @@ TEST(handwritten_qwen2_moe_lands_in_place) {
   CHECK(m.layout().find("lm_head.weight") == nullptr);
 }
 
-TEST(olmoe_qk_norm_is_rejected) {
+TEST(olmoe_qk_norms_land_in_place) {
   auto be = make_backend("cpu", {2});
   Model a(olmoe_cfg(), *be);
-  a.init(1);
+  std::vector<float> values = moe_test::random_vector(a.num_params(), 5);
+  be->copy(a.params(), values.data(), values.size() * sizeof(float));
   const std::string dir = tmp_path("olmoe-qknorm");
   export_hf(dir, a, "olmoe", st::DType::F32);
-  // Re-write the weights with a q_norm tensor added, as real OLMoE checkpoints have.
   st::Reader r(fs::join(dir, "model.safetensors"));
-  std::vector<float> qn(16, 1.0f);
-  st::Writer w;
-  for (const st::TensorInfo& t : r.tensors()) w.add(t.name, t.dtype, r.data(t), t.shape);
-  w.add_f32("model.layers.0.self_attn.q_norm.weight", qn.data(), {16});
-  const std::string out = tmp_path("olmoe-qknorm-2");
-  fs::mkdirs(out);
-  fs::write_file_atomic(fs::join(out, "config.json"), fs::read_file(fs::join(dir, "config.json"), 1 << 20));
-  w.write(fs::join(out, "model.safetensors"));
-  Model b(olmoe_cfg(), *be);
-  expect_error([&] { load_weights(out, b); },
-               {"model.layers.0.self_attn.q_norm.weight", "OLMoE q_norm/k_norm are not supported yet"}, "q_norm");
+  const std::vector<float> p = host_params(a);
+  for (const char* which : {"q_norm", "k_norm"}) {
+    const st::TensorInfo* t = nullptr;
+    for (const st::TensorInfo& i : r.tensors())
+      if (i.name == std::string("model.layers.1.self_attn.") + which + ".weight") t = &i;
+    CHECK_MSG(t != nullptr, std::string("no ") + which + " tensor in the export");
+    if (!t) continue;
+    const ParamTensor* ours = a.layout().find(std::string("layers.1.attn.") + which + ".weight");
+    CHECK(t->shape == ours->shape);
+    CHECK(std::memcmp(r.data(*t), p.data() + ours->offset, ours->numel * sizeof(float)) == 0);
+  }
 }
 
 TEST(hf_load_rejects_mismatches) {
@@ -487,12 +532,30 @@ TEST(hf_config_rejections) {
   attempt(R"({"model_type": "mixtral", "hidden_size": 8})", {"vocab_size", "required"});
   attempt(R"({"model_type": "qwen2_moe", "vocab_size": 16, "hidden_size": 8, "intermediate_size": 8,
       "moe_intermediate_size": 4, "shared_expert_intermediate_size": 4, "num_hidden_layers": 2,
-      "num_attention_heads": 2, "num_experts": 2, "num_experts_per_tok": 1, "mlp_only_layers": [0]})",
-          {"mlp_only_layers"});
+      "num_attention_heads": 2, "num_experts": 2, "num_experts_per_tok": 1, "mlp_only_layers": [2]})",
+          {"mlp_only_layers", "[0, 2)"});
   attempt(R"({"model_type": "olmoe", "vocab_size": 16, "hidden_size": 8, "intermediate_size": 8,
       "num_hidden_layers": 2, "num_attention_heads": 2, "num_experts": 2, "num_experts_per_tok": 1,
-      "clip_qkv": 8.0})",
-          {"clip_qkv"});
+      "clip_qkv": 0})",
+          {"clip_qkv", "positive"});
+  const std::string qwen3 = R"({"model_type": "qwen3_moe", "vocab_size": 16, "hidden_size": 8,
+      "intermediate_size": 8, "moe_intermediate_size": 4, "num_hidden_layers": 2, "num_attention_heads": 2,
+      "num_key_value_heads": 1, "num_experts": 2, "num_experts_per_tok": 1, "head_dim": 6)";
+  attempt(qwen3 + R"(, "use_sliding_window": true})", {"use_sliding_window", "Qwen3-MoE"});
+  attempt(qwen3 + R"(, "attention_bias": true})", {"attention_bias"});
+  attempt(qwen3 + R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})", {"rope_scaling"});
+  // Accepted: OLMoE's clip_qkv, Qwen-MoE dense layers by list (any order) and by step, Qwen3's own head size.
+  const ModelConfig olmoe = hf_to_model_config(json::parse(R"({"model_type": "olmoe", "vocab_size": 16,
+      "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "num_experts": 2,
+      "num_experts_per_tok": 1, "clip_qkv": 8.0})"), "config.json");
+  CHECK(olmoe.clip_qkv == 8.0 && olmoe.qk_norm == QkNorm::Projection);
+  const ModelConfig qwen2 = hf_to_model_config(json::parse(R"({"model_type": "qwen2_moe", "vocab_size": 16,
+      "hidden_size": 8, "intermediate_size": 8, "moe_intermediate_size": 4, "shared_expert_intermediate_size": 4,
+      "num_hidden_layers": 4, "num_attention_heads": 2, "num_key_value_heads": 2, "num_experts": 2,
+      "num_experts_per_tok": 1, "mlp_only_layers": [3, 0, 3], "decoder_sparse_step": 1})"), "config.json");
+  CHECK(qwen2.dense_layers == (std::vector<int>{0, 3}) && qwen2.n_moe_layers() == 2 && qwen2.n_experts.size() == 2);
+  const ModelConfig q3 = hf_to_model_config(json::parse(qwen3 + "}"), "config.json");
+  CHECK(q3.head_dim == 6 && q3.qk_norm == QkNorm::Head && !q3.renormalize && q3.n_kv_heads == 1);
   // Values that do not change the math are fine: a window as long as the context, a null rope_scaling.
   const ModelConfig ok = hf_to_model_config(
       json::parse(with({{"sliding_window", "64"}, {"rope_scaling", "null"}, {"head_dim", "2"}})), "config.json");

@@ -54,6 +54,7 @@ function asFamily(raw: RawConfig, family: string): RawConfig {
   const f = modelFamily(family).features
   if (f.attention === 'mha') delete model['n_kv_heads']
   if (f.linear_bias) delete model['qkv_bias']
+  if (f.norm !== 'rmsnorm') delete model['qk_norm']
   return { ...raw, model }
 }
 
@@ -131,6 +132,7 @@ describe('model families: the engine and the workbench agree', () => {
       [{ arch: 'gpt-moe', n_kv_heads: 2 }, 'n_kv_heads'],
       [{ arch: 'gpt-moe', qkv_bias: false }, 'qkv_bias'],
       [{ arch: 'mixtral', d_model: 12, n_heads: 4 }, 'n_heads'],
+      [{ arch: 'gpt-moe', qk_norm: 'projection' }, 'qk_norm'],
     ]
     for (const [model, field] of broken) {
       expect(() => describeModel({ model }), field).toThrow(new RegExp(`model\\.${field}`))

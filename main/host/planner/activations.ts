@@ -20,8 +20,10 @@ export function activationFloats(c: RunConfig): { saved: number; scratch: number
   let scratchRows = N
   let moeIndex = 0
   for (let l = 0; l < m.n_layers; l++) {
-    // rope keeps the rotated q/k/v beside the projection's output
-    saved += 5 * N * C + N * A + 4 * N + N * Q * (f.position === 'rope' ? 2 : 1) + N * m.n_heads
+    // each attention stage (q/k norm with its rstd, clip_qkv, rope) keeps its q/k/v beside the projection's output
+    const stages = (f.qk_norm !== 'none' ? 1 : 0) + (f.clip_qkv !== null ? 1 : 0) + (f.position === 'rope' ? 1 : 0)
+    const qkRstd = f.qk_norm === 'none' ? 0 : f.qk_norm === 'head' ? N * (m.n_heads + kv) : 2 * N
+    saved += 5 * N * C + N * A + 4 * N + N * Q * (1 + stages) + qkRstd + N * m.n_heads
     if (!isMoeLayer(m, l)) {
       saved += ffn(N, m.d_ff)
       continue

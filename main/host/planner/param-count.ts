@@ -48,6 +48,8 @@ export function countParams(m: ModelConfig): ParamCounts {
   const kv = m.n_kv_heads ?? m.n_heads
   const qkvRows = (m.n_heads + 2 * kv) * headSize(m)
   const attnWidth = m.n_heads * headSize(m)
+  // q/k norm weights (counted with the norms, as the engine does): over the whole q and k projections, or one head's width each
+  const qkNorm = f.qk_norm === 'none' ? [] : f.qk_norm === 'head' ? [headSize(m), headSize(m)] : [m.n_heads * headSize(m), kv * headSize(m)]
   const norm = f.linear_bias ? [C, C] : [C]
   const expertWidth = m.expert_d_ff ?? m.d_ff
   const layerExperts = Array.isArray(m.n_experts) ? m.n_experts : null
@@ -65,6 +67,7 @@ export function countParams(m: ModelConfig): ParamCounts {
   for (let l = 0; l < m.n_layers; l++) {
     add('norms', ...norm, ...norm)
     add('attention', qkvRows * C, ...(f.qkv_bias ? [qkvRows] : []), C * attnWidth, ...(f.linear_bias ? [C] : []))
+    if (qkNorm.length) add('norms', ...qkNorm)
     if (!isMoeLayer(m, l)) {
       add('dense_ffn', ...ffnTensors(f, C, m.d_ff))
       continue

@@ -44,6 +44,15 @@ class Backend {
                                 const float* rstd, int N, int C) = 0;
   virtual void rope_forward(float* out, const float* inp, int B, int T, int NH, int NKV, int HS, float theta) = 0;
   virtual void rope_backward(float* dinp, const float* dout, int B, int T, int NH, int NKV, int HS, float theta) = 0;
+  // RMSNorm of the q and k parts of packed qkv rows (cpu/qk_norm.h: per_head or over the whole q / k width).
+  virtual void qk_norm_forward(float* out, float* rstd, const float* qkv, const float* q_w, const float* k_w, int N,
+                               int NH, int NKV, int HS, bool per_head, float eps) = 0;
+  virtual void qk_norm_backward(float* dqkv, float* dq_w, float* dk_w, const float* dout, const float* qkv,
+                                const float* q_w, const float* k_w, const float* rstd, int N, int NH, int NKV, int HS,
+                                bool per_head) = 0;
+  // out = clamp(inp, -limit, limit); backward accumulates dout where the input was not clamped.
+  virtual void clamp_forward(float* out, const float* inp, int64_t n, float limit) = 0;
+  virtual void clamp_backward(float* dinp, const float* dout, const float* inp, int64_t n, float limit) = 0;
   virtual void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int NH, int NKV, int HS) = 0;
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                                   int B, int T, int NH, int NKV, int HS) = 0;

@@ -1,5 +1,6 @@
 // The attention sublayer of one decoder layer, from the normed residual to the out-projection's output:
-//   qkv = x·Wqkvᵀ (+b) ; rope(q, k) ; softmax(q·kᵀ/√HS, causal)·v ; out = att·Woᵀ (+b)
+//   qkv = x·Wqkvᵀ (+b) ; q/k RMSNorm ; clamp(q, k, v) ; rope(q, k) ; softmax(q·kᵀ/√HS, causal)·v ; out = att·Woᵀ (+b)
+// (the norm and clamp where the features have them, in the order OLMoE applies them).
 // Which variant runs (position encoding, and the features later kinds add: q/k norm, latent attention,
 // sinks, sliding windows) is read from ModelFeatures; the model only calls forward and backward.
 #pragma once
@@ -15,7 +16,7 @@ namespace moe {
 
 // What one layer's attention saves for its backward.
 struct AttentionActs {
-  DeviceBuffer qkv, qkv_rot, att, lse;
+  DeviceBuffer qkv, qkv_norm, qk_rstd, qkv_clip, qkv_rot, att, lse;
   size_t bytes() const;
 };
 

@@ -150,6 +150,17 @@ ModelConfig parse_model_config(const json::Value& obj) {
   m.tie_embeddings = r.boolean("tie_embeddings", family.features.tie_embeddings);
   m.qkv_bias = r.boolean("qkv_bias", family.features.qkv_bias);
   m.init_std = r.number("init_std", m.init_std, 0.0, 10.0);
+  m.qk_norm = family.features.qk_norm;
+  if (const json::Value* qn = r.get("qk_norm", json::Type::String)) {
+    if (qn->string == "none") m.qk_norm = QkNorm::None;
+    else if (qn->string == "projection") m.qk_norm = QkNorm::Projection;
+    else if (qn->string == "head") m.qk_norm = QkNorm::Head;
+    else fail("model.qk_norm: \"" + qn->string + "\" is not supported; use \"none\", \"projection\" or \"head\"");
+  }
+  if (const json::Value* c = r.raw("clip_qkv"); c && !c->is_null()) {
+    if (!c->is_number() || !(c->number > 0.0)) fail("model.clip_qkv: must be null (off) or a positive number");
+    m.clip_qkv = c->number;
+  }
 
   if (const json::Value* cf = r.raw("capacity_factor"); cf && !cf->is_null()) {
     if (!cf->is_number() || cf->number <= 0.0)
@@ -467,6 +478,8 @@ json::Value model_config_to_json(const ModelConfig& m) {
   if (m.head_dim > 0) o.set("head_dim", Value::of(m.head_dim));
   if (m.routed_scaling != 1.0) o.set("routed_scaling_factor", Value::of(m.routed_scaling));
   if (m.selection_bias) o.set("selection_bias", Value::of(true));
+  if (m.qk_norm != QkNorm::None) o.set("qk_norm", Value::of(qk_norm_name(m.qk_norm)));
+  if (m.clip_qkv > 0) o.set("clip_qkv", Value::of(m.clip_qkv));
   o.set("shared_expert_d_ff", Value::of(m.shared_expert_d_ff));
   o.set("shared_expert_gate", Value::of(m.shared_expert_gate));
   o.set("residual_mlp", Value::of(m.residual_mlp));

@@ -7,6 +7,7 @@
 
 #include "core/json.h"
 #include "devices/device_group_config.h"
+#include "model/features.h"  // QkNorm
 #include "pipeline/pipeline_config.h"
 #include "placement/placement.h"
 
@@ -37,6 +38,10 @@ struct ModelConfig {
   double rope_theta = 10000.0, norm_eps = 1e-5;
   bool tie_embeddings = true;  // defaults: the family's
   bool qkv_bias = true;        // bias on the qkv projection (gpt-moe, Qwen2-MoE)
+  // model.qk_norm: RMSNorm on q and k before rope, "none", "projection" (OLMoE) or "head" (Qwen3); weights
+  // layers.L.attn.q_norm.weight and k_norm.weight.
+  QkNorm qk_norm = QkNorm::None;
+  double clip_qkv = 0;  // model.clip_qkv: q, k, v clamped to [-c, c] (OLMoE); 0: off (JSON null)
   double init_std = 0.02;
 
   int head_size() const { return head_dim > 0 ? head_dim : d_model / n_heads; }

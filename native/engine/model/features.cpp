@@ -8,11 +8,11 @@ namespace moe {
 const std::vector<ModelFamily>& model_families() {
   static const std::vector<ModelFamily> families = {
       {"gpt-moe", "LayerNorm, learned positions, multi-head attention, GELU experts, biases",
-       {NormKind::LayerNorm, PositionKind::Learned, AttentionKind::MultiHead, false, FfnActivation::Gelu,
+       {NormKind::LayerNorm, PositionKind::Learned, AttentionKind::MultiHead, QkNorm::None, FfnActivation::Gelu,
         RouterScoring::Softmax, TopkSelection::Plain, /*linear_bias=*/true, /*qkv_bias=*/true,
         /*tie_embeddings=*/true}},
       {"mixtral", "RMSNorm, RoPE, grouped-query attention, SwiGLU experts, no biases",
-       {NormKind::RmsNorm, PositionKind::Rope, AttentionKind::GroupedQuery, false, FfnActivation::Swiglu,
+       {NormKind::RmsNorm, PositionKind::Rope, AttentionKind::GroupedQuery, QkNorm::None, FfnActivation::Swiglu,
         RouterScoring::Softmax, TopkSelection::Plain, /*linear_bias=*/false, /*qkv_bias=*/false,
         /*tie_embeddings=*/false}},
   };
@@ -36,6 +36,8 @@ ModelFeatures model_features(const ModelConfig& m) {
   static_cast<FamilyFeatures&>(f) = find_model_family(m.family).features;
   f.qkv_bias = m.qkv_bias;
   f.tie_embeddings = m.tie_embeddings;
+  f.qk_norm = m.qk_norm;
+  f.clip_qkv = m.clip_qkv;
   f.rope_theta = f.position == PositionKind::Rope ? m.rope_theta : 0.0;
   f.shared_expert = m.shared_expert_d_ff > 0;
   f.shared_expert_gate = m.shared_expert_gate;
@@ -46,7 +48,8 @@ ModelFeatures model_features(const ModelConfig& m) {
 
 void check_model_features(const ModelConfig& m) {
   const ModelFeatures f = model_features(m);
-  if (f.qk_norm) fail("model.arch: " + m.family + " needs q/k norm, which the attention kernels do not have yet");
+  if (f.qk_norm != QkNorm::None && f.norm != NormKind::RmsNorm)
+    fail("model.qk_norm: q/k norm is an RMSNorm; " + m.family + " uses LayerNorm (use an RMSNorm family)");
   if (f.attention == AttentionKind::MultiHead && m.n_kv_heads != m.n_heads)
     fail("model.n_kv_heads: " + m.family + " uses full multi-head attention; n_kv_heads must equal n_heads");
   if (f.position == PositionKind::Rope && m.head_size() % 2 != 0)
@@ -78,6 +81,14 @@ const char* attention_kind_name(AttentionKind k) {
   }
   return "?";
 }
+const char* qk_norm_name(QkNorm k) {
+  switch (k) {
+    case QkNorm::None: return "none";
+    case QkNorm::Projection: return "projection";
+    case QkNorm::Head: return "head";
+  }
+  return "?";
+}
 const char* ffn_activation_name(FfnActivation a) {
   switch (a) {
     case FfnActivation::Gelu: return "gelu";
@@ -105,7 +116,8 @@ json::Value features_to_json(const ModelFeatures& f) {
   o.set("position", Value::of(position_kind_name(f.position)));
   o.set("rope_theta", Value::of(f.rope_theta));
   o.set("attention", Value::of(attention_kind_name(f.attention)));
-  o.set("qk_norm", Value::of(f.qk_norm));
+  o.set("qk_norm", Value::of(qk_norm_name(f.qk_norm)));
+  o.set("clip_qkv", f.clip_qkv > 0 ? Value::of(f.clip_qkv) : Value::null());
   o.set("activation", Value::of(ffn_activation_name(f.activation)));
   o.set("router_scoring", Value::of(router_scoring_name(f.router_scoring)));
   o.set("topk_selection", Value::of(topk_selection_name(f.topk_selection)));

@@ -2,7 +2,7 @@
 // features; every kernel choice (which norm, which position encoding, which FFN activation, which
 // tensors exist) reads the features derived here, never the family name. A new family is a new row
 // in model_families(), and a new kind of attention, routing or activation is a new enum value with
-// its kernel, not a new branch on a name: q/k norm is the qk_norm flag, latent attention another
+// its kernel, not a new branch on a name: q/k norm is a QkNorm kind, latent attention another
 // AttentionKind, sigmoid or grouped routing another RouterScoring / TopkSelection, a clamped SwiGLU
 // another FfnActivation.
 #pragma once
@@ -20,13 +20,16 @@ enum class NormKind { LayerNorm, RmsNorm };
 enum class PositionKind { Learned, Rope };         // learned: a wpe table of max_seq_len rows; rope: rotary q/k
 enum class AttentionKind { MultiHead, GroupedQuery };  // multi-head: n_kv_heads == n_heads
 enum class FfnActivation { Gelu, Swiglu };         // swiglu: a gated in-projection of 2F rows
+// RMSNorm on q and k before rope: none; over the whole projected width (q over NH·HS, k over NKV·HS, before the
+// head split: OLMoE); or per head over HS with one weight shared by the heads (Qwen3).
+enum class QkNorm { None, Projection, Head };
 
 // What a family fixes, and the defaults of the config fields it only suggests.
 struct FamilyFeatures {
   NormKind norm = NormKind::LayerNorm;
   PositionKind position = PositionKind::Learned;
   AttentionKind attention = AttentionKind::MultiHead;
-  bool qk_norm = false;  // a norm on q and k per head; no family has it yet
+  QkNorm qk_norm = QkNorm::None;  // default of model.qk_norm
   FfnActivation activation = FfnActivation::Gelu;
   RouterScoring router_scoring = RouterScoring::Softmax;
   TopkSelection topk_selection = TopkSelection::Plain;
@@ -53,6 +56,7 @@ struct ModelFeatures : FamilyFeatures {
   double rope_theta = 0;  // with PositionKind::Rope; 0 otherwise
   bool shared_expert = false, shared_expert_gate = false, residual_mlp = false;
   int moe_every = 1;  // layer l is an MoE layer iff (l + 1) % moe_every == 0; the others are dense
+  double clip_qkv = 0;  // > 0: q, k and v clamped to [-clip_qkv, clip_qkv] after the q/k norm
   bool gated_ffn() const { return activation == FfnActivation::Swiglu; }
 };
 
@@ -64,6 +68,7 @@ json::Value features_to_json(const ModelFeatures& f);
 const char* norm_kind_name(NormKind k);
 const char* position_kind_name(PositionKind k);
 const char* attention_kind_name(AttentionKind k);
+const char* qk_norm_name(QkNorm k);
 const char* ffn_activation_name(FfnActivation a);
 const char* router_scoring_name(RouterScoring s);
 const char* topk_selection_name(TopkSelection s);

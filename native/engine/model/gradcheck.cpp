@@ -9,13 +9,24 @@
 namespace moe {
 namespace {
 
-// Routing decisions of every MoE layer, to detect perturbations that cross a top-k boundary.
-std::vector<int32_t> routing_signature(const Model& m) {
+// Routing decisions of every MoE layer, to detect perturbations that cross a top-k boundary; with clip_qkv also
+// which q/k/v values were clamped (the objective has a kink where a value crosses the limit).
+std::vector<int32_t> routing_signature(const Model& m, Backend& be) {
   std::vector<int32_t> sig;
   for (int i = 0; i < m.moe_layer_count(); ++i) {
     const DispatchPlan& p = m.moe_layer(i).plan();
     sig.insert(sig.end(), p.slot_token.begin(), p.slot_token.end());
     sig.insert(sig.end(), p.assign_slot.begin(), p.assign_slot.end());
+  }
+  const ModelConfig& c = m.config();
+  if (c.clip_qkv > 0) {
+    for (int l = 0; l < c.n_layers; ++l) {
+      const AttentionActs& a = m.attention_acts(l);
+      const DeviceBuffer& in = c.qk_norm != QkNorm::None ? a.qkv_norm : a.qkv;
+      std::vector<float> v(in.bytes() / sizeof(float));
+      be.copy(v.data(), in.f(), in.bytes());
+      for (float x : v) sig.push_back(x < -c.clip_qkv ? -1 : x > c.clip_qkv ? 1 : 0);
+    }
   }
   return sig;
 }
@@ -39,7 +50,7 @@ std::vector<TensorGradcheck> model_gradcheck(const ModelConfig& cfg, Backend& be
 
   model.zero_grads();
   objective();
-  const std::vector<int32_t> base_routing = routing_signature(model);
+  const std::vector<int32_t> base_routing = routing_signature(model, be);
   model.backward(1.0f);
   std::vector<float> params(model.num_params()), grads(model.num_params());
   be.copy(params.data(), model.params(), params.size() * sizeof(float));
@@ -56,7 +67,7 @@ std::vector<TensorGradcheck> model_gradcheck(const ModelConfig& cfg, Backend& be
       auto eval_at = [&](float v, bool* same_routing) {
         be.copy(model.params() + i, &v, sizeof(float));
         double o = objective();
-        *same_routing = routing_signature(model) == base_routing;
+        *same_routing = routing_signature(model, be) == base_routing;
         return o;
       };
       bool same_p = false, same_m = false;

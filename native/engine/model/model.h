@@ -70,6 +70,7 @@ class Model {
   const float* logits() const { return logits_.f(); }  // [B, T, V] of the last forward
   int moe_layer_count() const { return static_cast<int>(moe_layers_.size()); }
   const MoeLayer& moe_layer(int i) const { return *moe_layers_[i]; }
+  const AttentionActs& attention_acts(int l) const { return acts_[l].attn; }  // layer l's, of the last forward
 
   // Routed experts compute on D devices with this placement and pipelining from now on.
   void run_experts_on_devices(const PlacementConfig& placement, const PipelineConfig& pipeline,

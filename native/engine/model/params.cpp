@@ -20,6 +20,12 @@ ParamLayout::ParamLayout(const ModelConfig& cfg) : cfg_(cfg), features_(model_fe
     if (bias) add(p + "norm1.bias", {C}, 0);
     add(p + "attn.qkv.weight", {cfg.qkv_width(), C}, std);
     if (features_.qkv_bias) add(p + "attn.qkv.bias", {cfg.qkv_width()}, 0);
+    if (features_.qk_norm != QkNorm::None) {
+      const bool head = features_.qk_norm == QkNorm::Head;
+      const int64_t HS = cfg.head_size();
+      add(p + "attn.q_norm.weight", {head ? HS : cfg.n_heads * HS}, 0, true);
+      add(p + "attn.k_norm.weight", {head ? HS : cfg.n_kv_heads * HS}, 0, true);
+    }
     add(p + "attn.out.weight", {C, cfg.attn_width()}, out_std);
     if (bias) add(p + "attn.out.bias", {C}, 0);
     add(p + "norm2.weight", {C}, 0, true);
@@ -112,6 +118,8 @@ ModelParams ParamLayout::bind(float* arena) const {
     lp.norm1_b = ptr(p + "norm1.bias");
     lp.qkv_w = ptr(p + "attn.qkv.weight");
     lp.qkv_b = ptr(p + "attn.qkv.bias");
+    lp.q_norm_w = ptr(p + "attn.q_norm.weight");
+    lp.k_norm_w = ptr(p + "attn.k_norm.weight");
     lp.out_w = ptr(p + "attn.out.weight");
     lp.out_b = ptr(p + "attn.out.bias");
     lp.norm2_w = ptr(p + "norm2.weight");

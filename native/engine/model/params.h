@@ -38,6 +38,7 @@ struct FfnParams {
 struct LayerParams {
   float *norm1_w = nullptr, *norm1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *out_w = nullptr, *out_b = nullptr;
   const uint16_t *qkv_w_bf16 = nullptr, *out_w_bf16 = nullptr;
+  float *q_norm_w = nullptr, *k_norm_w = nullptr;  // with a q/k norm
   float *norm2_w = nullptr, *norm2_b = nullptr;
   FfnParams mlp;                   // dense layers
   float* router_w = nullptr;       // MoE layers

@@ -6,9 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "model/features.h"  // QkNorm
+
 namespace moe {
 
-enum class HfType { Mixtral, Qwen2Moe, Olmoe };
+enum class HfType { Mixtral, Qwen2Moe, Olmoe, Qwen3Moe };
 
 // What a model-type-specific config.json key carries.
 enum class HfField {
@@ -20,7 +22,11 @@ enum class HfField {
   Renormalize,       // model.renormalize; without this key the type always renormalises
   MoeEvery,          // model.moe_every; without this key every layer is an MoE layer
   Layers,            // model.n_layers, written only
+  DenseLayers,       // model.dense_layers (Qwen's mlp_only_layers); absent or null: none
+  HeadDim,           // model.head_dim; absent or null: hidden_size / num_attention_heads
+  ClipQkv,           // model.clip_qkv; null: off
   Fixed,             // a constant, written only (import checks such keys in reject_unsupported)
+  Only,              // a constant, written; on import a present non-null key with another value is refused by name
 };
 
 struct HfKey {
@@ -62,11 +68,13 @@ struct HfFamily {
   // Stored tensors (name suffixes) the type defines but the engine cannot run yet, and why.
   std::vector<const char*> unsupported_tensors;
   const char* unsupported_why = nullptr;
+  // The attention's q/k RMSNorm (self_attn.q_norm / k_norm): none, over the whole projection, or per head.
+  QkNorm qk_norm = QkNorm::None;
 };
 
 const std::vector<HfFamily>& hf_families();
 const HfFamily& hf_family(HfType type);
-// "\"mixtral\", \"qwen2_moe\" or \"olmoe\"", for messages.
+// "\"mixtral\", \"qwen2_moe\", \"olmoe\" or \"qwen3_moe\"", for messages.
 std::string hf_model_type_list();
 
 }  // namespace moe

@@ -1,5 +1,6 @@
 #include "train/hf_interchange.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <set>
@@ -61,7 +62,12 @@ class HfFields {
 };
 
 // HF fields whose non-default values change the forward math in ways this engine does not implement.
-void reject_unsupported(const HfFields& f, const ModelConfig& m, int max_pos) {
+void reject_unsupported(const HfFields& f, const HfFamily& row, const ModelConfig& m, int max_pos) {
+  auto has_key = [&](HfField field) {
+    for (const HfKey& k : row.keys)
+      if (k.field == field) return true;
+    return false;
+  };
   const std::string fix = "; the engine cannot reproduce this model, so it cannot be imported";
   if (const json::Value* v = f.get("hidden_act"); v && !(v->is_string() && v->string == "silu"))
     fail(f.where("hidden_act") + " is " + json::dump(*v) + "; only \"silu\" (SwiGLU) is supported" + fix);
@@ -77,18 +83,21 @@ void reject_unsupported(const HfFields& f, const ModelConfig& m, int max_pos) {
   if (const json::Value* v = f.get("sliding_window"); sliding && v && (!v->is_number() || v->number < max_pos))
     fail(f.where("sliding_window") + " is " + json::dump(*v) + ", smaller than max_position_embeddings " +
          std::to_string(max_pos) + "; sliding-window attention is not supported" + fix);
-  if (const json::Value* v = f.get("head_dim"); v && !(v->is_number() && v->number == m.d_model / m.n_heads))
+  if (const json::Value* v = f.get("head_dim"); !has_key(HfField::HeadDim) && v && !(v->is_number() && v->number == m.d_model / m.n_heads))
     fail(f.where("head_dim") + " is " + json::dump(*v) + " but hidden_size / num_attention_heads is " +
          std::to_string(m.d_model / m.n_heads) + "; a separate head size is not supported" + fix);
   if (f.boolean("attention_bias", false))
     fail(f.where("attention_bias") + " is true; biases on the attention projections are not supported" + fix);
-  if (const json::Value* v = f.get("clip_qkv"))
+  if (const json::Value* v = f.get("clip_qkv"); v && !has_key(HfField::ClipQkv))
     fail(f.where("clip_qkv") + " is " + json::dump(*v) + "; clipping q/k/v is not supported" + fix);
-  if (const json::Value* v = f.get("mlp_only_layers"); v && !(v->is_array() && v->array.empty()))
+  if (const json::Value* v = f.get("mlp_only_layers"); !has_key(HfField::DenseLayers) && v && !(v->is_array() && v->array.empty()))
     fail(f.where("mlp_only_layers") + " is " + json::dump(*v) +
          "; dense layers are only supported every decoder_sparse_step (use an empty list)" + fix);
   if (f.number("partial_rotary_factor", 1.0) != 1.0)
     fail(f.where("partial_rotary_factor") + " is not 1; partial RoPE is not supported" + fix);
+  for (const HfKey& k : row.keys)
+    if (const json::Value* v = f.get(k.key); k.field == HfField::Only && v && json::dump(*v) != json::dump(json::parse(k.json, k.key)))
+      fail(f.where(k.key) + " is " + json::dump(*v) + "; only " + k.json + " is supported for " + row.label + fix);
   for (const char* key : {"use_qk_norm", "qk_layernorm"})
     if (f.boolean(key, false)) fail(f.where(key) + " is true; QK-norm is not supported" + fix);
   // Training-time noise: the weights would import, but training would silently differ from the HF model's.
@@ -96,6 +105,23 @@ void reject_unsupported(const HfFields& f, const ModelConfig& m, int max_pos) {
     fail(f.where("router_jitter_noise") + " is not 0; router jitter is not supported: set it to 0 to import");
   if (f.number("attention_dropout", 0.0) != 0.0)
     fail(f.where("attention_dropout") + " is not 0; attention dropout is not supported: set it to 0 to import");
+}
+
+// mlp_only_layers: layer indexes, in any order; sorted and deduplicated as transformers only asks membership.
+std::vector<int> dense_layers(const HfFields& f, const char* key, int n_layers) {
+  std::vector<int> out;
+  const json::Value* v = f.get(key);
+  if (!v) return out;
+  if (!v->is_array()) fail(f.where(key) + " must be a list of layer indexes, got " + json::dump(*v));
+  for (const json::Value& e : v->array) {
+    if (!e.is_number() || e.number != std::floor(e.number) || e.number < 0 || e.number >= n_layers)
+      fail(f.where(key) + " holds " + json::dump(e) + "; every entry must be a layer index in [0, " +
+           std::to_string(n_layers) + ")");
+    out.push_back(static_cast<int>(e.number));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 double rope_theta(const HfFields& f, double def) {
@@ -146,6 +172,7 @@ ModelConfig hf_to_model_config(const json::Value& hf, const std::string& source)
   m.top_k = f.integer("num_experts_per_tok");
   m.qkv_bias = row.qkv_bias;
   m.shared_expert_gate = row.shared_expert;
+  m.qk_norm = row.qk_norm;
   m.renormalize = true;  // unless the type has a key for it
   m.moe_every = 1;       // likewise
   int experts = 0;
@@ -167,12 +194,26 @@ ModelConfig hf_to_model_config(const json::Value& hf, const std::string& source)
         m.moe_every = f.integer(k.key, static_cast<int>(default_of().number));
         if (m.moe_every == 0) fail(f.where(k.key) + " must be at least 1");
         break;
+      case HfField::DenseLayers: m.dense_layers = dense_layers(f, k.key, m.n_layers); break;
+      case HfField::HeadDim: {
+        const int hd = f.integer(k.key, 0);
+        if (hd != 0 && (m.d_model % m.n_heads != 0 || hd != m.d_model / m.n_heads)) m.head_dim = hd;
+        break;
+      }
+      case HfField::ClipQkv:
+        if (f.get(k.key)) {
+          m.clip_qkv = f.number(k.key, 0.0);
+          if (!(m.clip_qkv > 0))
+            fail(f.where(k.key) + " is " + json::dump(*f.get(k.key)) + "; it must be null (off) or positive");
+        }
+        break;
       case HfField::Layers:
-      case HfField::Fixed: break;
+      case HfField::Fixed:
+      case HfField::Only: break;
     }
   }
-  m.n_experts.assign(m.n_layers / m.moe_every, experts);
-  reject_unsupported(f, m, m.max_seq_len);
+  m.n_experts.assign(m.n_moe_layers(), experts);
+  reject_unsupported(f, row, m, m.max_seq_len);
 
   // Our own validation (divisibility, ranges, top_k <= experts) on the converted config.
   try {
@@ -193,7 +234,7 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
   const HfFamily& hf = hf_family(type);
   const ModelFeatures have = model_features(m);
   const FamilyFeatures& need = find_model_family(hf.family).features;
-  if (have.norm != need.norm || have.position != need.position || have.qk_norm != need.qk_norm ||
+  if (have.norm != need.norm || have.position != need.position ||
       have.activation != need.activation || have.router_scoring != need.router_scoring ||
       have.topk_selection != need.topk_selection || have.linear_bias != need.linear_bias)
     bad("arch", "\"" + m.family + "\" (" + norm_kind_name(have.norm) + ", " + position_kind_name(have.position) +
@@ -201,6 +242,9 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
                     (have.linear_bias ? ", biases" : "") + ") has no counterpart; it needs the features of arch \"" +
                     hf.family + "\"");
   if (m.residual_mlp) bad("residual_mlp", "is true (PR-MoE residual MLP)");
+  if (have.qk_norm != hf.qk_norm)
+    bad("qk_norm", std::string("is \"") + qk_norm_name(have.qk_norm) + "\"; " + hf.label + " attention has q/k norm \"" +
+                       qk_norm_name(hf.qk_norm) + "\"");
   for (int e : m.n_experts)
     if (e != m.n_experts.front()) bad("n_experts", "varies per layer; the layout has one expert count for all layers");
   auto has_key = [&](HfField field) {
@@ -210,6 +254,10 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
   };
   if (!has_key(HfField::MoeEvery) && m.moe_every != 1)
     bad("moe_every", "is " + std::to_string(m.moe_every) + "; every layer must be an MoE layer");
+  if (!has_key(HfField::DenseLayers) && !m.dense_layers.empty()) bad("dense_layers", "lists layers; every layer must be an MoE layer");
+  if (!has_key(HfField::HeadDim) && m.head_dim > 0 && m.head_dim * m.n_heads != m.d_model)
+    bad("head_dim", "is " + std::to_string(m.head_dim) + "; the head size must be d_model / n_heads");
+  if (!has_key(HfField::ClipQkv) && m.clip_qkv > 0) bad("clip_qkv", "is set; q/k/v are never clipped");
   if (!hf.shared_expert && m.shared_expert_d_ff != 0) bad("shared_expert_d_ff", "is not 0; there is no shared expert");
   if (hf.qkv_bias != m.qkv_bias)
     bad("qkv_bias", m.qkv_bias ? "is true; the attention projections have no biases"
@@ -256,7 +304,16 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
       case HfField::Renormalize: o.set(k.key, Value::of(m.renormalize)); break;
       case HfField::MoeEvery: o.set(k.key, Value::of(m.moe_every)); break;
       case HfField::Layers: o.set(k.key, Value::of(m.n_layers)); break;
-      case HfField::Fixed: o.set(k.key, json::parse(k.json, k.key)); break;
+      case HfField::DenseLayers: {
+        Value dense = Value::make_array();
+        for (int l : m.dense_layers) dense.push(Value::of(l));
+        o.set(k.key, dense);
+        break;
+      }
+      case HfField::HeadDim: o.set(k.key, Value::of(m.head_size())); break;
+      case HfField::ClipQkv: o.set(k.key, m.clip_qkv > 0 ? Value::of(m.clip_qkv) : Value::null()); break;
+      case HfField::Fixed:
+      case HfField::Only: o.set(k.key, json::parse(k.json, k.key)); break;
     }
   }
   o.set("torch_dtype", Value::of(dtype == st::DType::BF16 ? "bfloat16" : dtype == st::DType::F16 ? "float16" : "float32"));
@@ -308,6 +365,10 @@ std::vector<TensorSource> hf_tensor_sources(const ModelConfig& m, const ParamLay
     rows(o + "attn.qkv.weight", {{a + "q_proj.weight", q}, {a + "k_proj.weight", kv}, {a + "v_proj.weight", kv}});
     if (m.qkv_bias)
       rows(o + "attn.qkv.bias", {{a + "q_proj.bias", q}, {a + "k_proj.bias", kv}, {a + "v_proj.bias", kv}});
+    if (m.qk_norm != QkNorm::None) {
+      whole(o + "attn.q_norm.weight", a + "q_norm.weight");
+      whole(o + "attn.k_norm.weight", a + "k_norm.weight");
+    }
     whole(o + "attn.out.weight", a + "o_proj.weight");
     whole(o + "norm2.weight", h + n.post_norm);
     if (!m.is_moe_layer(l)) {

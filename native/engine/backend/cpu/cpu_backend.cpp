@@ -6,6 +6,7 @@
 
 #include "backend/cpu/adamw.h"
 #include "backend/cpu/attention.h"
+#include "backend/cpu/clamp.h"
 #include "backend/cpu/convert_bf16.h"
 #include "backend/cpu/crossentropy.h"
 #include "backend/cpu/dispatch.h"
@@ -18,6 +19,7 @@
 #include "backend/cpu/layernorm.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/matmul_bf16.h"
+#include "backend/cpu/qk_norm.h"
 #include "backend/cpu/rmsnorm.h"
 #include "backend/cpu/rope.h"
 #include "backend/cpu/router.h"
@@ -96,6 +98,22 @@ class CpuBackend final : public Backend {
   void rope_backward(float* dinp, const float* dout, int B, int T, int NH, int NKV, int HS, float theta) override {
     const cpu::IsaScope isa(isa_);
     cpu::rope_backward(tp_, dinp, dout, B, T, NH, NKV, HS, theta);
+  }
+  void qk_norm_forward(float* out, float* rstd, const float* qkv, const float* q_w, const float* k_w, int N, int NH,
+                       int NKV, int HS, bool per_head, float eps) override {
+    const cpu::IsaScope isa(isa_);
+    cpu::qk_norm_forward(tp_, out, rstd, qkv, q_w, k_w, N, NH, NKV, HS, per_head, eps);
+  }
+  void qk_norm_backward(float* dqkv, float* dq_w, float* dk_w, const float* dout, const float* qkv, const float* q_w,
+                        const float* k_w, const float* rstd, int N, int NH, int NKV, int HS, bool per_head) override {
+    const cpu::IsaScope isa(isa_);
+    cpu::qk_norm_backward(tp_, dqkv, dq_w, dk_w, dout, qkv, q_w, k_w, rstd, N, NH, NKV, HS, per_head);
+  }
+  void clamp_forward(float* out, const float* inp, int64_t n, float limit) override {
+    cpu::clamp_forward(tp_, out, inp, n, limit);
+  }
+  void clamp_backward(float* dinp, const float* dout, const float* inp, int64_t n, float limit) override {
+    cpu::clamp_backward(tp_, dinp, dout, inp, n, limit);
   }
   void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int NH, int NKV, int HS) override {
     const cpu::IsaScope isa(isa_);

@@ -25,6 +25,12 @@ def cases():
         {"name": "renorm-every2-f16", "config": {**base, "num_hidden_layers": 4, "decoder_sparse_step": 2,
                                                   "norm_topk_prob": True, "max_window_layers": 4},
          "dtype": "F16"},
+        {"name": "dense-list-and-step-bf16-sharded",
+         "config": {**base, "num_hidden_layers": 4, "decoder_sparse_step": 2, "mlp_only_layers": [0, 3],
+                    "max_window_layers": 4},
+         "dtype": "BF16", "shards": 2},
+        {"name": "dense-list-renorm", "config": {**base, "num_hidden_layers": 3, "mlp_only_layers": [1],
+                                                 "norm_topk_prob": True, "max_window_layers": 3}},
     ]
 
 
