@@ -239,6 +239,22 @@ export const RunTotalsSchema = z.object({
 })
 export type RunTotals = z.infer<typeof RunTotalsSchema>
 
+export type DatasetSpec = z.infer<typeof DatasetSpecSchema>
+// The first records of a dataset as training sees them (main/host/datasets/preview.ts).
+export const DataPreviewSchema = z.object({
+  template: z.string().nullable().describe('where the chat template came from; null: the tokenizer has none'),
+  records: z.array(
+    z.object({
+      line: z.number().int(),
+      format: z.enum(['text', 'pair', 'chat']),
+      tokens: z.number().int().describe('with the separator'),
+      overLength: z.boolean().describe('longer than the run’s seq_len'),
+      segments: z.array(z.object({ text: z.string(), trained: z.boolean(), tokens: z.number().int() })),
+    }),
+  ),
+})
+export type DataPreview = z.infer<typeof DataPreviewSchema>
+
 // Serving hints from a run's recorded expert loads (main/host/serving/hints.ts).
 export const ServingHintsParamsSchema = z
   .object({
@@ -303,6 +319,16 @@ export const requests = {
     result: SeriesSchema,
   },
   'metrics.totals': { params: byRun, result: RunTotalsSchema },
+  'datasets.preview': {
+    params: z
+      .object({
+        dataset: DatasetSpecSchema,
+        records: z.number().int().min(1).max(50).default(3),
+        seqLen: z.number().int().min(1).optional().describe('train.seq_len: records longer are flagged'),
+      })
+      .strict(),
+    result: DataPreviewSchema,
+  },
   'runs.servingHints': { params: ServingHintsParamsSchema, result: ServingHintsSchema },
   'checkpoints.exportServingHints': {
     params: ServingHintsParamsSchema.extend({ dir: AbsolutePathSchema }).strict(),

@@ -11,6 +11,7 @@ import { listDirectory } from './files'
 import { probeHardware } from './hardware'
 import { planRun } from './planner/plan'
 import { budgetsOf } from './planner/resolve'
+import { previewDataset } from './datasets/preview'
 import { checkRunInputs } from './run-inputs'
 import { servingHints } from './serving/gather'
 import { writeServingHints } from './serving/write'
@@ -114,6 +115,7 @@ export function createHandlers({ store, runs, dataDir }: HandlerDeps): ApiHandle
       return { ...series, values: Object.fromEntries(Object.entries(series.values).map(([k, vs]) => [k, vs.map(finiteOrNull)])) }
     },
     'metrics.totals': async ({ id }) => store.totals(id),
+    'datasets.preview': async ({ dataset, records, seqLen }) => previewDataset(dataset, records, seqLen),
     'runs.servingHints': async (params) => servingHints(store, params),
     'checkpoints.exportServingHints': async ({ dir, ...params }) => writeServingHints(dir, params.id, servingHints(store, params)),
     'metrics.expertLoad': async ({ id, layer, fromStep, toStep, maxSteps }) => {

@@ -5,7 +5,7 @@ import { defineStore } from 'pinia'
 import { computed, ref, watch } from 'vue'
 
 import type { RunConfig } from '../../main/api/config'
-import type { Plan, RunSpec } from '../../main/api/contract'
+import type { DataPreview, Plan, RunSpec } from '../../main/api/contract'
 import { api, ApiError, type ApiClient } from '../api'
 import type { PlannedRun } from '../forms/ablation'
 import { findCheckpointSource, type CheckpointSource } from '../forms/checkpoint-source'
@@ -38,6 +38,11 @@ export const useNewRunStore = defineStore('new-run', () => {
   const name = ref('')
   const datasetPath = ref('')
   const tokenizerPath = ref('')
+  const overflow = ref<'keep' | 'truncate' | 'drop'>('keep')
+  const packing = ref(true)
+  const preview = ref<DataPreview | null>(null)
+  const previewError = ref<string | null>(null)
+  const previewing = ref(false)
   const source = ref<Source>({ kind: 'preset', preset: null })
   const presets = ref<Preset[]>([])
   const presetsError = ref<string | null>(null)
@@ -137,12 +142,40 @@ export const useNewRunStore = defineStore('new-run', () => {
     else if (source.value.kind === 'preset' && source.value.preset === null && presets.value[0]) applyPreset(presets.value[0].name)
   }
 
-  function spec(config: RunConfig, runName = name.value.trim()): RunSpec {
+  function datasetSpec(): RunSpec['dataset'] {
     const tokenizer = tokenizerPath.value.trim()
+    return {
+      path: datasetPath.value.trim(),
+      ...(tokenizer ? { tokenizer } : {}),
+      ...(overflow.value !== 'keep' ? { overflow: overflow.value } : {}),
+      ...(packing.value ? {} : { packing: false }),
+    }
+  }
+
+  /** The first records as training will see them (trained and masked text, tokens, over-length ones). */
+  async function loadPreview(): Promise<void> {
+    previewing.value = true
+    previewError.value = null
+    try {
+      const seqLen = Number(draft.value.train['seq_len'])
+      preview.value = await bound().invoke('datasets.preview', {
+        dataset: datasetSpec(),
+        records: 3,
+        ...(Number.isInteger(seqLen) && seqLen > 0 ? { seqLen } : {}),
+      })
+    } catch (failure) {
+      preview.value = null
+      previewError.value = message(failure)
+    } finally {
+      previewing.value = false
+    }
+  }
+
+  function spec(config: RunConfig, runName = name.value.trim()): RunSpec {
     return {
       name: runName,
       config,
-      dataset: { path: datasetPath.value.trim(), ...(tokenizer ? { tokenizer } : {}) },
+      dataset: datasetSpec(),
       ...(source.value.kind === 'checkpoint' && source.value.path.trim() ? { init: source.value.path.trim() } : {}),
     }
   }
@@ -234,6 +267,12 @@ export const useNewRunStore = defineStore('new-run', () => {
     name,
     datasetPath,
     tokenizerPath,
+    overflow,
+    packing,
+    preview,
+    previewError,
+    previewing,
+    loadPreview,
     source,
     presets,
     presetsError,

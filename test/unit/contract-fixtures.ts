@@ -30,6 +30,7 @@ export const validParams: { [N in RequestName]: Params<N> } = {
   'runs.restart': { id: 'run-1' },
   'metrics.series': { id: 'run-1', metrics: ['loss', 'lr'] },
   'metrics.totals': { id: 'run-1' },
+  'datasets.preview': { dataset: { path: '/tmp/data.jsonl' } },
   'runs.servingHints': { id: 'run-1' },
   'checkpoints.exportServingHints': { id: 'run-1', dir: '/tmp/hints' },
   'metrics.expertLoad': { id: 'run-1', layer: 0 },
@@ -135,6 +136,10 @@ export function fakeHandlers(overrides: Partial<ApiHandlers> = {}): ApiHandlers 
       llamaCpp: { gpuLayers: [0], gpuBytes: 10, trafficOnGpu: 1, args: '-ngl 999' },
       hotExperts: { policy: 'previous', pinSlots: 1, layers: [{ layer: 0, experts: [1], share: 0.625 }] },
       usage: { sglang: 's', llamaCpp: 'l', hotExperts: 'h' },
+    }),
+    'datasets.preview': async () => ({
+      template: null,
+      records: [{ line: 1, format: 'pair', tokens: 3, overLength: false, segments: [{ text: 'a', trained: false, tokens: 1 }, { text: 'b', trained: true, tokens: 2 }] }],
     }),
     'metrics.totals': async () => ({
       steps: 2, peakBytes: { device: 1024, host: 4096, ssd: null }, bytesMoved: 512, offloadBytes: 512, placementBytes: null,
