@@ -11,6 +11,7 @@ export interface NullChoice {
 const CHOICES: Record<string, NullChoice> = {
   'model.capacity_factor': { label: 'dropless (null)', placeholder: 'no capacity limit', start: 1 },
   'model.head_dim': { label: 'd_model ÷ n_heads (null)', placeholder: 'd_model ÷ n_heads', start: 64 },
+  'model.clip_qkv': { label: 'no clipping (null)', placeholder: 'q, k, v not clipped', start: 8 },
   'offload.device_budget_bytes': { label: 'no budget (null)', placeholder: 'expert_slots decide', start: 2 ** 30 },
   'offload.expert_slots': { label: 'from the budget (null)', placeholder: 'as many as the budget holds', start: 4 },
   'offload.host_budget_bytes': { label: 'machine memory (null)', placeholder: 'the machine’s memory', start: 2 ** 32 },
