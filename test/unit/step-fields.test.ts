@@ -40,7 +40,7 @@ describe('the generated step-fields.ts', () => {
       cpSync(join(root, path), join(dir, path))
     }
     const table = readFileSync(join(dir, TABLE), 'utf8').replace(
-      /(ARRAY\(expert_spilled[^\n]*\))\n/,
+      /(ARRAY\(selection_bias[^\n]*\n[^\n]*\))\n/,
       '$1 \\\n  SCALAR(router_ms, double, "ms", "time", "Router (ms)", "routing, top-k and the load-balancing loss")\n',
     )
     expect(table).toContain('SCALAR(router_ms')
