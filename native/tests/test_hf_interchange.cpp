@@ -371,6 +371,18 @@ TEST(export_rejects_what_the_layout_cannot_express) {
   c = mixtral_cfg();
   c.clip_qkv = 2.0;
   attempt(c, "mixtral", {"model.clip_qkv"});
+  // A selection bias goes only to a type whose table row names where it stores it.
+  const std::map<std::string, ModelConfig> base = {
+      {"mixtral", mixtral_cfg()}, {"qwen2_moe", qwen2_cfg()}, {"olmoe", olmoe_cfg()}, {"qwen3_moe", qwen3_cfg()}};
+  for (const HfFamily& f : hf_families()) {
+    if (f.names.selection_bias) continue;
+    const auto it = base.find(f.model_type);
+    CHECK_MSG(it != base.end(), std::string("no test config for ") + f.model_type);
+    if (it == base.end()) continue;
+    c = it->second;
+    c.selection_bias = true;
+    attempt(c, f.model_type, {"model.selection_bias", f.model_type});
+  }
 }
 
 TEST(handwritten_mixtral_lands_in_place) {
