@@ -538,7 +538,10 @@ TEST(hf_config_rejections) {
   attempt(with({{"hidden_act", "\"gelu\""}}), {"hidden_act", "gelu"});
   attempt(with({{"head_dim", "4"}}), {"head_dim"});
   attempt(with({{"router_jitter_noise", "0.1"}}), {"router_jitter_noise"});
-  attempt(with({{"model_type", "\"llama\""}}), {"llama", "qwen2_moe"});
+  // An unknown model_type is refused naming every supported one.
+  std::vector<std::string> unknown = {"\"llama\" is not supported"};
+  for (const HfFamily& f : hf_families()) unknown.push_back(std::string("\"") + f.model_type + "\"");
+  attempt(with({{"model_type", "\"llama\""}}), unknown);
   attempt(with({{"num_experts_per_tok", "4"}}), {"model.top_k", "converted"});
   attempt(with({{"num_attention_heads", "3"}}), {"model.n_heads"});
   attempt(R"({"model_type": "mixtral", "hidden_size": 8})", {"vocab_size", "required"});
