@@ -20,7 +20,7 @@ export function modelOptions(config: RunConfig): ModelOption[] {
   const m = config.model
   const out: ModelOption[] = [{ key: 'arch', value: m.arch }]
   for (const [key, value] of Object.entries(modelFeatures(m))) {
-    if (SKIP.has(key) || value === false || value === 0 || value === null || value === undefined) continue
+    if (SKIP.has(key) || value === false || value === 0 || value === null || value === undefined || value === 'none') continue
     out.push({ key: words(key), value: value === true ? null : String(value) })
   }
   const moe = moeLayerIndexes(m)

@@ -25,6 +25,12 @@ describe('checkpoint model options', () => {
       if (value === true) expect(texts).toContain(key.replace(/_/g, ' '))
       else if (value === false) expect(texts).not.toContain(key.replace(/_/g, ' '))
     expect(texts).not.toContain('selection bias')
+    expect(texts.some((t) => t.endsWith(': none'))).toBe(false)
+  })
+
+  it('shows a feature a config turns on, by the feature’s own name and value', () => {
+    const texts = modelOptions(config({ qk_norm: 'head', head_dim: 32 })).map(optionText)
+    expect(texts).toContain('qk norm: head')
   })
 
   it('shows the dense layers, head size, routed scaling, selection bias and load-balancing rate where set', () => {
