@@ -71,6 +71,8 @@ export const TrainConfigSchema = z
       .describe('At a step whose loss or gradient norm is NaN or infinite: pause the run, stop it, or skip that update and go on (resident experts only)'),
     compute_dtype: z.enum(['fp32', 'bf16']).default('fp32')
       .describe('GEMM precision: fp32, or bf16 operands with fp32 accumulation (fp32 master weights and AdamW)'),
+    balance_bias_rate: z.number().min(0).max(1).optional()
+      .describe('Aux-loss-free load balancing (DeepSeek-V3): after each step every expert’s selection bias moves by this much toward its layer’s mean load; 0 = off, 1e-3 is Megatron’s default; needs model.selection_bias'),
   })
   .strict()
 
@@ -240,6 +242,8 @@ export const RunConfigSchema = z
       ctx.addIssue({ code: 'custom', path: ['model', 'shared_expert_gate'], message: 'needs shared_expert_d_ff > 0' })
     if (c.train.seq_len > m.max_seq_len)
       ctx.addIssue({ code: 'custom', path: ['train', 'seq_len'], message: `exceeds model.max_seq_len (${m.max_seq_len})` })
+    if ((c.train.balance_bias_rate ?? 0) > 0 && !m.selection_bias)
+      ctx.addIssue({ code: 'custom', path: ['train', 'balance_bias_rate'], message: 'needs model.selection_bias (the bias it moves)' })
     if (c.train.min_lr !== undefined && c.train.min_lr > c.train.lr)
       ctx.addIssue({ code: 'custom', path: ['train', 'min_lr'], message: 'must not exceed lr' })
     checkOffload(c, ctx)

@@ -128,6 +128,10 @@ export const ExpertLoadSchema = z.object({
   experts: z.number().int(),
   steps: z.array(z.number().int()),
   counts: z.array(z.number()).describe('steps.length × experts, row-major (tokens per expert per step)'),
+  bias: z
+    .array(z.number())
+    .nullish()
+    .describe('steps.length × experts like counts: each expert’s router selection bias after the step (bucket mean); null or absent: the model has none'),
 })
 
 export const PresetSchema = z.object({ name: z.string(), description: z.string(), config: RunConfigSchema })
@@ -167,6 +171,10 @@ export const StepLoadsSchema = z.object({
       tiers: z.array(z.number()).nullable().describe('tier of each expert: 0 device, 1 host, 2 SSD'),
       pins: z.array(z.number()).nullable().describe('1 where the expert is pinned'),
       spilled: z.array(z.number()).nullable().describe('tokens of each expert spilled to another device'),
+      selectionBias: z
+        .array(z.number())
+        .nullish()
+        .describe('each expert’s router selection bias after the step (load balancing moves it); null or absent: the model has none'),
       devices: DevicePlacementSchema.nullable().describe('the placement across devices; null: experts ran in the MoE layer (one device, no pipeline)'),
     }),
   ),

@@ -135,6 +135,7 @@ export function createHandlers({ store, runs, dataDir }: HandlerDeps): ApiHandle
           tiers: layer(loads.tiers, l),
           pins: layer(loads.pins, l),
           spilled: layer(loads.spilledTokens, l),
+          selectionBias: layer(loads.selectionBias, l),
           devices: devicesOf(loads.devices?.[l]),
         })),
         devicePeakBytes: loads.devicePeakBytes ? Array.from(loads.devicePeakBytes) : null,

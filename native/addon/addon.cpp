@@ -99,7 +99,7 @@ bool Placement(Napi::Object o, PlacementArrays& p) {
 }
 
 // packStepRecord({the table's scalars by name (moe_step_fields.h), expertTokens: ArrayLike<number>[], for an
-// offloaded step tiers and pins, and with placement a `placement` as EngineStepRecord's, its layers' execution
+// offloaded step tiers and pins, selectionBias for a model with a selection bias, and with placement a `placement` as EngineStepRecord's, its layers' execution
 // and devicePeakBytes included}) -> ArrayBuffer
 Napi::Value PackStepRecord(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -132,6 +132,19 @@ Napi::Value PackStepRecord(const Napi::CallbackInfo& info) {
     record.offloaded = 1;
     record.expert_tiers = tiers.data();
     record.expert_pinned = pins.data();
+  }
+  std::vector<float> bias;
+  if (Napi::Value sb = r.Get("selectionBias"); !sb.IsUndefined()) {
+    if (!sb.IsArray()) throw Napi::TypeError::New(env, "packStepRecord: selectionBias must be an array");
+    Napi::Array bias_layers = sb.As<Napi::Array>();
+    for (uint32_t l = 0; l < bias_layers.Length(); ++l) {
+      Napi::Object layer = bias_layers.Get(l).As<Napi::Object>();
+      const uint32_t n = layer.Get("length").As<Napi::Number>().Uint32Value();
+      for (uint32_t e = 0; e < n; ++e) bias.push_back(layer.Get(e).As<Napi::Number>().FloatValue());
+    }
+    if (bias.size() != expert_tokens.size())
+      throw Napi::TypeError::New(env, "packStepRecord: selectionBias must have the shape of expertTokens");
+    record.selection_bias = bias.data();
   }
   PlacementArrays placement;
   if (Placement(r, placement)) {

@@ -1,10 +1,11 @@
 // Packs one moe_step_record into the byte layout main/host/engine/step-record.ts decodes
-// (little-endian, version 6):
+// (little-endian, version 7):
 //   f64: version; f64: S, the number of scalars; f64[S]: the table's scalars (moe_step_fields.h) in its order,
 //        the offload and SSD groups 0 when not offloaded
 //   i32: offloaded (0 or 1)
 //   i32: n_moe_layers, then i32[n_moe_layers] experts per layer, then i32[sum of experts] tokens per expert
 //   when offloaded: u8[sum of experts] home tier per expert, then u8[sum of experts] pinned flag per expert
+//   i32: biased (1 when the model has a router selection bias); when 1: f32[sum of experts] its value per expert
 //   i32: n_devices (0 when experts run in the MoE layer itself); when > 0: f64[n_moe_layers × 4] imbalance before,
 //        imbalance after, spilled tokens, moved experts; f64[n_moe_layers × 2 × n_devices] tokens per device
 //        before, then after; i32[sum of experts] device of each expert's first rows (-1: no rows);
@@ -28,7 +29,7 @@ namespace moe_addon {
 
 static_assert(std::endian::native == std::endian::little, "the step record is little-endian; so is the host");
 
-inline constexpr double kStepRecordVersion = 6;
+inline constexpr double kStepRecordVersion = 7;
 inline constexpr size_t kExecutionScalars = 6;
 #define MOE_STEP_SCALAR_ONE(name, c_type, unit, group, label, meaning) +1
 #define MOE_STEP_ARRAY_NONE(name, c_type, meaning)
@@ -41,6 +42,8 @@ inline std::vector<uint8_t> pack_step_record(const moe_step_record& r) {
   const int64_t experts = std::accumulate(r.experts_per_layer, r.experts_per_layer + layers, int64_t{0});
   const bool offloaded = r.offloaded != 0 && r.expert_tiers && r.expert_pinned;
   const size_t per_expert = offloaded ? 2 * static_cast<size_t>(experts) : 0;
+  const bool biased = r.selection_bias != nullptr;
+  const size_t bias_bytes = 4 + (biased ? 4 * static_cast<size_t>(experts) : 0);
   const int32_t devices = r.n_devices > 0 && r.imbalance ? r.n_devices : 0;
   const size_t n_layers = static_cast<size_t>(layers), n_devices = static_cast<size_t>(devices);
   const bool executed = devices > 0 && r.device_busy_ms && r.layer_ms && r.layer_bytes && r.layer_pipeline &&
@@ -50,7 +53,7 @@ inline std::vector<uint8_t> pack_step_record(const moe_step_record& r) {
   const size_t placement =
       devices ? 8 * n_layers * (4 + 2 * n_devices) + 8 * static_cast<size_t>(experts) + 4 + execution : 0;
   std::vector<uint8_t> buf((2 + kStepScalars) * 8 + 4 + 4 + 4 * static_cast<size_t>(layers) +
-                           4 * static_cast<size_t>(experts) + per_expert + 4 + placement);
+                           4 * static_cast<size_t>(experts) + per_expert + bias_bytes + 4 + placement);
   const double scalars[2 + kStepScalars] = {
       kStepRecordVersion, static_cast<double>(kStepScalars),
 #define MOE_STEP_SCALAR_VALUE(name, c_type, unit, group, label, meaning) \
@@ -77,6 +80,11 @@ inline std::vector<uint8_t> pack_step_record(const moe_step_record& r) {
     std::memcpy(out + experts, r.expert_pinned, static_cast<size_t>(experts));
   }
   out += per_expert;
+  const int32_t biased_flag = biased ? 1 : 0;
+  std::memcpy(out, &biased_flag, 4);
+  out += 4;
+  if (biased && experts > 0) std::memcpy(out, r.selection_bias, 4 * static_cast<size_t>(experts));
+  out += bias_bytes - 4;
   std::memcpy(out, &devices, 4);
   out += 4;
   if (!devices) return buf;

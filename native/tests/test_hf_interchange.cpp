@@ -371,6 +371,18 @@ TEST(export_rejects_what_the_layout_cannot_express) {
   c = mixtral_cfg();
   c.clip_qkv = 2.0;
   attempt(c, "mixtral", {"model.clip_qkv"});
+  // A selection bias goes only to a type whose table row names where it stores it.
+  const std::map<std::string, ModelConfig> base = {
+      {"mixtral", mixtral_cfg()}, {"qwen2_moe", qwen2_cfg()}, {"olmoe", olmoe_cfg()}, {"qwen3_moe", qwen3_cfg()}};
+  for (const HfFamily& f : hf_families()) {
+    if (f.names.selection_bias) continue;
+    const auto it = base.find(f.model_type);
+    CHECK_MSG(it != base.end(), std::string("no test config for ") + f.model_type);
+    if (it == base.end()) continue;
+    c = it->second;
+    c.selection_bias = true;
+    attempt(c, f.model_type, {"model.selection_bias", f.model_type});
+  }
 }
 
 TEST(handwritten_mixtral_lands_in_place) {
@@ -526,7 +538,10 @@ TEST(hf_config_rejections) {
   attempt(with({{"hidden_act", "\"gelu\""}}), {"hidden_act", "gelu"});
   attempt(with({{"head_dim", "4"}}), {"head_dim"});
   attempt(with({{"router_jitter_noise", "0.1"}}), {"router_jitter_noise"});
-  attempt(with({{"model_type", "\"llama\""}}), {"llama", "qwen2_moe"});
+  // An unknown model_type is refused naming every supported one.
+  std::vector<std::string> unknown = {"\"llama\" is not supported"};
+  for (const HfFamily& f : hf_families()) unknown.push_back(std::string("\"") + f.model_type + "\"");
+  attempt(with({{"model_type", "\"llama\""}}), unknown);
   attempt(with({{"num_experts_per_tok", "4"}}), {"model.top_k", "converted"});
   attempt(with({{"num_attention_heads", "3"}}), {"model.n_heads"});
   attempt(R"({"model_type": "mixtral", "hidden_size": 8})", {"vocab_size", "required"});

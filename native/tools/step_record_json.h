@@ -30,6 +30,16 @@ inline std::string record_json(const moe_step_record& r) {
     return layers;
   };
   o.set("expert_tokens", per_layer(r.expert_tokens));
+  if (r.selection_bias) {
+    Value layers = Value::make_array();
+    const float* bias = r.selection_bias;
+    for (int l = 0; l < r.n_moe_layers; ++l) {
+      Value layer = Value::make_array();
+      for (int e = 0; e < r.experts_per_layer[l]; ++e) layer.push(Value::of(static_cast<double>(*bias++)));
+      layers.push(layer);
+    }
+    o.set("selection_bias", layers);
+  }
   if (offloaded) {
     o.set("expert_tiers", per_layer(r.expert_tiers));
     o.set("expert_pinned", per_layer(r.expert_pinned));

@@ -13,6 +13,10 @@ export interface HeatmapInput {
   counts: ArrayLike<number>
   /** Steps per column when bucketed (1 = every step). */
   bucketSize: number
+  /** What the cells hold (default tokens). A bias heatmap's counts are the bias minus `floor`, scaled to `top`. */
+  values?: 'tokens' | 'bias'
+  floor?: number
+  top?: number
 }
 
 /** The plot area inside the chart, in CSS pixels; the bitmap is laid over exactly this rectangle. */
@@ -71,9 +75,15 @@ export function cellAt(input: { steps: readonly number[]; experts: number }, x: 
 
 export function cellLabel(input: HeatmapInput, column: number, expert: number): string {
   const from = input.steps[column]!
-  const tokens = input.counts[column * input.experts + expert] ?? 0
+  const value = input.counts[column * input.experts + expert] ?? 0
   const where = input.bucketSize > 1 ? `steps ${from}–${(input.steps[column + 1] ?? from + input.bucketSize) - 1} (mean)` : `step ${from}`
-  return `${where} · expert ${expert}: ${Math.round(tokens).toLocaleString()} tokens`
+  if (input.values === 'bias') return `${where} · expert ${expert}: selection bias ${formatBias(value + (input.floor ?? 0))}`
+  return `${where} · expert ${expert}: ${Math.round(value).toLocaleString()} tokens`
+}
+
+/** A bias to 4 significant digits with its sign: "+1.250e-3", "0". */
+export function formatBias(v: number): string {
+  return v === 0 ? '0' : `${v > 0 ? '+' : ''}${v.toExponential(3)}`
 }
 
 /** The axes around the bitmap (no series: the cells are not ECharts shapes). */
@@ -84,7 +94,7 @@ export function replayHeatmapAxesOption(input: HeatmapInput, palette: ReplayPale
     xAxis: {
       type: 'category',
       data: input.steps.map(String),
-      name: input.bucketSize > 1 ? `step (columns of ~${input.bucketSize} steps, mean tokens)` : 'step',
+      name: input.bucketSize > 1 ? `step (columns of ~${input.bucketSize} steps, mean ${input.values === 'bias' ? 'bias' : 'tokens'})` : 'step',
       nameLocation: 'middle',
       nameGap: 26,
       nameTextStyle: { color: palette.muted },

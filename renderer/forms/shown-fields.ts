@@ -4,7 +4,11 @@
 // Placement: the devices alone for one device, then the policy, LLEP's knobs only for least-loaded and
 // greedy_split only for greedy; the devices' budget and threads wherever experts run on the devices (more than
 // one, or a pipeline on one). Pipeline: the partitions and the memory reuse, the candidates only for "auto".
+// Model: the fields a family's features make meaningful (key/value heads with grouped-query attention, the RoPE
+// base with RoPE, the qkv bias where the family does not fix it). Train: the load-balancing rate only with a
+// selection bias to move.
 // A field with an issue always shows, so no issue is hidden behind a choice.
+import { FAMILY_NAMES, modelFamily } from '../../main/api/model-families'
 import type { ConfigDraft } from './config-draft'
 import type { FormField, FormSection, SectionName } from './schema-fields'
 
@@ -52,7 +56,23 @@ function pipelineUses(key: string, pipeline: Record<string, unknown>): boolean {
   return key !== 'candidates' || pipeline['partitions'] === 'auto'
 }
 
+function modelUses(key: string, model: Record<string, unknown>): boolean {
+  const arch = model['arch']
+  if (typeof arch !== 'string' || !(FAMILY_NAMES as readonly string[]).includes(arch)) return true
+  const f = modelFamily(arch).features
+  if (key === 'n_kv_heads') return f.attention !== 'mha'
+  if (key === 'rope_theta') return f.position === 'rope'
+  if (key === 'qkv_bias') return !f.linear_bias
+  return true
+}
+
+function trainUses(key: string, _train: Record<string, unknown>, draft: ConfigDraft): boolean {
+  return key !== 'balance_bias_rate' || draft.model['selection_bias'] === true
+}
+
 const USES: Partial<Record<SectionName, (key: string, values: Record<string, unknown>, draft: ConfigDraft) => boolean>> = {
+  model: modelUses,
+  train: trainUses,
   offload: offloadUses,
   routing_skew: skewUses,
   placement: placementUses,
@@ -62,7 +82,8 @@ const USES: Partial<Record<SectionName, (key: string, values: Record<string, unk
 export function shownFields(section: FormSection, draft: ConfigDraft, hasIssues: (path: string) => boolean): FormField[] {
   const uses = USES[section.name]
   if (!uses) return section.fields
-  return section.fields.filter((f) => uses(f.key, draft[section.name], draft) || hasIssues(f.path))
+  const shown = section.fields.filter((f) => uses(f.key, draft[section.name], draft) || hasIssues(f.path))
+  return shown.length === section.fields.length ? section.fields : shown
 }
 
 /** Whether the section's choice is "off" (its note then says what that means): resident, routed, one device, not pipelined. */

@@ -46,6 +46,8 @@ export interface ExpertState {
   tier: (typeof TIER_NAMES)[number] | null
   pinned: boolean | null
   spilled: number | null
+  /** The router's selection bias after the step; null when the model has none. */
+  bias: number | null
 }
 
 export function expertStates(layer: Omit<LayerStep, 'devices'>): ExpertState[] {
@@ -59,6 +61,7 @@ export function expertStates(layer: Omit<LayerStep, 'devices'>): ExpertState[] {
       tier: tier === undefined ? null : (TIER_NAMES[tier] ?? null),
       pinned: layer.pins ? layer.pins[expert] === 1 : null,
       spilled: layer.spilled ? (layer.spilled[expert] ?? 0) : null,
+      bias: layer.selectionBias?.[expert] ?? null,
     }
   })
 }

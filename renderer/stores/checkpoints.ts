@@ -4,6 +4,7 @@
 import { defineStore } from 'pinia'
 import { computed, ref, shallowRef } from 'vue'
 
+import type { RunConfig } from '../../main/api/config'
 import type { Checkpoint, Params, RunSummary } from '../../main/api/contract'
 import { api, type ApiClient } from '../api'
 import { detailOf } from './notices'
@@ -14,6 +15,7 @@ export type ExportState = { state: 'running'; dir: string } | { state: 'done'; d
 export const useCheckpointsStore = defineStore('checkpoints', () => {
   const runId = ref<string | null>(null)
   const summary = shallowRef<RunSummary | null>(null)
+  const config = shallowRef<RunConfig | null>(null) // the run's config: its checkpoints' model
   const list = shallowRef<Checkpoint[]>([])
   const loading = ref(false)
   const error = ref<string | null>(null)
@@ -28,6 +30,7 @@ export const useCheckpointsStore = defineStore('checkpoints', () => {
       const detail = await client.invoke('runs.get', { id })
       if (runId.value !== id) return
       summary.value = detail.summary
+      config.value = detail.config
       list.value = detail.checkpoints
       error.value = null
     } catch (failure) {
@@ -57,5 +60,5 @@ export const useCheckpointsStore = defineStore('checkpoints', () => {
     }
   }
 
-  return { runId, summary, list, newestFirst, loading, error, exports, load, exportState, exportCheckpoint }
+  return { runId, summary, config, list, newestFirst, loading, error, exports, load, exportState, exportCheckpoint }
 })

@@ -121,11 +121,12 @@ describe('device loads', () => {
   })
 
   it('describe every expert, null where the run did not record it or the expert had no rows to place', () => {
-    expect(expertStates(layer)[0]).toEqual({ expert: 0, tokens: 10, device: 1, tier: 'device', pinned: true, spilled: 0 })
-    expect(expertStates(layer)[1]).toEqual({ expert: 1, tokens: 20, device: null, tier: 'host', pinned: false, spilled: 5 })
+    expect(expertStates(layer)[0]).toEqual({ expert: 0, tokens: 10, device: 1, tier: 'device', pinned: true, spilled: 0, bias: null })
+    expect(expertStates(layer)[1]).toEqual({ expert: 1, tokens: 20, device: null, tier: 'host', pinned: false, spilled: 5, bias: null })
     expect(expertStates({ tokens: [7], placement: null, tiers: null, pins: null, spilled: null })[0]).toEqual({
-      expert: 0, tokens: 7, device: null, tier: null, pinned: null, spilled: null,
+      expert: 0, tokens: 7, device: null, tier: null, pinned: null, spilled: null, bias: null,
     })
+    expect(expertStates({ ...layer, selectionBias: [0.5, -0.25, 0, 1e-3] }).map((s) => s.bias)).toEqual([0.5, -0.25, 0, 1e-3])
   })
 })
 

@@ -21,6 +21,7 @@ describe('checkpoints store', () => {
     await store.load('run-1', client)
     expect(store.newestFirst.map((c) => c.step)).toEqual([30, 20, 10])
     expect(store.summary?.id).toBe('run-1')
+    expect(store.config?.model.arch).toBeTruthy()
   })
 
   it('tracks an export from running to the written directory', async () => {

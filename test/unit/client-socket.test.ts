@@ -40,7 +40,7 @@ describe('WebSocket transport against the server', () => {
     const server = await serve(handlers)
     const { api, states } = client(server.port)
     await expect(api.invoke('runs.list', {})).resolves.toEqual([summary()])
-    await expect(api.invoke('metrics.expertLoad', { id: 'run-1', layer: 2 })).resolves.toEqual({ layer: 2, experts: 2, steps: [1], counts: [3, 5] })
+    await expect(api.invoke('metrics.expertLoad', { id: 'run-1', layer: 2 })).resolves.toEqual({ layer: 2, experts: 2, steps: [1], counts: [3, 5], bias: null })
     expect(handlers.calls.map((call) => call.name)).toEqual(['runs.list', 'metrics.expertLoad'])
     expect(states).toEqual(['connecting', 'open'])
   })

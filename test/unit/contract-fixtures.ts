@@ -144,10 +144,10 @@ export function fakeHandlers(overrides: Partial<ApiHandlers> = {}): ApiHandlers 
     'metrics.totals': async () => ({
       steps: 2, peakBytes: { device: 1024, host: 4096, ssd: null }, bytesMoved: 512, offloadBytes: 512, placementBytes: null,
     }),
-    'metrics.expertLoad': async ({ layer }) => ({ layer, experts: 2, steps: [1], counts: [3, 5] }),
+    'metrics.expertLoad': async ({ layer }) => ({ layer, experts: 2, steps: [1], counts: [3, 5], bias: null }),
     'metrics.stepLoads': async ({ step }) => ({
       step,
-      layers: [{ tokens: [3, 5], placement: null, tiers: null, pins: null, spilled: null, devices: null }],
+      layers: [{ tokens: [3, 5], placement: null, tiers: null, pins: null, spilled: null, selectionBias: null, devices: null }],
       devicePeakBytes: null,
     }),
     'metrics.placement': async ({ layer }) => ({

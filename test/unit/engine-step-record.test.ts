@@ -1,5 +1,5 @@
 // The step record packed by the addon (native/addon/step_record_pack.h) decodes in TS to what went in:
-// version 6, every scalar of the field table, each expert's spilled tokens and each MoE layer's execution on the
+// version 7, every scalar of the field table, each expert's selection bias, each expert's spilled tokens and each MoE layer's execution on the
 // devices.
 import { describe, expect, it } from 'vitest'
 
@@ -61,6 +61,20 @@ describe('step record: C++ pack <-> TS decode', () => {
     expect(decodeStepRecord(packStepRecord(offloaded))).toEqual(offloaded)
     const resident = decodeStepRecord(packStepRecord({ ...record, ...values }))
     for (const name of OFFLOAD_FIELD_NAMES) expect(resident[name], name).toBeUndefined()
+  })
+
+  it('carries each expert’s selection bias as float32, with a placement too, and none without one', () => {
+    const selectionBias = record.expertTokens.map((t, l) => Float32Array.from(t, (_, e) => (e - 1) * 0.015625 + l * 1e-3))
+    const biased: EngineStepRecord = { ...record, selectionBias }
+    expect(decodeStepRecord(packStepRecord(biased))).toEqual(biased)
+    expect(new Uint8Array(packStepRecord(biased))).toEqual(new Uint8Array(encodeStepRecord(biased)))
+    // 4 bytes of flag always, 4 per expert with the bias.
+    expect(encodeStepRecord(biased).byteLength - encodeStepRecord(record).byteLength).toBe(4 * (4 + 2 + 8))
+    expect(decodeStepRecord(packStepRecord(record)).selectionBias).toBeUndefined()
+    const both: EngineStepRecord = { ...placedOn(2), selectionBias }
+    expect(decodeStepRecord(packStepRecord(both))).toEqual(both)
+    expect(new Uint8Array(packStepRecord(both))).toEqual(new Uint8Array(encodeStepRecord(both)))
+    expect(() => packStepRecord({ ...record, selectionBias: [Float32Array.of(1)] })).toThrow(/selectionBias must have the shape of expertTokens/)
   })
 
   it('carries the placement of a multi-device step', () => {

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { RunConfigSchema } from '../../main/api/config'
 import { dispatch } from '../../main/api/dispatch'
 import type { RunConfig } from '../../main/api/config'
+import { HF_MODEL_TYPE_NAMES } from '../../main/api/model-families'
 import type { EnginePort, EnginePortFactory } from '../../main/host/engine/port'
 import { createHost, type Host } from '../../main/host/host'
 import { placementOf } from '../bench/synthetic-placement'
@@ -131,6 +132,11 @@ describe('checkpoints.export', () => {
     })
     host.store.addCheckpoint({ runId: id, step: 10, path: join(dir, 'ckpt-10'), createdAt: 1, bytes: 1 })
     host.store.addCheckpoint({ runId: id, step: 20, path: join(dir, 'ckpt-20'), createdAt: 2, bytes: 1 })
+
+    // A model type the engine does not write is refused before anything runs, naming the supported ones.
+    const unknownType = (await call('checkpoints.export', { id, step: 20, dir: join(dir, 'out'), modelType: 'llama' })) as { error: { message: string } }
+    expect(unknownType.error.message).toContain('modelType')
+    for (const t of HF_MODEL_TYPE_NAMES) expect(unknownType.error.message).toContain(t)
 
     const wrongStep = (await call('checkpoints.export', { id, step: 15, dir: join(dir, 'out') })) as { error: { message: string } }
     expect(wrongStep.error.message).toBe(`run "${id}" has no checkpoint at step 15 (it has steps 10, 20)`)

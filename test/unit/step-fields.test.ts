@@ -40,7 +40,7 @@ describe('the generated step-fields.ts', () => {
       cpSync(join(root, path), join(dir, path))
     }
     const table = readFileSync(join(dir, TABLE), 'utf8').replace(
-      /(ARRAY\(expert_spilled[^\n]*\))\n/,
+      /(ARRAY\(selection_bias[^\n]*\n[^\n]*\))\n/,
       '$1 \\\n  SCALAR(router_ms, double, "ms", "time", "Router (ms)", "routing, top-k and the load-balancing loss")\n',
     )
     expect(table).toContain('SCALAR(router_ms')
@@ -93,12 +93,12 @@ describe('what derives from the table', () => {
     store.appendSteps('r1', stepRecords(1, 1), [wallTimeOf(1)])
     store.close()
     const raw = openDatabase(path)
-    raw.exec('ALTER TABLE steps DROP COLUMN ssd_read_ms; PRAGMA user_version = 4')
+    raw.exec('ALTER TABLE steps DROP COLUMN ssd_read_ms; ALTER TABLE expert_loads DROP COLUMN selection_bias; PRAGMA user_version = 4')
     raw.close()
     const migrated = TelemetryStore.open(path)
     migrated.appendSteps('r1', [{ ...stepRecords(2, 1)[0]!, ssd_read_ms: 3.25 }], [wallTimeOf(2)])
     expect(migrated.series('r1', ['ssd_read_ms'], { maxPoints: 10 }).values['ssd_read_ms']).toEqual([NaN, 3.25])
     migrated.close()
-    expect(MIGRATIONS.at(-1)!.sql).toContain('ssd_read_ms')
+    expect(MIGRATIONS.find((m) => m.version === 5)!.sql).toContain('ssd_read_ms')
   })
 })

@@ -96,7 +96,7 @@ describe('expert loads through the store', () => {
   })
 
   test('a run without steps answers with its configured shape', () => {
-    expect(store.expertLoad('r1', 3, { maxSteps: 100 })).toEqual({ layer: 3, experts: TINY_CONFIG.model.n_experts, steps: [], counts: [] })
+    expect(store.expertLoad('r1', 3, { maxSteps: 100 })).toEqual({ layer: 3, experts: TINY_CONFIG.model.n_experts, steps: [], counts: [], bias: null })
     expect(() => store.expertLoad('r1', 4, { maxSteps: 100 })).toThrow('run r1: layer 4 is out of range (4 MoE layers)')
   })
 
@@ -128,9 +128,56 @@ describe('expert loads through the store', () => {
         loadBefore: Int32Array.from(l.loadBefore), loadAfter: Int32Array.from(l.loadAfter), execution: null,
       })),
       devicePeakBytes: null,
+      selectionBias: null,
     })
-    expect(store.stepLoads('r1', 2)).toMatchObject({ placement: null, tiers: null, pins: null, spilledTokens: null, devices: null, devicePeakBytes: null })
+    expect(store.stepLoads('r1', 2)).toMatchObject({ placement: null, tiers: null, pins: null, spilledTokens: null, devices: null, devicePeakBytes: null, selectionBias: null })
     expect(store.stepLoads('r1', 3)).toBeUndefined()
+  })
+
+  // The bias a float32 engine value would have: step s, layer l, expert e.
+  const biasAt = (s: number, l: number, e: number) => Math.fround((e - 2) * 1e-3 * s + l * 0.5)
+  const biasOf = (s: number, shape: number[]) => shape.map((n, l) => Float32Array.from({ length: n }, (_, e) => biasAt(s, l, e)))
+
+  test('the selection bias round trips per step and per layer over steps, bucketed like the loads', () => {
+    store.appendSteps(
+      'r1',
+      Array.from({ length: 10 }, (_, i) => stepRecord(i + 1, { selectionBias: biasOf(i + 1, PYRAMID) }, PYRAMID)),
+      Array.from({ length: 10 }, (_, i) => wallTimeOf(i + 1)),
+    )
+    const loads = store.stepLoads('r1', 3)!
+    expect(loads.selectionBias!.map((l) => Array.from(l))).toEqual(biasOf(3, PYRAMID).map((l) => Array.from(l)))
+    for (const [layer, experts] of PYRAMID.entries()) {
+      const exact = store.expertLoad('r1', layer, { fromStep: 2, toStep: 5, maxSteps: 10 })
+      expect(exact.bias).toEqual([2, 3, 4, 5].flatMap((s) => Array.from({ length: experts }, (_, e) => biasAt(s, layer, e))))
+    }
+    // 10 steps in 4 buckets: [1,2] [3,4,5] [6,7] [8,9,10], each the mean of its steps.
+    const bucketed = store.expertLoad('r1', 1, { maxSteps: 4 })
+    expect(bucketed.steps).toEqual([1, 3, 6, 8])
+    ;[[1, 2], [3, 4, 5], [6, 7], [8, 9, 10]].forEach((steps, b) => {
+      for (let e = 0; e < 6; e++)
+        expect(bucketed.bias![b * 6 + e]).toBeCloseTo(steps.reduce((a, s) => a + biasAt(s, 1, e), 0) / steps.length, 12)
+    })
+  })
+
+  test('a run without a selection bias reads null; a bias not of the loads’ shape or not finite is refused', () => {
+    appendPyramid(2)
+    expect(store.expertLoad('r1', 0, { maxSteps: 10 }).bias).toBeNull()
+    expect(store.stepLoads('r1', 1)!.selectionBias).toBeNull()
+    expect(() => store.appendSteps('r1', [stepRecord(3, { selectionBias: biasOf(3, [4, 6]) }, PYRAMID)], [wallTimeOf(3)])).toThrow(
+      'run r1 step 3: selectionBias does not have the shape of expertTokens',
+    )
+    expect(() => store.appendSteps('r1', [stepRecord(3, { selectionBias: [[NaN, 0, 0, 0], new Float32Array(6), new Float32Array(8)] }, PYRAMID)], [wallTimeOf(3)])).toThrow(
+      /run r1 step 3: selectionBias: element 0: NaN is not finite/,
+    )
+  })
+
+  test('a corrupt selection bias blob is reported with its run and step', () => {
+    store.appendSteps('r1', [1, 2].map((s) => stepRecord(s, { selectionBias: biasOf(s, PYRAMID) }, PYRAMID)), [1, 2].map(wallTimeOf))
+    const db = openDatabase(path)
+    db.prepare("UPDATE expert_loads SET selection_bias = x'0000' WHERE step = 2").run()
+    db.close()
+    expect(() => store.stepLoads('r1', 2)).toThrow(/^run r1 step 2: expert_loads.selection_bias is corrupt: /)
+    expect(() => store.expertLoad('r1', 0, { maxSteps: 10 })).toThrow(/^run r1 step 2: expert_loads.selection_bias is corrupt: /)
   })
 
   test('a corrupt blob is reported with its run and step', () => {

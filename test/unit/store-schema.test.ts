@@ -47,7 +47,7 @@ describe('schema creation', () => {
         'bytes_d2h', 'bytes_ssd_read', 'bytes_ssd_write', 'cache_hits', 'cache_misses', 'peak_device_bytes',
         'peak_host_bytes', 'peak_ssd_bytes', 'prefetch_lead_ms', 'ssd_read_ms',
       ])
-      expect(columns(db, 'expert_loads')).toEqual(['run_id', 'step', 'tokens', 'placement', 'tiers', 'pins', 'spilled', 'device_peak_bytes'])
+      expect(columns(db, 'expert_loads')).toEqual(['run_id', 'step', 'tokens', 'placement', 'tiers', 'pins', 'spilled', 'device_peak_bytes', 'selection_bias'])
       expect(columns(db, 'layer_placements')).toEqual([
         'run_id', 'step', 'layer', 'imbalance_before', 'imbalance_after', 'spilled_tokens', 'moved_experts', 'load_before', 'load_after',
         'critical_ms', 'wall_ms', 'predicted_ms', 'token_bytes', 'weight_bytes', 'offload_bytes', 'partitions', 'reuse_strategy',
@@ -159,7 +159,7 @@ describe('migrations', () => {
     store.appendSteps('r1', stepRecords(1, 2), [1, 2].map(wallTimeOf))
     store.close()
     withRaw(path, (db) => {
-      db.exec('DROP TABLE layer_placements; ALTER TABLE expert_loads DROP COLUMN device_peak_bytes; ALTER TABLE steps DROP COLUMN ssd_read_ms; PRAGMA user_version = 2')
+      db.exec('DROP TABLE layer_placements; ALTER TABLE expert_loads DROP COLUMN device_peak_bytes; ALTER TABLE steps DROP COLUMN ssd_read_ms; ALTER TABLE expert_loads DROP COLUMN selection_bias; PRAGMA user_version = 2')
     })
     const migrated = TelemetryStore.open(path)
     expect(migrated.stepLoads('r1', 2)?.devices).toBeNull()

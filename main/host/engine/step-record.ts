@@ -1,10 +1,11 @@
 // The packed per-step record the engine thread hands to JS (one ArrayBuffer per step, see
-// native/addon/step_record_pack.h): little-endian, version 6.
+// native/addon/step_record_pack.h): little-endian, version 7.
 //   f64: version; f64: S, the number of scalars; f64[S]: STEP_FIELDS in order (step-fields.ts, generated from the
 //        engine's table), the offload-only fields 0 when not offloaded
 //   i32: offloaded (0 or 1)
 //   i32: n_moe_layers, then i32[n_moe_layers] experts per layer, then i32[Σ experts] tokens per expert
 //   when offloaded: u8[Σ experts] home tier (EXPERT_TIER code), then u8[Σ experts] pinned flag
+//   i32: biased (1 when the model has a router selection bias); when 1: f32[Σ experts] the bias after the step
 //   the placement block (step-record-placement.ts), with each expert's spilled tokens
 // The scalars are named as StepTelemetry's and the `steps` columns, so a decoded record is stored as it is.
 import {
@@ -12,7 +13,7 @@ import {
 } from '../../api/step-fields'
 import { decodePlacement, encodePlacement, placementBytes, type StepPlacement } from './step-record-placement'
 
-export const STEP_RECORD_VERSION = 6
+export const STEP_RECORD_VERSION = 7
 const OFFLOAD_ONLY = new Set<string>(OFFLOAD_FIELD_NAMES)
 const HEADER = 2 + STEP_FIELDS.length // version, S, scalars
 
@@ -23,6 +24,8 @@ export type EngineStepRecord = { [K in AlwaysFieldName]: number } & { [K in Offl
   tiers?: readonly ArrayLike<number>[]
   /** [MoE layer][expert] 1 when the expert was pinned, else 0 (offloaded steps). */
   pins?: readonly ArrayLike<number>[]
+  /** [MoE layer][expert] each expert's router selection bias after the step (models with model.selection_bias). */
+  selectionBias?: readonly ArrayLike<number>[]
   /** Placement across devices: present when experts run on the devices (more than one, or pipelined on one). */
   placement?: StepPlacement
   /** [MoE layer][expert] tokens of the expert computed away from its home device (with placement). */
@@ -47,7 +50,10 @@ export function decodeStepRecord(buf: ArrayBuffer): EngineStepRecord {
   const sizes: number[] = []
   for (let l = 0; l < layers; l++, off += 4) sizes.push(view.getInt32(off, true))
   const experts = sizes.reduce((a, b) => a + b, 0)
-  const placementAt = off + experts * 4 + (offloaded ? 2 * experts : 0)
+  const biasAt = off + experts * 4 + (offloaded ? 2 * experts : 0)
+  if (buf.byteLength < biasAt + 4) throw new Error(`step record: ${buf.byteLength} bytes, too short for its bias flag`)
+  const biased = view.getInt32(biasAt, true) === 1
+  const placementAt = biasAt + 4 + (biased ? 4 * experts : 0)
   const { placement, spilledTokens } = decodePlacement(view, placementAt, sizes)
   const record = { expertTokens: sizes.map(() => new Int32Array(0)) } as EngineStepRecord
   const values = record as unknown as Record<string, number>
@@ -63,6 +69,14 @@ export function decodeStepRecord(buf: ArrayBuffer): EngineStepRecord {
     record.placement = placement
     record.spilledTokens = spilledTokens
   }
+  if (biased) {
+    let at = biasAt + 4
+    record.selectionBias = sizes.map((n) => {
+      const a = new Float32Array(n)
+      for (let e = 0; e < n; e++, at += 4) a[e] = view.getFloat32(at, true)
+      return a
+    })
+  }
   if (!offloaded) return record
   const perLayer = () => sizes.map((n) => {
     const a = new Uint8Array(buf.slice(off, off + n))
@@ -77,7 +91,8 @@ export function decodeStepRecord(buf: ArrayBuffer): EngineStepRecord {
 export function encodeStepRecord(r: EngineStepRecord): ArrayBuffer {
   const total = r.expertTokens.reduce((a, t) => a + t.length, 0)
   const offloaded = r.tiers !== undefined && r.pins !== undefined
-  const placementAt = HEADER * 8 + 8 + 4 * r.expertTokens.length + 4 * total + (offloaded ? 2 * total : 0)
+  const biasAt = HEADER * 8 + 8 + 4 * r.expertTokens.length + 4 * total + (offloaded ? 2 * total : 0)
+  const placementAt = biasAt + 4 + (r.selectionBias ? 4 * total : 0)
   const buf = new ArrayBuffer(placementAt + placementBytes(r.placement, total))
   const view = new DataView(buf)
   const values = r as unknown as Record<string, number | undefined>
@@ -93,6 +108,9 @@ export function encodeStepRecord(r: EngineStepRecord): ArrayBuffer {
   for (const t of r.expertTokens) view.setInt32((off += 4) - 4, t.length, true)
   for (const t of r.expertTokens) for (const v of t) view.setInt32((off += 4) - 4, v, true)
   if (offloaded) for (const layers of [r.tiers!, r.pins!]) for (const l of layers) for (let e = 0; e < l.length; e++) view.setUint8(off++, l[e])
+  view.setInt32(biasAt, r.selectionBias ? 1 : 0, true)
+  let at = biasAt + 4
+  if (r.selectionBias) for (const l of r.selectionBias) for (let e = 0; e < l.length; e++, at += 4) view.setFloat32(at, l[e]!, true)
   encodePlacement(view, placementAt, r.placement, r.spilledTokens)
   return buf
 }

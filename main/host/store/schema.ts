@@ -146,4 +146,12 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE steps ADD COLUMN ssd_read_ms REAL;
     `,
   },
+  {
+    version: 6,
+    description: 'load balancing: each expert’s router selection bias per step',
+    // Float64s, one per expert with the layers of `tokens`; NULL for models without a selection bias.
+    sql: `
+      ALTER TABLE expert_loads ADD COLUMN selection_bias BLOB;
+    `,
+  },
 ]

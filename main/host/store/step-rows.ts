@@ -17,7 +17,7 @@ const STEP_COLUMNS = ['run_id', 'step', 'wall_time', 'tokens_per_s', ...MEASURED
 export const INSERT_STEP_SQL =
   `INSERT INTO steps (${STEP_COLUMNS.join(', ')}) VALUES (${STEP_COLUMNS.map(() => '?').join(', ')})`
 export const INSERT_LOADS_SQL =
-  'INSERT INTO expert_loads (run_id, step, tokens, placement, tiers, pins, spilled, device_peak_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'
+  'INSERT INTO expert_loads (run_id, step, tokens, placement, tiers, pins, spilled, device_peak_bytes, selection_bias) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)'
 
 /** Throughput of a step, or null when its time is not positive. */
 export function tokensPerSecond(r: StepTelemetry): number | null {
@@ -48,6 +48,17 @@ function devicePeaks(runId: string, r: StepTelemetry): Uint8Array | null {
   return encodeFloat64s(peaks)
 }
 
+// Each expert's selection bias: float64s, the layers of expertTokens concatenated; NULL without a bias.
+function selectionBias(runId: string, r: StepTelemetry): Uint8Array | null {
+  if (!r.selectionBias) return null
+  sameShape(runId, r, 'selectionBias', r.selectionBias)
+  try {
+    return encodeFloat64s(r.selectionBias.flatMap((l) => Array.from(l)))
+  } catch (e) {
+    throw new StoreError(`run ${runId} step ${r.step}: selectionBias: ${(e as Error).message}`)
+  }
+}
+
 export function encodeStep(runId: string, r: StepTelemetry, wallTime: number): EncodedStep {
   if (!Number.isSafeInteger(r.step) || r.step < 0) throw new StoreError(`run ${runId}: step ${r.step} is not a step number`)
   if (!Number.isFinite(wallTime)) throw new StoreError(`run ${runId} step ${r.step}: wall time ${wallTime} is not finite`)
@@ -73,6 +84,7 @@ export function encodeStep(runId: string, r: StepTelemetry, wallTime: number): E
       layered('pins', r.pins, 1),
       layered('spilledTokens', r.spilledTokens, 4),
       devicePeaks(runId, r),
+      selectionBias(runId, r),
     ],
     placementValues: encodePlacement(runId, r),
   }

@@ -36,6 +36,8 @@ export interface StepLoads {
   devices: LayerDevices[] | null
   /** Each device's peak bytes at the step; null when not recorded (before step record v5, or not measured). */
   devicePeakBytes: Float64Array | null
+  /** Each expert's router selection bias after the step; null for models without one (or steps before migration 6). */
+  selectionBias: Float64Array[] | null
 }
 
 interface StepRange {
@@ -50,6 +52,19 @@ const SET_PROGRESS_SQL = 'UPDATE runs SET step = ?, last_loss = ?, tokens_per_s 
 
 // runs.last_loss / tokens_per_s feed run summaries, whose numbers must be finite.
 const finiteOrNull = (v: number | null): number | null => (v !== null && Number.isFinite(v) ? v : null)
+
+// The selection bias blob of one step, split into the layers of its tokens blob.
+function decodeSelectionBias(runId: string, row: SqlRow, tokens: LayeredView): Float64Array[] {
+  try {
+    if (!(row.selection_bias instanceof Uint8Array)) throw new RangeError('not a blob')
+    const sizes = Array.from({ length: tokens.layers }, (_, l) => tokens.length(l))
+    const all = decodeFloat64s(row.selection_bias, sizes.reduce((a, b) => a + b, 0))
+    let at = 0
+    return sizes.map((n) => all.slice(at, (at += n)))
+  } catch (e) {
+    throw new StoreError(`run ${runId} step ${Number(row.step)}: expert_loads.selection_bias is corrupt: ${(e as Error).message}`)
+  }
+}
 
 const moeLayersOf = (c: RunRecord['config']) => moeLayerIndexes(c.model).length
 
@@ -266,7 +281,7 @@ export class TelemetryStore {
     const first = this.db
       .prepare('SELECT step, tokens FROM expert_loads WHERE run_id = ? AND step BETWEEN ? AND ? ORDER BY step LIMIT 1')
       .get(runId, from, to)
-    if (!first) return { layer, experts: this.configuredExperts(runId, layer), steps: [], counts: [] }
+    if (!first) return { layer, experts: this.configuredExperts(runId, layer), steps: [], counts: [], bias: null }
     const layout = this.storedLayers(runId, first, 'tokens')
     if (layer >= layout.layers) throw this.layerOutOfRange(runId, first, layer, layout)
     const experts = layout.length(layer)
@@ -298,25 +313,63 @@ export class TelemetryStore {
       for (let i = lo; i < hi; i++) for (let e = 0; e < experts; e++) counts[b * experts + e] += readers[i](e)
       if (hi - lo > 1) for (let e = 0; e < experts; e++) counts[b * experts + e] /= hi - lo
     }
-    return { layer, experts, steps, counts }
+    const bias = this.biasBuckets(runId, layer, layout, firstBlob.subarray(0, layout.headerBytes), from, to, buckets)
+    return { layer, experts, steps, counts, bias }
+  }
+
+  // One layer's selection bias over the same rows and buckets as its loads (bucket means); null when the run
+  // records none.
+  private biasBuckets(runId: string, layer: number, layout: LayeredView, header: Uint8Array, from: number, to: number, buckets: number): number[] | null {
+    const experts = layout.length(layer)
+    const first = (layout.byteOffset(layer) - layout.headerBytes) / layout.elementBytes
+    const rows = this.db
+      .prepare(
+        `SELECT step, (length(tokens) = ? AND substr(tokens, 1, ?) = ?) AS same_layout, substr(selection_bias, ?, ?) AS slice
+         FROM expert_loads WHERE run_id = ? AND step BETWEEN ? AND ? ORDER BY step`,
+      )
+      .all(layout.byteLength, layout.headerBytes, header, 8 * first + 1, 8 * experts, runId, from, to)
+    if (rows.length === 0 || rows[0]!.slice == null) return null
+    const values = rows.map((row) => {
+      // A step laid out unlike the first: its own tokens header says where the layer is.
+      if (row.same_layout !== 1) {
+        const own = this.stepLoads(runId, Number(row.step))?.selectionBias?.[layer]
+        if (own?.length === experts) return own
+        throw new StoreError(`run ${runId} step ${Number(row.step)}: expert_loads.selection_bias has no layer ${layer} of ${experts} experts`)
+      }
+      try {
+        if (!(row.slice instanceof Uint8Array)) throw new RangeError('missing while the run records it')
+        return decodeFloat64s(row.slice, experts)
+      } catch (e) {
+        throw new StoreError(`run ${runId} step ${Number(row.step)}: expert_loads.selection_bias is corrupt: ${(e as Error).message}`)
+      }
+    })
+    const out = new Array<number>(buckets * experts).fill(0)
+    for (let b = 0; b < buckets; b++) {
+      const lo = bucketStart(rows.length, buckets, b)
+      const hi = bucketStart(rows.length, buckets, b + 1)
+      for (let i = lo; i < hi; i++) for (let e = 0; e < experts; e++) out[b * experts + e] += values[i]![e]! / (hi - lo)
+    }
+    return out
   }
 
   /** Every per-layer array recorded for one step (for replay), or undefined when the step has none. */
   stepLoads(runId: string, step: number): StepLoads | undefined {
     const row = this.db
-      .prepare('SELECT step, tokens, placement, tiers, pins, spilled, device_peak_bytes FROM expert_loads WHERE run_id = ? AND step = ?')
+      .prepare('SELECT step, tokens, placement, tiers, pins, spilled, device_peak_bytes, selection_bias FROM expert_loads WHERE run_id = ? AND step = ?')
       .get(runId, step)
     if (!row) return undefined
     const decode = (column: string) => (row[column] == null ? null : layeredArrays(this.storedLayers(runId, row, column)))
     const placed = this.db.prepare('SELECT * FROM layer_placements WHERE run_id = ? AND step = ? ORDER BY layer').all(runId, step)
+    const tokens = this.storedLayers(runId, row, 'tokens')
     return {
-      tokens: layeredArrays(this.storedLayers(runId, row, 'tokens')),
+      tokens: layeredArrays(tokens),
       placement: decode('placement'),
       tiers: decode('tiers'),
       pins: decode('pins'),
       spilledTokens: decode('spilled'),
       devices: placed.length > 0 ? placed.map((p) => decodeLayerDevices(runId, p)) : null,
       devicePeakBytes: this.devicePeaks(runId, row),
+      selectionBias: row.selection_bias == null ? null : decodeSelectionBias(runId, row, tokens),
     }
   }
 

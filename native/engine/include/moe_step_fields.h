@@ -65,7 +65,9 @@
   ARRAY(layer_bytes, const int64_t*, "[layers][3] token rows, weights + gradients, offloaded activations moved") \
   ARRAY(layer_pipeline, const int32_t*, "[layers][2] partitions n and memory reuse (0 none, 1..4 S1..S4)")       \
   ARRAY(device_peak_bytes, const int64_t*, "[n_devices] the largest each device's buffers grew to")           \
-  ARRAY(expert_spilled, const int32_t*, "[sum(experts_per_layer)] tokens of each expert computed off its home")
+  ARRAY(expert_spilled, const int32_t*, "[sum(experts_per_layer)] tokens of each expert computed off its home") \
+  ARRAY(selection_bias, const float*,                                                                            \
+        "[sum(experts_per_layer)] each expert's router selection bias after the step (NULL: model has none)")
 
 
 /* The groups recorded only on offloaded steps. */

@@ -235,6 +235,7 @@ TrainConfig parse_train_config(const json::Value& obj) {
     else if (policy->string == "skip") t.on_nonfinite = NonFinitePolicy::Skip;
     else fail("train.on_nonfinite: \"" + policy->string + "\" is not supported; use \"pause\", \"stop\" or \"skip\"");
   }
+  t.balance_bias_rate = r.number("balance_bias_rate", t.balance_bias_rate, 0.0, 1.0);
   r.reject_unknown();
   if (t.min_lr > t.lr) fail("train.min_lr: must not exceed train.lr");
   return t;
@@ -440,6 +441,10 @@ EngineConfig parse_config(const json::Value& root) {
          "updated before the step's gradient norm is known; use \"pause\" or \"stop\"");
   if (c.offload.mode != OffloadMode::None && c.train.compute_dtype != ComputeDtype::F32)
     fail("offload.mode: expert offload computes in fp32 only; set train.compute_dtype to \"fp32\"");
+  // The rule moves a parameter the model must have; turning the tensor on silently would change the model's
+  // tensors (and its checkpoints) behind the user's back.
+  if (c.train.balance_bias_rate > 0 && !c.model.selection_bias)
+    fail("train.balance_bias_rate: needs model.selection_bias: true (the per-expert bias it moves)");
   if (c.train.seq_len > c.model.max_seq_len)
     fail("train.seq_len: " + std::to_string(c.train.seq_len) + " exceeds model.max_seq_len " +
          std::to_string(c.model.max_seq_len));
@@ -515,6 +520,7 @@ json::Value train_config_to_json(const TrainConfig& t) {
   // Written only when it is not the default, so fp32 runs keep exactly the config.json they always had.
   if (t.compute_dtype != ComputeDtype::F32) o.set("compute_dtype", Value::of(compute_dtype_name(t.compute_dtype)));
   if (t.on_nonfinite != NonFinitePolicy::Pause) o.set("on_nonfinite", Value::of(nonfinite_policy_name(t.on_nonfinite)));
+  if (t.balance_bias_rate > 0) o.set("balance_bias_rate", Value::of(t.balance_bias_rate));
   return o;
 }
 

@@ -81,6 +81,9 @@ struct TrainConfig {
   ComputeDtype compute_dtype = ComputeDtype::F32;
   NonFinitePolicy on_nonfinite = NonFinitePolicy::Pause;
   RoutingSkew routing_skew;
+  // Auxiliary-loss-free load balancing (train/load_balance.h): after each step every expert's selection bias
+  // moves by this much towards its layer's mean load. 0: off; needs model.selection_bias.
+  double balance_bias_rate = 0.0;
 };
 
 // Expert offload and pinning (docs/offload.md). mode "none" keeps every expert resident on the device.

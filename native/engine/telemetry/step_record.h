@@ -38,6 +38,9 @@ struct StepRecord {
 #undef MOE_STEP_ARRAY_IGNORED
 
   std::vector<std::vector<int32_t>> expert_tokens;  // [MoE layer][expert] tokens computed this step
+  // [MoE layer][expert] each expert's selection bias after the step (and its load-balancing update, which the
+  // step's expert_tokens explain); empty when the model has no selection bias.
+  std::vector<std::vector<float>> selection_bias;
 
   // Expert offload (docs/offload.md): the offload and SSD scalars and these arrays are zero / empty when
   // `offloaded` is false (resident run).

@@ -13,6 +13,8 @@ void flatten(const StepRecord& r, StepRecordArrays& a) {
     a.experts_per_layer.push_back(static_cast<int32_t>(layer.size()));
     a.expert_tokens.insert(a.expert_tokens.end(), layer.begin(), layer.end());
   }
+  for (const auto& layer : r.selection_bias)
+    a.selection_bias.insert(a.selection_bias.end(), layer.begin(), layer.end());
   for (const auto& layer : r.expert_tiers) a.expert_tiers.insert(a.expert_tiers.end(), layer.begin(), layer.end());
   for (const auto& layer : r.expert_pinned) a.expert_pinned.insert(a.expert_pinned.end(), layer.begin(), layer.end());
   a.device_peak_bytes = r.device_peak_bytes;
@@ -72,6 +74,7 @@ void write_step_record(const StepRecord& r, StepRecordArrays& a, moe_step_record
   MOE_SET(layer_pipeline, placed ? a.layer_pipeline.data() : nullptr);
   MOE_SET(device_peak_bytes, placed ? a.device_peak_bytes.data() : nullptr);
   MOE_SET(expert_spilled, placed ? a.expert_spilled.data() : nullptr);
+  MOE_SET(selection_bias, r.selection_bias.empty() ? nullptr : a.selection_bias.data());
 #undef MOE_SET
 }
 

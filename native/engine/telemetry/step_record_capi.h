@@ -19,6 +19,7 @@ struct StepRecordArrays {
   std::vector<double> device_busy_ms, layer_ms;
   std::vector<int64_t> layer_bytes, device_peak_bytes;
   std::vector<int32_t> layer_pipeline;
+  std::vector<float> selection_bias;
 };
 
 // Throws EngineError naming struct_size when the caller's record cannot be one (checked before the step runs).

@@ -49,6 +49,10 @@ struct HfTensorNames {
   const char* expert_gate = "gate_proj", *expert_up = "up_proj", *expert_down = "down_proj";
   const char* shared = nullptr;       // the shared expert (gate_proj, up_proj, down_proj), when the type has one
   const char* shared_gate = nullptr;  // its sigmoid gate's weight
+  // The router's per-expert selection bias (our layers.L.moe.router.selection_bias), after `moe`, e.g.
+  // "gate.e_score_correction_bias"; null: the type stores none, so a model with model.selection_bias cannot be
+  // exported as it.
+  const char* selection_bias = nullptr;
 };
 
 struct HfFamily {

@@ -259,6 +259,8 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
     bad("head_dim", "is " + std::to_string(m.head_dim) + "; the head size must be d_model / n_heads");
   if (!has_key(HfField::ClipQkv) && m.clip_qkv > 0) bad("clip_qkv", "is set; q/k/v are never clipped");
   if (!hf.shared_expert && m.shared_expert_d_ff != 0) bad("shared_expert_d_ff", "is not 0; there is no shared expert");
+  if (m.selection_bias && !hf.names.selection_bias)
+    bad("selection_bias", "is true; the router has no per-expert selection bias (e_score_correction_bias)");
   if (hf.qkv_bias != m.qkv_bias)
     bad("qkv_bias", m.qkv_bias ? "is true; the attention projections have no biases"
                                : std::string("is false; ") + hf.label + " attention always has q/k/v biases");
@@ -376,6 +378,7 @@ std::vector<TensorSource> hf_tensor_sources(const ModelConfig& m, const ParamLay
       continue;
     }
     whole(o + "moe.router.weight", h + n.moe + "gate.weight");
+    if (m.selection_bias && n.selection_bias) whole(o + "moe.router.selection_bias", h + n.moe + n.selection_bias);
     for (int e = 0; e < m.experts_at(l); ++e)
       hf_ffn(o + "moe.experts." + std::to_string(e) + ".", h + n.moe + "experts." + std::to_string(e) + ".",
              n.expert_gate, n.expert_up, n.expert_down, m.expert_d_ff);

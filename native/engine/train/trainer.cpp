@@ -9,6 +9,7 @@
 #include "core/fsutil.h"
 #include "core/json.h"
 #include "optim/schedule.h"
+#include "train/load_balance.h"
 
 namespace moe {
 namespace {
@@ -139,6 +140,10 @@ StepRecord Trainer::step() {
   }
   rec.optimizer_ms = ms_since(to);
   rec.grad_norm = info.grad_norm;
+  // A diverged step moves nothing (its update is skipped or the run stops).
+  if (cfg_.train.balance_bias_rate > 0 && std::isfinite(rec.loss) && std::isfinite(rec.grad_norm))
+    balance_selection_biases(model_, rec.expert_tokens, cfg_.train.balance_bias_rate);
+  rec.selection_bias = read_selection_biases(model_);
   if (model_.on_devices()) {
     rec.placements = model_.take_device_records();
     rec.device_peak_bytes = model_.device_peak_bytes();
