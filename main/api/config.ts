@@ -65,6 +65,9 @@ export const TrainConfigSchema = z
     seed: int(0, Number.MAX_SAFE_INTEGER).default(1337).describe('Initialisation and data seed'),
     threads: int(1, 1024).default(2).describe('CPU threads of the engine'),
     checkpoint_every: int(0, 1 << 30).default(0).describe('Checkpoint every N steps (0 = only at the end)'),
+    eval_every: int(0, 1 << 30).optional()
+      .describe('Held-out loss every N steps and at the last (default 0 = never; needs dataset.eval; resident experts only)'),
+    eval_batches: int(1, 1 << 16).optional().describe('Batches of the held-out data each evaluation reads (default 4)'),
     on_nonfinite: z
       .enum(['pause', 'stop', 'skip'])
       .default('pause')
@@ -244,6 +247,8 @@ export const RunConfigSchema = z
       ctx.addIssue({ code: 'custom', path: ['train', 'seq_len'], message: `exceeds model.max_seq_len (${m.max_seq_len})` })
     if ((c.train.balance_bias_rate ?? 0) > 0 && !m.selection_bias)
       ctx.addIssue({ code: 'custom', path: ['train', 'balance_bias_rate'], message: 'needs model.selection_bias (the bias it moves)' })
+    if ((c.train.eval_every ?? 0) > 0 && c.offload && c.offload.mode !== 'none')
+      ctx.addIssue({ code: 'custom', path: ['train', 'eval_every'], message: 'evaluation runs with resident experts only for now (offload.mode "none")' })
     if (c.train.min_lr !== undefined && c.train.min_lr > c.train.lr)
       ctx.addIssue({ code: 'custom', path: ['train', 'min_lr'], message: 'must not exceed lr' })
     checkOffload(c, ctx)

@@ -19,16 +19,31 @@ export const AbsolutePathSchema = z
   .refine(isAbsolutePath, 'must be an absolute path (a relative one would resolve against the host process’s working directory)')
 
 /** A run's dataset as recorded and reported (what was stored is shown as it is). */
-export const StoredDatasetSchema = z.object({ path: z.string().min(1), tokenizer: z.string().min(1).optional() }).strict()
+// How a dataset is read, beyond its files: the same fields in a request and in a stored run.
+const datasetOptions = <P extends z.ZodType<string>>(path: P) => ({
+  overflow: z.enum(['keep', 'truncate', 'drop']).optional()
+    .describe('JSONL records longer than train.seq_len: kept whole (spanning rows), truncated to it, or dropped; default keep'),
+  packing: z.boolean().optional()
+    .describe('JSONL records back to back (true, the default), or each starting a row of the batch, padded with masked tokens'),
+  eval: z
+    .union([
+      z.object({ fraction: z.number().gt(0).lt(1).describe('the last share of the tokens, held out') }).strict(),
+      z.object({ path: path.describe('a file of its own, read like the data file') }).strict(),
+    ])
+    .optional()
+    .describe('Held-out data for train.eval_every: a fraction of this file, or another file'),
+})
+
+// A stored run's dataset: paths as recorded (runs from before absolute paths were required included).
+export const StoredDatasetSchema = z
+  .object({ path: z.string().min(1), tokenizer: z.string().min(1).optional(), ...datasetOptions(z.string().min(1)) })
+  .strict()
 
 export const DatasetSpecSchema = z
   .object({
     path: AbsolutePathSchema.describe('A .txt, .jsonl ({"text"}, {"prompt","completion"}, chat {"messages"}, ShareGPT {"conversations"} or Alpaca {"instruction","output"}) or token shard (.bin) file'),
     tokenizer: AbsolutePathSchema.optional().describe('A Hugging Face tokenizer.json; default: bytes (vocab 256)'),
-    overflow: z.enum(['keep', 'truncate', 'drop']).optional()
-      .describe('JSONL records longer than train.seq_len: kept whole (spanning rows), truncated to it, or dropped; default keep'),
-    packing: z.boolean().optional()
-      .describe('JSONL records back to back (true, the default), or each starting a row of the batch, padded with masked tokens'),
+    ...datasetOptions(AbsolutePathSchema),
   })
   .strict()
 
@@ -40,6 +55,10 @@ export const RunSpecSchema = z
     init: AbsolutePathSchema.optional().describe('Start from the weights of this checkpoint directory (ours or Hugging Face)'),
   })
   .strict()
+  .superRefine((spec, ctx) => {
+    if ((spec.config.train.eval_every ?? 0) > 0 && !spec.dataset.eval)
+      ctx.addIssue({ code: 'custom', path: ['dataset', 'eval'], message: 'train.eval_every needs held-out data: a fraction of the data file or an evaluation file' })
+  })
 
 export const RunSummarySchema = z.object({
   id: RunIdSchema,

@@ -53,6 +53,8 @@ export const STEP_FIELDS = [
     meaning: 'expert reads that went to the file' },
   { name: 'ssd_read_ms', cType: 'double', unit: 'ms', group: 'ssd', label: 'SSD reads (ms)',
     meaning: 'the reads\' part of ssd_ms' },
+  { name: 'eval_loss', cType: 'double', unit: '', group: 'eval', label: 'Eval loss',
+    meaning: 'mean cross-entropy over the held-out data; NaN on steps without evaluation' },
 ] as const
 
 export type StepField = (typeof STEP_FIELDS)[number]
@@ -73,6 +75,7 @@ export const ALWAYS_FIELD_NAMES = [
   'forward_ms',
   'backward_ms',
   'optimizer_ms',
+  'eval_loss',
 ] as const
 
 /** Fields recorded only on offloaded steps. */

@@ -39,10 +39,15 @@ const OK = { ok: true } as const
 
 // Runs outlive the working directory of whoever created them (a CLI in one folder, the app in another).
 function withAbsolutePaths(spec: RunSpec): RunSpec {
-  const { path, tokenizer } = spec.dataset
+  const { path, tokenizer, eval: held } = spec.dataset
   return {
     ...spec,
-    dataset: { path: resolve(path), ...(tokenizer === undefined ? {} : { tokenizer: resolve(tokenizer) }) },
+    dataset: {
+      ...spec.dataset,
+      path: resolve(path),
+      ...(tokenizer === undefined ? {} : { tokenizer: resolve(tokenizer) }),
+      ...(held && 'path' in held ? { eval: { path: resolve(held.path) } } : {}),
+    },
     ...(spec.init === undefined ? {} : { init: resolve(spec.init) }),
   }
 }

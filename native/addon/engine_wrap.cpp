@@ -69,6 +69,7 @@ Napi::Function Engine::Define(Napi::Env env) {
                          InstanceMethod<&Engine::ResumeFrom>("resumeFrom"),
                          InstanceMethod<&Engine::SaveCheckpoint>("saveCheckpoint"),
                          InstanceMethod<&Engine::SetData>("setData"),
+                         InstanceMethod<&Engine::SetEvalData>("setEvalData"),
                          InstanceMethod<&Engine::ExportHf>("exportHf"),
                          InstanceMethod<&Engine::Start>("start"),
                          InstanceMethod<&Engine::Pause>("pause"),
@@ -130,6 +131,11 @@ void Engine::SaveCheckpoint(const Napi::CallbackInfo& info) {
 void Engine::SetData(const Napi::CallbackInfo& info) {
   RequireIdle(info.Env(), "setData");
   Check(info.Env(), moe_engine_set_data(engine_, StringArg(info, 0, "path").c_str()));
+}
+
+void Engine::SetEvalData(const Napi::CallbackInfo& info) {
+  RequireIdle(info.Env(), "setEvalData");
+  Check(info.Env(), moe_engine_set_eval_data(engine_, StringArg(info, 0, "path").c_str()));
 }
 
 void Engine::ExportHf(const Napi::CallbackInfo& info) {

@@ -24,6 +24,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
   void ResumeFrom(const Napi::CallbackInfo& info);
   void SaveCheckpoint(const Napi::CallbackInfo& info);
   void SetData(const Napi::CallbackInfo& info);
+  void SetEvalData(const Napi::CallbackInfo& info);
   void ExportHf(const Napi::CallbackInfo& info);
   void Start(const Napi::CallbackInfo& info);
   void Pause(const Napi::CallbackInfo& info);

@@ -156,6 +156,13 @@ int moe_engine_set_data(moe_engine* engine, const char* token_file) {
   });
 }
 
+int moe_engine_set_eval_data(moe_engine* engine, const char* token_file) {
+  return guarded(engine, [&] {
+    engine->trainer->set_eval_data(token_file ? token_file : "");
+    return MOE_OK;
+  });
+}
+
 int moe_engine_feed_batch(moe_engine* engine, const int32_t* inputs, const int32_t* targets, int32_t B, int32_t T) {
   return guarded(engine, [&] {
     moe::check(inputs && targets, "feed_batch: inputs and targets are required");

@@ -96,7 +96,7 @@ export function syntheticSteps(shape: DatasetShape, first: number, count: number
     }
     records.push({
       step, loss: 5 * Math.exp(-step / 3000) + 1.5 + 0.05 * random(), aux_loss: 0.01, lr: 3e-4, grad_norm: 0.8, tokens: TOKENS_PER_STEP,
-      step_ms: 900, forward_ms: 300, backward_ms: 500, optimizer_ms: 90,
+      step_ms: 900, forward_ms: 300, backward_ms: 500, optimizer_ms: 90, eval_loss: NaN,
       expertTokens, placement: placementOf(expertTokens, shape.devices, (l, e) => devices[l]![e]!), tiers, pins, spilledTokens,
     })
   }

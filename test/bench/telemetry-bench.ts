@@ -42,6 +42,7 @@ function realisticRecords(first: number, count: number): StepTelemetry[] {
       forward_ms: 300,
       backward_ms: 500,
       optimizer_ms: 90,
+      eval_loss: NaN,
       upload_ms: 120,
       upload_hidden_ms: 110,
       stall_ms: 10 * next(),

@@ -5,7 +5,7 @@ import { Progress } from '../../main/cli/progress'
 
 const metrics = (step: number): StepMetrics => ({
   step, wallTime: 0, loss: 3 - step / 10, aux_loss: 0, lr: 1e-3, grad_norm: 1, tokens: 512, tokens_per_s: 1234.4,
-  step_ms: 400, forward_ms: 0, backward_ms: 0, optimizer_ms: 0,
+  step_ms: 400, forward_ms: 0, backward_ms: 0, optimizer_ms: 0, eval_loss: null,
 })
 
 function capture(isTTY: boolean) {

@@ -1,6 +1,6 @@
 // Real short trainings through RunManager with forked engine processes: the whole lifecycle,
 // supervision of a killed engine, exact resume from a checkpoint, controls, queueing and bad input.
-import { existsSync } from 'node:fs'
+import { copyFileSync, existsSync } from 'node:fs'
 import { join } from 'node:path'
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
@@ -50,6 +50,18 @@ describe('RunManager with forked engine processes', () => {
     expect(live.at(-1)?.metrics.step).toBe(12)
     expect(live.at(-1)?.expertTokens).toHaveLength(2)
     expect(live.at(-1)?.expertTokens[0]).toHaveLength(4)
+  })
+
+  it('holds out the end of a text file and records the held-out loss on the steps that evaluate', async () => {
+    setUp()
+    const text = join(h.dir, 'corpus.txt')
+    copyFileSync(new URL('../../resources/corpus/python-tutorial.txt', import.meta.url), text)
+    const id = h.manager.create({ name: 'evaluated', config: tinyConfig({ steps: 6, eval_every: 3, eval_batches: 2 }), dataset: { path: text, eval: { fraction: 0.1 } } }).id
+    await h.waitForStatus(id, 'finished')
+    const series = h.store.series(id, ['eval_loss'], { maxPoints: 2000 })
+    expect(series.step).toEqual([1, 2, 3, 4, 5, 6])
+    const evals = series.values.eval_loss!.map((v) => v !== null && Number.isFinite(v))
+    expect(evals).toEqual([false, false, true, false, false, true])
   })
 
   it('fails a killed engine with the reason, keeps going, and a restart reproduces the uninterrupted losses', async () => {

@@ -110,7 +110,7 @@ describe('summary', () => {
     expect(ratio(null, 2)).toBeNull()
     expect(ratio(1, 0)).toBeNull()
     const row = (id: string, finalLoss: number | null, wallMs: number): RunSummaryRow => ({
-      id, name: id, finalLoss, tokensPerSec: null, peakBytes: { device: null, host: null, ssd: null }, bytesMoved: null, wallMs,
+      id, name: id, finalLoss, tokensPerSec: null, peakBytes: { device: null, host: null, ssd: null }, devicePlanned: false, bytesMoved: null, wallMs,
     })
     const ratios = ratiosToBaseline([row('a', 2, 10), row('b', 3, 5)], 'a', ['finalLoss', 'wallMs', 'peakDevice'])
     expect(ratios['a']).toEqual({ finalLoss: 1, wallMs: 1, peakDevice: null })

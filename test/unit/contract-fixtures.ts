@@ -86,6 +86,7 @@ export function stepEvent(id: string, step: number, loss: number): EventPayload<
       forward_ms: 40,
       backward_ms: 50,
       optimizer_ms: 10,
+      eval_loss: null,
     },
     expertTokens: [[512, 512, 256, 256, 128, 128, 128, 128]],
   }

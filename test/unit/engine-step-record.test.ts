@@ -18,6 +18,7 @@ const record: EngineStepRecord = {
   forward_ms: 30.25,
   backward_ms: 45.125,
   optimizer_ms: 6.0625,
+  eval_loss: 2.5,
   expertTokens: [Int32Array.of(5, 0, 17, 2_000_000_000), Int32Array.of(1, 2), Int32Array.of(7, 8, 9, 10, 11, 12, 13, 14)],
 }
 

@@ -46,7 +46,7 @@ class ScriptedPort implements EnginePort {
 }
 
 const stepRecord = (step: number): EngineStepRecord => ({
-  step, loss: 1, aux_loss: 0, lr: 0, grad_norm: 0, tokens: 1, step_ms: 1, forward_ms: 0, backward_ms: 0, optimizer_ms: 0,
+  step, loss: 1, aux_loss: 0, lr: 0, grad_norm: 0, tokens: 1, step_ms: 1, forward_ms: 0, backward_ms: 0, optimizer_ms: 0, eval_loss: NaN,
   expertTokens: [],
 })
 

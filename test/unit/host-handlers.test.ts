@@ -159,7 +159,7 @@ describe('placement', () => {
   const record = (step: number) => {
     const expertTokens = [Int32Array.of(90, 10, 0, 20), Int32Array.of(5, 5, 5, 5)]
     return {
-      step, loss: 2, aux_loss: 0, lr: 1e-3, grad_norm: 1, tokens: 64, step_ms: 10, forward_ms: 4, backward_ms: 5, optimizer_ms: 1,
+      step, loss: 2, aux_loss: 0, lr: 1e-3, grad_norm: 1, tokens: 64, step_ms: 10, forward_ms: 4, backward_ms: 5, optimizer_ms: 1, eval_loss: NaN,
       expertTokens, placement: placementOf(expertTokens, 2, (_, e) => (e === 0 ? 1 : 0)),
     }
   }

@@ -9,7 +9,7 @@ describe('live step event', () => {
   it('carries non-finite metrics as null and passes the contract', () => {
     const event = liveStepEvent('r1', {
       step: 7, wallTime: 1, loss: Number.NaN, aux_loss: Infinity, lr: 1e-3, grad_norm: Number.NaN, tokens: 64,
-      step_ms: 10, forward_ms: 3, backward_ms: 5, optimizer_ms: 2, expertTokens: [[1, 2]],
+      step_ms: 10, forward_ms: 3, backward_ms: 5, optimizer_ms: 2, eval_loss: NaN, expertTokens: [[1, 2]],
     })
     expect(event.metrics).toMatchObject({ step: 7, loss: null, aux_loss: null, grad_norm: null, lr: 1e-3, tokens_per_s: 6400 })
     expect(checkEvent('run.step', event).ok).toBe(true)

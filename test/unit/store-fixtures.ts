@@ -86,6 +86,7 @@ export function stepRecord(step: number, overrides: Partial<StepTelemetry> = {},
     forward_ms: 100,
     backward_ms: 120,
     optimizer_ms: 30,
+    eval_loss: NaN,
     expertTokens: layerExperts.map((n, l) => Int32Array.from({ length: n }, (_, e) => tokensAt(step, l, e))),
     ...overrides,
   }

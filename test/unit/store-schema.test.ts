@@ -45,7 +45,7 @@ describe('schema creation', () => {
         'run_id', 'step', 'wall_time', 'loss', 'aux_loss', 'lr', 'grad_norm', 'tokens', 'tokens_per_s', 'step_ms',
         'forward_ms', 'backward_ms', 'optimizer_ms', 'upload_ms', 'upload_hidden_ms', 'stall_ms', 'ssd_ms', 'bytes_h2d',
         'bytes_d2h', 'bytes_ssd_read', 'bytes_ssd_write', 'cache_hits', 'cache_misses', 'peak_device_bytes',
-        'peak_host_bytes', 'peak_ssd_bytes', 'prefetch_lead_ms', 'ssd_read_ms',
+        'peak_host_bytes', 'peak_ssd_bytes', 'prefetch_lead_ms', 'ssd_read_ms', 'eval_loss',
       ])
       expect(columns(db, 'expert_loads')).toEqual(['run_id', 'step', 'tokens', 'placement', 'tiers', 'pins', 'spilled', 'device_peak_bytes', 'selection_bias'])
       expect(columns(db, 'layer_placements')).toEqual([
@@ -159,7 +159,7 @@ describe('migrations', () => {
     store.appendSteps('r1', stepRecords(1, 2), [1, 2].map(wallTimeOf))
     store.close()
     withRaw(path, (db) => {
-      db.exec('DROP TABLE layer_placements; ALTER TABLE expert_loads DROP COLUMN device_peak_bytes; ALTER TABLE steps DROP COLUMN ssd_read_ms; ALTER TABLE expert_loads DROP COLUMN selection_bias; PRAGMA user_version = 2')
+      db.exec('DROP TABLE layer_placements; ALTER TABLE expert_loads DROP COLUMN device_peak_bytes; ALTER TABLE steps DROP COLUMN ssd_read_ms; ALTER TABLE expert_loads DROP COLUMN selection_bias; ALTER TABLE steps DROP COLUMN eval_loss; PRAGMA user_version = 2')
     })
     const migrated = TelemetryStore.open(path)
     expect(migrated.stepLoads('r1', 2)?.devices).toBeNull()

@@ -13,7 +13,7 @@ import { DatasetError } from './errors'
 import { loadHfTokenizer } from './hf-tokenizer'
 import type { TextTokenizer } from './tokenizer'
 import { tokenizeFile, type RecordCounts } from './tokenize-file'
-import { readShardHeader, writeTokenShard } from './token-shard'
+import { readShardHeader, writeTokenShard, type TokenShard } from './token-shard'
 
 export type DatasetSpec = z.output<typeof DatasetSpecSchema>
 
@@ -23,6 +23,9 @@ export interface PreparedDataset {
   tokens: number
   /** JSONL files: records, and how many were truncated or dropped for the sequence length. */
   records?: RecordCounts
+  /** The held-out shard (dataset.eval) and its tokens. */
+  evalPath?: string
+  evalTokens?: number
 }
 
 export interface PrepareOptions {
@@ -63,16 +66,31 @@ async function cachedShard(path: string, jsonl: boolean): Promise<PreparedDatase
   }
 }
 
-export async function prepareDataset(spec: DatasetSpec, cacheDir: string, options: PrepareOptions = {}): Promise<PreparedDataset> {
-  const file = resolve(spec.path)
+// The held-out tail of a shard: the last `fraction` of its tokens (whole rows when records are unpacked).
+function splitShard(file: string, shard: TokenShard, fraction: number, row: number | undefined): [TokenShard, TokenShard] {
+  let cut = Math.floor(shard.tokens.length * (1 - fraction))
+  if (row !== undefined) cut -= cut % row
+  if (cut < 2 || shard.tokens.length - cut < 2)
+    throw new DatasetError(file, `holding out ${fraction} of its ${shard.tokens.length} tokens leaves too little on one side`, undefined, 'eval.fraction')
+  const part = (from: number, to: number): TokenShard => ({
+    tokens: shard.tokens.slice(from, to),
+    mask: shard.mask ? shard.mask.slice(from, to) : null,
+    vocabSize: shard.vocabSize,
+  })
+  return [part(0, cut), part(cut, shard.tokens.length)]
+}
+
+async function prepareFile(path: string, spec: DatasetSpec, tokenizer: TextTokenizer, cacheDir: string, options: PrepareOptions, fraction?: number): Promise<PreparedDataset> {
+  const file = resolve(path)
   await requireFile(file)
   if (isTokenShard(file)) {
     if (spec.tokenizer !== undefined)
       throw new DatasetError(file, 'is already tokenized; leave the tokenizer out for a .bin token shard', undefined, 'tokenizer')
+    if (fraction !== undefined)
+      throw new DatasetError(file, 'is a token shard, which is not split here; give an evaluation file instead', undefined, 'eval.fraction')
     const header = await readShardHeader(file)
     return { path: file, vocabSize: header.vocabSize, tokens: header.tokens }
   }
-  const tokenizer = await loadTokenizer(spec.tokenizer)
   const kind = file.toLowerCase().endsWith('.jsonl') ? 'jsonl' : 'text'
   const overflow = spec.overflow ?? 'keep'
   const packing = spec.packing ?? true
@@ -81,16 +99,35 @@ export async function prepareDataset(spec: DatasetSpec, cacheDir: string, option
   // One read serves both the key and the tokenizer, so the shard always matches the content hashed.
   const bytes = await readFile(file)
   const key = createHash('sha256')
-    .update(`${CACHE_FORMAT}\0${kind}\0${tokenizer.id}\0${overflow}\0${packing}\0${seqLen ?? ''}\0`)
+    .update(`${CACHE_FORMAT}\0${kind}\0${tokenizer.id}\0${overflow}\0${packing}\0${seqLen ?? ''}\0${fraction ?? ''}\0`)
     .update(bytes)
     .digest('hex')
-  const path = join(cacheDir, `${key}.bin`)
-  const cached = await cachedShard(path, kind === 'jsonl')
-  if (cached) return cached
+  const shardPath = join(cacheDir, `${key}.bin`)
+  const evalPath = join(cacheDir, `${key}.eval.bin`)
+  const cached = await cachedShard(shardPath, kind === 'jsonl')
+  const cachedEval = fraction === undefined ? null : await cachedShard(evalPath, false)
+  if (cached && (fraction === undefined || cachedEval)) return { ...cached, ...(cachedEval ? { evalPath, evalTokens: cachedEval.tokens } : {}) }
 
   const { shard, counts } = await tokenizeFile(file, bytes, tokenizer, { seqLen, overflow, packing })
+  const [train, held] = fraction === undefined ? [shard, null] : splitShard(file, shard, fraction, packing ? undefined : seqLen)
   await mkdir(cacheDir, { recursive: true })
-  if (counts) await writeFile(countsFile(path), JSON.stringify(counts))
-  const header = await writeTokenShard(path, shard)
-  return { path, vocabSize: header.vocabSize, tokens: header.tokens, ...(counts ? { records: counts } : {}) }
+  if (counts) await writeFile(countsFile(shardPath), JSON.stringify(counts))
+  const evalHeader = held ? await writeTokenShard(evalPath, held) : null
+  const header = await writeTokenShard(shardPath, train)
+  return {
+    path: shardPath,
+    vocabSize: header.vocabSize,
+    tokens: header.tokens,
+    ...(counts ? { records: counts } : {}),
+    ...(evalHeader ? { evalPath, evalTokens: evalHeader.tokens } : {}),
+  }
+}
+
+export async function prepareDataset(spec: DatasetSpec, cacheDir: string, options: PrepareOptions = {}): Promise<PreparedDataset> {
+  const tokenizer = await loadTokenizer(spec.tokenizer)
+  const fraction = spec.eval && 'fraction' in spec.eval ? spec.eval.fraction : undefined
+  const data = await prepareFile(spec.path, spec, tokenizer, cacheDir, options, fraction)
+  if (!spec.eval || !('path' in spec.eval)) return data
+  const held = await prepareFile(spec.eval.path, spec, tokenizer, cacheDir, options)
+  return { ...data, evalPath: held.path, evalTokens: held.tokens }
 }

@@ -26,6 +26,8 @@ export interface NativeEngine {
   saveCheckpoint(dir: string): void
   /** A token shard (native/engine/train/token_data.h), memory-mapped and checked against the vocabulary. */
   setData(path: string): void
+  /** The held-out token shard train.eval_every evaluates on. */
+  setEvalData(path: string): void
   exportHf(dir: string, modelType: HfModelType, bf16: boolean): void
   /**
    * Runs the engine's training loop on a native thread until train.steps (or totalSteps), a stop, or an

@@ -70,6 +70,7 @@ export class TrainingJob {
       if (msg.resumeDir) engine.resumeFrom(msg.resumeDir)
       else if (msg.initDir) engine.initFrom(msg.initDir)
       engine.setData(msg.dataPath)
+      if (msg.evalPath) engine.setEvalData(msg.evalPath)
       this.step = engine.stepCount
       this.writer = new StepWriter(store, msg.runId, (e) => this.crash(e))
       this.live = new LiveThrottle(LIVE_INTERVAL_MS, ({ record, wallTime }) =>

@@ -10,6 +10,8 @@ export interface StartTraining {
   configJson: string
   /** A token shard ready for the engine. */
   dataPath: string
+  /** The held-out shard train.eval_every evaluates on, when the dataset has one. */
+  evalPath?: string
   /** Fine-tune: initial weights from this checkpoint. */
   initDir?: string
   /** Continue this run from its checkpoint (weights, optimizer, step, data cursor). */

@@ -357,6 +357,7 @@ export class RunManager {
       runDir: record.runDir,
       configJson: engineConfigJson(record.config, record.offload),
       dataPath: data.path,
+      ...(data.evalPath ? { evalPath: data.evalPath } : {}),
       initDir: job.resumeDir ? undefined : (record.init ?? undefined),
       resumeDir: job.resumeDir,
       dbPath: this.options.dbPath,

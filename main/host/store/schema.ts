@@ -154,4 +154,11 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE expert_loads ADD COLUMN selection_bias BLOB;
     `,
   },
+  {
+    version: 7,
+    description: 'the held-out loss of the steps that evaluated (NULL on the others)',
+    sql: `
+      ALTER TABLE steps ADD COLUMN eval_loss REAL;
+    `,
+  },
 ]

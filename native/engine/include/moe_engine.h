@@ -78,6 +78,8 @@ int moe_engine_save_checkpoint(moe_engine* engine, const char* dir);
 /* Training data: a token shard file (memory-mapped), and/or micro-batches fed ahead of it
  * (inputs and targets are [B, T]; a target of -1 is masked). */
 int moe_engine_set_data(moe_engine* engine, const char* token_file);
+/* The held-out token shard train.eval_every evaluates on (the step record's eval_loss; NaN on other steps). */
+int moe_engine_set_eval_data(moe_engine* engine, const char* token_file);
 int moe_engine_feed_batch(moe_engine* engine, const int32_t* inputs, const int32_t* targets, int32_t B, int32_t T);
 
 /* One optimizer step (blocks while paused). out (may be NULL) is filled up to its struct_size. */

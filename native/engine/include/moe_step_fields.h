@@ -67,7 +67,8 @@
   ARRAY(device_peak_bytes, const int64_t*, "[n_devices] the largest each device's buffers grew to")           \
   ARRAY(expert_spilled, const int32_t*, "[sum(experts_per_layer)] tokens of each expert computed off its home") \
   ARRAY(selection_bias, const float*,                                                                            \
-        "[sum(experts_per_layer)] each expert's router selection bias after the step (NULL: model has none)")
+        "[sum(experts_per_layer)] each expert's router selection bias after the step (NULL: model has none)") \
+  SCALAR(eval_loss, double, "", "eval", "Eval loss", "mean cross-entropy over the held-out data; NaN on steps without evaluation")
 
 
 /* The groups recorded only on offloaded steps. */

@@ -236,6 +236,8 @@ TrainConfig parse_train_config(const json::Value& obj) {
     else fail("train.on_nonfinite: \"" + policy->string + "\" is not supported; use \"pause\", \"stop\" or \"skip\"");
   }
   t.balance_bias_rate = r.number("balance_bias_rate", t.balance_bias_rate, 0.0, 1.0);
+  t.eval_every = r.integer("eval_every", t.eval_every, 0, 1 << 30);
+  t.eval_batches = r.integer("eval_batches", t.eval_batches, 1, 1 << 16);
   r.reject_unknown();
   if (t.min_lr > t.lr) fail("train.min_lr: must not exceed train.lr");
   return t;
@@ -439,6 +441,9 @@ EngineConfig parse_config(const json::Value& root) {
   if (c.offload.mode != OffloadMode::None && c.train.on_nonfinite == NonFinitePolicy::Skip)
     fail("train.on_nonfinite: \"skip\" needs resident experts (offload.mode \"none\"): offloaded experts are "
          "updated before the step's gradient norm is known; use \"pause\" or \"stop\"");
+  // An evaluation forward outside the step would run through the offload scheduler's per-step plan.
+  if (c.offload.mode != OffloadMode::None && c.train.eval_every > 0)
+    fail("train.eval_every: evaluation runs with resident experts only for now (offload.mode \"none\"); set it to 0");
   if (c.offload.mode != OffloadMode::None && c.train.compute_dtype != ComputeDtype::F32)
     fail("offload.mode: expert offload computes in fp32 only; set train.compute_dtype to \"fp32\"");
   // The rule moves a parameter the model must have; turning the tensor on silently would change the model's
@@ -521,6 +526,11 @@ json::Value train_config_to_json(const TrainConfig& t) {
   if (t.compute_dtype != ComputeDtype::F32) o.set("compute_dtype", Value::of(compute_dtype_name(t.compute_dtype)));
   if (t.on_nonfinite != NonFinitePolicy::Pause) o.set("on_nonfinite", Value::of(nonfinite_policy_name(t.on_nonfinite)));
   if (t.balance_bias_rate > 0) o.set("balance_bias_rate", Value::of(t.balance_bias_rate));
+  // Written only when on, so configs without evaluation stay as they were.
+  if (t.eval_every > 0) {
+    o.set("eval_every", Value::of(t.eval_every));
+    o.set("eval_batches", Value::of(t.eval_batches));
+  }
   return o;
 }
 

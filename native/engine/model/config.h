@@ -80,6 +80,9 @@ struct TrainConfig {
   int threads = 2, checkpoint_every = 0;
   ComputeDtype compute_dtype = ComputeDtype::F32;
   NonFinitePolicy on_nonfinite = NonFinitePolicy::Pause;
+  // Held-out loss every eval_every steps (and at the last), over eval_batches batches of the evaluation data
+  // (moe_engine_set_eval_data); 0: never.
+  int eval_every = 0, eval_batches = 4;
   RoutingSkew routing_skew;
   // Auxiliary-loss-free load balancing (train/load_balance.h): after each step every expert's selection bias
   // moves by this much towards its layer's mean load. 0: off; needs model.selection_bias.

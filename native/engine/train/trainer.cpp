@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include "backend/registry.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/json.h"
 #include "optim/schedule.h"
+#include "train/evaluation.h"
 #include "train/load_balance.h"
 
 namespace moe {
@@ -66,6 +68,16 @@ void Trainer::set_data(const std::string& path) {
          " (train.batch_size × train.seq_len + 1); use more data or a smaller batch");
   data_ = std::move(data);
   state_.data_path = path;
+}
+
+void Trainer::set_eval_data(const std::string& path) {
+  auto data = std::make_unique<TokenData>(path);
+  data->validate_max_token(cfg_.model.vocab_size);
+  const uint64_t window = (uint64_t)cfg_.train.batch_size * cfg_.train.seq_len + 1;
+  if (data->size() < window)
+    fail(path + ": evaluation data holds " + std::to_string(data->size()) + " tokens but one batch needs " +
+         std::to_string(window) + " (train.batch_size × train.seq_len + 1); hold out more data");
+  eval_data_ = std::move(data);
 }
 
 void Trainer::feed_batch(const int32_t* inputs, const int32_t* targets, int B, int T) {
@@ -152,6 +164,11 @@ StepRecord Trainer::step() {
   state_.step = rec.step;
   state_.tokens_seen += rec.tokens;
   rec.step_ms = ms_since(t0);
+  // After the step's time: evaluation is not part of training throughput.
+  rec.eval_loss = std::numeric_limits<double>::quiet_NaN();
+  const int every = cfg_.train.eval_every;
+  if (eval_data_ && every > 0 && (rec.step % every == 0 || rec.step == cfg_.train.steps))
+    rec.eval_loss = evaluate_loss(model_, *eval_data_, cfg_.train.eval_batches, cfg_.train.batch_size, cfg_.train.seq_len);
   return rec;
 }
 

@@ -31,6 +31,8 @@ class Trainer {
 
   // Memory-maps a token shard and checks every token against the vocabulary.
   void set_data(const std::string& path);
+  // The held-out data train.eval_every evaluates on (same checks as set_data).
+  void set_eval_data(const std::string& path);
   // Queues one micro-batch ([B, T] inputs and targets, -1 = masked) to be used before the shard.
   void feed_batch(const int32_t* inputs, const int32_t* targets, int B, int T);
 
@@ -70,7 +72,7 @@ class Trainer {
   Model model_;
   AdamWOptimizer opt_;
   std::unique_ptr<ExpertOffload> offload_;  // null: every expert resident
-  std::unique_ptr<TokenData> data_;
+  std::unique_ptr<TokenData> data_, eval_data_;
   std::deque<Batch> fed_;
   TrainerState state_;
 };
