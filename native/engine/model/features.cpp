@@ -99,12 +99,15 @@ const char* ffn_activation_name(FfnActivation a) {
 const char* router_scoring_name(RouterScoring s) {
   switch (s) {
     case RouterScoring::Softmax: return "softmax";
+    case RouterScoring::Sigmoid: return "sigmoid";
   }
   return "?";
 }
 const char* topk_selection_name(TopkSelection s) {
   switch (s) {
     case TopkSelection::Plain: return "plain";
+    case TopkSelection::GroupLimited: return "group_limited";
+    case TopkSelection::NoAuxTc: return "noaux_tc";
   }
   return "?";
 }
