@@ -54,6 +54,23 @@ struct RouterSpec {
   const float* selection_bias = nullptr;
 };
 
+// Rotary position embedding over rows of `row` floats: the first `heads` heads of `dim` floats each are rotated,
+// the rest of the row is copied. Pair i of a head (i < dim/2) turns by angle t·inv_freq[i] at position t; its two
+// members are (i, i + dim/2) in the half-split layout (transformers' rotate_half) or (2i, 2i + 1) interleaved
+// (DeepSeek's complex-number form). cos and sin are multiplied by `scale` (YaRN's attention factor).
+enum class RopeLayout { HalfSplit, Interleaved };
+struct RopeSpec {
+  int dim = 0, heads = 0, row = 0;
+  float theta = 10000.0f;            // inv_freq[i] = θ^(-2i/dim), in double, when inv_freq is null
+  const double* inv_freq = nullptr;  // [dim/2] precomputed (YaRN), or null
+  double scale = 1.0;
+  RopeLayout layout = RopeLayout::HalfSplit;
+  // The fused qkv row [(NH + 2·NKV)·HS]: q and k heads rotated, v copied.
+  static RopeSpec qkv(int NH, int NKV, int HS, float theta) {
+    return RopeSpec{HS, NH + NKV, (NH + 2 * NKV) * HS, theta};
+  }
+};
+
 struct RouterLosses {
   // E · Σ_e f_e · P_e, f_e = share of the N·K assignments routed to e, P_e = mean score of e (its softmax
   // probability, or its sigmoid with sigmoid scoring)
