@@ -15,6 +15,7 @@
 #include "moe_engine.h"
 #include "ops_checks.h"
 #include "testing.h"
+#include "train/hf_interchange.h"
 #include "train/token_data.h"
 
 using namespace moe;
@@ -174,6 +175,50 @@ TEST(latent_attention_config_is_checked_by_name) {
   } catch (const EngineError& e) {
     CHECK(std::string(e.what()).find("model.router.n_group") != std::string::npos);
   }
+}
+
+namespace {
+
+json::Value deepseek_hf_config(const std::string& model_type) {
+  return json::parse(R"({"model_type": ")" + model_type + R"(", "vocab_size": 64, "hidden_size": 32,
+    "intermediate_size": 40, "moe_intermediate_size": 12, "num_hidden_layers": 3, "num_attention_heads": 4,
+    "q_lora_rank": null, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8, "v_head_dim": 6,
+    "n_routed_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 2, "first_k_dense_replace": 1,
+    "n_group": 4, "topk_group": 2, "max_position_embeddings": 64})",
+                     "test");
+}
+
+void expect_refused(json::Value hf, const std::string& key, const json::Value& value, const std::string& named) {
+  hf.set(key, value);
+  try {
+    hf_to_model_config(hf, "config.json");
+    CHECK_MSG(false, key + " = " + json::dump(value) + " was accepted");
+  } catch (const EngineError& e) {
+    CHECK_MSG(std::string(e.what()).find(named) != std::string::npos, e.what());
+  }
+}
+
+}  // namespace
+
+TEST(deepseek_configs_import_and_refuse_by_name) {
+  const ModelConfig v2 = hf_to_model_config(deepseek_hf_config("deepseek_v2"), "config.json");
+  CHECK(v2.latent.enabled() && v2.latent.q_lora_rank == 0 && v2.latent.rope_interleave && !v2.latent.softmax_mscale);
+  CHECK(v2.dense_layers == std::vector<int>{0} && v2.n_moe_layers() == 2 && v2.shared_expert_d_ff == 24);
+  CHECK(!v2.renormalize && v2.router.selection == TopkSelection::Plain && v2.aux_loss_coef == 0.0);
+  const ModelConfig v3 = hf_to_model_config(deepseek_hf_config("deepseek_v3"), "config.json");
+  CHECK(v3.router.scoring == RouterScoring::Sigmoid && v3.router.selection == TopkSelection::NoAuxTc);
+  CHECK(v3.selection_bias && v3.renormalize && v3.routed_scaling == 2.5 && v3.latent.softmax_mscale);
+  CHECK(v3.shared_expert_d_ff == 24);  // n_shared_experts 2 as given, not V3's default of 1
+  using json::Value;
+  expect_refused(deepseek_hf_config("deepseek_v2"), "topk_method", Value::of("noaux_tc"), "'topk_method'");
+  expect_refused(deepseek_hf_config("deepseek_v3"), "topk_method", Value::of("greedy"), "'topk_method'");
+  expect_refused(deepseek_hf_config("deepseek_v3"), "scoring_func", Value::of("softmax"), "'scoring_func'");
+  expect_refused(deepseek_hf_config("deepseek_v2"), "norm_topk_prob", Value::of(true), "'norm_topk_prob'");
+  expect_refused(deepseek_hf_config("deepseek_v2"), "moe_layer_freq", Value::of(2), "'moe_layer_freq'");
+  expect_refused(deepseek_hf_config("deepseek_v2"), "num_key_value_heads", Value::of(2), "'num_key_value_heads'");
+  expect_refused(deepseek_hf_config("deepseek_v3"), "rope_scaling",
+                 json::parse(R"({"rope_type": "dynamic", "factor": 2})", "test"), "'rope_scaling'");
+  expect_refused(deepseek_hf_config("deepseek_v2"), "attention_bias", Value::of(true), "'attention_bias'");
 }
 
 namespace {
