@@ -12,6 +12,7 @@
 #include "model/config.h"
 #include "model/gradcheck.h"
 #include "model/mla_block.h"
+#include "model/model.h"
 #include "moe_engine.h"
 #include "ops_checks.h"
 #include "testing.h"
@@ -155,6 +156,24 @@ TEST(latent_attention_gradients_v2_shapes) {
 TEST(latent_attention_gradients_v3_shapes) {
   expect_gradients_match(tiny_deepseek(6, TopkSelection::NoAuxTc, RouterScoring::Sigmoid, true),
                          "q_lora_rank 6, sigmoid noaux_tc, yarn mscale");
+}
+
+// bf16 compute reaches latent attention's projections too (the kv_a rope rows through an offset bf16 pointer).
+TEST(latent_attention_bf16_compute_tracks_fp32) {
+  const ModelConfig cfg = tiny_deepseek(6, TopkSelection::NoAuxTc, RouterScoring::Sigmoid, true);
+  auto be = make_backend("cpu", {2});
+  std::vector<int32_t> tokens(16), targets(16);
+  for (int i = 0; i < 16; ++i) tokens[i] = (i * 7) % cfg.vocab_size, targets[i] = (i * 5 + 1) % cfg.vocab_size;
+  double loss[2];
+  for (int bf16 = 0; bf16 < 2; ++bf16) {
+    Model m(cfg, *be, bf16 ? ComputeDtype::BF16 : ComputeDtype::F32);
+    m.init(3);
+    loss[bf16] = m.forward(tokens.data(), targets.data(), 2, 8).loss;
+    m.zero_grads();
+    m.backward(1.0f);
+  }
+  CHECK_MSG(std::fabs(loss[1] - loss[0]) / loss[0] < 1e-2,
+            "fp32 " + std::to_string(loss[0]) + " bf16 " + std::to_string(loss[1]));
 }
 
 TEST(latent_attention_config_is_checked_by_name) {

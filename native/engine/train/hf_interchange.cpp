@@ -251,6 +251,7 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
   if (have.qk_norm != hf.qk_norm)
     bad("qk_norm", std::string("is \"") + qk_norm_name(have.qk_norm) + "\"; " + hf.label + " attention has q/k norm \"" +
                        qk_norm_name(hf.qk_norm) + "\"");
+  if (!hf.latent && m.rope_scaling.type != RopeScalingType::None) bad("rope_scaling", "is set (YaRN)");
   for (int e : m.n_experts)
     if (e != m.n_experts.front()) bad("n_experts", "varies per layer; the layout has one expert count for all layers");
   auto has_key = [&](HfField field) {
