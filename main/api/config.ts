@@ -6,6 +6,44 @@ import { FAMILY_NAMES, MODEL_FAMILIES, headSize, modelFamily, moeLayerIndexes } 
 
 const int = (min: number, max: number) => z.number().int().min(min).max(max)
 
+// Optional model sections (native/engine/model/config_sections.h): multi-head latent attention, YaRN rope
+// scaling, and the router's scoring and top-k selection. The engine writes each back with every field filled.
+export const LatentAttentionSchema = z
+  .object({
+    q_lora_rank: int(0, 1 << 16).default(0).describe('Rank of the low-rank q projection; 0: a full q projection'),
+    kv_lora_rank: int(1, 1 << 16).describe('Rank of the compressed key/value latent'),
+    qk_nope_head_dim: int(0, 1 << 12).default(0).describe('Per-head q/k width without rope'),
+    qk_rope_head_dim: int(2, 1 << 12).describe('Per-head q/k rope width (even); the rope key is shared by all heads'),
+    v_head_dim: int(1, 1 << 12).describe('Per-head value width'),
+    rope_interleave: z.boolean().default(true).describe('Rope pairs (2i, 2i+1) as DeepSeek stores them; false: (i, i + d/2)'),
+    softmax_mscale: z.boolean().default(false).describe("Multiply the softmax scale by YaRN's mscale(factor, mscale_all_dim)² (DeepSeek-V3)"),
+  })
+  .strict()
+
+export const RopeScalingSchema = z
+  .object({
+    type: z.literal('yarn'),
+    factor: z.number().min(1).max(1e6).describe('Context extension factor'),
+    original_max_position_embeddings: int(0, 1 << 30).default(0).describe('Pretraining context; 0: max_seq_len'),
+    beta_fast: z.number().positive().default(32),
+    beta_slow: z.number().positive().default(1),
+    mscale: z.number().min(0).default(0),
+    mscale_all_dim: z.number().min(0).default(0),
+    attention_factor: z.number().min(0).default(0).describe('cos/sin factor; 0: derived from factor and the mscales'),
+    truncate: z.boolean().default(true),
+  })
+  .strict()
+
+export const RouterConfigSchema = z
+  .object({
+    scoring: z.enum(['softmax', 'sigmoid']).default('softmax').describe('Softmax over the experts, or a sigmoid per expert'),
+    selection: z.enum(['plain', 'group_limited', 'noaux_tc']).default('plain')
+      .describe('Top-k over all experts, or within the topk_group best of n_group groups (best expert / best two)'),
+    n_group: int(1, 64).default(1),
+    topk_group: int(1, 64).default(1),
+  })
+  .strict()
+
 export const ModelConfigSchema = z
   .object({
     arch: z.enum(FAMILY_NAMES).describe(MODEL_FAMILIES.map((f) => `${f.name}: ${f.summary}`).join('; ')),
@@ -45,6 +83,9 @@ export const ModelConfigSchema = z
     clip_qkv: z.number().positive().nullable().optional()
       .describe('Clamp q, k and v to [-clip_qkv, clip_qkv] after the q/k norm (OLMoE); null: off'),
     init_std: z.number().min(0).max(10).default(0.02).describe('Initialisation standard deviation'),
+    latent_attention: LatentAttentionSchema.optional().describe('Multi-head latent attention (DeepSeek-V2/V3)'),
+    rope_scaling: RopeScalingSchema.optional().describe('YaRN rope scaling'),
+    router: RouterConfigSchema.optional().describe("The router's scoring and top-k selection"),
   })
   .strict()
 
@@ -221,8 +262,20 @@ export const RunConfigSchema = z
     const family = modelFamily(m.arch).features
     if (family.attention === 'mha' && kv !== m.n_heads)
       ctx.addIssue({ code: 'custom', path: ['model', 'n_kv_heads'], message: `${m.arch} needs n_kv_heads == n_heads` })
+    if (m.latent_attention) {
+      if (family.position !== 'rope' || family.linear_bias)
+        ctx.addIssue({ code: 'custom', path: ['model', 'latent_attention'], message: `needs a RoPE family without biases, not ${m.arch}` })
+      else if (kv !== m.n_heads)
+        ctx.addIssue({ code: 'custom', path: ['model', 'n_kv_heads'], message: 'latent attention needs n_kv_heads == n_heads' })
+      if (m.latent_attention.qk_rope_head_dim % 2 !== 0)
+        ctx.addIssue({ code: 'custom', path: ['model', 'latent_attention', 'qk_rope_head_dim'], message: 'must be even' })
+    } else if (m.rope_scaling && family.position !== 'rope') {
+      ctx.addIssue({ code: 'custom', path: ['model', 'rope_scaling'], message: `needs RoPE positions; ${m.arch} has learned positions` })
+    }
+    if (m.router && m.router.topk_group > m.router.n_group)
+      ctx.addIssue({ code: 'custom', path: ['model', 'router', 'topk_group'], message: `exceeds n_group (${m.router.n_group})` })
     const hs = headSize(m)
-    if (family.position === 'rope' && Number.isInteger(hs) && hs % 2 !== 0)
+    if (family.position === 'rope' && !m.latent_attention && Number.isInteger(hs) && hs % 2 !== 0)
       ctx.addIssue({ code: 'custom', path: ['model', m.head_dim == null ? 'n_heads' : 'head_dim'], message: `RoPE needs an even head size (${hs})` })
     const dense = m.dense_layers ?? []
     dense.forEach((l, i) => {

@@ -7,12 +7,12 @@ import type { ModelConfig } from './config'
 
 export type NormKind = 'layernorm' | 'rmsnorm'
 export type PositionKind = 'learned' | 'rope'
-export type AttentionKind = 'mha' | 'gqa'
+export type AttentionKind = 'mha' | 'gqa' | 'mla'
 export type FfnActivation = 'gelu' | 'swiglu'
 /** RMSNorm on q and k before rope: over the whole projection (OLMoE) or on each head (Qwen3). */
 export type QkNorm = 'none' | 'projection' | 'head'
-export type RouterScoring = 'softmax'
-export type TopkSelection = 'plain'
+export type RouterScoring = 'softmax' | 'sigmoid'
+export type TopkSelection = 'plain' | 'group_limited' | 'noaux_tc'
 
 /** What a family fixes, and the defaults of the config fields it only suggests (qkv_bias, tie_embeddings). */
 export interface FamilyFeatures {
@@ -89,6 +89,10 @@ export function modelFeatures(m: ModelConfig): ModelFeatures {
     residual_mlp: m.residual_mlp,
     moe_every: m.moe_every,
     clip_qkv: m.clip_qkv ?? null,
+    // Latent attention and the router's scoring and selection are the config's choices within any RoPE family.
+    attention: m.latent_attention ? 'mla' : f.attention,
+    router_scoring: m.router?.scoring ?? f.router_scoring,
+    topk_selection: m.router?.selection ?? f.topk_selection,
   }
 }
 
@@ -114,6 +118,10 @@ export function moeLayerIndexes(m: LayerShape): number[] {
   for (let l = 0; l < m.n_layers; l++) if (isMoeLayer(m, l)) out.push(l)
   return out
 }
+
+/** The attention output's width, the out-projection's input (latent attention: n_heads · v_head_dim). */
+export const attnWidth = (m: Pick<ModelConfig, 'd_model' | 'n_heads' | 'head_dim' | 'latent_attention'>): number =>
+  m.n_heads * (m.latent_attention ? m.latent_attention.v_head_dim : headSize(m))
 
 /** The attention's head size: head_dim when set, else d_model / n_heads. */
 export const headSize = (m: { d_model: number; n_heads: number; head_dim?: number | null }): number =>
@@ -143,6 +151,8 @@ export function effectiveModelConfig(m: ModelConfig): Omit<ModelConfig, 'n_exper
     n_experts: Array.isArray(m.n_experts) ? m.n_experts : new Array<number>(moeLayers).fill(m.n_experts),
     qkv_bias: f.qkv_bias,
     tie_embeddings: f.tie_embeddings,
+    // The engine writes the router section only when it differs from softmax with plain top-k.
+    router: m.router && (m.router.scoring !== 'softmax' || m.router.selection !== 'plain') ? m.router : undefined,
   }
 }
 
@@ -152,6 +162,8 @@ export const HF_MODEL_TYPES = [
   { model_type: 'qwen2_moe', label: 'Qwen2-MoE', family: 'mixtral' },
   { model_type: 'olmoe', label: 'OLMoE', family: 'mixtral' },
   { model_type: 'qwen3_moe', label: 'Qwen3-MoE', family: 'mixtral' },
+  { model_type: 'deepseek_v2', label: 'DeepSeek-V2', family: 'mixtral' },
+  { model_type: 'deepseek_v3', label: 'DeepSeek-V3', family: 'mixtral' },
 ] as const satisfies readonly { model_type: string; label: string; family: FamilyName }[]
 
 export type HfModelType = (typeof HF_MODEL_TYPES)[number]['model_type']

@@ -157,11 +157,9 @@ class FailingBackend : public Backend {
                         int C) override {
     in_.rmsnorm_backward(dx, dw, d, x, w, r, N, C);
   }
-  void rope_forward(float* o, const float* x, int B, int T, int NH, int NKV, int HS, float th) override {
-    in_.rope_forward(o, x, B, T, NH, NKV, HS, th);
-  }
-  void rope_backward(float* dx, const float* d, int B, int T, int NH, int NKV, int HS, float th) override {
-    in_.rope_backward(dx, d, B, T, NH, NKV, HS, th);
+  void rope_forward(float* o, const float* x, int B, int T, const RopeSpec& s) override { in_.rope_forward(o, x, B, T, s); }
+  void rope_backward(float* dx, const float* d, int B, int T, const RopeSpec& s) override {
+    in_.rope_backward(dx, d, B, T, s);
   }
   void qk_norm_forward(float* o, float* r, const float* x, const float* qw, const float* kw, int N, int NH, int NKV,
                        int HS, bool ph, float eps) override {

@@ -98,6 +98,37 @@ ModelConfig qwen3_cfg() {
   return m;
 }
 
+// DeepSeek-V2 (group_limited_greedy, q_lora_rank null) and V3 (sigmoid noaux_tc, q_lora_rank set) shapes with
+// latent attention, YaRN, a dense first layer and shared experts.
+ModelConfig deepseek_cfg(bool v3) {
+  ModelConfig m = mixtral_cfg();
+  m.n_layers = 3;
+  m.n_kv_heads = m.n_heads;
+  m.dense_layers = {0};
+  m.d_ff = 20;
+  m.expert_d_ff = 8;
+  m.shared_expert_d_ff = 16;
+  m.n_experts = {4, 4};
+  m.norm_eps = 1e-6;
+  m.aux_loss_coef = 0;
+  m.latent = {v3 ? 6 : 0, 8, 4, 4, 6, true, v3};
+  m.rope_scaling.type = RopeScalingType::Yarn;
+  m.rope_scaling.factor = 4;
+  m.rope_scaling.original_max_position_embeddings = 4;
+  m.rope_scaling.mscale = 1;
+  m.rope_scaling.mscale_all_dim = 0.5;
+  if (v3) {
+    m.router = {RouterScoring::Sigmoid, TopkSelection::NoAuxTc, 2, 1};
+    m.selection_bias = true;
+    m.routed_scaling = 2.5;
+  } else {
+    m.router = {RouterScoring::Softmax, TopkSelection::GroupLimited, 2, 1};
+    m.renormalize = false;
+    m.routed_scaling = 1.5;
+  }
+  return m;
+}
+
 void check_export_roundtrip(const ModelConfig& mc, const std::string& type, st::DType dtype) {
   const std::string label = type + (dtype == st::DType::BF16 ? " bf16" : " f32");
   auto be = make_backend("cpu", {2});
@@ -299,6 +330,21 @@ TEST(export_import_olmoe) {
   CHECK(back.qk_norm == QkNorm::Projection && back.clip_qkv == 4.5);
 }
 
+TEST(export_import_deepseek) {
+  for (bool v3 : {false, true})
+    for (st::DType dtype : {st::DType::F32, st::DType::BF16})
+      check_export_roundtrip(deepseek_cfg(v3), v3 ? "deepseek_v3" : "deepseek_v2", dtype);
+  // Each DeepSeek layout refuses the other's router.
+  auto be = make_backend("cpu", {2});
+  Model v2(deepseek_cfg(false), *be), v3(deepseek_cfg(true), *be);
+  expect_error([&] { export_hf(tmp_path("export-ds-bad"), v2, "deepseek_v3", st::DType::F32); }, {"model.router"},
+               "v2 as v3");
+  expect_error([&] { export_hf(tmp_path("export-ds-bad"), v3, "deepseek_v2", st::DType::F32); },
+               {"model.selection_bias"}, "v3 as v2");
+  expect_error([&] { export_hf(tmp_path("export-ds-bad"), v2, "mixtral", st::DType::F32); }, {"model.arch"},
+               "latent as mixtral");
+}
+
 TEST(export_import_qwen3_moe) {
   check_export_roundtrip(qwen3_cfg(), "qwen3_moe", st::DType::F32);
   check_export_roundtrip(qwen3_cfg(), "qwen3_moe", st::DType::BF16);
@@ -373,7 +419,8 @@ TEST(export_rejects_what_the_layout_cannot_express) {
   attempt(c, "mixtral", {"model.clip_qkv"});
   // A selection bias goes only to a type whose table row names where it stores it.
   const std::map<std::string, ModelConfig> base = {
-      {"mixtral", mixtral_cfg()}, {"qwen2_moe", qwen2_cfg()}, {"olmoe", olmoe_cfg()}, {"qwen3_moe", qwen3_cfg()}};
+      {"mixtral", mixtral_cfg()}, {"qwen2_moe", qwen2_cfg()}, {"olmoe", olmoe_cfg()}, {"qwen3_moe", qwen3_cfg()},
+      {"deepseek_v2", deepseek_cfg(false)}};
   for (const HfFamily& f : hf_families()) {
     if (f.names.selection_bias) continue;
     const auto it = base.find(f.model_type);

@@ -55,6 +55,10 @@ function asFamily(raw: RawConfig, family: string): RawConfig {
   if (f.attention === 'mha') delete model['n_kv_heads']
   if (f.linear_bias) delete model['qkv_bias']
   if (f.norm !== 'rmsnorm') delete model['qk_norm']
+  if (f.position !== 'rope' || f.linear_bias) {
+    delete model['latent_attention']
+    delete model['rope_scaling']
+  }
   return { ...raw, model }
 }
 

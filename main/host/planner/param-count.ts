@@ -3,7 +3,7 @@
 // expert, which offload may move. The arena pads every tensor to a multiple of 16 floats (64-byte
 // alignment), so byte bookings use the padded sizes while the counts are the tensors' own.
 import type { ModelConfig } from '../../api/config'
-import { gatedFfn, headSize, isMoeLayer, modelFeatures, type ModelFeatures } from '../../api/model-families'
+import { attnWidth as attnWidthOf, gatedFfn, headSize, isMoeLayer, modelFeatures, type ModelFeatures } from '../../api/model-families'
 
 /** Where a tensor counts, as the engine groups them (native/engine/model/describe.cpp). */
 export type ParamGroup =
@@ -47,7 +47,7 @@ export function countParams(m: ModelConfig): ParamCounts {
   const C = m.d_model, V = m.vocab_size
   const kv = m.n_kv_heads ?? m.n_heads
   const qkvRows = (m.n_heads + 2 * kv) * headSize(m)
-  const attnWidth = m.n_heads * headSize(m)
+  const attnWidth = attnWidthOf(m)
   // q/k norm weights (counted with the norms, as the engine does): over the whole q and k projections, or one head's width each
   const qkNorm = f.qk_norm === 'none' ? [] : f.qk_norm === 'head' ? [headSize(m), headSize(m)] : [m.n_heads * headSize(m), kv * headSize(m)]
   const norm = f.linear_bias ? [C, C] : [C]
@@ -66,7 +66,21 @@ export function countParams(m: ModelConfig): ParamCounts {
   const expertsPerLayer: number[] = []
   for (let l = 0; l < m.n_layers; l++) {
     add('norms', ...norm, ...norm)
-    add('attention', qkvRows * C, ...(f.qkv_bias ? [qkvRows] : []), C * attnWidth, ...(f.linear_bias ? [C] : []))
+    if (m.latent_attention) {
+      // Latent attention (native/engine/model/params.cpp, add_latent_attention); its two norms count as norms.
+      const a = m.latent_attention, qRows = m.n_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim)
+      if (a.q_lora_rank === 0) {
+        add('attention', qRows * C)
+      } else {
+        add('attention', a.q_lora_rank * C, qRows * a.q_lora_rank)
+        add('norms', a.q_lora_rank)
+      }
+      add('attention', (a.kv_lora_rank + a.qk_rope_head_dim) * C)
+      add('norms', a.kv_lora_rank)
+      add('attention', m.n_heads * (a.qk_nope_head_dim + a.v_head_dim) * a.kv_lora_rank, C * attnWidth)
+    } else {
+      add('attention', qkvRows * C, ...(f.qkv_bias ? [qkvRows] : []), C * attnWidth, ...(f.linear_bias ? [C] : []))
+    }
     if (qkNorm.length) add('norms', ...qkNorm)
     if (!isMoeLayer(m, l)) {
       add('dense_ffn', ...ffnTensors(f, C, m.d_ff))

@@ -42,8 +42,15 @@ class Backend {
   virtual void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, int N, int C, float eps) = 0;
   virtual void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
                                 const float* rstd, int N, int C) = 0;
-  virtual void rope_forward(float* out, const float* inp, int B, int T, int NH, int NKV, int HS, float theta) = 0;
-  virtual void rope_backward(float* dinp, const float* dout, int B, int T, int NH, int NKV, int HS, float theta) = 0;
+  virtual void rope_forward(float* out, const float* inp, int B, int T, const RopeSpec& spec) = 0;
+  virtual void rope_backward(float* dinp, const float* dout, int B, int T, const RopeSpec& spec) = 0;
+  // Plain rope on the fused qkv rows.
+  void rope_forward(float* out, const float* inp, int B, int T, int NH, int NKV, int HS, float theta) {
+    rope_forward(out, inp, B, T, RopeSpec::qkv(NH, NKV, HS, theta));
+  }
+  void rope_backward(float* dinp, const float* dout, int B, int T, int NH, int NKV, int HS, float theta) {
+    rope_backward(dinp, dout, B, T, RopeSpec::qkv(NH, NKV, HS, theta));
+  }
   // RMSNorm of the q and k parts of packed qkv rows (cpu/qk_norm.h: per_head or over the whole q / k width).
   virtual void qk_norm_forward(float* out, float* rstd, const float* qkv, const float* q_w, const float* k_w, int N,
                                int NH, int NKV, int HS, bool per_head, float eps) = 0;

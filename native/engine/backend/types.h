@@ -34,11 +34,19 @@ struct DispatchPlan {
 
 // How a router turns its logits into the K experts of each token and their combine weights (one per MoE
 // layer; the model derives it from its features). Every backend's router kernel takes the whole spec.
-enum class RouterScoring { Softmax };  // softmax over all E logits
-enum class TopkSelection { Plain };    // the K largest (biased) scores over all experts
+// Softmax: softmax over all E logits. Sigmoid: sigmoid of each logit on its own (DeepSeek-V3).
+enum class RouterScoring { Softmax, Sigmoid };
+// Plain: the K largest choice scores (score + selection bias) over all experts. The grouped ones split the E
+// experts into n_group equal groups, keep the topk_group groups of largest group score and take the K largest
+// choice scores with the other groups' scores set to 0 (as transformers' masked_fill(…, 0.0) does; a
+// negative choice score can lose to a masked 0). GroupLimited: group score = the largest choice score in the
+// group (DeepSeek-V2 group_limited_greedy). NoAuxTc: group score = the sum of the group's two largest choice
+// scores (DeepSeek-V3 noaux_tc).
+enum class TopkSelection { Plain, GroupLimited, NoAuxTc };
 struct RouterSpec {
   RouterScoring scoring = RouterScoring::Softmax;
   TopkSelection selection = TopkSelection::Plain;
+  int n_group = 1, topk_group = 1;  // the grouped selections
   bool renormalize = true;  // the K weights are divided by their sum
   float scale = 1.0f;       // then multiplied by this (DeepSeek's routed_scaling_factor)
   // [E] or null: added to the scores only to choose the experts, never to the weights (aux-loss-free load
@@ -46,8 +54,27 @@ struct RouterSpec {
   const float* selection_bias = nullptr;
 };
 
+// Rotary position embedding over rows of `row` floats: the first `heads` heads of `dim` floats each are rotated,
+// the rest of the row is copied. Pair i of a head (i < dim/2) turns by angle t·inv_freq[i] at position t; its two
+// members are (i, i + dim/2) in the half-split layout (transformers' rotate_half) or (2i, 2i + 1) interleaved
+// (DeepSeek's complex-number form). cos and sin are multiplied by `scale` (YaRN's attention factor).
+enum class RopeLayout { HalfSplit, Interleaved };
+struct RopeSpec {
+  int dim = 0, heads = 0, row = 0;
+  float theta = 10000.0f;            // inv_freq[i] = θ^(-2i/dim), in double, when inv_freq is null
+  const double* inv_freq = nullptr;  // [dim/2] precomputed (YaRN), or null
+  double scale = 1.0;
+  RopeLayout layout = RopeLayout::HalfSplit;
+  // The fused qkv row [(NH + 2·NKV)·HS]: q and k heads rotated, v copied.
+  static RopeSpec qkv(int NH, int NKV, int HS, float theta) {
+    return RopeSpec{HS, NH + NKV, (NH + 2 * NKV) * HS, theta};
+  }
+};
+
 struct RouterLosses {
-  float aux;  // E · Σ_e f_e · P_e, f_e = share of the N·K assignments routed to e, P_e = mean probability of e
+  // E · Σ_e f_e · P_e, f_e = share of the N·K assignments routed to e, P_e = mean score of e (its softmax
+  // probability, or its sigmoid with sigmoid scoring)
+  float aux;
   float z;    // mean over tokens of logsumexp(logits[n])²
 };
 

@@ -161,6 +161,9 @@ ModelConfig parse_model_config(const json::Value& obj) {
     if (!c->is_number() || !(c->number > 0.0)) fail("model.clip_qkv: must be null (off) or a positive number");
     m.clip_qkv = c->number;
   }
+  if (const json::Value* v = r.raw("latent_attention")) m.latent = parse_latent_attention(*v);
+  if (const json::Value* v = r.raw("rope_scaling")) m.rope_scaling = parse_rope_scaling(*v);
+  if (const json::Value* v = r.raw("router")) m.router = parse_router_config(*v);
 
   if (const json::Value* cf = r.raw("capacity_factor"); cf && !cf->is_null()) {
     if (!cf->is_number() || cf->number <= 0.0)
@@ -200,6 +203,7 @@ ModelConfig parse_model_config(const json::Value& obj) {
     if (m.top_k > m.n_experts[i])
       fail("model.top_k: " + std::to_string(m.top_k) + " exceeds the " + std::to_string(m.n_experts[i]) +
            " experts of MoE layer " + std::to_string(i));
+  check_router_groups(m);
   r.reject_unknown();
   return m;
 }
@@ -501,6 +505,10 @@ json::Value model_config_to_json(const ModelConfig& m) {
   o.set("tie_embeddings", Value::of(m.tie_embeddings));
   o.set("qkv_bias", Value::of(m.qkv_bias));
   o.set("init_std", Value::of(m.init_std));
+  if (m.latent.enabled()) o.set("latent_attention", latent_attention_to_json(m.latent));
+  if (m.rope_scaling.type != RopeScalingType::None) o.set("rope_scaling", rope_scaling_to_json(m.rope_scaling));
+  if (m.router.scoring != RouterScoring::Softmax || m.router.selection != TopkSelection::Plain)
+    o.set("router", router_config_to_json(m.router));
   return o;
 }
 

@@ -8,6 +8,7 @@
 #include "core/json.h"
 #include "devices/device_group_config.h"
 #include "model/features.h"  // QkNorm
+#include "model/config_sections.h"
 #include "pipeline/pipeline_config.h"
 #include "placement/placement.h"
 
@@ -43,9 +44,13 @@ struct ModelConfig {
   QkNorm qk_norm = QkNorm::None;
   double clip_qkv = 0;  // model.clip_qkv: q, k, v clamped to [-c, c] (OLMoE); 0: off (JSON null)
   double init_std = 0.02;
+  LatentAttentionConfig latent;    // model.latent_attention (null: off)
+  RopeScalingConfig rope_scaling;  // model.rope_scaling (null: plain RoPE)
+  RouterConfig router;             // model.router (null: softmax, plain top-k)
 
   int head_size() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
-  int attn_width() const { return n_heads * head_size(); }  // the attention output, the out-projection's input
+  // The attention output, the out-projection's input (latent attention: NH·v_head_dim).
+  int attn_width() const { return n_heads * (latent.enabled() ? latent.v_head_dim : head_size()); }
   int qkv_width() const { return (n_heads + 2 * n_kv_heads) * head_size(); }
   // The one rule for which layers are MoE layers: every moe_every-th, except the dense_layers.
   bool is_moe_layer(int l) const;

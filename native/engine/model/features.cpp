@@ -43,7 +43,20 @@ ModelFeatures model_features(const ModelConfig& m) {
   f.shared_expert_gate = m.shared_expert_gate;
   f.residual_mlp = m.residual_mlp;
   f.moe_every = m.moe_every;
+  // Latent attention and the router's scoring and selection are the config's choices within any RoPE family.
+  if (m.latent.enabled()) f.attention = AttentionKind::Latent;
+  f.router_scoring = m.router.scoring;
+  f.topk_selection = m.router.selection;
   return f;
+}
+
+void check_router_groups(const ModelConfig& m) {
+  const TopkSelection sel = m.router.selection;
+  if (sel != TopkSelection::Plain)
+    for (int e : m.n_experts)
+      if (e % m.router.n_group != 0 || (sel == TopkSelection::NoAuxTc && e / m.router.n_group < 2))
+        fail("model.router.n_group: " + std::to_string(m.router.n_group) + " must divide every layer's experts (" +
+             std::to_string(e) + ")" + (sel == TopkSelection::NoAuxTc ? ", at least 2 per group" : ""));
 }
 
 void check_model_features(const ModelConfig& m) {
@@ -52,7 +65,18 @@ void check_model_features(const ModelConfig& m) {
     fail("model.qk_norm: q/k norm is an RMSNorm; " + m.family + " uses LayerNorm (use an RMSNorm family)");
   if (f.attention == AttentionKind::MultiHead && m.n_kv_heads != m.n_heads)
     fail("model.n_kv_heads: " + m.family + " uses full multi-head attention; n_kv_heads must equal n_heads");
-  if (f.position == PositionKind::Rope && m.head_size() % 2 != 0)
+  if (f.attention == AttentionKind::Latent) {
+    if (f.position != PositionKind::Rope || f.linear_bias)
+      fail("model.latent_attention: needs a RoPE family without biases (\"mixtral\"), not " + m.family);
+    if (m.n_kv_heads != m.n_heads)
+      fail("model.n_kv_heads: latent attention gives every head its own key and value; set it to n_heads");
+    if (m.qk_norm != QkNorm::None || m.clip_qkv > 0)
+      fail(std::string(m.qk_norm != QkNorm::None ? "model.qk_norm" : "model.clip_qkv") +
+           ": latent attention has its own latent norms and no packed q/k/v to normalise or clip");
+  } else if (m.rope_scaling.type != RopeScalingType::None && f.position != PositionKind::Rope) {
+    fail("model.rope_scaling: needs RoPE positions; " + m.family + " has learned positions");
+  }
+  if (f.position == PositionKind::Rope && f.attention != AttentionKind::Latent && m.head_size() % 2 != 0)
     fail(std::string(m.head_dim ? "model.head_dim" : "model.n_heads") + ": RoPE needs an even head size, got " + std::to_string(m.head_size()));
   if (f.linear_bias && !m.qkv_bias) fail("model.qkv_bias: " + m.family + " always has biases; remove the field");
   if (f.shared_expert_gate && !f.shared_expert)
@@ -78,6 +102,7 @@ const char* attention_kind_name(AttentionKind k) {
   switch (k) {
     case AttentionKind::MultiHead: return "mha";
     case AttentionKind::GroupedQuery: return "gqa";
+    case AttentionKind::Latent: return "mla";
   }
   return "?";
 }
@@ -99,12 +124,15 @@ const char* ffn_activation_name(FfnActivation a) {
 const char* router_scoring_name(RouterScoring s) {
   switch (s) {
     case RouterScoring::Softmax: return "softmax";
+    case RouterScoring::Sigmoid: return "sigmoid";
   }
   return "?";
 }
 const char* topk_selection_name(TopkSelection s) {
   switch (s) {
     case TopkSelection::Plain: return "plain";
+    case TopkSelection::GroupLimited: return "group_limited";
+    case TopkSelection::NoAuxTc: return "noaux_tc";
   }
   return "?";
 }

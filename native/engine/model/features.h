@@ -18,7 +18,8 @@ struct ModelConfig;
 
 enum class NormKind { LayerNorm, RmsNorm };
 enum class PositionKind { Learned, Rope };         // learned: a wpe table of max_seq_len rows; rope: rotary q/k
-enum class AttentionKind { MultiHead, GroupedQuery };  // multi-head: n_kv_heads == n_heads
+// multi-head: n_kv_heads == n_heads. latent: multi-head latent attention (model.latent_attention, model/mla_block.h)
+enum class AttentionKind { MultiHead, GroupedQuery, Latent };
 enum class FfnActivation { Gelu, Swiglu };         // swiglu: a gated in-projection of 2F rows
 // RMSNorm on q and k before rope: none; over the whole projected width (q over NH·HS, k over NKV·HS, before the
 // head split: OLMoE); or per head over HS with one weight shared by the heads (Qwen3).
@@ -63,6 +64,8 @@ struct ModelFeatures : FamilyFeatures {
 ModelFeatures model_features(const ModelConfig& m);
 // The family's rules on the config (e.g. multi-head attention needs n_kv_heads == n_heads); fails naming the field.
 void check_model_features(const ModelConfig& m);
+// The grouped top-k selections' rule on the experts per layer (n_group divides them); fails naming the field.
+void check_router_groups(const ModelConfig& m);
 
 json::Value features_to_json(const ModelFeatures& f);
 const char* norm_kind_name(NormKind k);

@@ -10,7 +10,7 @@
 namespace moe {
 
 Model::Model(const ModelConfig& cfg, Backend& be, ComputeDtype dtype)
-    : cfg_(cfg), features_(model_features(cfg_)), attention_(cfg_, features_), be_(be), dtype_(dtype), layout_(cfg_) {
+    : cfg_(cfg), features_(model_features(cfg_)), attention_(cfg_, features_), mla_(cfg_, features_), be_(be), dtype_(dtype), layout_(cfg_) {
   reserve_floats(be_, params_, layout_.total());
   reserve_floats(be_, grads_, layout_.total());
   p_ = layout_.bind(params_.f());
@@ -59,9 +59,14 @@ void Model::bind_bf16_weights() {
     f.w_out_bf16 = mirror(f.w_out);
   };
   p_.lm_head_bf16 = mirror(p_.lm_head);
+  auto mirror_if = [&](const float* w) -> const uint16_t* { return w ? mirror(w) : nullptr; };
   for (LayerParams& l : p_.layers) {
-    l.qkv_w_bf16 = mirror(l.qkv_w);
+    l.qkv_w_bf16 = mirror_if(l.qkv_w);
     l.out_w_bf16 = mirror(l.out_w);
+    for (auto [w, w16] : {std::pair{l.mla.q_w, &l.mla.q_w_bf16}, std::pair{l.mla.q_a_w, &l.mla.q_a_w_bf16},
+                          std::pair{l.mla.q_b_w, &l.mla.q_b_w_bf16}, std::pair{l.mla.kv_a_w, &l.mla.kv_a_w_bf16},
+                          std::pair{l.mla.kv_b_w, &l.mla.kv_b_w_bf16}})
+      *w16 = mirror_if(w);
     mirror_ffn(l.mlp);
     mirror_ffn(l.shared);
     mirror_ffn(l.residual);
@@ -125,7 +130,8 @@ void Model::reserve_activations(int B, int T) {
     LayerActs& a = acts_[l];
     for (DeviceBuffer* b : {&a.ln1, &a.x_mid, &a.ln2, &a.ffn_out}) reserve_floats(be_, *b, N * C);
     for (DeviceBuffer* b : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) reserve_floats(be_, *b, N);
-    attention_.reserve(be_, a.attn, attn_scratch_, B, T);
+    if (latent()) mla_.reserve(be_, a.mla, mla_scratch_, B, T);
+    else attention_.reserve(be_, a.attn, attn_scratch_, B, T);
     if (!cfg_.is_moe_layer(l)) {
       FfnShape fs{cfg_.d_model, cfg_.d_ff, features_.activation};
       reserve_floats(be_, a.h, N * fs.in_rows());
@@ -152,13 +158,13 @@ size_t Model::activation_bytes() const {
                                 &dtmp_, &dtmp2_, &dlogits_, &scratch_.a, &scratch_.b, &scratch_.c, &scratch_.d,
                                 &scratch_.e})
     total += b->bytes();
-  total += attn_scratch_.bytes();
+  total += attn_scratch_.bytes() + mla_scratch_.bytes();
   for (const DeviceBuffer& r : resid_) total += r.bytes();
   for (const LayerActs& a : acts_) {
     for (const DeviceBuffer* b : {&a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.x_mid, &a.ln2, &a.ln2_mean, &a.ln2_rstd,
                                   &a.ffn_out, &a.h, &a.act})
       total += b->bytes();
-    total += a.attn.bytes();
+    total += a.attn.bytes() + a.mla.bytes();
   }
   for (const auto& layer : moe_layers_) total += layer->buffer_bytes();
   return total;
@@ -224,7 +230,8 @@ double Model::layer_forward(int l, int B, int T) {
   LayerActs& a = acts_[l];
   const float* x = resid_[l].f();
   norm_forward(a.ln1.f(), a.ln1_mean.f(), a.ln1_rstd.f(), x, p.norm1_w, p.norm1_b, N);
-  attention_.forward(be_, p, a.attn, a.x_mid.f(), a.ln1.f(), B, T);
+  if (latent()) mla_.forward(be_, p, a.mla, a.x_mid.f(), a.ln1.f(), B, T);
+  else attention_.forward(be_, p, a.attn, a.x_mid.f(), a.ln1.f(), B, T);
   be_.accumulate(a.x_mid.f(), x, (int64_t)N * C);
   norm_forward(a.ln2.f(), a.ln2_mean.f(), a.ln2_rstd.f(), a.x_mid.f(), p.norm2_w, p.norm2_b, N);
 
@@ -290,7 +297,8 @@ void Model::layer_backward(int l, int B, int T, float loss_scale) {
 
   // Attention sublayer: x_mid = x + attention(norm1(x)).
   dtmp2_.zero();
-  attention_.backward(be_, p, g, a.attn, attn_scratch_, dtmp_.f(), dtmp2_.f(), dres, a.ln1.f(), B, T);
+  if (latent()) mla_.backward(be_, p, g, a.mla, mla_scratch_, dtmp_.f(), dtmp2_.f(), dres, a.ln1.f(), B, T);
+  else attention_.backward(be_, p, g, a.attn, attn_scratch_, dtmp_.f(), dtmp2_.f(), dres, a.ln1.f(), B, T);
   norm_backward(dres, g.norm1_w, g.norm1_b, dtmp2_.f(), resid_[l].f(), p.norm1_w, a.ln1_mean.f(), a.ln1_rstd.f(), N);
 }
 

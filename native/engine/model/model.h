@@ -11,6 +11,7 @@
 #include "model/buffer.h"
 #include "model/config.h"
 #include "model/features.h"
+#include "model/mla_block.h"
 #include "model/params.h"
 #include "moe/moe_layer.h"
 #include "offload/expert_access.h"
@@ -89,8 +90,10 @@ class Model {
   struct LayerActs {
     DeviceBuffer ln1, ln1_mean, ln1_rstd, x_mid, ln2, ln2_mean, ln2_rstd, ffn_out, h, act;
     AttentionActs attn;
+    MlaActs mla;  // latent attention's, instead of attn's
   };
 
+  bool latent() const { return features_.attention == AttentionKind::Latent; }
   void bind_bf16_weights();
   void refresh_bf16_weights();
   void norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b, int N);
@@ -103,6 +106,7 @@ class Model {
   ModelConfig cfg_;
   ModelFeatures features_;  // every kernel choice below reads these, never the family name
   AttentionBlock attention_;
+  MlaBlock mla_;  // runs instead of attention_ when features_.attention is Latent
   Backend& be_;
   ComputeDtype dtype_;
   ParamLayout layout_;
@@ -130,6 +134,7 @@ class Model {
   DeviceBuffer lnf_, lnf_mean_, lnf_rstd_, logits_, losses_;
   DeviceBuffer dresid_, dtmp_, dtmp2_, dlogits_;
   AttentionScratch attn_scratch_;
+  MlaScratch mla_scratch_;
   BackwardScratch scratch_;
   int64_t n_targets_ = 0;
   bool has_targets_ = false;

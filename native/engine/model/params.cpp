@@ -18,8 +18,12 @@ ParamLayout::ParamLayout(const ModelConfig& cfg) : cfg_(cfg), features_(model_fe
     std::string p = "layers." + std::to_string(l) + ".";
     add(p + "norm1.weight", {C}, 0, true);
     if (bias) add(p + "norm1.bias", {C}, 0);
-    add(p + "attn.qkv.weight", {cfg.qkv_width(), C}, std);
-    if (features_.qkv_bias) add(p + "attn.qkv.bias", {cfg.qkv_width()}, 0);
+    if (features_.attention == AttentionKind::Latent) {
+      add_latent_attention(p);
+    } else {
+      add(p + "attn.qkv.weight", {cfg.qkv_width(), C}, std);
+      if (features_.qkv_bias) add(p + "attn.qkv.bias", {cfg.qkv_width()}, 0);
+    }
     if (features_.qk_norm != QkNorm::None) {
       const bool head = features_.qk_norm == QkNorm::Head;
       const int64_t HS = cfg.head_size();
@@ -67,6 +71,22 @@ void ParamLayout::add(const std::string& name, std::vector<int64_t> shape, float
   total_ += (t.numel + 15) / 16 * 16;
   index_[name] = tensors_.size();
   tensors_.push_back(std::move(t));
+}
+
+void ParamLayout::add_latent_attention(const std::string& p) {
+  const LatentAttentionConfig& a = cfg_.latent;
+  const int64_t C = cfg_.d_model, NH = cfg_.n_heads, q_rows = NH * a.qk_head_dim();
+  const float std = static_cast<float>(cfg_.init_std);
+  if (a.q_lora_rank == 0) {
+    add(p + "attn.q.weight", {q_rows, C}, std);
+  } else {
+    add(p + "attn.q_a.weight", {a.q_lora_rank, C}, std);
+    add(p + "attn.q_a_norm.weight", {a.q_lora_rank}, 0, true);
+    add(p + "attn.q_b.weight", {q_rows, a.q_lora_rank}, std);
+  }
+  add(p + "attn.kv_a.weight", {a.kv_lora_rank + a.qk_rope_head_dim, C}, std);
+  add(p + "attn.kv_a_norm.weight", {a.kv_lora_rank}, 0, true);
+  add(p + "attn.kv_b.weight", {NH * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank}, std);
 }
 
 void ParamLayout::add_ffn(const std::string& prefix, int F, float out_std) {
@@ -121,6 +141,13 @@ ModelParams ParamLayout::bind(float* arena) const {
     lp.q_norm_w = ptr(p + "attn.q_norm.weight");
     lp.k_norm_w = ptr(p + "attn.k_norm.weight");
     lp.out_w = ptr(p + "attn.out.weight");
+    lp.mla.q_w = ptr(p + "attn.q.weight");
+    lp.mla.q_a_w = ptr(p + "attn.q_a.weight");
+    lp.mla.q_a_norm_w = ptr(p + "attn.q_a_norm.weight");
+    lp.mla.q_b_w = ptr(p + "attn.q_b.weight");
+    lp.mla.kv_a_w = ptr(p + "attn.kv_a.weight");
+    lp.mla.kv_a_norm_w = ptr(p + "attn.kv_a_norm.weight");
+    lp.mla.kv_b_w = ptr(p + "attn.kv_b.weight");
     lp.out_b = ptr(p + "attn.out.bias");
     lp.norm2_w = ptr(p + "norm2.weight");
     lp.norm2_b = ptr(p + "norm2.bias");

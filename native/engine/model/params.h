@@ -35,11 +35,20 @@ struct FfnParams {
   const uint16_t *w_in_bf16 = nullptr, *w_out_bf16 = nullptr;
 };
 
+// Latent attention's projections (model/mla_block.h); q_w when q_lora_rank is 0, else q_a_w, q_a_norm_w, q_b_w.
+struct MlaParams {
+  float *q_w = nullptr, *q_a_w = nullptr, *q_a_norm_w = nullptr, *q_b_w = nullptr;
+  float *kv_a_w = nullptr, *kv_a_norm_w = nullptr, *kv_b_w = nullptr;
+  const uint16_t *q_w_bf16 = nullptr, *q_a_w_bf16 = nullptr, *q_b_w_bf16 = nullptr, *kv_a_w_bf16 = nullptr,
+                 *kv_b_w_bf16 = nullptr;
+};
+
 struct LayerParams {
   float *norm1_w = nullptr, *norm1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *out_w = nullptr, *out_b = nullptr;
   const uint16_t *qkv_w_bf16 = nullptr, *out_w_bf16 = nullptr;
   float *q_norm_w = nullptr, *k_norm_w = nullptr;  // with a q/k norm
   float *norm2_w = nullptr, *norm2_b = nullptr;
+  MlaParams mla;                   // latent attention (qkv_w is then null)
   FfnParams mlp;                   // dense layers
   float* router_w = nullptr;       // MoE layers
   float* router_selection_bias = nullptr;  // [E], when model.selection_bias; never has a gradient
@@ -69,6 +78,7 @@ class ParamLayout {
  private:
   void add(const std::string& name, std::vector<int64_t> shape, float init_std, bool init_one = false);
   void add_ffn(const std::string& prefix, int F, float out_std);
+  void add_latent_attention(const std::string& prefix);
 
   const ModelConfig& cfg_;
   ModelFeatures features_;

@@ -19,6 +19,8 @@ MoeShape MoeShape::from_config(const ModelConfig& cfg, int layer) {
   s.residual = {cfg.d_model, f.residual_mlp ? cfg.d_ff : 0, act};
   s.router.scoring = f.router_scoring;
   s.router.selection = f.topk_selection;
+  s.router.n_group = cfg.router.n_group;
+  s.router.topk_group = cfg.router.topk_group;
   s.router.renormalize = cfg.renormalize;
   s.router.scale = static_cast<float>(cfg.routed_scaling);
   s.shared_gate = f.shared_expert_gate;

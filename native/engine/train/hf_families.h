@@ -10,7 +10,7 @@
 
 namespace moe {
 
-enum class HfType { Mixtral, Qwen2Moe, Olmoe, Qwen3Moe };
+enum class HfType { Mixtral, Qwen2Moe, Olmoe, Qwen3Moe, DeepseekV2, DeepseekV3 };
 
 // What a model-type-specific config.json key carries.
 enum class HfField {
@@ -74,6 +74,9 @@ struct HfFamily {
   const char* unsupported_why = nullptr;
   // The attention's q/k RMSNorm (self_attn.q_norm / k_norm): none, over the whole projection, or per head.
   QkNorm qk_norm = QkNorm::None;
+  // Multi-head latent attention, dense-first layers, ungated shared experts and the DeepSeek routers: the
+  // config keys and attention tensors are mapped by train/hf_latent.cpp.
+  bool latent = false;
 };
 
 const std::vector<HfFamily>& hf_families();

@@ -9,6 +9,7 @@
 #include "core/fsutil.h"
 #include "core/half.h"
 #include "model/features.h"
+#include "train/hf_latent.h"
 
 namespace moe {
 namespace {
@@ -68,12 +69,13 @@ void reject_unsupported(const HfFields& f, const HfFamily& row, const ModelConfi
       if (k.field == field) return true;
     return false;
   };
+  const bool latent = row.latent;
   const std::string fix = "; the engine cannot reproduce this model, so it cannot be imported";
   if (const json::Value* v = f.get("hidden_act"); v && !(v->is_string() && v->string == "silu"))
     fail(f.where("hidden_act") + " is " + json::dump(*v) + "; only \"silu\" (SwiGLU) is supported" + fix);
-  if (f.get("rope_scaling"))
+  if (f.get("rope_scaling") && !latent)
     fail(f.where("rope_scaling") + " is set; RoPE scaling is not supported, only plain RoPE with rope_theta" + fix);
-  if (const json::Value* v = f.get("rope_parameters")) {
+  if (const json::Value* v = f.get("rope_parameters"); v && !latent) {
     const json::Value* rt = v->is_object() ? v->find("rope_type") : nullptr;
     if (!v->is_object() || (rt && !(rt->is_string() && rt->string == "default")))
       fail(f.where("rope_parameters") + " is " + json::dump(*v) +
@@ -83,7 +85,8 @@ void reject_unsupported(const HfFields& f, const HfFamily& row, const ModelConfi
   if (const json::Value* v = f.get("sliding_window"); sliding && v && (!v->is_number() || v->number < max_pos))
     fail(f.where("sliding_window") + " is " + json::dump(*v) + ", smaller than max_position_embeddings " +
          std::to_string(max_pos) + "; sliding-window attention is not supported" + fix);
-  if (const json::Value* v = f.get("head_dim"); !has_key(HfField::HeadDim) && v && !(v->is_number() && v->number == m.d_model / m.n_heads))
+  if (const json::Value* v = f.get("head_dim"); !has_key(HfField::HeadDim) && !latent && v &&
+                                                !(v->is_number() && v->number == m.d_model / m.n_heads))
     fail(f.where("head_dim") + " is " + json::dump(*v) + " but hidden_size / num_attention_heads is " +
          std::to_string(m.d_model / m.n_heads) + "; a separate head size is not supported" + fix);
   if (f.boolean("attention_bias", false))
@@ -213,6 +216,7 @@ ModelConfig hf_to_model_config(const json::Value& hf, const std::string& source)
     }
   }
   m.n_experts.assign(m.n_moe_layers(), experts);
+  if (row.latent) latent_hf_to_model_config(hf, source, type, experts, m);
   reject_unsupported(f, row, m, m.max_seq_len);
 
   // Our own validation (divisibility, ranges, top_k <= experts) on the converted config.
@@ -234,9 +238,11 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
   const HfFamily& hf = hf_family(type);
   const ModelFeatures have = model_features(m);
   const FamilyFeatures& need = find_model_family(hf.family).features;
-  if (have.norm != need.norm || have.position != need.position ||
-      have.activation != need.activation || have.router_scoring != need.router_scoring ||
-      have.topk_selection != need.topk_selection || have.linear_bias != need.linear_bias)
+  // Latent rows check the attention and the router themselves (hf_latent.cpp).
+  const bool routing_differs = !hf.latent && (have.router_scoring != need.router_scoring ||
+                                              have.topk_selection != need.topk_selection);
+  if (have.norm != need.norm || have.position != need.position || have.activation != need.activation ||
+      routing_differs || have.linear_bias != need.linear_bias || (!hf.latent && have.attention == AttentionKind::Latent))
     bad("arch", "\"" + m.family + "\" (" + norm_kind_name(have.norm) + ", " + position_kind_name(have.position) +
                     " positions, " + ffn_activation_name(have.activation) +
                     (have.linear_bias ? ", biases" : "") + ") has no counterpart; it needs the features of arch \"" +
@@ -245,6 +251,7 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
   if (have.qk_norm != hf.qk_norm)
     bad("qk_norm", std::string("is \"") + qk_norm_name(have.qk_norm) + "\"; " + hf.label + " attention has q/k norm \"" +
                        qk_norm_name(hf.qk_norm) + "\"");
+  if (!hf.latent && m.rope_scaling.type != RopeScalingType::None) bad("rope_scaling", "is set (YaRN)");
   for (int e : m.n_experts)
     if (e != m.n_experts.front()) bad("n_experts", "varies per layer; the layout has one expert count for all layers");
   auto has_key = [&](HfField field) {
@@ -254,11 +261,11 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
   };
   if (!has_key(HfField::MoeEvery) && m.moe_every != 1)
     bad("moe_every", "is " + std::to_string(m.moe_every) + "; every layer must be an MoE layer");
-  if (!has_key(HfField::DenseLayers) && !m.dense_layers.empty()) bad("dense_layers", "lists layers; every layer must be an MoE layer");
+  if (!has_key(HfField::DenseLayers) && !hf.latent && !m.dense_layers.empty()) bad("dense_layers", "lists layers; every layer must be an MoE layer");
   if (!has_key(HfField::HeadDim) && m.head_dim > 0 && m.head_dim * m.n_heads != m.d_model)
     bad("head_dim", "is " + std::to_string(m.head_dim) + "; the head size must be d_model / n_heads");
   if (!has_key(HfField::ClipQkv) && m.clip_qkv > 0) bad("clip_qkv", "is set; q/k/v are never clipped");
-  if (!hf.shared_expert && m.shared_expert_d_ff != 0) bad("shared_expert_d_ff", "is not 0; there is no shared expert");
+  if (!hf.shared_expert && !hf.latent && m.shared_expert_d_ff != 0) bad("shared_expert_d_ff", "is not 0; there is no shared expert");
   if (m.selection_bias && !hf.names.selection_bias)
     bad("selection_bias", "is true; the router has no per-expert selection bias (e_score_correction_bias)");
   if (hf.qkv_bias != m.qkv_bias)
@@ -268,7 +275,7 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
     bad("shared_expert_d_ff", std::string("is 0; ") + hf.label + " always has a shared expert");
   if (hf.shared_expert && !m.shared_expert_gate)
     bad("shared_expert_gate", std::string("is false; ") + hf.label + " always gates its shared expert");
-  if (!has_key(HfField::Renormalize) && !m.renormalize)
+  if (!has_key(HfField::Renormalize) && !hf.latent && !m.renormalize)
     bad("renormalize", std::string("is false; ") + hf.label + " always renormalises top-k");
   if (dtype != st::DType::F32 && dtype != st::DType::BF16 && dtype != st::DType::F16)
     fail(std::string("Hugging Face export: dtype ") + st::dtype_name(dtype) + " is not supported; use F32, BF16 or F16");
@@ -318,6 +325,7 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
       case HfField::Only: o.set(k.key, json::parse(k.json, k.key)); break;
     }
   }
+  if (hf.latent) latent_model_to_hf_config(m, type, o);
   o.set("torch_dtype", Value::of(dtype == st::DType::BF16 ? "bfloat16" : dtype == st::DType::F16 ? "float16" : "float32"));
   return o;
 }
@@ -364,7 +372,8 @@ std::vector<TensorSource> hf_tensor_sources(const ModelConfig& m, const ParamLay
     const std::string o = "layers." + std::to_string(l) + ".", h = "model.layers." + std::to_string(l) + ".";
     const std::string a = h + n.attn;
     whole(o + "norm1.weight", h + n.input_norm);
-    rows(o + "attn.qkv.weight", {{a + "q_proj.weight", q}, {a + "k_proj.weight", kv}, {a + "v_proj.weight", kv}});
+    if (hf_family(type).latent) latent_attention_sources(layout, m, l, a, out);
+    else rows(o + "attn.qkv.weight", {{a + "q_proj.weight", q}, {a + "k_proj.weight", kv}, {a + "v_proj.weight", kv}});
     if (m.qkv_bias)
       rows(o + "attn.qkv.bias", {{a + "q_proj.bias", q}, {a + "k_proj.bias", kv}, {a + "v_proj.bias", kv}});
     if (m.qk_norm != QkNorm::None) {

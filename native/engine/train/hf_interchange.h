@@ -1,7 +1,8 @@
-// Hugging Face interchange: config.json and tensors of the model types in train/hf_families.h ("mixtral",
-// "qwen2_moe", "olmoe"), both ways, read and written through that table. Import is load_weights (train/checkpoint.h) on an HF
-// directory; export_hf writes one. Anything that would change the math and has no counterpart here
-// (sliding window, rope scaling, another activation, QK-norm, ...) is an error naming the field or tensor.
+// Hugging Face interchange: config.json and tensors of the model types in train/hf_families.h, both ways, read and
+// written through that table (the DeepSeek rows' latent attention and routers through train/hf_latent.h). Import
+// is load_weights (train/checkpoint.h) on an HF directory; export_hf writes one. Anything that would change the
+// math and has no counterpart here (sliding window, another rope scaling, another activation, ...) is an error
+// naming the field or tensor.
 #pragma once
 #include <string>
 #include <vector>
@@ -15,7 +16,7 @@
 
 namespace moe {
 
-// "mixtral" | "qwen2_moe" | "olmoe"; anything else fails listing these.
+// A row of hf_families() by its model_type; anything else fails listing them.
 HfType parse_hf_model_type(const std::string& model_type);
 const char* hf_model_type_name(HfType t);
 

@@ -91,13 +91,15 @@ class CpuBackend final : public Backend {
     const cpu::IsaScope isa(isa_);
     cpu::rmsnorm_backward(tp_, dinp, dw, dout, inp, w, rstd, N, C);
   }
-  void rope_forward(float* out, const float* inp, int B, int T, int NH, int NKV, int HS, float theta) override {
+  using Backend::rope_forward;
+  using Backend::rope_backward;
+  void rope_forward(float* out, const float* inp, int B, int T, const RopeSpec& spec) override {
     const cpu::IsaScope isa(isa_);
-    cpu::rope_forward(tp_, out, inp, B, T, NH, NKV, HS, theta);
+    cpu::rope_forward(tp_, out, inp, B, T, spec);
   }
-  void rope_backward(float* dinp, const float* dout, int B, int T, int NH, int NKV, int HS, float theta) override {
+  void rope_backward(float* dinp, const float* dout, int B, int T, const RopeSpec& spec) override {
     const cpu::IsaScope isa(isa_);
-    cpu::rope_backward(tp_, dinp, dout, B, T, NH, NKV, HS, theta);
+    cpu::rope_backward(tp_, dinp, dout, B, T, spec);
   }
   void qk_norm_forward(float* out, float* rstd, const float* qkv, const float* q_w, const float* k_w, int N, int NH,
                        int NKV, int HS, bool per_head, float eps) override {

@@ -1,13 +1,14 @@
-// Rotary position embedding on a fused qkv row [(NH + 2·NKV)·HS]: q heads, then k heads, then v heads.
-// Head vectors of the token at position t are rotated pairwise (i, i + HS/2) by angle t·θ^(-2i/HS)
-// (the Hugging Face "rotate_half" convention); v is copied unchanged.
+// Rotary position embedding over rows (RopeSpec, backend/types.h): the first spec.heads heads of each row are
+// rotated pairwise by angle t·inv_freq[i] at position t, in the half-split (transformers' rotate_half) or the
+// interleaved (DeepSeek) pair layout, with cos and sin times spec.scale; the rest of the row is copied.
 #pragma once
+#include "backend/types.h"
 #include "core/threadpool.h"
 
 namespace moe::cpu {
 
-void rope_forward(ThreadPool& tp, float* out, const float* inp, int B, int T, int NH, int NKV, int HS, float theta);
-// dinp += Rᵀ·dout on q and k, dinp += dout on v.
-void rope_backward(ThreadPool& tp, float* dinp, const float* dout, int B, int T, int NH, int NKV, int HS, float theta);
+void rope_forward(ThreadPool& tp, float* out, const float* inp, int B, int T, const RopeSpec& spec);
+// dinp += Rᵀ·dout on the rotated heads, dinp += dout on the rest.
+void rope_backward(ThreadPool& tp, float* dinp, const float* dout, int B, int T, const RopeSpec& spec);
 
 }  // namespace moe::cpu

@@ -1,5 +1,5 @@
-// Router: per-token softmax + top-k, with the Switch load-balancing loss and the ST-MoE z-loss.
-// Loss reductions run over fixed 64-token blocks whose partial sums are combined in block order,
+// Router: per-token softmax or sigmoid scores, plain or grouped top-k, with the Switch load-balancing loss
+// and the ST-MoE z-loss. Loss reductions run over fixed 64-token blocks whose partial sums are combined in block order,
 // so the losses are bit-identical whatever the thread count.
 #include "backend/cpu/router.h"
 
@@ -60,13 +60,96 @@ float logsumexp_row(const float* l, int E) {
   return mx + std::log(sum);
 }
 
+float sigmoid_row(float* p, const float* l, int E) {
+  for (int e = 0; e < E; ++e) p[e] = 1.0f / (1.0f + std::exp(-l[e]));
+  return logsumexp_row(l, E);
+}
+
+// The grouped selections: choice [E] is overwritten with the masked scores (0 outside the kept groups), then
+// the K largest are taken. group [n_group] is scratch.
+void grouped_topk_row(int32_t* idx, float* w, float* choice, float* group, int32_t* gidx, int E, int K,
+                      const RouterSpec& spec) {
+  const int G = spec.n_group, per = E / G;
+  for (int g = 0; g < G; ++g) {
+    const float* c = choice + g * per;
+    if (spec.selection == TopkSelection::GroupLimited) {
+      float mx = c[0];
+      for (int i = 1; i < per; ++i) mx = std::max(mx, c[i]);
+      group[g] = mx;
+    } else {
+      float top2[2];
+      int32_t unused[2];
+      topk_row(unused, top2, c, per, 2);
+      group[g] = top2[0] + top2[1];
+    }
+  }
+  float gw[64];
+  topk_row(gidx, gw, group, G, spec.topk_group);
+  for (int g = 0; g < G; ++g) {
+    bool kept = false;
+    for (int j = 0; j < spec.topk_group; ++j) kept |= gidx[j] == g;
+    if (!kept)
+      for (int i = 0; i < per; ++i) choice[g * per + i] = 0.0f;
+  }
+  topk_row(idx, w, choice, E, K);
+}
+
+// Sigmoid scores are independent per expert: ds_e/dl_e = s_e·(1 - s_e). The weights are the chosen scores u_k
+// (times scale), or scale·u_k/S with S = Σ u: ∂/∂u_j = (scale·g_j - Σ_k g_k·w_k) / S. The z-loss is on the
+// logits themselves (its softmax gradient), as with softmax scoring.
+void sigmoid_router_backward(ThreadPool& tp, float* dlogits, const float* dtopk_w, const float* probs,
+                             const int32_t* topk_idx, const float* topk_w, const float* logits, int N, int E, int K,
+                             const RouterSpec& spec, const float* f, float aux_coef, float z_coef) {
+  tp.parallel_for(
+      N,
+      [&](int64_t n0, int64_t n1, int) {
+        thread_local std::vector<float> soft;
+        soft.resize(E);
+        for (int64_t n = n0; n < n1; ++n) {
+          const float* p = probs + n * E;
+          const int32_t* idx = topk_idx + n * K;
+          const float* w = topk_w + n * K;
+          float* dl = dlogits + n * E;
+          if (aux_coef != 0.0f)
+            for (int e = 0; e < E; ++e) dl[e] += aux_coef * f[e] * p[e] * (1.0f - p[e]);
+          if (z_coef != 0.0f) {
+            const float lse = softmax_row(soft.data(), logits + n * E, E);
+            for (int e = 0; e < E; ++e) dl[e] += z_coef * lse * soft[e];
+          }
+          if (!dtopk_w) continue;
+          const float* g = dtopk_w + n * K;
+          if (spec.renormalize) {
+            double sum = 0.0, gw = 0.0;
+            for (int k = 0; k < K; ++k) sum += p[idx[k]], gw += (double)g[k] * w[k];
+            for (int k = 0; k < K; ++k) {
+              const float u = p[idx[k]];
+              dl[idx[k]] += (float)(((double)spec.scale * g[k] - gw) / sum) * u * (1.0f - u);
+            }
+          } else {
+            for (int k = 0; k < K; ++k) {
+              const float u = p[idx[k]];
+              dl[idx[k]] += spec.scale * g[k] * u * (1.0f - u);
+            }
+          }
+        }
+      },
+      16);
+}
+
 }  // namespace
 
 RouterLosses router_forward(ThreadPool& tp, float* probs, int32_t* topk_idx, float* topk_w, const float* logits, int N,
                             int E, int K, const RouterSpec& spec, const int32_t* forced_topk) {
   check_shapes(N, E, K);
-  check(spec.scoring == RouterScoring::Softmax && spec.selection == TopkSelection::Plain,
-        "router: this backend's router has softmax scoring with plain top-k only");
+  const bool grouped = spec.selection != TopkSelection::Plain;
+  if (grouped)
+    check(spec.n_group > 0 && spec.n_group <= 64 && E % spec.n_group == 0 && spec.topk_group > 0 &&
+              spec.topk_group <= spec.n_group &&
+              (spec.selection != TopkSelection::NoAuxTc || E / spec.n_group >= 2),
+          "router: grouped top-k needs n_group (at most 64) dividing E, 0 < topk_group <= n_group and, for noaux_tc, "
+          "2 experts per group; got E=" + std::to_string(E) + " n_group=" + std::to_string(spec.n_group) +
+              " topk_group=" + std::to_string(spec.topk_group));
+  const bool sigmoid = spec.scoring == RouterScoring::Sigmoid;
   const float* bias = spec.selection_bias;
   if (N == 0) return {0.0f, 0.0f};
   const int blocks = (N + kBlock - 1) / kBlock;
@@ -86,12 +169,21 @@ RouterLosses router_forward(ThreadPool& tp, float* probs, int32_t* topk_idx, flo
         float* p = probs + n * E;
         int32_t* idx = topk_idx + n * K;
         float* w = topk_w + n * K;
-        float lse = softmax_row(p, logits + n * E, E);
+        float lse = sigmoid ? sigmoid_row(p, logits + n * E, E) : softmax_row(p, logits + n * E, E);
         if (forced_topk) {
           for (int k = 0; k < K; ++k) {
             idx[k] = forced_topk[n * K + k];
             w[k] = p[idx[k]];
           }
+        } else if (grouped) {
+          thread_local std::vector<float> choice, group;
+          thread_local std::vector<int32_t> gidx;
+          choice.resize(E);
+          group.resize(spec.n_group);
+          gidx.resize(spec.topk_group);
+          for (int e = 0; e < E; ++e) choice[e] = bias ? p[e] + bias[e] : p[e];
+          grouped_topk_row(idx, w, choice.data(), group.data(), gidx.data(), E, K, spec);
+          for (int k = 0; k < K; ++k) w[k] = p[idx[k]];
         } else if (bias) {
           thread_local std::vector<float> biased;
           biased.resize(E);
@@ -143,6 +235,11 @@ void router_backward(ThreadPool& tp, float* dlogits, const float* dtopk_w, const
   const float aux_coef = aux_scale * (float)E / (float)N;
   const float z_coef = z_scale * 2.0f / (float)N;
 
+  if (spec.scoring == RouterScoring::Sigmoid) {
+    sigmoid_router_backward(tp, dlogits, dtopk_w, probs, topk_idx, topk_w, logits, N, E, K, spec, f,
+                            aux_scale != 0.0f ? aux_coef : 0.0f, z_scale != 0.0f ? z_coef : 0.0f);
+    return;
+  }
   tp.parallel_for(
       N,
       [&](int64_t n0, int64_t n1, int) {

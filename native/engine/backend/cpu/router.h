@@ -1,4 +1,5 @@
-// MoE router: softmax over expert logits, top-k selection, Switch aux loss and router z-loss.
+// MoE router: softmax or sigmoid scores of the expert logits, plain or grouped top-k selection (RouterSpec,
+// backend/types.h), Switch aux loss and router z-loss.
 #pragma once
 #include <cstdint>
 
@@ -7,8 +8,9 @@
 
 namespace moe::cpu {
 
-// probs[N,E] = softmax(logits); topk_idx[N,K] the K experts of largest probs + spec.selection_bias in descending
-// order (ties: lower index first); topk_w[N,K] their probabilities (never biased), renormalised to sum 1 when
+// probs[N,E] = softmax(logits), or sigmoid(logits) with sigmoid scoring; topk_idx[N,K] the K experts of largest
+// probs + spec.selection_bias (plain; grouped selections as RouterSpec says) in descending order (ties: lower
+// index first); topk_w[N,K] their probabilities (never biased), renormalised to sum 1 when
 // spec.renormalize, then times spec.scale.
 // With forced_topk[N,K] (distinct experts per token) those experts are taken instead of the top-k, with their
 // probabilities as weights, and the aux loss counts them: a skewed-routing experiment whose every other part
