@@ -40,6 +40,8 @@ struct FamilyFeatures {
   // Biases without norm biases (linear_bias has all of them): on the attention out-projection, on the FFN
   // projections, on the router's logits; and a learned sink logit per head in the attention softmax (gpt-oss).
   bool out_bias = false, ffn_bias = false, router_bias = false, attention_sinks = false;
+  bool has_out_bias() const { return linear_bias || out_bias; }
+  bool has_ffn_bias() const { return linear_bias || ffn_bias; }
 };
 
 struct ModelFamily {
@@ -62,8 +64,6 @@ struct ModelFeatures : FamilyFeatures {
   int moe_every = 1;  // layer l is an MoE layer iff (l + 1) % moe_every == 0; the others are dense
   double clip_qkv = 0;  // > 0: q, k and v clamped to [-clip_qkv, clip_qkv] after the q/k norm
   bool gated_ffn() const { return activation == FfnActivation::Swiglu || activation == FfnActivation::SwigluClamped; }
-  bool has_out_bias() const { return linear_bias || out_bias; }
-  bool has_ffn_bias() const { return linear_bias || ffn_bias; }
 };
 
 ModelFeatures model_features(const ModelConfig& m);
