@@ -55,6 +55,10 @@ function asFamily(raw: RawConfig, family: string): RawConfig {
   if (f.attention === 'mha') delete model['n_kv_heads']
   if (f.linear_bias) delete model['qkv_bias']
   if (f.norm !== 'rmsnorm') delete model['qk_norm']
+  if (f.position !== 'rope') {
+    delete model['sliding_window']
+    delete model['sliding_layers']
+  }
   return { ...raw, model }
 }
 
