@@ -1,5 +1,5 @@
 // Hugging Face interchange: config.json and tensors of the model types in train/hf_families.h ("mixtral",
-// "qwen2_moe", "olmoe"), both ways, read and written through that table. Import is load_weights (train/checkpoint.h) on an HF
+// "qwen2_moe", "olmoe", "gpt_oss"), both ways, read and written through that table. Import is load_weights (train/checkpoint.h) on an HF
 // directory; export_hf writes one. Anything that would change the math and has no counterpart here
 // (sliding window, rope scaling, another activation, QK-norm, ...) is an error naming the field or tensor.
 #pragma once
@@ -15,7 +15,7 @@
 
 namespace moe {
 
-// "mixtral" | "qwen2_moe" | "olmoe"; anything else fails listing these.
+// "mixtral" | "qwen2_moe" | "olmoe" | "gpt_oss"; anything else fails listing these.
 HfType parse_hf_model_type(const std::string& model_type);
 const char* hf_model_type_name(HfType t);
 
