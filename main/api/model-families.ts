@@ -68,7 +68,7 @@ export const MODEL_FAMILIES = [
     summary: 'RMSNorm, RoPE, grouped-query attention with sinks and sliding windows, clamped SwiGLU experts, '
       + 'biases on q/k/v/o, the experts and the router',
     features: {
-      norm: 'rmsnorm', position: 'rope', attention: 'gqa', qk_norm: false, activation: 'swiglu_clamped',
+      norm: 'rmsnorm', position: 'rope', attention: 'gqa', qk_norm: 'none', activation: 'swiglu_clamped',
       router_scoring: 'softmax', topk_selection: 'plain', linear_bias: false, qkv_bias: true, tie_embeddings: false,
       out_bias: true, ffn_bias: true, router_bias: true, attention_sinks: true,
     },

@@ -18,7 +18,7 @@ const std::vector<ModelFamily>& model_families() {
       {"gpt-oss",
        "RMSNorm, RoPE, grouped-query attention with sinks and sliding windows, clamped SwiGLU experts, "
        "biases on q/k/v/o, the experts and the router",
-       {NormKind::RmsNorm, PositionKind::Rope, AttentionKind::GroupedQuery, false, FfnActivation::SwigluClamped,
+       {NormKind::RmsNorm, PositionKind::Rope, AttentionKind::GroupedQuery, QkNorm::None, FfnActivation::SwigluClamped,
         RouterScoring::Softmax, TopkSelection::Plain, /*linear_bias=*/false, /*qkv_bias=*/true,
         /*tie_embeddings=*/false, /*out_bias=*/true, /*ffn_bias=*/true, /*router_bias=*/true,
         /*attention_sinks=*/true}},
