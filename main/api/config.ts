@@ -62,6 +62,12 @@ export const ModelConfigSchema = z
     dense_layers: z.array(int(0, 1023)).optional()
       .describe('Layers that are dense although moe_every makes them MoE (increasing indexes)'),
     head_dim: int(1, 1 << 14).nullable().optional().describe('Attention head size; null: d_model / n_heads'),
+    sliding_window: int(0, 1 << 20).optional()
+      .describe('Keys a query sees on the sliding_layers (itself included; gpt-oss); 0 or absent: none'),
+    sliding_layers: z.array(int(0, 1023)).optional()
+      .describe('Layers with sliding-window attention (increasing indexes); needs sliding_window'),
+    swiglu_alpha: z.number().min(1e-6).max(1e6).optional().describe("Clamped SwiGLU's sigmoid gain (gpt-oss); default 1.702"),
+    swiglu_limit: z.number().min(1e-6).max(1e6).optional().describe("Clamped SwiGLU's clamp (gpt-oss); default 7"),
     renormalize: z.boolean().default(true).describe('Renormalise the top-k weights to sum to 1'),
     routed_scaling_factor: z.number().min(1e-6).max(1e6).optional()
       .describe('The top-k weights are multiplied by this after renormalising (DeepSeek); default 1'),
@@ -284,6 +290,17 @@ export const RunConfigSchema = z
     })
     if ((m.qk_norm ?? family.qk_norm) !== 'none' && family.norm !== 'rmsnorm')
       ctx.addIssue({ code: 'custom', path: ['model', 'qk_norm'], message: `q/k norm is an RMSNorm; ${m.arch} uses LayerNorm` })
+    const sliding = m.sliding_layers ?? []
+    sliding.forEach((l, i) => {
+      if (l >= m.n_layers || (i > 0 && l <= sliding[i - 1]!))
+        ctx.addIssue({ code: 'custom', path: ['model', 'sliding_layers', i], message: `must be an increasing layer index below n_layers (${m.n_layers})` })
+    })
+    if ((m.sliding_window ?? 0) > 0 && sliding.length === 0)
+      ctx.addIssue({ code: 'custom', path: ['model', 'sliding_layers'], message: 'name the layers that use sliding_window' })
+    if (!(m.sliding_window ?? 0) && sliding.length > 0)
+      ctx.addIssue({ code: 'custom', path: ['model', 'sliding_window'], message: 'the sliding_layers need a window' })
+    if ((m.sliding_window ?? 0) > 0 && family.position !== 'rope')
+      ctx.addIssue({ code: 'custom', path: ['model', 'sliding_window'], message: 'needs rotary positions' })
     if (family.linear_bias && m.qkv_bias === false)
       ctx.addIssue({ code: 'custom', path: ['model', 'qkv_bias'], message: `${m.arch} always has biases; remove the field` })
     const moeLayers = moeLayerIndexes(m).length

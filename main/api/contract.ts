@@ -4,7 +4,7 @@
 import { z } from 'zod'
 
 import { RunConfigSchema } from './config'
-import { HF_MODEL_TYPE_NAMES } from './model-families'
+import { HF_EXPERT_LAYOUTS, HF_MODEL_TYPE_NAMES } from './model-families'
 import { ALWAYS_FIELD_NAMES, STEP_FIELDS, type AlwaysFieldName, type MeasuredFieldName } from './step-fields'
 
 export const RunIdSchema = z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, 'a run id: lowercase letters, digits and dashes')
@@ -383,6 +383,8 @@ export const requests = {
         dir: AbsolutePathSchema,
         modelType: z.enum(HF_MODEL_TYPE_NAMES).default('mixtral'),
         dtype: z.enum(['f32', 'bf16']).default('f32'),
+        expertLayout: z.enum(HF_EXPERT_LAYOUTS).optional()
+          .describe('per-expert or fused (3-D) expert tensors; default: the model type’s usual layout'),
       })
       .strict(),
     result: z.object({ dir: z.string() }),

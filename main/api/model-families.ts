@@ -8,7 +8,7 @@ import type { ModelConfig } from './config'
 export type NormKind = 'layernorm' | 'rmsnorm'
 export type PositionKind = 'learned' | 'rope'
 export type AttentionKind = 'mha' | 'gqa' | 'mla'
-export type FfnActivation = 'gelu' | 'swiglu'
+export type FfnActivation = 'gelu' | 'swiglu' | 'swiglu_clamped'
 /** RMSNorm on q and k before rope: over the whole projection (OLMoE) or on each head (Qwen3). */
 export type QkNorm = 'none' | 'projection' | 'head'
 export type RouterScoring = 'softmax' | 'sigmoid'
@@ -28,6 +28,14 @@ export interface FamilyFeatures {
   linear_bias: boolean
   qkv_bias: boolean
   tie_embeddings: boolean
+  /** Bias on the attention out-projection (every linear_bias family has it too). */
+  out_bias: boolean
+  /** Biases on the FFN projections (every linear_bias family has them too). */
+  ffn_bias: boolean
+  /** A bias on the router's logits. */
+  router_bias: boolean
+  /** A learned logit per head in the attention softmax's denominator (gpt-oss). */
+  attention_sinks: boolean
 }
 
 export interface ModelFamily {
@@ -43,6 +51,7 @@ export const MODEL_FAMILIES = [
     features: {
       norm: 'layernorm', position: 'learned', attention: 'mha', qk_norm: 'none', activation: 'gelu',
       router_scoring: 'softmax', topk_selection: 'plain', linear_bias: true, qkv_bias: true, tie_embeddings: true,
+      out_bias: true, ffn_bias: true, router_bias: false, attention_sinks: false,
     },
   },
   {
@@ -51,6 +60,17 @@ export const MODEL_FAMILIES = [
     features: {
       norm: 'rmsnorm', position: 'rope', attention: 'gqa', qk_norm: 'none', activation: 'swiglu',
       router_scoring: 'softmax', topk_selection: 'plain', linear_bias: false, qkv_bias: false, tie_embeddings: false,
+      out_bias: false, ffn_bias: false, router_bias: false, attention_sinks: false,
+    },
+  },
+  {
+    name: 'gpt-oss',
+    summary: 'RMSNorm, RoPE, grouped-query attention with sinks and sliding windows, clamped SwiGLU experts, '
+      + 'biases on q/k/v/o, the experts and the router',
+    features: {
+      norm: 'rmsnorm', position: 'rope', attention: 'gqa', qk_norm: 'none', activation: 'swiglu_clamped',
+      router_scoring: 'softmax', topk_selection: 'plain', linear_bias: false, qkv_bias: true, tie_embeddings: false,
+      out_bias: true, ffn_bias: true, router_bias: true, attention_sinks: true,
     },
   },
 ] as const satisfies readonly ModelFamily[]
@@ -127,8 +147,8 @@ export const attnWidth = (m: Pick<ModelConfig, 'd_model' | 'n_heads' | 'head_dim
 export const headSize = (m: { d_model: number; n_heads: number; head_dim?: number | null }): number =>
   m.head_dim ?? m.d_model / m.n_heads
 
-/** A gated activation (SwiGLU) computes gate and up in one in-projection of 2F rows. */
-export const gatedFfn = (f: FamilyFeatures): boolean => f.activation === 'swiglu'
+/** A gated activation (SwiGLU, clamped or not) computes gate and up in one in-projection of 2F rows. */
+export const gatedFfn = (f: FamilyFeatures): boolean => f.activation === 'swiglu' || f.activation === 'swiglu_clamped'
 
 /** The model section as the engine runs it: every optional field filled in as the engine fills it. */
 export function effectiveModelConfig(m: ModelConfig): Omit<ModelConfig, 'n_experts'> & {
@@ -140,12 +160,15 @@ export function effectiveModelConfig(m: ModelConfig): Omit<ModelConfig, 'n_exper
 } {
   const f = modelFeatures(m)
   const moeLayers = moeLayerIndexes(m).length
-  // The engine writes qk_norm and clip_qkv only when they do something.
-  const { qk_norm, clip_qkv, ...rest } = m
+  // The engine writes these only when they do something (differ from their defaults).
+  const { qk_norm, clip_qkv, sliding_window, sliding_layers, swiglu_alpha, swiglu_limit, ...rest } = m
   return {
     ...rest,
     ...(qk_norm !== undefined && qk_norm !== 'none' ? { qk_norm } : {}),
     ...(clip_qkv != null ? { clip_qkv } : {}),
+    ...(sliding_window ? { sliding_window, sliding_layers } : {}),
+    ...(swiglu_alpha !== undefined && swiglu_alpha !== 1.702 ? { swiglu_alpha } : {}),
+    ...(swiglu_limit !== undefined && swiglu_limit !== 7 ? { swiglu_limit } : {}),
     n_kv_heads: m.n_kv_heads ?? m.n_heads,
     expert_d_ff: m.expert_d_ff ?? m.d_ff,
     n_experts: Array.isArray(m.n_experts) ? m.n_experts : new Array<number>(moeLayers).fill(m.n_experts),
@@ -164,7 +187,16 @@ export const HF_MODEL_TYPES = [
   { model_type: 'qwen3_moe', label: 'Qwen3-MoE', family: 'mixtral' },
   { model_type: 'deepseek_v2', label: 'DeepSeek-V2', family: 'mixtral' },
   { model_type: 'deepseek_v3', label: 'DeepSeek-V3', family: 'mixtral' },
+  { model_type: 'gpt_oss', label: 'gpt-oss', family: 'gpt-oss' },
 ] as const satisfies readonly { model_type: string; label: string; family: FamilyName }[]
 
 export type HfModelType = (typeof HF_MODEL_TYPES)[number]['model_type']
 export const HF_MODEL_TYPE_NAMES = HF_MODEL_TYPES.map((t) => t.model_type) as [HfModelType, ...HfModelType[]]
+
+/**
+ * How an export stores the routed experts: one set of tensors per expert, or fused 3-D tensors
+ * (experts.gate_up_proj / experts.down_proj, as newer transformers writes). Absent: the model type's usual
+ * layout (fused for gpt_oss, which has no other).
+ */
+export const HF_EXPERT_LAYOUTS = ['per-expert', 'fused'] as const
+export type HfExpertLayout = (typeof HF_EXPERT_LAYOUTS)[number]

@@ -1,5 +1,5 @@
 // The CLI's help text and its usage error (exit code 2).
-import { HF_MODEL_TYPE_NAMES } from '../api/model-families'
+import { HF_EXPERT_LAYOUTS, HF_MODEL_TYPE_NAMES } from '../api/model-families'
 
 export const USAGE = `Usage: moe-workbench <command> [options]
 
@@ -10,7 +10,7 @@ Commands:
   runs  List runs.
   show RUN
         A run's summary, last metrics, checkpoints and events.
-  export RUN --to DIR [--step N] [--model-type ${HF_MODEL_TYPE_NAMES.join('|')}] [--bf16]
+  export RUN --to DIR [--step N] [--model-type ${HF_MODEL_TYPE_NAMES.join('|')}] [--bf16] [--experts ${HF_EXPERT_LAYOUTS.join('|')}]
         Write a checkpoint (default: the latest) as a Hugging Face checkpoint directory.
   export RUN --placement --to DIR [--last N | --from S --until S] [--vram SIZE] [--bytes-per-param X]
          [--pin-slots N] [--pin-policy previous|ema|sum]

@@ -5,7 +5,7 @@ import { readdir, stat } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { Worker } from 'node:worker_threads'
 
-import type { HfModelType } from '../api/model-families'
+import type { HfExpertLayout, HfModelType } from '../api/model-families'
 import { addonPath } from './engine/addon'
 
 export type { HfModelType }
@@ -15,6 +15,8 @@ export interface ExportRequest {
   outDir: string
   modelType: HfModelType
   bf16: boolean
+  /** Absent: the model type's usual expert layout. */
+  expertLayout?: HfExpertLayout
 }
 
 // Evaluated as CommonJS in the worker: it needs nothing but the addon, so it works the same from the
@@ -26,7 +28,7 @@ try {
   // The model comes from the checkpoint; train settings only need to be valid.
   const engine = new Engine(JSON.stringify({ train: { seq_len: 1, batch_size: 1 } }), job.checkpointDir)
   engine.initFrom(job.checkpointDir)
-  engine.exportHf(job.outDir, job.modelType, job.bf16)
+  engine.exportHf(job.outDir, job.modelType, job.bf16, job.expertLayout)
   parentPort.postMessage({ ok: true })
 } catch (error) {
   parentPort.postMessage({ ok: false, error: error instanceof Error ? error.message : String(error) })

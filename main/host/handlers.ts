@@ -150,10 +150,12 @@ export function createHandlers({ store, runs, dataDir }: HandlerDeps): ApiHandle
       requireRun(store, id)
       return store.placementSeries(id, layer, { fromStep, toStep, maxPoints })
     },
-    'checkpoints.export': async ({ id, step, dir, modelType, dtype }) => {
+    'checkpoints.export': async ({ id, step, dir, modelType, dtype, expertLayout }) => {
       requireRun(store, id)
       const checkpoint = pickCheckpoint(store, id, step)
-      return { dir: await exportCheckpoint({ checkpointDir: checkpoint.path, outDir: dir, modelType, bf16: dtype === 'bf16' }) }
+      return {
+        dir: await exportCheckpoint({ checkpointDir: checkpoint.path, outDir: dir, modelType, bf16: dtype === 'bf16', expertLayout }),
+      }
     },
     'presets.list': async () => listPresets(),
     'hardware.probe': async () => probeHardware(dataDir),

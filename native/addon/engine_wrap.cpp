@@ -143,7 +143,16 @@ void Engine::ExportHf(const Napi::CallbackInfo& info) {
   const std::string dir = StringArg(info, 0, "dir");
   const std::string model_type = StringArg(info, 1, "modelType");
   const bool bf16 = info.Length() > 2 && info[2].ToBoolean().Value();
-  Check(info.Env(), moe_engine_export_hf(engine_, dir.c_str(), model_type.c_str(), bf16 ? 1 : 0));
+  // Optional 4th argument: "per-expert" | "fused" (absent or undefined: the model type's usual layout).
+  std::string layout = info.Length() > 3 && info[3].IsString() ? info[3].As<Napi::String>().Utf8Value() : "";
+  moe_export_options options{};
+  options.struct_size = sizeof options;
+  options.dtype = bf16 ? MOE_EXPORT_BF16 : MOE_EXPORT_F32;
+  if (layout == "per-expert") options.expert_layout = MOE_EXPERTS_PER_EXPERT;
+  else if (layout == "fused") options.expert_layout = MOE_EXPERTS_FUSED;
+  else if (!layout.empty())
+    throw Napi::TypeError::New(info.Env(), "exportHf: expertLayout \"" + layout + "\" is not \"per-expert\" or \"fused\"");
+  Check(info.Env(), moe_engine_export_hf_with(engine_, dir.c_str(), model_type.c_str(), &options));
 }
 
 void Engine::Start(const Napi::CallbackInfo& info) {

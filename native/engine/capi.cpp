@@ -1,6 +1,7 @@
 // The C API over Trainer: converts arguments, catches every exception into a status code plus
 // message, and keeps the last step record's arrays alive for the caller.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 
@@ -241,14 +242,33 @@ int moe_engine_tensor_info(const moe_engine* engine, int32_t i, const char** nam
 }
 
 int moe_engine_export_hf(moe_engine* engine, const char* dir, const char* model_type, int dtype) {
+  moe_export_options options{};
+  options.struct_size = sizeof options;
+  options.dtype = dtype;
+  return moe_engine_export_hf_with(engine, dir, model_type, &options);
+}
+
+int moe_engine_export_hf_with(moe_engine* engine, const char* dir, const char* model_type,
+                              const moe_export_options* given) {
   return guarded(engine, [&] {
+    moe::check(given != nullptr && given->struct_size >= offsetof(moe_export_options, dtype) + sizeof(int32_t),
+               "export: the options are missing or too short (set struct_size)");
+    moe_export_options options{};
+    std::memcpy(&options, given, std::min<size_t>(given->struct_size, sizeof options));
+    const int dtype = options.dtype;
+    moe::check(options.expert_layout >= MOE_EXPERTS_DEFAULT && options.expert_layout <= MOE_EXPERTS_FUSED,
+               "export: expert_layout " + std::to_string(options.expert_layout) +
+                   " is not MOE_EXPERTS_DEFAULT, MOE_EXPERTS_PER_EXPERT or MOE_EXPERTS_FUSED");
+    const moe::HfExpertLayout layout = options.expert_layout == MOE_EXPERTS_FUSED ? moe::HfExpertLayout::Fused
+                                                                                   : moe::HfExpertLayout::PerExpert;
     moe::check(dtype >= MOE_EXPORT_F32 && dtype <= MOE_EXPORT_F16,
                "export: dtype " + std::to_string(dtype) + " is not MOE_EXPORT_F32, MOE_EXPORT_BF16 or MOE_EXPORT_F16");
     engine->trainer->experts_to_arenas();
     moe::export_hf(dir ? dir : "", engine->trainer->model(), model_type ? model_type : "mixtral",
                    dtype == MOE_EXPORT_BF16 ? moe::st::DType::BF16
                    : dtype == MOE_EXPORT_F16 ? moe::st::DType::F16
-                                             : moe::st::DType::F32);
+                                             : moe::st::DType::F32,
+                   options.expert_layout == MOE_EXPERTS_DEFAULT ? nullptr : &layout);
     return MOE_OK;
   });
 }

@@ -173,18 +173,25 @@ class FailingBackend : public Backend {
   void clamp_backward(float* dx, const float* d, const float* x, int64_t n, float c) override {
     in_.clamp_backward(dx, d, x, n, c);
   }
-  void attention_forward(float* o, float* lse, const float* qkv, int B, int T, int NH, int NKV, int HS) override {
-    in_.attention_forward(o, lse, qkv, B, T, NH, NKV, HS);
+  void attention_forward(float* o, float* lse, const float* qkv, int B, int T, int NH, int NKV, int HS,
+                         const AttentionSpec& spec) override {
+    in_.attention_forward(o, lse, qkv, B, T, NH, NKV, HS, spec);
   }
   void attention_backward(float* dqkv, const float* d, const float* qkv, const float* o, const float* lse, int B,
-                          int T, int NH, int NKV, int HS) override {
-    in_.attention_backward(dqkv, d, qkv, o, lse, B, T, NH, NKV, HS);
+                          int T, int NH, int NKV, int HS, const AttentionSpec& spec) override {
+    in_.attention_backward(dqkv, d, qkv, o, lse, B, T, NH, NKV, HS, spec);
   }
   void gelu_forward(float* o, const float* x, int64_t n) override { in_.gelu_forward(o, x, n); }
   void gelu_backward(float* dx, const float* x, const float* d, int64_t n) override { in_.gelu_backward(dx, x, d, n); }
   void swiglu_forward(float* o, const float* gu, int N, int F) override { in_.swiglu_forward(o, gu, N, F); }
   void swiglu_backward(float* dgu, const float* d, const float* gu, int N, int F) override {
     in_.swiglu_backward(dgu, d, gu, N, F);
+  }
+  void swiglu_clamped_forward(float* o, const float* gu, int N, int F, float a, float l) override {
+    in_.swiglu_clamped_forward(o, gu, N, F, a, l);
+  }
+  void swiglu_clamped_backward(float* dgu, const float* d, const float* gu, int N, int F, float a, float l) override {
+    in_.swiglu_clamped_backward(dgu, d, gu, N, F, a, l);
   }
   void add_forward(float* o, const float* a, const float* b, int64_t n) override { in_.add_forward(o, a, b, n); }
   void accumulate(float* d, const float* s, int64_t n) override { in_.accumulate(d, s, n); }

@@ -420,7 +420,10 @@ TEST(export_rejects_what_the_layout_cannot_express) {
   // A selection bias goes only to a type whose table row names where it stores it.
   const std::map<std::string, ModelConfig> base = {
       {"mixtral", mixtral_cfg()}, {"qwen2_moe", qwen2_cfg()}, {"olmoe", olmoe_cfg()}, {"qwen3_moe", qwen3_cfg()},
-      {"deepseek_v2", deepseek_cfg(false)}};
+      {"deepseek_v2", deepseek_cfg(false)},
+      {"gpt_oss", parse_model_config(json::parse(R"({"arch": "gpt-oss", "vocab_size": 32, "d_model": 16, "n_layers": 2,
+          "n_heads": 4, "n_kv_heads": 2, "head_dim": 8, "max_seq_len": 8, "d_ff": 12, "n_experts": 4, "top_k": 2,
+          "sliding_window": 3, "sliding_layers": [0]})"))}};
   for (const HfFamily& f : hf_families()) {
     if (f.names.selection_bias) continue;
     const auto it = base.find(f.model_type);

@@ -63,8 +63,8 @@ moe_step_record reference_step() {
 
 }  // namespace
 
-TEST(api_version_is_two_at_build_and_run_time) {
-  CHECK(MOE_ENGINE_API_VERSION == 2);
+TEST(api_version_is_three_at_build_and_run_time) {
+  CHECK(MOE_ENGINE_API_VERSION == 3);  // 3: moe_engine_export_hf_with
   CHECK(moe_engine_api_version() == MOE_ENGINE_API_VERSION);
 }
 

@@ -7,14 +7,26 @@
 #include "engine_handle.h"
 
 int cmd_export(int argc, char** argv) {
-  cli::Args args(argc, argv, {"--checkpoint", "--out", "--model-type"}, {"--bf16", "--f16"});
+  cli::Args args(argc, argv, {"--checkpoint", "--out", "--model-type", "--experts"}, {"--bf16", "--f16"});
   const std::string ckpt = args.require("--checkpoint"), out = args.require("--out");
   const std::string type = args.get("--model-type", "mixtral");
   cli::Engine engine("{\"train\": {\"seq_len\": 1, \"batch_size\": 1}}", ckpt);
   engine.check(moe_engine_init_from(engine.get(), ckpt.c_str()));
   const int dtype = args.has("--bf16") ? MOE_EXPORT_BF16 : args.has("--f16") ? MOE_EXPORT_F16 : MOE_EXPORT_F32;
-  engine.check(moe_engine_export_hf(engine.get(), out.c_str(), type.c_str(), dtype));
-  std::printf("exported %s as %s (%s) to %s\n", ckpt.c_str(), type.c_str(),
-              dtype == MOE_EXPORT_BF16 ? "bf16" : dtype == MOE_EXPORT_F16 ? "f16" : "f32", out.c_str());
+  const std::string experts = args.get("--experts", "default");
+  moe_export_options options{};
+  options.struct_size = sizeof options;
+  options.dtype = dtype;
+  if (experts == "per-expert") options.expert_layout = MOE_EXPERTS_PER_EXPERT;
+  else if (experts == "fused") options.expert_layout = MOE_EXPERTS_FUSED;
+  else if (experts != "default") {
+    std::fprintf(stderr, "export: --experts %s: use per-expert, fused or default\n", experts.c_str());
+    return 2;
+  }
+  engine.check(moe_engine_export_hf_with(engine.get(), out.c_str(), type.c_str(), &options));
+  // Said plainly, because a gpt-oss checkpoint may have come in as MXFP4: what goes out is never quantized.
+  std::printf("exported %s as %s (%s, %s experts, no quantization) to %s\n", ckpt.c_str(), type.c_str(),
+              dtype == MOE_EXPORT_BF16 ? "bf16" : dtype == MOE_EXPORT_F16 ? "f16" : "f32", experts.c_str(),
+              out.c_str());
   return 0;
 }

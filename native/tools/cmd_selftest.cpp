@@ -49,7 +49,10 @@ int cmd_selftest(int argc, char** argv) {
   for (const moe::ModelFamily& family : moe::model_families())
     for (int k : {1, 2})
       for (double cf : {0.0, 1.0}) {
-        auto report = moe::model_gradcheck(tiny(family, k, cf), *be, 2, 8, 6, 1e-2f, 7);
+        // A clamped SwiGLU is not differentiable at its limits: skip coordinates whose differences at h and
+        // h/2 disagree (which also drops small gradients dominated by curvature at h = 1e-2).
+        const bool kinks = family.features.activation == moe::FfnActivation::SwigluClamped;
+        auto report = moe::model_gradcheck(tiny(family, k, cf), *be, 2, 8, 6, 1e-2f, 7, kinks);
         double worst = 0;
         std::string worst_name;
         for (const auto& t : report)

@@ -1,6 +1,6 @@
 // A tiny JSON writer for the CLI's step log (the CLI sees only the C API, not the engine's JSON code): numbers,
 // arrays and objects, printed compact exactly as the engine prints them (integers without a fraction, other
-// numbers with 17 significant digits), members in insertion order.
+// numbers with 17 significant digits, null for NaN and infinities), members in insertion order.
 #pragma once
 #include <cmath>
 #include <cstdio>
@@ -37,6 +37,11 @@ struct Value {
 
 inline void dump_to(std::string& out, const Value& v) {
   if (v.type == Value::Type::Number) {
+    // JSON has no NaN or infinity: a step without a value (a held-out loss not measured, a diverged loss) is null.
+    if (!std::isfinite(v.number)) {
+      out += "null";
+      return;
+    }
     char buf[32];
     if (std::nearbyint(v.number) == v.number && std::fabs(v.number) < 9.007199254740992e15)
       std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v.number));

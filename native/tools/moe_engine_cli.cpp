@@ -7,7 +7,8 @@ int main(int argc, char** argv) {
   static const char usage[] =
       "usage: moe-engine <command> [options]\n"
       "  train    --config C.json --data TOKENS.bin --out DIR [--init CKPT | --resume CKPT] [--steps N] [--quiet]\n"
-      "  export   --checkpoint CKPT --out DIR [--model-type mixtral|qwen2_moe|olmoe|qwen3_moe] [--bf16]\n"
+      "  export   --checkpoint CKPT --out DIR [--model-type mixtral|qwen2_moe|olmoe|qwen3_moe|gpt_oss] [--bf16|--f16]\n"
+      "           [--experts per-expert|fused]\n"
       "forward passes, tokenizing, benchmarks and the self-test: moe-engine-dev\n";
   static const Command commands[] = {{"train", cmd_train}, {"export", cmd_export}};
   return run_command("moe-engine", usage, commands, argc, argv);

@@ -25,7 +25,7 @@ describe('form model from the run config schema', () => {
   })
 
   it('gives each field its kind', () => {
-    expect(field('model.arch')).toMatchObject({ kind: 'enum', options: ['gpt-moe', 'mixtral'], optional: false })
+    expect(field('model.arch')).toMatchObject({ kind: 'enum', options: ['gpt-moe', 'mixtral', 'gpt-oss'], optional: false })
     expect(field('model.top_k')).toMatchObject({ kind: 'integer', integer: true, min: 1, max: 64, defaultValue: 2 })
     expect(field('train.lr')).toMatchObject({ kind: 'number', integer: false, min: 0, max: 10, defaultValue: 3e-4 })
     expect(field('model.renormalize')).toMatchObject({ kind: 'boolean', defaultValue: true, optional: false })

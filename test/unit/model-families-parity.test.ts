@@ -58,6 +58,8 @@ function asFamily(raw: RawConfig, family: string): RawConfig {
   if (f.position !== 'rope' || f.linear_bias) {
     delete model['latent_attention']
     delete model['rope_scaling']
+    delete model['sliding_window']
+    delete model['sliding_layers']
   }
   return { ...raw, model }
 }

@@ -22,6 +22,7 @@ const OPTIONS = {
   'bytes-per-param': { type: 'string' },
   'pin-slots': { type: 'string' },
   'pin-policy': { type: 'string' },
+  experts: { type: 'string' },
 } as const
 type Values = ReturnType<typeof parseCommandArgs<typeof OPTIONS>>['values']
 
@@ -66,12 +67,14 @@ export async function exportRun(argv: string[], ctx: CliContext): Promise<number
     step: integerOption('export', 'step', values.step, 0),
     modelType: values['model-type'],
     dtype: values.bf16 ? 'bf16' : 'f32',
+    expertLayout: values.experts,
   })
   const host = await ctx.openHost({ recoverRuns: false })
   try {
     const { step } = pickCheckpoint(host.store, params.id, params.step)
     const { dir } = await host.handlers['checkpoints.export']({ ...params, step })
-    ctx.out.write(`exported run ${params.id} step ${step} as ${params.modelType} ${params.dtype} to ${dir}\n`)
+    const experts = params.expertLayout ? `, ${params.expertLayout} experts` : ''
+    ctx.out.write(`exported run ${params.id} step ${step} as ${params.modelType} ${params.dtype}${experts} to ${dir}\n`)
     return 0
   } finally {
     await host.close()

@@ -3,7 +3,7 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 
-import type { HfModelType } from '../../api/model-families'
+import type { HfExpertLayout, HfModelType } from '../../api/model-families'
 import { moduleDir, requireHere } from './module-location'
 import type { EngineStepRecord } from './step-record'
 
@@ -28,7 +28,8 @@ export interface NativeEngine {
   setData(path: string): void
   /** The held-out token shard train.eval_every evaluates on. */
   setEvalData(path: string): void
-  exportHf(dir: string, modelType: HfModelType, bf16: boolean): void
+  /** expertLayout: how routed experts are stored; absent: the model type's usual layout (fused for gpt_oss). */
+  exportHf(dir: string, modelType: HfModelType, bf16: boolean, expertLayout?: HfExpertLayout): void
   /**
    * Runs the engine's training loop on a native thread until train.steps (or totalSteps), a stop, or an
    * error. onStep gets each step packed as step-record.ts decodes it; the thread blocks when 64 steps wait

@@ -27,7 +27,7 @@ const pad16 = (n: number) => Math.ceil(n / 16) * 16
 // The tensors of one FFN: w_in (+ b_in), w_out (+ b_out); a gated activation has 2F rows in.
 function ffnTensors(f: ModelFeatures, C: number, width: number): number[] {
   const inRows = gatedFfn(f) ? 2 * width : width
-  return f.linear_bias ? [inRows * C, inRows, C * width, C] : [inRows * C, C * width]
+  return f.ffn_bias ? [inRows * C, inRows, C * width, C] : [inRows * C, C * width]
 }
 
 class Tally {
@@ -79,7 +79,8 @@ export function countParams(m: ModelConfig): ParamCounts {
       add('norms', a.kv_lora_rank)
       add('attention', m.n_heads * (a.qk_nope_head_dim + a.v_head_dim) * a.kv_lora_rank, C * attnWidth)
     } else {
-      add('attention', qkvRows * C, ...(f.qkv_bias ? [qkvRows] : []), C * attnWidth, ...(f.linear_bias ? [C] : []))
+      add('attention', qkvRows * C, ...(f.qkv_bias ? [qkvRows] : []), C * attnWidth, ...(f.out_bias ? [C] : []),
+        ...(f.attention_sinks ? [m.n_heads] : []))
     }
     if (qkNorm.length) add('norms', ...qkNorm)
     if (!isMoeLayer(m, l)) {
@@ -88,7 +89,7 @@ export function countParams(m: ModelConfig): ParamCounts {
     }
     const E = layerExperts ? layerExperts[expertsPerLayer.length]! : (m.n_experts as number)
     expertsPerLayer.push(E)
-    add('router', E * C, ...(m.selection_bias ? [E] : []))
+    add('router', E * C, ...(f.router_bias ? [E] : []), ...(m.selection_bias ? [E] : []))
     if (f.shared_expert) add('shared_expert', ...ffnTensors(f, C, m.shared_expert_d_ff))
     if (f.shared_expert_gate) add('shared_expert', C)
     if (f.residual_mlp) add('residual_mlp', ...ffnTensors(f, C, m.d_ff))

@@ -60,13 +60,18 @@ class Backend {
   // out = clamp(inp, -limit, limit); backward accumulates dout where the input was not clamped.
   virtual void clamp_forward(float* out, const float* inp, int64_t n, float limit) = 0;
   virtual void clamp_backward(float* dinp, const float* dout, const float* inp, int64_t n, float limit) = 0;
-  virtual void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int NH, int NKV, int HS) = 0;
+  // spec: sliding window and sinks (types.h); the default is plain causal attention.
+  virtual void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int NH, int NKV, int HS,
+                                 const AttentionSpec& spec = {}) = 0;
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                                  int B, int T, int NH, int NKV, int HS) = 0;
+                                  int B, int T, int NH, int NKV, int HS, const AttentionSpec& spec = {}) = 0;
   virtual void gelu_forward(float* out, const float* inp, int64_t n) = 0;
   virtual void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) = 0;
   virtual void swiglu_forward(float* out, const float* gate_up, int N, int F) = 0;
   virtual void swiglu_backward(float* dgate_up, const float* dout, const float* gate_up, int N, int F) = 0;
+  virtual void swiglu_clamped_forward(float* out, const float* gate_up, int N, int F, float alpha, float limit) = 0;
+  virtual void swiglu_clamped_backward(float* dgate_up, const float* dout, const float* gate_up, int N, int F,
+                                       float alpha, float limit) = 0;
   virtual void add_forward(float* out, const float* a, const float* b, int64_t n) = 0;
   virtual void accumulate(float* dst, const float* src, int64_t n) = 0;
   virtual void crossentropy_forward(float* losses, const float* logits, const int32_t* targets, int N, int V) = 0;

@@ -71,6 +71,18 @@ struct RopeSpec {
   }
 };
 
+// Options of the attention op beyond plain causal softmax attention (the default is exactly that).
+//   window > 0: query t sees only keys t-window+1 .. t (transformers' sliding_window: the last `window` keys,
+//     itself included); 0: every earlier key.
+//   sinks [NH] (may be null): a learned logit per head that joins each row's softmax denominator and takes
+//     probability mass without a value (gpt-oss): p_j = exp(s_j) / (Σ_i exp(s_i) + exp(sink_h)).
+//   dsinks [NH]: backward accumulates ∂/∂sinks here (+=); needed when sinks is set.
+struct AttentionSpec {
+  int window = 0;
+  const float* sinks = nullptr;
+  float* dsinks = nullptr;
+};
+
 struct RouterLosses {
   // E · Σ_e f_e · P_e, f_e = share of the N·K assignments routed to e, P_e = mean score of e (its softmax
   // probability, or its sigmoid with sigmoid scoring)

@@ -19,7 +19,7 @@ extern "C" {
 #endif
 
 /* 2: versioned structs carry struct_size (moe_step_record first). */
-#define MOE_ENGINE_API_VERSION 2
+#define MOE_ENGINE_API_VERSION 3
 
 typedef struct moe_engine moe_engine;
 
@@ -102,6 +102,20 @@ int moe_engine_tensor_info(const moe_engine* engine, int32_t i, const char** nam
  * MOE_EXPORT_F32, MOE_EXPORT_BF16 or MOE_EXPORT_F16 (the first two are the 0 and 1 of older clients' bf16 flag). */
 enum { MOE_EXPORT_F32 = 0, MOE_EXPORT_BF16 = 1, MOE_EXPORT_F16 = 2 };
 int moe_engine_export_hf(moe_engine* engine, const char* dir, const char* model_type, int dtype);
+
+/* Export options beyond moe_engine_export_hf's (API version 3). struct_size: set by the caller (fields are only
+ * appended; the engine reads what fits). expert_layout: how routed experts are stored: MOE_EXPERTS_DEFAULT (the
+ * model type's usual layout: per expert, fused for gpt_oss), MOE_EXPERTS_PER_EXPERT (experts.<e>.gate_proj, ...)
+ * or MOE_EXPERTS_FUSED (3-D experts.gate_up_proj / experts.down_proj, as newer transformers writes). MXFP4
+ * experts of an imported gpt-oss checkpoint are written decoded, in dtype, without a quantization_config. */
+enum { MOE_EXPERTS_DEFAULT = 0, MOE_EXPERTS_PER_EXPERT = 1, MOE_EXPERTS_FUSED = 2 };
+typedef struct moe_export_options {
+  uint32_t struct_size;
+  int32_t dtype;          /* MOE_EXPORT_F32 | MOE_EXPORT_BF16 | MOE_EXPORT_F16 */
+  int32_t expert_layout;  /* MOE_EXPERTS_* */
+} moe_export_options;
+int moe_engine_export_hf_with(moe_engine* engine, const char* dir, const char* model_type,
+                              const moe_export_options* options);
 
 void moe_engine_request_stop(moe_engine* engine);
 void moe_engine_set_paused(moe_engine* engine, int paused);

@@ -49,7 +49,10 @@ void AttentionBlock::forward(Backend& be, const LayerParams& p, AttentionActs& a
     be.rope_forward(a.qkv_rot.f(), qkv, B, T, NH, NKV, HS, (float)f_.rope_theta);
     qkv = a.qkv_rot.f();
   }
-  be.attention_forward(a.att.f(), a.lse.f(), qkv, B, T, NH, NKV, HS);
+  AttentionSpec spec;
+  spec.window = p.window;
+  spec.sinks = p.attn_sinks;
+  be.attention_forward(a.att.f(), a.lse.f(), qkv, B, T, NH, NKV, HS, spec);
   linear_forward(be, out, a.att.f(), p.out_w, p.out_w_bf16, p.out_b, N, A, C);
 }
 
@@ -70,7 +73,11 @@ void AttentionBlock::backward(Backend& be, const LayerParams& p, const LayerPara
                         : f_.clip_qkv > 0                 ? a.qkv_clip.f()
                         : f_.qk_norm != QkNorm::None      ? a.qkv_norm.f()
                                                           : a.qkv.f();
-  be.attention_backward(d, datt, att_in, a.att.f(), a.lse.f(), B, T, NH, NKV, HS);
+  AttentionSpec spec;
+  spec.window = p.window;
+  spec.sinks = p.attn_sinks;
+  spec.dsinks = g.attn_sinks;
+  be.attention_backward(d, datt, att_in, a.att.f(), a.lse.f(), B, T, NH, NKV, HS, spec);
   bool next_zero = true;
   auto target = [&] {
     if (!next_zero) be.zero(next, bytes);

@@ -98,6 +98,12 @@ int ModelConfig::moe_index(int l) const {
 
 int ModelConfig::n_moe_layers() const { return moe_index(n_layers); }
 
+int ModelConfig::window_at(int l) const {
+  for (int s : sliding_layers)
+    if (s == l) return sliding_window;
+  return 0;
+}
+
 const char* compute_dtype_name(ComputeDtype d) { return d == ComputeDtype::F32 ? "fp32" : "bf16"; }
 
 const char* nonfinite_policy_name(NonFinitePolicy p) {
@@ -140,6 +146,23 @@ ModelConfig parse_model_config(const json::Value& obj) {
       m.dense_layers.push_back(l);
     }
   }
+  m.sliding_window = r.integer("sliding_window", 0, 0, 1 << 20);
+  if (const json::Value* sl = r.raw("sliding_layers"); sl && !sl->is_null()) {
+    if (!sl->is_array()) fail("model.sliding_layers: must be a list of layer indexes");
+    for (size_t i = 0; i < sl->array.size(); ++i) {
+      const std::string key = "sliding_layers[" + std::to_string(i) + "]";
+      if (!sl->array[i].is_number()) fail("model." + key + ": must be a layer index");
+      const int l = r.checked_int(key, sl->array[i].number, 0, m.n_layers - 1);
+      if (!m.sliding_layers.empty() && l <= m.sliding_layers.back())
+        fail("model." + key + ": the list must be increasing (each layer once)");
+      m.sliding_layers.push_back(l);
+    }
+  }
+  if ((m.sliding_window > 0) != !m.sliding_layers.empty())
+    fail(m.sliding_window > 0 ? "model.sliding_layers: name the layers that use sliding_window (a non-empty list)"
+                              : "model.sliding_window: the sliding_layers need a window (a positive number of keys)");
+  m.swiglu_alpha = r.number("swiglu_alpha", m.swiglu_alpha, 1e-6, 1e6);
+  m.swiglu_limit = r.number("swiglu_limit", m.swiglu_limit, 1e-6, 1e6);
   m.shared_expert_d_ff = r.integer("shared_expert_d_ff", 0, 0, 1 << 20);
   m.shared_expert_gate = r.boolean("shared_expert_gate", false);
   m.residual_mlp = r.boolean("residual_mlp", false);
@@ -494,6 +517,14 @@ json::Value model_config_to_json(const ModelConfig& m) {
   if (m.selection_bias) o.set("selection_bias", Value::of(true));
   if (m.qk_norm != QkNorm::None) o.set("qk_norm", Value::of(qk_norm_name(m.qk_norm)));
   if (m.clip_qkv > 0) o.set("clip_qkv", Value::of(m.clip_qkv));
+  if (m.sliding_window > 0) {
+    o.set("sliding_window", Value::of(m.sliding_window));
+    Value sliding = Value::make_array();
+    for (int l : m.sliding_layers) sliding.push(Value::of(l));
+    o.set("sliding_layers", sliding);
+  }
+  if (m.swiglu_alpha != 1.702) o.set("swiglu_alpha", Value::of(m.swiglu_alpha));
+  if (m.swiglu_limit != 7.0) o.set("swiglu_limit", Value::of(m.swiglu_limit));
   o.set("shared_expert_d_ff", Value::of(m.shared_expert_d_ff));
   o.set("shared_expert_gate", Value::of(m.shared_expert_gate));
   o.set("residual_mlp", Value::of(m.residual_mlp));

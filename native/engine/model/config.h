@@ -43,6 +43,12 @@ struct ModelConfig {
   // layers.L.attn.q_norm.weight and k_norm.weight.
   QkNorm qk_norm = QkNorm::None;
   double clip_qkv = 0;  // model.clip_qkv: q, k, v clamped to [-c, c] (OLMoE); 0: off (JSON null)
+  // Sliding-window attention (gpt-oss): the listed layers attend to the last sliding_window keys only (the
+  // query's own included); 0: every layer attends to every earlier key.
+  int sliding_window = 0;
+  std::vector<int> sliding_layers;  // sorted, distinct; non-empty exactly when sliding_window > 0
+  // The clamped SwiGLU's sigmoid gain and clamp (FfnActivation::SwigluClamped; gpt-oss's swiglu_alpha, swiglu_limit).
+  double swiglu_alpha = 1.702, swiglu_limit = 7.0;
   double init_std = 0.02;
   LatentAttentionConfig latent;    // model.latent_attention (null: off)
   RopeScalingConfig rope_scaling;  // model.rope_scaling (null: plain RoPE)
@@ -57,6 +63,7 @@ struct ModelConfig {
   int moe_index(int l) const;  // MoE layers before l; valid for MoE layers
   int n_moe_layers() const;
   int experts_at(int l) const { return n_experts[moe_index(l)]; }
+  int window_at(int l) const;  // the layer's sliding window; 0: full causal attention
 };
 
 // A routing-skew experiment (load balance under a controlled skew): the router's choices are replaced by seeded draws from a

@@ -15,6 +15,13 @@ const std::vector<ModelFamily>& model_families() {
        {NormKind::RmsNorm, PositionKind::Rope, AttentionKind::GroupedQuery, QkNorm::None, FfnActivation::Swiglu,
         RouterScoring::Softmax, TopkSelection::Plain, /*linear_bias=*/false, /*qkv_bias=*/false,
         /*tie_embeddings=*/false}},
+      {"gpt-oss",
+       "RMSNorm, RoPE, grouped-query attention with sinks and sliding windows, clamped SwiGLU experts, "
+       "biases on q/k/v/o, the experts and the router",
+       {NormKind::RmsNorm, PositionKind::Rope, AttentionKind::GroupedQuery, QkNorm::None, FfnActivation::SwigluClamped,
+        RouterScoring::Softmax, TopkSelection::Plain, /*linear_bias=*/false, /*qkv_bias=*/true,
+        /*tie_embeddings=*/false, /*out_bias=*/true, /*ffn_bias=*/true, /*router_bias=*/true,
+        /*attention_sinks=*/true}},
   };
   return families;
 }
@@ -79,6 +86,8 @@ void check_model_features(const ModelConfig& m) {
   if (f.position == PositionKind::Rope && f.attention != AttentionKind::Latent && m.head_size() % 2 != 0)
     fail(std::string(m.head_dim ? "model.head_dim" : "model.n_heads") + ": RoPE needs an even head size, got " + std::to_string(m.head_size()));
   if (f.linear_bias && !m.qkv_bias) fail("model.qkv_bias: " + m.family + " always has biases; remove the field");
+  if (m.sliding_window > 0 && f.position != PositionKind::Rope)
+    fail("model.sliding_window: needs rotary positions (a learned position table has no window)");
   if (f.shared_expert_gate && !f.shared_expert)
     fail("model.shared_expert_gate: needs a shared expert (set model.shared_expert_d_ff > 0)");
 }
@@ -118,6 +127,7 @@ const char* ffn_activation_name(FfnActivation a) {
   switch (a) {
     case FfnActivation::Gelu: return "gelu";
     case FfnActivation::Swiglu: return "swiglu";
+    case FfnActivation::SwigluClamped: return "swiglu_clamped";
   }
   return "?";
 }
@@ -152,6 +162,10 @@ json::Value features_to_json(const ModelFeatures& f) {
   o.set("linear_bias", Value::of(f.linear_bias));
   o.set("qkv_bias", Value::of(f.qkv_bias));
   o.set("tie_embeddings", Value::of(f.tie_embeddings));
+  o.set("out_bias", Value::of(f.has_out_bias()));
+  o.set("ffn_bias", Value::of(f.has_ffn_bias()));
+  o.set("router_bias", Value::of(f.router_bias));
+  o.set("attention_sinks", Value::of(f.attention_sinks));
   o.set("shared_expert", Value::of(f.shared_expert));
   o.set("shared_expert_gate", Value::of(f.shared_expert_gate));
   o.set("residual_mlp", Value::of(f.residual_mlp));

@@ -20,7 +20,8 @@ enum class NormKind { LayerNorm, RmsNorm };
 enum class PositionKind { Learned, Rope };         // learned: a wpe table of max_seq_len rows; rope: rotary q/k
 // multi-head: n_kv_heads == n_heads. latent: multi-head latent attention (model.latent_attention, model/mla_block.h)
 enum class AttentionKind { MultiHead, GroupedQuery, Latent };
-enum class FfnActivation { Gelu, Swiglu };         // swiglu: a gated in-projection of 2F rows
+// swiglu: a gated in-projection of 2F rows; swiglu_clamped: gpt-oss's (up + 1)·g·σ(αg) with clamped gate and up
+enum class FfnActivation { Gelu, Swiglu, SwigluClamped };
 // RMSNorm on q and k before rope: none; over the whole projected width (q over NH·HS, k over NKV·HS, before the
 // head split: OLMoE); or per head over HS with one weight shared by the heads (Qwen3).
 enum class QkNorm { None, Projection, Head };
@@ -37,6 +38,11 @@ struct FamilyFeatures {
   bool linear_bias = true;      // biases on the norms, the attention output and the FFN projections
   bool qkv_bias = true;         // default of model.qkv_bias
   bool tie_embeddings = true;   // default of model.tie_embeddings
+  // Biases without norm biases (linear_bias has all of them): on the attention out-projection, on the FFN
+  // projections, on the router's logits; and a learned sink logit per head in the attention softmax (gpt-oss).
+  bool out_bias = false, ffn_bias = false, router_bias = false, attention_sinks = false;
+  bool has_out_bias() const { return linear_bias || out_bias; }
+  bool has_ffn_bias() const { return linear_bias || ffn_bias; }
 };
 
 struct ModelFamily {
@@ -58,7 +64,7 @@ struct ModelFeatures : FamilyFeatures {
   bool shared_expert = false, shared_expert_gate = false, residual_mlp = false;
   int moe_every = 1;  // layer l is an MoE layer iff (l + 1) % moe_every == 0; the others are dense
   double clip_qkv = 0;  // > 0: q, k and v clamped to [-clip_qkv, clip_qkv] after the q/k norm
-  bool gated_ffn() const { return activation == FfnActivation::Swiglu; }
+  bool gated_ffn() const { return activation == FfnActivation::Swiglu || activation == FfnActivation::SwigluClamped; }
 };
 
 ModelFeatures model_features(const ModelConfig& m);

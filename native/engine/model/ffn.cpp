@@ -10,6 +10,7 @@ void ffn_hidden_forward(Backend& be, const FfnParams& p, const FfnShape& s, cons
   linear_forward(be, h, x, p.w_in, p.w_in_bf16, p.b_in, N, s.C, s.in_rows());
   switch (s.activation) {
     case FfnActivation::Swiglu: be.swiglu_forward(act, h, N, s.F); break;
+    case FfnActivation::SwigluClamped: be.swiglu_clamped_forward(act, h, N, s.F, s.swiglu_alpha, s.swiglu_limit); break;
     case FfnActivation::Gelu: be.gelu_forward(act, h, static_cast<int64_t>(N) * s.F); break;
   }
 }
@@ -29,6 +30,9 @@ void ffn_backward(Backend& be, const FfnParams& p, const FfnParams& grads, const
   be.zero(dh, sizeof(float) * N * s.in_rows());
   switch (s.activation) {
     case FfnActivation::Swiglu: be.swiglu_backward(dh, dact, h, N, s.F); break;
+    case FfnActivation::SwigluClamped:
+      be.swiglu_clamped_backward(dh, dact, h, N, s.F, s.swiglu_alpha, s.swiglu_limit);
+      break;
     case FfnActivation::Gelu: be.gelu_backward(dh, h, dact, static_cast<int64_t>(N) * s.F); break;
   }
   linear_backward(be, dx, grads.w_in, grads.b_in, dh, x, p.w_in, p.w_in_bf16, N, s.C, s.in_rows());

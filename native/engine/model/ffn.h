@@ -10,7 +10,8 @@ namespace moe {
 struct FfnShape {
   int C = 0, F = 0;
   FfnActivation activation = FfnActivation::Gelu;
-  bool gated() const { return activation == FfnActivation::Swiglu; }
+  float swiglu_alpha = 1.702f, swiglu_limit = 7.0f;  // SwigluClamped only
+  bool gated() const { return activation == FfnActivation::Swiglu || activation == FfnActivation::SwigluClamped; }
   int in_rows() const { return gated() ? 2 * F : F; }  // width of the in-projection's output
 };
 

@@ -18,7 +18,9 @@ struct TensorGradcheck {
 
 // Random tokens (B sequences of T), a perturbation h, and `samples` coordinates per tensor. Coordinates
 // whose ±h perturbation changes a routing decision are skipped (the objective is not differentiable there).
+// skip_kinks: also skip coordinates whose central differences at h and h/2 (or the one-sided ones) disagree: a
+// clamp's kink within ±h (the clamped SwiGLU's limit). A wrong analytic gradient still fails against both.
 std::vector<TensorGradcheck> model_gradcheck(const ModelConfig& cfg, Backend& be, int B, int T, int samples,
-                                             float h, uint64_t seed);
+                                             float h, uint64_t seed, bool skip_kinks = false);
 
 }  // namespace moe

@@ -133,7 +133,7 @@ void Model::reserve_activations(int B, int T) {
     if (latent()) mla_.reserve(be_, a.mla, mla_scratch_, B, T);
     else attention_.reserve(be_, a.attn, attn_scratch_, B, T);
     if (!cfg_.is_moe_layer(l)) {
-      FfnShape fs{cfg_.d_model, cfg_.d_ff, features_.activation};
+      FfnShape fs{cfg_.d_model, cfg_.d_ff, features_.activation, (float)cfg_.swiglu_alpha, (float)cfg_.swiglu_limit};
       reserve_floats(be_, a.h, N * fs.in_rows());
       reserve_floats(be_, a.act, N * fs.F);
     }
@@ -145,7 +145,7 @@ void Model::reserve_activations(int B, int T) {
   reserve_floats(be_, dlogits_, N * V);
   for (int l = 0; l < cfg_.n_layers; ++l) {
     if (cfg_.is_moe_layer(l)) continue;
-    const FfnShape fs{cfg_.d_model, cfg_.d_ff, features_.activation};
+    const FfnShape fs{cfg_.d_model, cfg_.d_ff, features_.activation, (float)cfg_.swiglu_alpha, (float)cfg_.swiglu_limit};
     reserve_floats(be_, scratch_.c, N * fs.in_rows());
     reserve_floats(be_, scratch_.d, N * fs.F);
   }
@@ -251,7 +251,7 @@ double Model::layer_forward(int l, int B, int T) {
         moe_layers_[cfg_.moe_index(l)]->forward(be_, p, experts(), a.ffn_out.f(), a.ln2.f(), N, forced);
     aux = cfg_.aux_loss_coef * rl.aux + cfg_.z_loss_coef * rl.z;
   } else {
-    FfnShape fs{C, cfg_.d_ff, features_.activation};
+    FfnShape fs{C, cfg_.d_ff, features_.activation, (float)cfg_.swiglu_alpha, (float)cfg_.swiglu_limit};
     ffn_forward(be_, p.mlp, fs, a.ffn_out.f(), a.ln2.f(), a.h.f(), a.act.f(), N);
   }
   be_.add_forward(resid_[l + 1].f(), a.x_mid.f(), a.ffn_out.f(), (int64_t)N * C);
@@ -287,7 +287,7 @@ void Model::layer_backward(int l, int B, int T, float loss_scale) {
                                              loss_scale * (float)cfg_.aux_loss_coef,
                                              loss_scale * (float)cfg_.z_loss_coef, scratch_);
   } else {
-    FfnShape fs{C, cfg_.d_ff, features_.activation};
+    FfnShape fs{C, cfg_.d_ff, features_.activation, (float)cfg_.swiglu_alpha, (float)cfg_.swiglu_limit};
     reserve_floats(be_, scratch_.c, (size_t)N * fs.in_rows());
     reserve_floats(be_, scratch_.d, (size_t)N * fs.F);
     ffn_backward(be_, p.mlp, g.mlp, fs, dtmp_.f(), dres, a.ln2.f(), a.h.f(), a.act.f(), scratch_.c.f(),

@@ -31,7 +31,9 @@ ParamLayout::ParamLayout(const ModelConfig& cfg) : cfg_(cfg), features_(model_fe
       add(p + "attn.k_norm.weight", {head ? HS : cfg.n_kv_heads * HS}, 0, true);
     }
     add(p + "attn.out.weight", {C, cfg.attn_width()}, out_std);
-    if (bias) add(p + "attn.out.bias", {C}, 0);
+    if (features_.has_out_bias()) add(p + "attn.out.bias", {C}, 0);
+    // gpt-oss initialises its sinks like its weights (normal, initializer_range).
+    if (features_.attention_sinks) add(p + "attn.sinks", {cfg.n_heads}, std);
     add(p + "norm2.weight", {C}, 0, true);
     if (bias) add(p + "norm2.bias", {C}, 0);
     if (!cfg.is_moe_layer(l)) {
@@ -40,6 +42,7 @@ ParamLayout::ParamLayout(const ModelConfig& cfg) : cfg_(cfg), features_(model_fe
     }
     const int E = cfg.experts_at(l);
     add(p + "moe.router.weight", {E, C}, std);
+    if (features_.router_bias) add(p + "moe.router.bias", {E}, 0);
     // Chooses experts only (no gradient reaches it; AdamW leaves a tensor with zero gradient and no decay as
     // it is): moved by aux-loss-free balancing, or loaded (DeepSeek-V3).
     if (cfg.selection_bias) add(p + "moe.router.selection_bias", {E}, 0);
@@ -95,14 +98,14 @@ void ParamLayout::add_ffn(const std::string& prefix, int F, float out_std) {
   // A gated activation (SwiGLU) computes gate and up in one in-projection of 2F rows.
   if (features_.gated_ffn()) {
     add(prefix + "gate_up.weight", {2 * static_cast<int64_t>(F), C}, std);
-    if (features_.linear_bias) add(prefix + "gate_up.bias", {2 * static_cast<int64_t>(F)}, 0);
+    if (features_.has_ffn_bias()) add(prefix + "gate_up.bias", {2 * static_cast<int64_t>(F)}, 0);
     add(prefix + "down.weight", {C, F}, out_std);
-    if (features_.linear_bias) add(prefix + "down.bias", {C}, 0);
+    if (features_.has_ffn_bias()) add(prefix + "down.bias", {C}, 0);
   } else {
     add(prefix + "fc.weight", {F, C}, std);
-    if (features_.linear_bias) add(prefix + "fc.bias", {F}, 0);
+    if (features_.has_ffn_bias()) add(prefix + "fc.bias", {F}, 0);
     add(prefix + "proj.weight", {C, F}, out_std);
-    if (features_.linear_bias) add(prefix + "proj.bias", {C}, 0);
+    if (features_.has_ffn_bias()) add(prefix + "proj.bias", {C}, 0);
   }
 }
 
@@ -149,10 +152,13 @@ ModelParams ParamLayout::bind(float* arena) const {
     lp.mla.kv_a_norm_w = ptr(p + "attn.kv_a_norm.weight");
     lp.mla.kv_b_w = ptr(p + "attn.kv_b.weight");
     lp.out_b = ptr(p + "attn.out.bias");
+    lp.attn_sinks = ptr(p + "attn.sinks");
+    lp.window = cfg_.window_at(l);
     lp.norm2_w = ptr(p + "norm2.weight");
     lp.norm2_b = ptr(p + "norm2.bias");
     if (cfg_.is_moe_layer(l)) {
       lp.router_w = ptr(p + "moe.router.weight");
+      lp.router_b = ptr(p + "moe.router.bias");
       lp.router_selection_bias = ptr(p + "moe.router.selection_bias");
       for (int e = 0; e < cfg_.experts_at(l); ++e) lp.experts.push_back(ffn(p + "moe.experts." + std::to_string(e) + "."));
       if (features_.shared_expert) lp.shared = ffn(p + "moe.shared.");

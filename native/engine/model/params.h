@@ -49,8 +49,11 @@ struct LayerParams {
   float *q_norm_w = nullptr, *k_norm_w = nullptr;  // with a q/k norm
   float *norm2_w = nullptr, *norm2_b = nullptr;
   MlaParams mla;                   // latent attention (qkv_w is then null)
+  float* attn_sinks = nullptr;  // [NH], when the family has attention sinks
+  int window = 0;               // the layer's sliding window (model.sliding_layers); 0: full causal attention
   FfnParams mlp;                   // dense layers
   float* router_w = nullptr;       // MoE layers
+  float* router_b = nullptr;       // [E], when the family's router has a bias
   float* router_selection_bias = nullptr;  // [E], when model.selection_bias; never has a gradient
   std::vector<FfnParams> experts;  // MoE layers
   FfnParams shared, residual;

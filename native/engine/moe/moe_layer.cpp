@@ -14,9 +14,10 @@ MoeShape MoeShape::from_config(const ModelConfig& cfg, int layer) {
   s.C = cfg.d_model;
   s.E = cfg.experts_at(layer);
   s.K = cfg.top_k;
-  s.expert = {cfg.d_model, cfg.expert_d_ff, act};
-  s.shared = {cfg.d_model, f.shared_expert ? cfg.shared_expert_d_ff : 0, act};
-  s.residual = {cfg.d_model, f.residual_mlp ? cfg.d_ff : 0, act};
+  const float alpha = static_cast<float>(cfg.swiglu_alpha), limit = static_cast<float>(cfg.swiglu_limit);
+  s.expert = {cfg.d_model, cfg.expert_d_ff, act, alpha, limit};
+  s.shared = {cfg.d_model, f.shared_expert ? cfg.shared_expert_d_ff : 0, act, alpha, limit};
+  s.residual = {cfg.d_model, f.residual_mlp ? cfg.d_ff : 0, act, alpha, limit};
   s.router.scoring = f.router_scoring;
   s.router.selection = f.topk_selection;
   s.router.n_group = cfg.router.n_group;
@@ -124,7 +125,7 @@ RouterLosses MoeLayer::forward(Backend& be, const LayerParams& p, ExpertAccess& 
   topk_idx_.reserve(be, sizeof(int32_t) * N * K);
   reserve_floats(be, topk_w_, (size_t)N * K);
 
-  be.matmul_forward(logits_.f(), x, p.router_w, nullptr, N, C, E);
+  be.matmul_forward(logits_.f(), x, p.router_w, p.router_b, N, C, E);
   RouterLosses losses =
       be.router_forward(probs_.f(), topk_idx_.i32(), topk_w_.f(), logits_.f(), N, E, K, router_spec(p), forced_topk);
   be.dispatch_plan(plan_, topk_idx_.i32(), N, E, K, s_.capacity(N));
@@ -231,7 +232,7 @@ void MoeLayer::backward(Backend& be, const LayerParams& p, const LayerParams& g,
   float* dlogits = scratch.b.f();
   be.router_backward(dlogits, dtopk_w, probs_.f(), topk_idx_.i32(), topk_w_.f(), logits_.f(), N, E, K, router_spec(p),
                      aux_scale, z_scale);
-  be.matmul_backward(dx, g.router_w, nullptr, dlogits, x, p.router_w, N, C, E);
+  be.matmul_backward(dx, g.router_w, g.router_b, dlogits, x, p.router_w, N, C, E);
 }
 
 }  // namespace moe

@@ -9,8 +9,10 @@
 #include "core/fsutil.h"
 #include "core/json.h"
 #include "train/checkpoint_checksums.h"
+#include "train/hf_experts.h"
 #include "train/hf_interchange.h"
 #include "train/safetensors.h"
+#include "train/stored_part.h"
 
 namespace moe {
 namespace {
@@ -117,13 +119,21 @@ void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targe
     for (const TensorSource& s : *t.sources)
       for (const StoredPart& p : s.parts) want[p.name] = {&p, s.param};
 
+  // A part stored as MXFP4 is present under its _blocks and _scales names instead.
+  std::map<std::string, const StoredPart*> mxfp4;
+  for (const auto& [name, w] : want)
+    if (stored_as_mxfp4(ts, *w.part)) {
+      mxfp4[mxfp4_blocks_name(*w.part)] = w.part;
+      mxfp4[mxfp4_scales_name(*w.part)] = w.part;
+    }
   for (const auto& [name, e] : ts.entries())
-    if (!want.count(name) && !(hf && is_derived_buffer(name)))
+    if (!want.count(name) && !mxfp4.count(name) && !(hf && is_derived_buffer(name)))
       fail(e.reader->path() + ": unexpected tensor '" + name + "' (" + st::dtype_name(e.info->dtype) + " " +
            st::shape_str(e.info->shape) + "): the model has no place for it" + fix);
   for (const auto& [name, w] : want) {
     const st::TensorSet::Entry* e = ts.find(name);
     const std::string target = name == w.param->name ? "" : " (for model tensor '" + w.param->name + "')";
+    if (stored_as_mxfp4(ts, *w.part)) continue;  // checked when decoded
     if (!e)
       fail(ts.path() + ": tensor '" + name + "'" + target + " is missing; expected shape " +
            st::shape_str(w.part->shape) + fix);
@@ -137,8 +147,21 @@ void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targe
   for (const ArenaTarget& t : targets)
     for (const TensorSource& s : *t.sources)
       for (const StoredPart& p : s.parts) {
-        const st::TensorSet::Entry* e = ts.find(p.name);
-        e->reader->read_f32(*e->info, t.arena + s.param->offset + p.offset, p.shape);
+        if (p.experts.empty() && !stored_as_mxfp4(ts, p)) {
+          const st::TensorSet::Entry* e = ts.find(p.name);
+          e->reader->read_f32(*e->info, t.arena + s.param->offset + p.offset, p.shape);
+          continue;
+        }
+        std::vector<float> values;
+        if (stored_as_mxfp4(ts, p)) {
+          values = read_mxfp4_part(ts, p);
+        } else {
+          const st::TensorSet::Entry* e = ts.find(p.name);
+          values.resize(static_cast<size_t>(e->info->numel()));
+          e->reader->read_f32(*e->info, values.data(), p.shape);
+        }
+        if (p.experts.empty()) std::copy(values.begin(), values.end(), t.arena + s.param->offset + p.offset);
+        else scatter_fused(p, values.data(), t.arena);
       }
 }
 
@@ -238,7 +261,7 @@ void load_weights(const std::string& dir, Model& model) {
       fail(path + ": cannot load this Hugging Face checkpoint into the model: " + e.what());
     }
     check_hf_tensors_supported(ts, type);
-    sources = hf_tensor_sources(model.config(), layout, type);
+    sources = hf_tensor_sources(model.config(), layout, type, stored_expert_layout(ts));
   } else {
     sources = identity_sources(layout, "");
   }

@@ -51,10 +51,19 @@ bool read_trainer_state(const std::string& dir, TrainerState& state);
 
 // Where a stored tensor's values go: `name` with `shape` fills our tensor from float `offset` on. A model
 // tensor is the row-wise concatenation of its parts (e.g. HF q/k/v projections into attn.qkv.weight).
+// A fused expert tensor (HF's experts.gate_up_proj [E, ...]) instead spreads over `experts`, one model tensor
+// per leading index (train/stored_part.h maps its elements); it may be stored as MXFP4 when `mxfp4`.
 struct StoredPart {
+  StoredPart() = default;
+  StoredPart(std::string n, std::vector<int64_t> s, size_t off = 0) : name(std::move(n)), shape(std::move(s)), offset(off) {}
   std::string name;
   std::vector<int64_t> shape;
   size_t offset = 0;
+  std::vector<const ParamTensor*> experts;  // empty: the part is contiguous in its TensorSource's tensor
+  // Element (e, a, b) of a fused [E, A, B] tensor (or (e, b) of [E, B]) is float
+  // offset + a·stride_a + (b / group)·stride_b + (b % group)·stride_group of experts[e].
+  int64_t stride_a = 0, stride_b = 1, group = 1, stride_group = 0;
+  bool mxfp4 = false;  // may be stored as <name>_blocks and <name>_scales (train/mxfp4.h), decoded on import
 };
 struct TensorSource {
   const ParamTensor* param = nullptr;

@@ -10,7 +10,18 @@
 
 namespace moe {
 
-enum class HfType { Mixtral, Qwen2Moe, Olmoe, Qwen3Moe, DeepseekV2, DeepseekV3 };
+enum class HfType { Mixtral, Qwen2Moe, Olmoe, Qwen3Moe, DeepseekV2, DeepseekV3, GptOss };
+
+// How the routed experts' weights are stored: one set of tensors per expert (experts.<e>.gate_proj, ...), or
+// fused 3-D tensors with a leading expert dimension (experts.gate_up_proj, experts.down_proj), which newer
+// transformers writes. Import reads either; export writes the one asked for.
+enum class HfExpertLayout { PerExpert, Fused };
+// The fused tensors' arrangement. GateUpRows (Mixtral, Qwen2-MoE): gate_up_proj [E, 2F, C] is gate rows then up
+// rows of F.linear weights, down_proj [E, C, F]. GptOss: x @ W layout, gate_up_proj [E, C, 2F] with gate and up
+// interleaved along the last dimension (gate = [..., ::2], up = [..., 1::2]), down_proj [E, F, C], and biases
+// gate_up_proj_bias [E, 2F] (interleaved alike) and down_proj_bias [E, C]; gate_up_proj and down_proj may be
+// stored as MXFP4.
+enum class HfFusedExperts { GateUpRows, GptOss };
 
 // What a model-type-specific config.json key carries.
 enum class HfField {
@@ -23,8 +34,11 @@ enum class HfField {
   MoeEvery,          // model.moe_every; without this key every layer is an MoE layer
   Layers,            // model.n_layers, written only
   DenseLayers,       // model.dense_layers (Qwen's mlp_only_layers); absent or null: none
-  HeadDim,           // model.head_dim; absent or null: hidden_size / num_attention_heads
+  HeadDim,           // model.head_dim; absent or null: json when given, else hidden_size / num_attention_heads
   ClipQkv,           // model.clip_qkv; null: off
+  SlidingWindow,     // model.sliding_window, with "layer_types" naming the sliding layers (model.sliding_layers)
+  SwigluLimit,       // model.swiglu_limit (json: the default)
+  SwigluAlpha,       // model.swiglu_alpha (json: the default)
   Fixed,             // a constant, written only (import checks such keys in reject_unsupported)
   Only,              // a constant, written; on import a present non-null key with another value is refused by name
 };
@@ -53,6 +67,8 @@ struct HfTensorNames {
   // "gate.e_score_correction_bias"; null: the type stores none, so a model with model.selection_bias cannot be
   // exported as it.
   const char* selection_bias = nullptr;
+  const char* router = "gate";        // the router under the MoE block: + ".weight" (+ ".bias" when it has one)
+  const char* fused_moe = nullptr;    // the MoE block's prefix in the fused layout when it differs from `moe`
 };
 
 struct HfFamily {
@@ -77,6 +93,11 @@ struct HfFamily {
   // Multi-head latent attention, dense-first layers, ungated shared experts and the DeepSeek routers: the
   // config keys and attention tensors are mapped by train/hf_latent.cpp.
   bool latent = false;
+  HfExpertLayout default_layout = HfExpertLayout::PerExpert;  // what export writes unless asked otherwise
+  bool per_expert_layout = true;  // false: the type only has fused expert tensors
+  HfFusedExperts fused = HfFusedExperts::GateUpRows;
+  // A missing rope_scaling / rope_parameters means YaRN in this type's config class (gpt-oss), not plain RoPE.
+  bool default_rope_is_yarn = false;
 };
 
 const std::vector<HfFamily>& hf_families();

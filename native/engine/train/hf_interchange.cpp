@@ -10,6 +10,8 @@
 #include "core/half.h"
 #include "model/features.h"
 #include "train/hf_latent.h"
+#include "train/hf_experts.h"
+#include "train/stored_part.h"
 
 namespace moe {
 namespace {
@@ -24,6 +26,7 @@ class HfFields {
     const json::Value* v = obj_.find(key);
     return v && !v->is_null() ? v : nullptr;
   }
+  bool present(const std::string& key) const { return obj_.find(key) != nullptr; }  // null included
   std::string where(const std::string& key) const { return source_ + ": field '" + key + "'"; }
 
   int integer(const std::string& key) const {
@@ -62,15 +65,26 @@ class HfFields {
   HfType type_;
 };
 
+bool has_key(const HfFamily& hf, HfField field) {
+  for (const HfKey& k : hf.keys)
+    if (k.field == field) return true;
+  return false;
+}
+
 // HF fields whose non-default values change the forward math in ways this engine does not implement.
 void reject_unsupported(const HfFields& f, const HfFamily& row, const ModelConfig& m, int max_pos) {
-  auto has_key = [&](HfField field) {
-    for (const HfKey& k : row.keys)
-      if (k.field == field) return true;
-    return false;
-  };
   const bool latent = row.latent;
   const std::string fix = "; the engine cannot reproduce this model, so it cannot be imported";
+  if (row.default_rope_is_yarn && !f.present("rope_scaling") && !f.get("rope_parameters"))
+    fail(f.where("rope_scaling") + " is absent, which for " + row.label +
+         " means YaRN RoPE scaling (its config class's default); YaRN is not supported yet: set \"rope_scaling\": "
+         "null for plain RoPE" + fix);
+  if (const json::Value* q = f.get("quantization_config")) {
+    const json::Value* method = q->is_object() ? q->find("quant_method") : nullptr;
+    if (!(row.fused == HfFusedExperts::GptOss && method && method->is_string() && method->string == "mxfp4"))
+      fail(f.where("quantization_config") + " is " + json::dump(*q) +
+           "; only gpt-oss's MXFP4 experts are decoded on import" + fix);
+  }
   if (const json::Value* v = f.get("hidden_act"); v && !(v->is_string() && v->string == "silu"))
     fail(f.where("hidden_act") + " is " + json::dump(*v) + "; only \"silu\" (SwiGLU) is supported" + fix);
   if (f.get("rope_scaling") && !latent)
@@ -81,19 +95,25 @@ void reject_unsupported(const HfFields& f, const HfFamily& row, const ModelConfi
       fail(f.where("rope_parameters") + " is " + json::dump(*v) +
            "; only {\"rope_type\": \"default\", \"rope_theta\": ...} is supported" + fix);
   }
-  const bool sliding = f.boolean("use_sliding_window", true);
+  const bool sliding = f.boolean("use_sliding_window", true) && !has_key(row, HfField::SlidingWindow);
   if (const json::Value* v = f.get("sliding_window"); sliding && v && (!v->is_number() || v->number < max_pos))
     fail(f.where("sliding_window") + " is " + json::dump(*v) + ", smaller than max_position_embeddings " +
          std::to_string(max_pos) + "; sliding-window attention is not supported" + fix);
-  if (const json::Value* v = f.get("head_dim"); !has_key(HfField::HeadDim) && !latent && v &&
-                                                !(v->is_number() && v->number == m.d_model / m.n_heads))
+  if (const json::Value* v = f.get("head_dim");
+      v && !has_key(row, HfField::HeadDim) && !latent && !(v->is_number() && v->number == m.d_model / m.n_heads))
     fail(f.where("head_dim") + " is " + json::dump(*v) + " but hidden_size / num_attention_heads is " +
          std::to_string(m.d_model / m.n_heads) + "; a separate head size is not supported" + fix);
-  if (f.boolean("attention_bias", false))
+  // gpt-oss: attention_bias (default true) puts biases on q/k/v/o, which the family always has.
+  bool bias_fixed = false;
+  for (const HfKey& k : row.keys)
+    if (k.field == HfField::Fixed && std::string(k.key) == "attention_bias") bias_fixed = std::string(k.json) == "true";
+  if (bias_fixed && !f.boolean("attention_bias", true))
+    fail(f.where("attention_bias") + " is false; " + row.label + " without attention biases is not supported" + fix);
+  if (!bias_fixed && f.boolean("attention_bias", false))
     fail(f.where("attention_bias") + " is true; biases on the attention projections are not supported" + fix);
-  if (const json::Value* v = f.get("clip_qkv"); v && !has_key(HfField::ClipQkv))
+  if (const json::Value* v = f.get("clip_qkv"); v && !has_key(row, HfField::ClipQkv))
     fail(f.where("clip_qkv") + " is " + json::dump(*v) + "; clipping q/k/v is not supported" + fix);
-  if (const json::Value* v = f.get("mlp_only_layers"); !has_key(HfField::DenseLayers) && v && !(v->is_array() && v->array.empty()))
+  if (const json::Value* v = f.get("mlp_only_layers"); !has_key(row, HfField::DenseLayers) && v && !(v->is_array() && v->array.empty()))
     fail(f.where("mlp_only_layers") + " is " + json::dump(*v) +
          "; dense layers are only supported every decoder_sparse_step (use an empty list)" + fix);
   if (f.number("partial_rotary_factor", 1.0) != 1.0)
@@ -125,6 +145,29 @@ std::vector<int> dense_layers(const HfFields& f, const char* key, int n_layers) 
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+// sliding_window and layer_types (transformers' default: "sliding_attention" on even layers, "full_attention"
+// on odd ones); a null window leaves every layer full.
+void read_sliding_layers(const HfFields& f, const char* key, ModelConfig& m) {
+  m.sliding_window = f.integer(key, 0);
+  m.sliding_layers.clear();
+  if (m.sliding_window == 0) return;
+  const json::Value* types = f.get("layer_types");
+  if (types && (!types->is_array() || static_cast<int>(types->array.size()) != m.n_layers))
+    fail(f.where("layer_types") + " must list one attention type per layer (" + std::to_string(m.n_layers) + ")");
+  for (int l = 0; l < m.n_layers; ++l) {
+    if (!types) {
+      if (l % 2 == 0) m.sliding_layers.push_back(l);
+      continue;
+    }
+    const json::Value& t = types->array[l];
+    if (t.is_string() && t.string == "sliding_attention") m.sliding_layers.push_back(l);
+    else if (!(t.is_string() && t.string == "full_attention"))
+      fail(f.where("layer_types") + "[" + std::to_string(l) + "] is " + json::dump(t) +
+           "; only \"sliding_attention\" and \"full_attention\" are supported");
+  }
+  if (m.sliding_layers.empty()) m.sliding_window = 0;
 }
 
 double rope_theta(const HfFields& f, double def) {
@@ -199,7 +242,7 @@ ModelConfig hf_to_model_config(const json::Value& hf, const std::string& source)
         break;
       case HfField::DenseLayers: m.dense_layers = dense_layers(f, k.key, m.n_layers); break;
       case HfField::HeadDim: {
-        const int hd = f.integer(k.key, 0);
+        const int hd = f.integer(k.key, k.json ? static_cast<int>(default_of().number) : 0);
         if (hd != 0 && (m.d_model % m.n_heads != 0 || hd != m.d_model / m.n_heads)) m.head_dim = hd;
         break;
       }
@@ -210,6 +253,9 @@ ModelConfig hf_to_model_config(const json::Value& hf, const std::string& source)
             fail(f.where(k.key) + " is " + json::dump(*f.get(k.key)) + "; it must be null (off) or positive");
         }
         break;
+      case HfField::SlidingWindow: read_sliding_layers(f, k.key, m); break;
+      case HfField::SwigluLimit: m.swiglu_limit = f.number(k.key, default_of().number); break;
+      case HfField::SwigluAlpha: m.swiglu_alpha = f.number(k.key, default_of().number); break;
       case HfField::Layers:
       case HfField::Fixed:
       case HfField::Only: break;
@@ -242,7 +288,9 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
   const bool routing_differs = !hf.latent && (have.router_scoring != need.router_scoring ||
                                               have.topk_selection != need.topk_selection);
   if (have.norm != need.norm || have.position != need.position || have.activation != need.activation ||
-      routing_differs || have.linear_bias != need.linear_bias || (!hf.latent && have.attention == AttentionKind::Latent))
+      routing_differs || have.linear_bias != need.linear_bias || (!hf.latent && have.attention == AttentionKind::Latent) ||
+      have.has_out_bias() != need.has_out_bias() || have.has_ffn_bias() != need.has_ffn_bias() ||
+      have.router_bias != need.router_bias || have.attention_sinks != need.attention_sinks)
     bad("arch", "\"" + m.family + "\" (" + norm_kind_name(have.norm) + ", " + position_kind_name(have.position) +
                     " positions, " + ffn_activation_name(have.activation) +
                     (have.linear_bias ? ", biases" : "") + ") has no counterpart; it needs the features of arch \"" +
@@ -252,19 +300,17 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
     bad("qk_norm", std::string("is \"") + qk_norm_name(have.qk_norm) + "\"; " + hf.label + " attention has q/k norm \"" +
                        qk_norm_name(hf.qk_norm) + "\"");
   if (!hf.latent && m.rope_scaling.type != RopeScalingType::None) bad("rope_scaling", "is set (YaRN)");
+  if (!has_key(hf, HfField::SlidingWindow) && m.sliding_window > 0) bad("sliding_window", "is set");
+  if (!has_key(hf, HfField::SwigluLimit) && have.activation == FfnActivation::SwigluClamped)
+    bad("arch", "has a clamped SwiGLU");
   for (int e : m.n_experts)
     if (e != m.n_experts.front()) bad("n_experts", "varies per layer; the layout has one expert count for all layers");
-  auto has_key = [&](HfField field) {
-    for (const HfKey& k : hf.keys)
-      if (k.field == field) return true;
-    return false;
-  };
-  if (!has_key(HfField::MoeEvery) && m.moe_every != 1)
+  if (!has_key(hf, HfField::MoeEvery) && m.moe_every != 1)
     bad("moe_every", "is " + std::to_string(m.moe_every) + "; every layer must be an MoE layer");
-  if (!has_key(HfField::DenseLayers) && !hf.latent && !m.dense_layers.empty()) bad("dense_layers", "lists layers; every layer must be an MoE layer");
-  if (!has_key(HfField::HeadDim) && m.head_dim > 0 && m.head_dim * m.n_heads != m.d_model)
+  if (!has_key(hf, HfField::DenseLayers) && !hf.latent && !m.dense_layers.empty()) bad("dense_layers", "lists layers; every layer must be an MoE layer");
+  if (!has_key(hf, HfField::HeadDim) && m.head_dim > 0 && m.head_dim * m.n_heads != m.d_model)
     bad("head_dim", "is " + std::to_string(m.head_dim) + "; the head size must be d_model / n_heads");
-  if (!has_key(HfField::ClipQkv) && m.clip_qkv > 0) bad("clip_qkv", "is set; q/k/v are never clipped");
+  if (!has_key(hf, HfField::ClipQkv) && m.clip_qkv > 0) bad("clip_qkv", "is set; q/k/v are never clipped");
   if (!hf.shared_expert && !hf.latent && m.shared_expert_d_ff != 0) bad("shared_expert_d_ff", "is not 0; there is no shared expert");
   if (m.selection_bias && !hf.names.selection_bias)
     bad("selection_bias", "is true; the router has no per-expert selection bias (e_score_correction_bias)");
@@ -275,7 +321,7 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
     bad("shared_expert_d_ff", std::string("is 0; ") + hf.label + " always has a shared expert");
   if (hf.shared_expert && !m.shared_expert_gate)
     bad("shared_expert_gate", std::string("is false; ") + hf.label + " always gates its shared expert");
-  if (!has_key(HfField::Renormalize) && !hf.latent && !m.renormalize)
+  if (!has_key(hf, HfField::Renormalize) && !hf.latent && !m.renormalize)
     bad("renormalize", std::string("is false; ") + hf.label + " always renormalises top-k");
   if (dtype != st::DType::F32 && dtype != st::DType::BF16 && dtype != st::DType::F16)
     fail(std::string("Hugging Face export: dtype ") + st::dtype_name(dtype) + " is not supported; use F32, BF16 or F16");
@@ -321,6 +367,17 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
       }
       case HfField::HeadDim: o.set(k.key, Value::of(m.head_size())); break;
       case HfField::ClipQkv: o.set(k.key, m.clip_qkv > 0 ? Value::of(m.clip_qkv) : Value::null()); break;
+
+      case HfField::SlidingWindow: {
+        o.set(k.key, m.sliding_window > 0 ? Value::of(m.sliding_window) : Value::null());
+        Value types = Value::make_array();
+        for (int l = 0; l < m.n_layers; ++l)
+          types.push(Value::of(m.window_at(l) > 0 ? "sliding_attention" : "full_attention"));
+        o.set("layer_types", types);
+        break;
+      }
+      case HfField::SwigluLimit: o.set(k.key, Value::of(m.swiglu_limit)); break;
+      case HfField::SwigluAlpha: o.set(k.key, Value::of(m.swiglu_alpha)); break;
       case HfField::Fixed:
       case HfField::Only: o.set(k.key, json::parse(k.json, k.key)); break;
     }
@@ -330,7 +387,8 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
   return o;
 }
 
-std::vector<TensorSource> hf_tensor_sources(const ModelConfig& m, const ParamLayout& layout, HfType type) {
+std::vector<TensorSource> hf_tensor_sources(const ModelConfig& m, const ParamLayout& layout, HfType type,
+                                            HfExpertLayout expert_layout) {
   std::vector<TensorSource> out;
   auto param = [&](const std::string& ours) {
     const ParamTensor* p = layout.find(ours);
@@ -360,7 +418,9 @@ std::vector<TensorSource> hf_tensor_sources(const ModelConfig& m, const ParamLay
     whole(ours + "down.weight", down);
   };
 
-  const HfTensorNames& n = hf_family(type).names;
+  const HfFamily& hf = hf_family(type);
+  const HfTensorNames& n = hf.names;
+  const ModelFeatures features = model_features(m);
   const int64_t HS = m.head_size(), q = m.n_heads * HS, kv = m.n_kv_heads * HS;
   // An FFN under `x`: our gate_up is HF's gate rows then up rows; down is whole.
   auto hf_ffn = [&](const std::string& ours, const std::string& x, const char* gate, const char* up, const char* down,
@@ -381,16 +441,19 @@ std::vector<TensorSource> hf_tensor_sources(const ModelConfig& m, const ParamLay
       whole(o + "attn.k_norm.weight", a + "k_norm.weight");
     }
     whole(o + "attn.out.weight", a + "o_proj.weight");
+    if (features.has_out_bias()) whole(o + "attn.out.bias", a + "o_proj.bias");
+    if (features.attention_sinks) whole(o + "attn.sinks", a + "sinks");
     whole(o + "norm2.weight", h + n.post_norm);
     if (!m.is_moe_layer(l)) {
       hf_ffn(o + "mlp.", h + n.mlp, "gate_proj", "up_proj", "down_proj", m.d_ff);
       continue;
     }
-    whole(o + "moe.router.weight", h + n.moe + "gate.weight");
+    const std::string moe =
+        h + (expert_layout == HfExpertLayout::Fused && n.fused_moe ? n.fused_moe : n.moe);
+    whole(o + "moe.router.weight", moe + n.router + ".weight");
+    if (features.router_bias) whole(o + "moe.router.bias", moe + n.router + ".bias");
     if (m.selection_bias && n.selection_bias) whole(o + "moe.router.selection_bias", h + n.moe + n.selection_bias);
-    for (int e = 0; e < m.experts_at(l); ++e)
-      hf_ffn(o + "moe.experts." + std::to_string(e) + ".", h + n.moe + "experts." + std::to_string(e) + ".",
-             n.expert_gate, n.expert_up, n.expert_down, m.expert_d_ff);
+    hf_expert_sources(out, m, layout, hf, l, moe, expert_layout);
     if (m.shared_expert_d_ff > 0 && n.shared)
       hf_ffn(o + "moe.shared.", h + n.shared, "gate_proj", "up_proj", "down_proj", m.shared_expert_d_ff);
     if (m.shared_expert_gate && n.shared_gate) whole(o + "moe.shared_gate.weight", h + n.shared_gate);
@@ -399,7 +462,10 @@ std::vector<TensorSource> hf_tensor_sources(const ModelConfig& m, const ParamLay
   if (!m.tie_embeddings) whole("lm_head.weight", n.lm_head);
 
   std::set<const ParamTensor*> covered;
-  for (const TensorSource& s : out) covered.insert(s.param);
+  for (const TensorSource& s : out) {
+    covered.insert(s.param);
+    for (const StoredPart& p : s.parts) covered.insert(p.experts.begin(), p.experts.end());
+  }
   for (const ParamTensor& t : layout.tensors())
     if (!covered.count(&t))
       fail("Hugging Face mapping: model tensor '" + t.name + "' has no counterpart in the " +
@@ -417,11 +483,13 @@ void check_hf_tensors_supported(const st::TensorSet& tensors, HfType type) {
   }
 }
 
-void export_hf(const std::string& dir, Model& model, const std::string& model_type, st::DType dtype) {
+void export_hf(const std::string& dir, Model& model, const std::string& model_type, st::DType dtype,
+               const HfExpertLayout* expert_layout) {
   const HfType type = parse_hf_model_type(model_type);
   const ModelConfig& m = model.config();
   const json::Value config = model_to_hf_config(m, type, dtype);
-  const std::vector<TensorSource> sources = hf_tensor_sources(m, model.layout(), type);
+  const HfExpertLayout experts = expert_layout ? *expert_layout : hf_family(type).default_layout;
+  const std::vector<TensorSource> sources = hf_tensor_sources(m, model.layout(), type, experts);
   check_checkpoint_target(dir);
 
   Backend& be = model.backend();
@@ -436,8 +504,25 @@ void export_hf(const std::string& dir, Model& model, const std::string& model_ty
 
   st::Writer w;
   w.set_metadata("format", "pt");  // transformers refuses safetensors files without it
+  std::vector<std::vector<float>> fused_f32;  // gathered fused expert tensors, alive until the write
+  std::vector<std::vector<uint16_t>> fused_half;
   for (const TensorSource& s : sources)
     for (const StoredPart& p : s.parts) {
+      if (!p.experts.empty()) {
+        std::vector<float>& v = fused_f32.emplace_back();
+        size_t numel = 1;
+        for (int64_t d : p.shape) numel *= static_cast<size_t>(d);
+        v.resize(numel);
+        gather_fused(p, host.data(), v.data());
+        if (dtype == st::DType::F32) {
+          w.add(p.name, dtype, v.data(), p.shape);
+          continue;
+        }
+        std::vector<uint16_t>& hv = fused_half.emplace_back(numel);
+        for (size_t i = 0; i < numel; ++i) hv[i] = dtype == st::DType::BF16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
+        w.add(p.name, dtype, hv.data(), p.shape);
+        continue;
+      }
       const size_t at = s.param->offset + p.offset;
       w.add(p.name, dtype, dtype != st::DType::F32 ? static_cast<const void*>(half.data() + at) : host.data() + at,
             p.shape);

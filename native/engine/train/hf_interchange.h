@@ -26,13 +26,18 @@ ModelConfig hf_to_model_config(const json::Value& hf, const std::string& source)
 json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtype);
 
 // For every tensor of `layout` (built from m), the HF tensors it is made of, in HF checkpoint order.
-std::vector<TensorSource> hf_tensor_sources(const ModelConfig& m, const ParamLayout& layout, HfType type);
+// expert_layout: how the routed experts are stored (read: stored_expert_layout of the checkpoint).
+std::vector<TensorSource> hf_tensor_sources(const ModelConfig& m, const ParamLayout& layout, HfType type,
+                                            HfExpertLayout expert_layout = HfExpertLayout::PerExpert);
 // Fails on stored tensors that the HF model type defines but the engine cannot run (OLMoE QK-norm).
 void check_hf_tensors_supported(const st::TensorSet& tensors, HfType type);
 
 // Writes dir/config.json and dir/model.safetensors (F32 or BF16) as a unit, replacing an existing dir only
 // once complete. OLMoE note: transformers' OlmoeAttention always applies q_norm/k_norm, which this engine
 // does not have, so an "olmoe" export round-trips here but is not numerically equivalent in transformers.
-void export_hf(const std::string& dir, Model& model, const std::string& model_type, st::DType dtype);
+// expert_layout: per-expert or fused expert tensors; null: the type's default (hf_families.h). MXFP4-stored
+// experts are written decoded, in `dtype`, and config.json carries no quantization_config.
+void export_hf(const std::string& dir, Model& model, const std::string& model_type, st::DType dtype,
+               const HfExpertLayout* expert_layout = nullptr);
 
 }  // namespace moe

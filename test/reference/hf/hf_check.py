@@ -82,17 +82,23 @@ def run(cmd, log):
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{f.read()[-2000:]}")
 
 
-def draw(mod, config, dtype, seed, ids):
-    """Weights (as stored in dtype) whose every routing decision has a margin of at least MIN_MARGIN."""
+def draw(mod, case, dtype, seed, ids):
+    """Weights (as stored in dtype) whose every routing decision has a margin of at least MIN_MARGIN, and the
+    float tensors the model computes with: the same unless the case stores some as MXFP4 (the module's
+    dequantize), or converted to the fused expert layout (the module's fuse) when the case says so."""
+    config = case["config"]
     for attempt in range(50):
         rng = np.random.default_rng(seed + 1000 * attempt)
-        tensors = {n: st.round_to(a, dtype) if a.dtype == np.float32 else a
-                   for n, a in mod.random_tensors(config, rng).items()}
+        drawn = mod.random_tensors(config, rng, mxfp4=True) if case.get("mxfp4") else mod.random_tensors(config, rng)
+        if case.get("experts") == "fused" and hasattr(mod, "fuse"):
+            drawn = mod.fuse(config, drawn)
+        tensors = {n: st.round_to(a, dtype) if a.dtype == np.float32 else a for n, a in drawn.items()}
+        ref = mod.dequantize(config, tensors) if case.get("mxfp4") else tensors
         margins = _Margins()
         with torch.no_grad():
-            mod.forward(config, to_torch(tensors), ids, margins)
+            mod.forward(config, to_torch(ref), ids, margins)
         if margins.value >= MIN_MARGIN:
-            return tensors, margins.value
+            return tensors, ref, margins.value
     raise RuntimeError("no weights with routing margins >= 1e-5 in 50 draws")
 
 
@@ -152,13 +158,13 @@ def check_case(mod, case, args, workdir):
     ids = torch.from_numpy(ids_np[:, :T].astype(np.int64))
     targets = torch.from_numpy(ids_np[:, 1:].astype(np.int64))
     try:
-        tensors, margin = draw(mod, config, dtype, case.get("seed", 1), ids)
+        tensors, ref_tensors, margin = draw(mod, case, dtype, case.get("seed", 1), ids)
         hf = os.path.join(base, "hf")
         write_folder(hf, config, tensors, dtype, case.get("shards", 1))
         st.write(os.path.join(base, "tokens.safetensors"), {"input_ids": ids_np})
 
         # Reference: float64 forward and autograd.
-        P = to_torch(tensors, grad=True)
+        P = to_torch(ref_tensors, grad=True)
         logits = mod.forward(config, P, ids, _Margins())
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
         loss.backward()
@@ -166,7 +172,9 @@ def check_case(mod, case, args, workdir):
         out, grads = os.path.join(base, "engine"), os.path.join(base, "grads")
         run([args.dev_cli, "forward", "--checkpoint", hf, "--tokens", os.path.join(base, "tokens.safetensors"),
              "--out", out, "--grads-dir", grads], os.path.join(base, "forward.log"))
-        run([args.cli, "export", "--checkpoint", grads, "--model-type", mod.MODEL_TYPE, "--out", grads + "-hf"],
+        layout = ["--experts", case["experts"]] if case.get("experts") else []
+        run([args.cli, "export", "--checkpoint", grads, "--model-type", mod.MODEL_TYPE, "--out", grads + "-hf",
+             *layout],
             os.path.join(base, "export-grads.log"))
         eng = st.read(os.path.join(out, "logits.safetensors"))
         ref_logits = logits.detach().numpy()
@@ -192,15 +200,23 @@ def check_case(mod, case, args, workdir):
         # Round trip: import, export in the same dtype, compare bit for bit.
         rt = os.path.join(base, "roundtrip")
         flags = {"F32": [], "BF16": ["--bf16"], "F16": ["--f16"]}[dtype]
-        run([args.cli, "export", "--checkpoint", hf, "--model-type", mod.MODEL_TYPE, "--out", rt, *flags],
+        run([args.cli, "export", "--checkpoint", hf, "--model-type", mod.MODEL_TYPE, "--out", rt, *flags, *layout],
             os.path.join(base, "export.log"))
-        a, b = read_folder_raw(hf), read_folder_raw(rt)
+        expected = hf
+        if case.get("mxfp4"):
+            # MXFP4 is decoded on import and exported as the decoded values: compare with those, stored as dtype.
+            expected = os.path.join(base, "expected")
+            write_folder(expected, config, ref_tensors, dtype)
+        a, b = read_folder_raw(expected), read_folder_raw(rt)
         differ = sorted(set(a) ^ set(b)) + [n for n in a if n in b and a[n] != b[n]]
         rep.check(f"round trip: {len(differ)} of {len(a)} tensors differ" + (f" ({differ[:3]})" if differ else ""),
                   float(len(differ)), 0.0)
         with open(os.path.join(rt, "config.json")) as f:
             back = json.load(f)
-        changed = [k for k, v in config.items() if k not in ("torch_dtype",) and back.get(k, "absent") != v]
+        changed = [k for k, v in config.items()
+                   if k not in ("torch_dtype", "quantization_config") and back.get(k, "absent") != v]
+        if "quantization_config" in back:
+            changed.append("quantization_config written")
         rep.check(f"round trip config: {changed or 'same values'}", float(len(changed)), 0.0)
         print(f"# {label}: routing margin {margin:.2e}")
     except Exception as e:  # noqa: BLE001 - a failing case is reported, the others still run

@@ -4,6 +4,8 @@
 // sgemm is called with a single-thread pool from inside pool workers: the parallelism is over
 // (batch, head) here, which keeps every reduction order fixed and the output thread-count
 // independent. The per-row softmax work (attention_rows.h) runs with AVX-512 where available.
+// A sliding window narrows a tile's keys to [k0, q0+mq) with k0 its first row's first visible key; rows mask
+// the rest. Without window and sinks every call is the plain causal kernel's, operation for operation.
 #include "backend/cpu/attention.h"
 
 #include <cmath>
@@ -15,9 +17,9 @@
 
 namespace moe::cpu {
 
-float attention_softmax_row_avx512(float* p, int visible, int nk);
-void attention_grad_row_avx512(float* p, float* ds, const float* dout, const float* out, int HS, float lse,
-                               float scale, int visible, int nk);
+float attention_softmax_row_avx512(float* p, int lo, int visible, int nk, const float* sink);
+float attention_grad_row_avx512(float* p, float* ds, const float* dout, const float* out, int HS, float lse,
+                                float scale, int lo, int visible, int nk);
 
 namespace {
 
@@ -48,16 +50,21 @@ Layout make_layout(int T, int NH, int NKV, int HS) {
   return {T, NH, NKV, HS, (NH + 2 * NKV) * HS, NH * HS, NH / NKV};
 }
 
-// Scaled scores of query rows [q0, q0+mq) against keys [0, nk): s[i, j] = q_i·k_j / √HS.
-void tile_scores(float* s, const float* qkv, const Layout& L, int b, int h, int q0, int mq, int nk, float scale) {
-  sgemm(serial_pool(), false, true, mq, nk, L.HS, scale, qkv + L.q(b, q0, h), L.row, qkv + L.k(b, 0, h / L.group),
+// Scaled scores of query rows [q0, q0+mq) against keys [k0, k0+nk): s[i, j] = q_i·k_(k0+j) / √HS.
+void tile_scores(float* s, const float* qkv, const Layout& L, int b, int h, int q0, int mq, int k0, int nk,
+                 float scale) {
+  sgemm(serial_pool(), false, true, mq, nk, L.HS, scale, qkv + L.q(b, q0, h), L.row, qkv + L.k(b, k0, h / L.group),
         L.row, 0.0f, s, nk);
 }
+
+// The keys a tile's rows may see: [k0, q0+mq). Row t's own window starts at row_lo(t) (relative to k0).
+int tile_k0(int q0, int window) { return window > 0 && q0 - window + 1 > 0 ? q0 - window + 1 : 0; }
+int row_lo(int t, int k0, int window) { return window > 0 && t - window + 1 > k0 ? t - window + 1 - k0 : 0; }
 
 }  // namespace
 
 void attention_forward(ThreadPool& tp, float* out, float* lse, const float* qkv, int B, int T, int NH, int NKV,
-                       int HS) {
+                       int HS, const AttentionSpec& spec) {
   const Layout L = make_layout(T, NH, NKV, HS);
   const float scale = 1.0f / std::sqrt((float)HS);
   auto softmax_row = use_avx512() ? attention_softmax_row_avx512 : attention_softmax_row;
@@ -68,12 +75,15 @@ void attention_forward(ThreadPool& tp, float* out, float* lse, const float* qkv,
     for (int64_t task = t0; task < t1; ++task) {
       int b = (int)(task / NH), h = (int)(task % NH), g = h / L.group;
       float* lse_bh = lse + task * T;
+      const float* sink = spec.sinks ? spec.sinks + h : nullptr;
       for (int q0 = 0; q0 < T; q0 += kTile) {
         int mq = q0 + kTile < T ? kTile : T - q0;
-        int nk = q0 + mq;
-        tile_scores(p, qkv, L, b, h, q0, mq, nk, scale);
-        for (int i = 0; i < mq; ++i) lse_bh[q0 + i] = softmax_row(p + (int64_t)i * nk, q0 + i + 1, nk);
-        sgemm(serial_pool(), false, false, mq, HS, nk, 1.0f, p, nk, qkv + L.v(b, 0, g), L.row, 0.0f,
+        int k0 = tile_k0(q0, spec.window), nk = q0 + mq - k0;
+        tile_scores(p, qkv, L, b, h, q0, mq, k0, nk, scale);
+        for (int i = 0; i < mq; ++i)
+          lse_bh[q0 + i] =
+              softmax_row(p + (int64_t)i * nk, row_lo(q0 + i, k0, spec.window), q0 + i + 1 - k0, nk, sink);
+        sgemm(serial_pool(), false, false, mq, HS, nk, 1.0f, p, nk, qkv + L.v(b, k0, g), L.row, 0.0f,
               out + L.o(b, q0, h), L.out_row);
       }
     }
@@ -83,13 +93,15 @@ void attention_forward(ThreadPool& tp, float* out, float* lse, const float* qkv,
 // Per tile: P = exp(S - lse) (masked entries 0), dP = dO·Vᵀ, dS = P∘(dP - D)/√HS with
 // D = rowsum(dO∘O); then dQ += dS·K, dK += dSᵀ·Q, dV += Pᵀ·dO, accumulated straight into dqkv.
 // One task owns a (batch, kv head) pair, so its dK/dV rows are written by no one else, and the
-// query heads of the group are visited in ascending order.
+// query heads of the group are visited in ascending order. A sink's gradient is Σ_rows -exp(sink - lse)·D,
+// summed per (batch, head) in the task and then over batches in order, so it too is thread-count independent.
 void attention_backward(ThreadPool& tp, float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, int B, int T, int NH, int NKV, int HS) {
+                        const float* lse, int B, int T, int NH, int NKV, int HS, const AttentionSpec& spec) {
   const Layout L = make_layout(T, NH, NKV, HS);
   const float scale = 1.0f / std::sqrt((float)HS);
   auto grad_row = use_avx512() ? attention_grad_row_avx512 : attention_grad_row;
   const Isa isa = current_isa();
+  std::vector<double> dsink_bh(spec.sinks ? (size_t)B * NH : 0, 0.0);
   tp.parallel_for((int64_t)B * NKV, [&](int64_t t0, int64_t t1, int) {
     const IsaScope same_kernels(isa);  // the tiles' sgemm calls pick their kernels on this worker
     float* p = thread_scratch(0, (size_t)kTile * T);
@@ -99,24 +111,35 @@ void attention_backward(ThreadPool& tp, float* dqkv, const float* dout, const fl
       int b = (int)(task / NKV), g = (int)(task % NKV);
       for (int h = g * L.group; h < (g + 1) * L.group; ++h) {
         const float* lse_bh = lse + ((int64_t)b * NH + h) * T;
+        double dsink = 0.0;
         for (int q0 = 0; q0 < T; q0 += kTile) {
           int mq = q0 + kTile < T ? kTile : T - q0;
-          int nk = q0 + mq;
+          int k0 = tile_k0(q0, spec.window), nk = q0 + mq - k0;
           const float* do_tile = dout + L.o(b, q0, h);
-          tile_scores(p, qkv, L, b, h, q0, mq, nk, scale);
-          sgemm(serial, false, true, mq, nk, HS, 1.0f, do_tile, L.out_row, qkv + L.v(b, 0, g), L.row, 0.0f, ds, nk);
-          for (int i = 0; i < mq; ++i)
-            grad_row(p + (int64_t)i * nk, ds + (int64_t)i * nk, do_tile + (int64_t)i * L.out_row,
-                     out + L.o(b, q0 + i, h), HS, lse_bh[q0 + i], scale, q0 + i + 1, nk);
-          sgemm(serial, false, false, mq, HS, nk, 1.0f, ds, nk, qkv + L.k(b, 0, g), L.row, 1.0f,
+          tile_scores(p, qkv, L, b, h, q0, mq, k0, nk, scale);
+          sgemm(serial, false, true, mq, nk, HS, 1.0f, do_tile, L.out_row, qkv + L.v(b, k0, g), L.row, 0.0f, ds, nk);
+          for (int i = 0; i < mq; ++i) {
+            float D = grad_row(p + (int64_t)i * nk, ds + (int64_t)i * nk, do_tile + (int64_t)i * L.out_row,
+                               out + L.o(b, q0 + i, h), HS, lse_bh[q0 + i], scale, row_lo(q0 + i, k0, spec.window),
+                               q0 + i + 1 - k0, nk);
+            if (spec.sinks) dsink -= (double)std::exp(spec.sinks[h] - lse_bh[q0 + i]) * D;
+          }
+          sgemm(serial, false, false, mq, HS, nk, 1.0f, ds, nk, qkv + L.k(b, k0, g), L.row, 1.0f,
                 dqkv + L.q(b, q0, h), L.row);
           sgemm(serial, true, false, nk, HS, mq, 1.0f, ds, nk, qkv + L.q(b, q0, h), L.row, 1.0f,
-                dqkv + L.k(b, 0, g), L.row);
-          sgemm(serial, true, false, nk, HS, mq, 1.0f, p, nk, do_tile, L.out_row, 1.0f, dqkv + L.v(b, 0, g), L.row);
+                dqkv + L.k(b, k0, g), L.row);
+          sgemm(serial, true, false, nk, HS, mq, 1.0f, p, nk, do_tile, L.out_row, 1.0f, dqkv + L.v(b, k0, g), L.row);
         }
+        if (spec.sinks) dsink_bh[(size_t)b * NH + h] = dsink;
       }
     }
   });
+  if (spec.sinks)
+    for (int h = 0; h < NH; ++h) {
+      double sum = 0.0;
+      for (int b = 0; b < B; ++b) sum += dsink_bh[(size_t)b * NH + h];
+      spec.dsinks[h] += (float)sum;
+    }
 }
 
 }  // namespace moe::cpu

@@ -3,11 +3,13 @@
 
 namespace moe::cpu {
 
-float attention_softmax_row_avx512(float* p, int visible, int nk) { return attention_softmax_row(p, visible, nk); }
+float attention_softmax_row_avx512(float* p, int lo, int visible, int nk, const float* sink) {
+  return attention_softmax_row(p, lo, visible, nk, sink);
+}
 
-void attention_grad_row_avx512(float* p, float* ds, const float* dout, const float* out, int HS, float lse,
-                               float scale, int visible, int nk) {
-  attention_grad_row(p, ds, dout, out, HS, lse, scale, visible, nk);
+float attention_grad_row_avx512(float* p, float* ds, const float* dout, const float* out, int HS, float lse,
+                                float scale, int lo, int visible, int nk) {
+  return attention_grad_row(p, ds, dout, out, HS, lse, scale, lo, visible, nk);
 }
 
 }  // namespace moe::cpu

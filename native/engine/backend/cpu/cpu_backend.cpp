@@ -25,6 +25,7 @@
 #include "backend/cpu/router.h"
 #include "backend/cpu/sigmoid_gate.h"
 #include "backend/cpu/swiglu.h"
+#include "backend/cpu/swiglu_clamped.h"
 #include "backend/registry.h"
 #include "core/error.h"
 #include "core/host_memory.h"
@@ -117,14 +118,15 @@ class CpuBackend final : public Backend {
   void clamp_backward(float* dinp, const float* dout, const float* inp, int64_t n, float limit) override {
     cpu::clamp_backward(tp_, dinp, dout, inp, n, limit);
   }
-  void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int NH, int NKV, int HS) override {
+  void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int NH, int NKV, int HS,
+                         const AttentionSpec& spec) override {
     const cpu::IsaScope isa(isa_);
-    cpu::attention_forward(tp_, out, lse, qkv, B, T, NH, NKV, HS);
+    cpu::attention_forward(tp_, out, lse, qkv, B, T, NH, NKV, HS, spec);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int B,
-                          int T, int NH, int NKV, int HS) override {
+                          int T, int NH, int NKV, int HS, const AttentionSpec& spec) override {
     const cpu::IsaScope isa(isa_);
-    cpu::attention_backward(tp_, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS);
+    cpu::attention_backward(tp_, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, spec);
   }
   void gelu_forward(float* out, const float* inp, int64_t n) override {
     const cpu::IsaScope isa(isa_);
@@ -141,6 +143,13 @@ class CpuBackend final : public Backend {
   void swiglu_backward(float* dgate_up, const float* dout, const float* gate_up, int N, int F) override {
     const cpu::IsaScope isa(isa_);
     cpu::swiglu_backward(tp_, dgate_up, dout, gate_up, N, F);
+  }
+  void swiglu_clamped_forward(float* out, const float* gate_up, int N, int F, float alpha, float limit) override {
+    cpu::swiglu_clamped_forward(tp_, out, gate_up, N, F, alpha, limit);
+  }
+  void swiglu_clamped_backward(float* dgate_up, const float* dout, const float* gate_up, int N, int F, float alpha,
+                               float limit) override {
+    cpu::swiglu_clamped_backward(tp_, dgate_up, dout, gate_up, N, F, alpha, limit);
   }
   void add_forward(float* out, const float* a, const float* b, int64_t n) override {
     const cpu::IsaScope isa(isa_);

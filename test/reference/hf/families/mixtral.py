@@ -1,6 +1,10 @@
 """Mixtral, after transformers' models/mixtral/modeling_mixtral.py: LLaMA attention (GQA, half-split rope, no
 biases) and a sparse MoE block whose router takes a softmax over every expert, the top-k and always
-renormalises; experts are w2(silu(w1 x) * w3 x)."""
+renormalises; experts are w2(silu(w1 x) * w3 x). Newer transformers (its conversion_mapping.py for "mixtral")
+stores the experts fused: model.layers.<l>.mlp.gate.weight, mlp.experts.gate_up_proj [E, 2F, C] (w1 rows then w3
+rows; gate, up = F.linear(x, gate_up_proj[e]).chunk(2)) and mlp.experts.down_proj [E, C, F]."""
+
+import numpy as np
 
 import common as c
 
@@ -19,7 +23,23 @@ def cases():
         {"name": "gqa-top2", "config": base},
         {"name": "top1-bf16-sharded", "config": {**base, "num_experts_per_tok": 1, "rope_theta": 1e6},
          "dtype": "BF16", "shards": 3},
+        {"name": "fused-experts", "config": base, "experts": "fused"},
     ]
+
+
+def fuse(config, t):
+    """The per-expert tensors t in the fused layout."""
+    out = {}
+    E = config["num_local_experts"]
+    for name, a in t.items():
+        if ".block_sparse_moe.experts." not in name:
+            out[name.replace(".block_sparse_moe.gate.", ".mlp.gate.")] = a
+    for l in range(config["num_hidden_layers"]):
+        m = f"model.layers.{l}.block_sparse_moe.experts."
+        out[f"model.layers.{l}.mlp.experts.gate_up_proj"] = np.stack(
+            [np.concatenate([t[f"{m}{e}.w1.weight"], t[f"{m}{e}.w3.weight"]], axis=0) for e in range(E)])
+        out[f"model.layers.{l}.mlp.experts.down_proj"] = np.stack([t[f"{m}{e}.w2.weight"] for e in range(E)])
+    return out
 
 
 def random_tensors(config, rng):
@@ -52,6 +72,14 @@ def forward(config, P, ids, margins):
 
     def mlp(l, x):
         m = f"model.layers.{l}.block_sparse_moe."
+        fused = f"model.layers.{l}.mlp."
+        if fused + "gate.weight" in P:
+            def fused_expert(e, rows):
+                gate, up = c.linear(rows, P[fused + "experts.gate_up_proj"][e]).chunk(2, dim=-1)
+                return c.linear(c.silu(gate) * up, P[fused + "experts.down_proj"][e])
+
+            return c.softmax_topk_moe(x, P[fused + "gate.weight"], fused_expert, config["num_experts_per_tok"], True,
+                                      margins)
 
         def expert(e, rows):
             x_ = f"{m}experts.{e}."
