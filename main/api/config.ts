@@ -269,8 +269,10 @@ export const RunConfigSchema = z
     if (family.attention === 'mha' && kv !== m.n_heads)
       ctx.addIssue({ code: 'custom', path: ['model', 'n_kv_heads'], message: `${m.arch} needs n_kv_heads == n_heads` })
     if (m.latent_attention) {
-      if (family.position !== 'rope' || family.linear_bias)
-        ctx.addIssue({ code: 'custom', path: ['model', 'latent_attention'], message: `needs a RoPE family without biases, not ${m.arch}` })
+      if (family.position !== 'rope' || family.linear_bias || family.out_bias || family.attention_sinks)
+        ctx.addIssue({ code: 'custom', path: ['model', 'latent_attention'], message: `needs a RoPE family without attention biases or sinks, not ${m.arch}` })
+      else if ((m.sliding_window ?? 0) > 0)
+        ctx.addIssue({ code: 'custom', path: ['model', 'sliding_window'], message: 'latent attention has no sliding window' })
       else if (kv !== m.n_heads)
         ctx.addIssue({ code: 'custom', path: ['model', 'n_kv_heads'], message: 'latent attention needs n_kv_heads == n_heads' })
       if (m.latent_attention.qk_rope_head_dim % 2 !== 0)

@@ -12,6 +12,8 @@ export type FieldKind =
   | 'integer-or-word'
   /** A non-empty list of numbers in a range, typed as "1, 2, 4, 8". */
   | 'number-list'
+  /** A nested section (model.latent_attention, model.rope_scaling, model.router), typed as JSON. */
+  | 'object'
 export type SectionName = 'model' | 'train' | 'offload' | 'routing_skew' | 'placement' | 'pipeline'
 
 export interface FormField {
@@ -93,6 +95,7 @@ function fieldShape(path: string, node: JsonSchemaNode): Pick<FormField, 'kind' 
       return { kind: 'integer-or-word', ...bounds(first), options: [second.const] }
   }
   if (node.type === 'array' && isNumeric(node.items)) return { kind: 'number-list', ...bounds(node.items!), ...plain }
+  if (node.type === 'object') return { kind: 'object', ...bounds(node), ...plain }
   throw new Error(`the New-run form cannot render config field "${path}" (JSON Schema ${JSON.stringify(node)})`)
 }
 

@@ -48,8 +48,14 @@ describe('form model from the run config schema', () => {
 
   it('refuses a schema shape it cannot render, naming the field', () => {
     const empty = { properties: {} }
-    const schema = { properties: { model: { properties: { odd: { type: 'object' } } }, train: empty, offload: empty, routing_skew: empty, placement: empty, pipeline: empty } }
+    const schema = { properties: { model: { properties: { odd: { type: 'array', items: { type: 'string' } } } }, train: empty, offload: empty, routing_skew: empty, placement: empty, pipeline: empty } }
     expect(() => sectionsFromJsonSchema(schema)).toThrow(/model\.odd/)
+  })
+
+  it('types a nested section (latent attention, rope scaling, router) as one JSON field', () => {
+    const fields = allFields(runConfigForm())
+    for (const path of ['model.latent_attention', 'model.rope_scaling', 'model.router'])
+      expect(fields.find((f) => f.path === path), path).toMatchObject({ kind: 'object', optional: true })
   })
 })
 

@@ -55,7 +55,7 @@ function asFamily(raw: RawConfig, family: string): RawConfig {
   if (f.attention === 'mha') delete model['n_kv_heads']
   if (f.linear_bias) delete model['qkv_bias']
   if (f.norm !== 'rmsnorm') delete model['qk_norm']
-  if (f.position !== 'rope' || f.linear_bias) {
+  if (f.position !== 'rope' || f.linear_bias || f.out_bias || f.attention_sinks) {
     delete model['latent_attention']
     delete model['rope_scaling']
     delete model['sliding_window']

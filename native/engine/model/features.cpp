@@ -73,8 +73,10 @@ void check_model_features(const ModelConfig& m) {
   if (f.attention == AttentionKind::MultiHead && m.n_kv_heads != m.n_heads)
     fail("model.n_kv_heads: " + m.family + " uses full multi-head attention; n_kv_heads must equal n_heads");
   if (f.attention == AttentionKind::Latent) {
-    if (f.position != PositionKind::Rope || f.linear_bias)
-      fail("model.latent_attention: needs a RoPE family without biases (\"mixtral\"), not " + m.family);
+    // Its projections have no biases, sinks or window: a family with them would carry tensors it never used.
+    if (f.position != PositionKind::Rope || f.has_out_bias() || f.attention_sinks)
+      fail("model.latent_attention: needs a RoPE family without attention biases or sinks (\"mixtral\"), not " + m.family);
+    if (m.sliding_window > 0) fail("model.sliding_window: latent attention has no sliding window");
     if (m.n_kv_heads != m.n_heads)
       fail("model.n_kv_heads: latent attention gives every head its own key and value; set it to n_heads");
     if (m.qk_norm != QkNorm::None || m.clip_qkv > 0)
