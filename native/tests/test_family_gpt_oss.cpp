@@ -210,8 +210,15 @@ TEST(gpt_oss_config_import_refuses_what_it_cannot_match) {
       CHECK_MSG(std::string(e.what()).find(needle) != std::string::npos, std::string(e.what()) + " lacks " + needle);
     }
   };
-  rejects("", "'rope_scaling' is absent, which for gpt-oss means YaRN");
-  rejects(R"(, "rope_scaling": {"rope_type": "yarn", "factor": 32.0})", "'rope_scaling' is set");
+  // A missing rope_scaling is the config class's YaRN; an explicit one is read; another rope type is refused.
+  const ModelConfig absent = hf_to_model_config(json::parse("{" + base + "}"), "config.json");
+  CHECK(absent.rope_scaling.type == RopeScalingType::Yarn && absent.rope_scaling.factor == 32.0 &&
+        absent.rope_scaling.original_max_position_embeddings == 4096 && !absent.rope_scaling.truncate);
+  const ModelConfig given = hf_to_model_config(
+      json::parse("{" + base + R"(, "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "beta_fast": 16.0})" + "}"),
+      "config.json");
+  CHECK(given.rope_scaling.factor == 8.0 && given.rope_scaling.beta_fast == 16.0 && given.rope_scaling.truncate);
+  rejects(R"(, "rope_scaling": {"rope_type": "linear", "factor": 2.0})", "only \"yarn\"");
   rejects(R"(, "rope_scaling": null, "attention_bias": false)", "'attention_bias' is false");
   rejects(R"(, "rope_scaling": null, "quantization_config": {"quant_method": "fp8"})", "'quantization_config'");
   rejects(R"(, "rope_scaling": null, "layer_types": ["sliding_attention"])", "'layer_types' must list one");

@@ -23,9 +23,8 @@ const DESCRIPTIONS: Record<string, string> = {
   'qwen3-30b-a3b': 'Qwen3-30B-A3B: L48 d2048, GQA 32/4 of head 128, 128 experts of 768, top-8 renormalised, per-head q/k norm; needs offload',
   'qwen-moe-a2.7b': 'Qwen1.5-MoE-A2.7B-like: L24 d2048, 60 experts of 1408, top-4, gated shared expert, qkv bias',
   'deepseek-v2-lite': 'DeepSeek-V2-Lite: L27 d2048, latent attention (kv rank 512, YaRN ×40), 64 experts of 1408 top-6, 2 shared, first layer dense',
-  // Its YaRN rope scaling (factor 32 over 4096 positions) is not applied yet: plain RoPE within 4096 positions.
   'gpt-oss-20b': 'gpt-oss-20b: L24 d2880, GQA 64/8 (head 64), sinks, window 128 on alternate layers, 32 clamped-SwiGLU '
-    + 'experts of 2880, top-4, vocab 201,088; plain RoPE (YaRN not yet); needs offload',
+    + 'experts of 2880, top-4, vocab 201,088; YaRN ×32 over 4096 positions; needs offload',
 }
 
 // Small presets first, so the list reads from "try it now" to "needs offload".

@@ -2,9 +2,26 @@
 
 #include <utility>
 
+#include "model/config_sections.h"
 #include "model/linear.h"
 
 namespace moe {
+
+AttentionBlock::AttentionBlock(const ModelConfig& cfg, const ModelFeatures& features) : cfg_(cfg), f_(features) {
+  if (f_.position != PositionKind::Rope || cfg.rope_scaling.type == RopeScalingType::None) return;
+  const RopeFrequencies freq = rope_frequencies(cfg.rope_scaling, cfg.head_size(), cfg.rope_theta, cfg.max_seq_len);
+  inv_freq_ = freq.inv_freq;
+  rope_scale_ = freq.attention_factor;
+}
+
+RopeSpec AttentionBlock::rope_spec() const {
+  RopeSpec s = RopeSpec::qkv(cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_size(), (float)f_.rope_theta);
+  if (!inv_freq_.empty()) {
+    s.inv_freq = inv_freq_.data();
+    s.scale = rope_scale_;
+  }
+  return s;
+}
 
 size_t AttentionActs::bytes() const {
   return qkv.bytes() + qkv_norm.bytes() + qk_rstd.bytes() + qkv_clip.bytes() + qkv_rot.bytes() + att.bytes() +
@@ -46,7 +63,7 @@ void AttentionBlock::forward(Backend& be, const LayerParams& p, AttentionActs& a
     qkv = a.qkv_clip.f();
   }
   if (f_.position == PositionKind::Rope) {
-    be.rope_forward(a.qkv_rot.f(), qkv, B, T, NH, NKV, HS, (float)f_.rope_theta);
+    be.rope_forward(a.qkv_rot.f(), qkv, B, T, rope_spec());
     qkv = a.qkv_rot.f();
   }
   AttentionSpec spec;
@@ -86,7 +103,7 @@ void AttentionBlock::backward(Backend& be, const LayerParams& p, const LayerPara
   };
   auto step = [&] { std::swap(d, next); };
   if (f_.position == PositionKind::Rope) {
-    be.rope_backward(target(), d, B, T, NH, NKV, HS, (float)f_.rope_theta);
+    be.rope_backward(target(), d, B, T, rope_spec());
     step();
   }
   if (f_.clip_qkv > 0) {

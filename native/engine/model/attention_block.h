@@ -28,7 +28,7 @@ struct AttentionScratch {
 
 class AttentionBlock {
  public:
-  AttentionBlock(const ModelConfig& cfg, const ModelFeatures& features) : cfg_(cfg), f_(features) {}
+  AttentionBlock(const ModelConfig& cfg, const ModelFeatures& features);
 
   void reserve(Backend& be, AttentionActs& a, AttentionScratch& s, int B, int T) const;
   // out [N, C] = attention(x [N, C]) for N = B·T tokens of B sequences.
@@ -41,6 +41,11 @@ class AttentionBlock {
  private:
   const ModelConfig& cfg_;
   const ModelFeatures& f_;
+  // With model.rope_scaling (YaRN): the rotary frequencies and the cos/sin factor; empty without, where the
+  // rope op derives them from rope_theta as it always did.
+  std::vector<double> inv_freq_;
+  double rope_scale_ = 1.0;
+  RopeSpec rope_spec() const;
 };
 
 }  // namespace moe

@@ -72,6 +72,27 @@ bool v3(HfType t) { return t == HfType::DeepseekV3; }
 
 }  // namespace
 
+RopeScalingConfig hf_rope_scaling(const json::Value& hf, const std::string& source) {
+  return parse_hf_rope_scaling(Keys{hf, source});
+}
+
+json::Value hf_rope_scaling_json(const RopeScalingConfig& r, bool deepseek_form) {
+  using json::Value;
+  Value s = Value::make_object();
+  if (deepseek_form) s.set("type", Value::of("yarn"));
+  s.set("rope_type", Value::of("yarn"));
+  s.set("factor", Value::of(r.factor));
+  if (r.original_max_position_embeddings)
+    s.set("original_max_position_embeddings", Value::of(r.original_max_position_embeddings));
+  s.set("beta_fast", Value::of(r.beta_fast));
+  s.set("beta_slow", Value::of(r.beta_slow));
+  if (deepseek_form || r.mscale != 0) s.set("mscale", Value::of(r.mscale));
+  if (deepseek_form || r.mscale_all_dim != 0) s.set("mscale_all_dim", Value::of(r.mscale_all_dim));
+  if (r.attention_factor > 0) s.set("attention_factor", Value::of(r.attention_factor));
+  if (!r.truncate) s.set("truncate", Value::of(false));
+  return s;
+}
+
 void latent_hf_to_model_config(const json::Value& hf, const std::string& source, HfType type, int experts,
                                ModelConfig& m) {
   const Keys k{hf, source};
@@ -191,22 +212,7 @@ void latent_model_to_hf_config(const ModelConfig& m, HfType type, json::Value& o
   o.set("topk_group", grouped ? Value::of(m.router.topk_group) : Value::null());
   if (v3(type)) o.set("rope_interleave", Value::of(a.rope_interleave));
   o.set("aux_loss_alpha", Value::of(0.0));
-  if (yarn) {
-    const RopeScalingConfig& r = m.rope_scaling;
-    Value s = Value::make_object();
-    s.set("type", Value::of("yarn"));
-    s.set("rope_type", Value::of("yarn"));
-    s.set("factor", Value::of(r.factor));
-    if (r.original_max_position_embeddings)
-      s.set("original_max_position_embeddings", Value::of(r.original_max_position_embeddings));
-    s.set("beta_fast", Value::of(r.beta_fast));
-    s.set("beta_slow", Value::of(r.beta_slow));
-    s.set("mscale", Value::of(r.mscale));
-    s.set("mscale_all_dim", Value::of(r.mscale_all_dim));
-    if (r.attention_factor > 0) s.set("attention_factor", Value::of(r.attention_factor));
-    if (!r.truncate) s.set("truncate", Value::of(false));
-    o.set("rope_scaling", s);
-  }
+  if (yarn) o.set("rope_scaling", hf_rope_scaling_json(m.rope_scaling, true));
 }
 
 void latent_attention_sources(const ParamLayout& layout, const ModelConfig& m, int l, const std::string& hf_attn,

@@ -22,6 +22,11 @@ void latent_hf_to_model_config(const json::Value& hf, const std::string& source,
                                ModelConfig& m);
 // Checks that m is expressible as `type` and sets the DeepSeek keys of the config.json `o`.
 void latent_model_to_hf_config(const ModelConfig& m, HfType type, json::Value& o);
+// rope_scaling (or rope_parameters) of a config.json as our model.rope_scaling: none, or YaRN; other types fail.
+RopeScalingConfig hf_rope_scaling(const json::Value& hf, const std::string& source);
+// Our YaRN rope scaling as a config.json rope_scaling object: DeepSeek's form ("type" beside "rope_type", mscale and
+// mscale_all_dim always) or the newer one (rope_type only, the mscales when set), as each model type writes it.
+json::Value hf_rope_scaling_json(const RopeScalingConfig& r, bool deepseek_form);
 // The attention tensors of layer l (ours under "layers.<l>.attn.", HF's under hf_attn).
 void latent_attention_sources(const ParamLayout& layout, const ModelConfig& m, int l, const std::string& hf_attn,
                               std::vector<TensorSource>& out);

@@ -14,9 +14,10 @@ def yarn_mscale(scale, mscale=1.0):
     return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
 
-def rope_parameters(config):
-    """inv_freq [dr/2] and the attention factor of the rope part (head_dim = qk_rope_head_dim)."""
-    dim, base = config["qk_rope_head_dim"], config.get("rope_theta", 10000.0)
+def rope_parameters(config, dim=None):
+    """inv_freq [dim/2] and the attention factor of a rope part of `dim` (default qk_rope_head_dim), as
+    modeling_rope_utils.py's _compute_yarn_parameters computes them when rope_scaling is YaRN."""
+    dim, base = dim or config["qk_rope_head_dim"], config.get("rope_theta", 10000.0)
     inv_freq = c.rope_inv_freq(dim, base)
     rs = config.get("rope_scaling")
     if not rs or rs.get("rope_type", rs.get("type")) in (None, "default"):

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 import common as c
+import mla
 
 MODEL_TYPE = "gpt_oss"
 
@@ -32,6 +33,9 @@ def cases():
          "config": {**base, "sliding_window": 4, "swiglu_limit": 3.0, "head_dim": 8,
                     "layer_types": ["full_attention", "sliding_attention", "sliding_attention"]},
          "dtype": "BF16", "shards": 3},
+        {"name": "yarn-not-truncated",
+         "config": {**base, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                             "truncate": False, "original_max_position_embeddings": 16}}},
         {"name": "mxfp4-experts-bf16",
          "config": {**base, "quantization_config": {"quant_method": "mxfp4",
                                                     "modules_to_not_convert": ["model.layers.*.self_attn",
@@ -106,7 +110,9 @@ def forward(config, P, ids, margins):
 
     def attention(l, x):
         window = config["sliding_window"] if types[l] == "sliding_attention" else None
-        return c.gqa_attention(config, P, l, x, head_dim=D, window=window, sinks=P[f"model.layers.{l}.self_attn.sinks"])
+        inv_freq, factor = mla.rope_parameters(config, D)
+        return c.gqa_attention(config, P, l, x, head_dim=D, window=window, sinks=P[f"model.layers.{l}.self_attn.sinks"],
+                               inv_freq=inv_freq, attention_factor=factor)
 
     def mlp(l, x):
         m = f"model.layers.{l}.mlp."
