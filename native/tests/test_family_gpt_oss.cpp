@@ -6,8 +6,6 @@
 #include <cstddef>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "backend/registry.h"
 #include "core/error.h"
@@ -16,6 +14,7 @@
 #include "model/model.h"
 #include "model/params.h"
 #include "moe_engine.h"
+#include "test_files.h"
 #include "testing.h"
 #include "train/hf_interchange.h"
 #include "train/mxfp4.h"
@@ -86,25 +85,6 @@ TEST(gpt_oss_whole_model_gradients) {
   CHECK_MSG(checked > 100, "too few coordinates checked");
 }
 
-namespace {
-
-std::string corpus_tokens() {
-  const char* src = std::getenv("MOE_SOURCE_DIR");
-  std::ifstream in(std::string(src ? src : "..") + "/resources/corpus/python-tutorial.txt", std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  std::vector<uint32_t> tokens(text.begin(), text.end());
-  for (auto& t : tokens) t &= 0xFF;
-  const auto dir = std::filesystem::temp_directory_path() / "moe_test_gpt_oss_corpus";
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "tokens.bin").string();
-  write_token_file(path, tokens, nullptr, 2, 256);
-  return path;
-}
-
-}  // namespace
-
 TEST(gpt_oss_loss_falls_on_the_corpus) {
   const std::string cfg = R"({"model": {"arch": "gpt-oss", "vocab_size": 256, "d_model": 64, "n_layers": 2,
       "n_heads": 4, "n_kv_heads": 2, "head_dim": 16, "max_seq_len": 64, "d_ff": 64, "n_experts": 4, "top_k": 2,
@@ -115,7 +95,7 @@ TEST(gpt_oss_loss_falls_on_the_corpus) {
   moe_engine* e = moe_engine_create(cfg.c_str(), nullptr, err, sizeof err);
   CHECK_MSG(e != nullptr, err);
   if (!e) return;
-  CHECK_MSG(moe_engine_set_data(e, corpus_tokens().c_str()) == MOE_OK, moe_engine_last_error(e));
+  CHECK_MSG(moe_engine_set_data(e, moe_test::corpus_tokens().c_str()) == MOE_OK, moe_engine_last_error(e));
   std::vector<double> losses;
   moe_step_record r{sizeof(moe_step_record)};
   for (int i = 0; i < 150; ++i) {

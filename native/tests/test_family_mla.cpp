@@ -4,9 +4,6 @@
 // falling on the bundled corpus.
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "backend/registry.h"
 #include "model/config.h"
@@ -15,6 +12,7 @@
 #include "model/model.h"
 #include "moe_engine.h"
 #include "ops_checks.h"
+#include "test_files.h"
 #include "testing.h"
 #include "train/hf_interchange.h"
 #include "train/token_data.h"
@@ -240,24 +238,6 @@ TEST(deepseek_configs_import_and_refuse_by_name) {
   expect_refused(deepseek_hf_config("deepseek_v2"), "attention_bias", Value::of(true), "'attention_bias'");
 }
 
-namespace {
-
-std::string corpus_tokens() {
-  const char* src = std::getenv("MOE_SOURCE_DIR");
-  std::ifstream in(std::string(src ? src : "..") + "/resources/corpus/python-tutorial.txt", std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  std::vector<uint32_t> tokens(text.begin(), text.end());
-  for (auto& t : tokens) t &= 0xFF;
-  const std::string dir = (std::filesystem::temp_directory_path() / "moe_test_family_mla").string();
-  std::filesystem::create_directories(dir);
-  moe::write_token_file(dir + "/tokens.bin", tokens, nullptr, 2, 256);
-  return dir + "/tokens.bin";
-}
-
-}  // namespace
-
 TEST(tiny_deepseek_model_learns_the_bundled_corpus) {
   const std::string cfg = R"({"model": {"arch": "mixtral", "vocab_size": 256, "d_model": 64, "n_layers": 3,
     "n_heads": 4, "n_kv_heads": 4, "max_seq_len": 64, "d_ff": 128, "expert_d_ff": 32, "shared_expert_d_ff": 64,
@@ -274,7 +254,7 @@ TEST(tiny_deepseek_model_learns_the_bundled_corpus) {
   moe_engine* e = moe_engine_create(cfg.c_str(), nullptr, err, sizeof err);
   CHECK_MSG(e != nullptr, err);
   if (!e) return;
-  moe_engine_set_data(e, corpus_tokens().c_str());
+  moe_engine_set_data(e, moe_test::corpus_tokens().c_str());
   std::vector<double> losses;
   moe_step_record r{sizeof(moe_step_record)};
   for (int i = 0; i < 150 && moe_engine_step(e, &r) == MOE_OK; ++i) losses.push_back(r.loss);

@@ -3,9 +3,6 @@
 // (per-head q/k RMSNorm, an explicit head size, dense layers), the config's refusals, and both training on the
 // bundled corpus (the loss falls).
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "backend/registry.h"
 #include "core/error.h"
@@ -13,6 +10,7 @@
 #include "model/gradcheck.h"
 #include "model/params.h"
 #include "moe_engine.h"
+#include "test_files.h"
 #include "testing.h"
 #include "train/token_data.h"
 
@@ -122,23 +120,6 @@ TEST(config_reads_and_writes_qk_norm_and_clip_qkv) {
 
 namespace {
 
-std::string corpus_tokens() {
-  static std::string path;
-  if (!path.empty()) return path;
-  const char* src = std::getenv("MOE_SOURCE_DIR");
-  std::ifstream in(std::string(src ? src : "..") + "/resources/corpus/python-tutorial.txt", std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  std::vector<uint32_t> tokens(text.begin(), text.end());
-  for (auto& t : tokens) t &= 0xFF;
-  const auto dir = std::filesystem::temp_directory_path() / "moe_test_family_qk_norm";
-  std::filesystem::create_directories(dir);
-  path = (dir / "tokens.bin").string();
-  write_token_file(path, tokens, nullptr, 2, 256);
-  return path;
-}
-
 // Mean loss of the first and last 10 of `steps` steps of a small model on the corpus.
 std::pair<double, double> train_losses(const std::string& model_fields, int steps) {
   const std::string cfg = R"({"model": {"arch": "mixtral", "vocab_size": 256, "d_model": 64, "n_heads": 4, "max_seq_len": 64, "d_ff": 128, "n_experts": 4, "top_k": 2, )" + model_fields + R"(},
@@ -148,7 +129,7 @@ std::pair<double, double> train_losses(const std::string& model_fields, int step
   moe_engine* e = moe_engine_create(cfg.c_str(), nullptr, err, sizeof err);
   CHECK_MSG(e != nullptr, err);
   if (!e) return {0, 0};
-  CHECK(moe_engine_set_data(e, corpus_tokens().c_str()) == MOE_OK);
+  CHECK(moe_engine_set_data(e, moe_test::corpus_tokens().c_str()) == MOE_OK);
   std::vector<double> losses;
   moe_step_record r{sizeof(moe_step_record)};
   for (int i = 0; i < steps && moe_engine_step(e, &r) == MOE_OK; ++i) losses.push_back(r.loss);

@@ -5,13 +5,16 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <fstream>
-#include <string>
 #include <initializer_list>
+#include <iterator>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/fsutil.h"
+#include "train/token_data.h"
 #include "testing.h"
 
 namespace moe_test {
@@ -27,6 +30,22 @@ inline const std::string& tmp_dir() {
 }
 
 inline std::string tmp_path(const std::string& name) { return moe::fs::join(tmp_dir(), name); }
+
+// The bundled corpus's bytes as a token shard (vocab 256) in this process's temp directory, written once.
+inline const std::string& corpus_tokens() {
+  static const std::string path = [] {
+    const char* src = std::getenv("MOE_SOURCE_DIR");
+    std::ifstream in(std::string(src ? src : "..") + "/resources/corpus/python-tutorial.txt", std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.empty()) moe::fail("cannot read the bundled corpus (set MOE_SOURCE_DIR to the repository)");
+    std::vector<uint32_t> tokens(text.begin(), text.end());
+    for (auto& t : tokens) t &= 0xFF;
+    const std::string out = tmp_path("corpus_tokens.bin");
+    moe::write_token_file(out, tokens, nullptr, 2, 256);
+    return out;
+  }();
+  return path;
+}
 
 inline void write_raw(const std::string& path, const std::string& bytes) {
   ::unlink(path.c_str());  // a fresh file: rewriting a truncated one makes some filesystems flush on close
