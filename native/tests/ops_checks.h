@@ -123,4 +123,21 @@ inline void expect_consistent(const std::string& what, const std::function<Vec(B
   }
 }
 
+// One router_forward call with its outputs (the router op tests' unit).
+struct Router {
+  std::vector<float> probs, w;
+  std::vector<int32_t> idx;
+  moe::RouterLosses losses{};
+};
+
+inline Router run_router(moe::Backend& be, const std::vector<float>& logits, int N, int E, int K,
+                         const moe::RouterSpec& spec) {
+  Router r;
+  r.probs.resize((size_t)N * E);
+  r.w.resize((size_t)N * K);
+  r.idx.resize((size_t)N * K);
+  r.losses = be.router_forward(r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K, spec, nullptr);
+  return r;
+}
+
 }  // namespace ops_test

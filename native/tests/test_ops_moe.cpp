@@ -16,25 +16,13 @@ using moe_test::random_vector;
 using ops_test::concat;
 using ops_test::expect_consistent;
 using ops_test::for_each_backend;
+using ops_test::Router;
+using ops_test::run_router;
 
 namespace {
 
-struct Router {
-  std::vector<float> probs, w;
-  std::vector<int32_t> idx;
-  RouterLosses losses{};
-};
-
-Router run_router(Backend& be, const std::vector<float>& logits, int N, int E, int K, const RouterSpec& spec) {
-  Router r;
-  r.probs.resize((size_t)N * E);
-  r.w.resize((size_t)N * K);
-  r.idx.resize((size_t)N * K);
-  r.losses = be.router_forward(r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K, spec, nullptr);
-  return r;
-}
 Router run_router(Backend& be, const std::vector<float>& logits, int N, int E, int K, bool renorm) {
-  return run_router(be, logits, N, E, K, RouterSpec{.renormalize = renorm});
+  return ops_test::run_router(be, logits, N, E, K, RouterSpec{.renormalize = renorm});
 }
 
 // Logits whose per-token ranking has gaps of `gap`, so a ±h perturbation never changes the top-k choice.

@@ -14,23 +14,11 @@ using namespace moe;
 using moe_test::gradcheck;
 using moe_test::random_vector;
 using ops_test::for_each_backend;
+using ops_test::Router;
+using ops_test::run_router;
 
 namespace {
 
-struct Router {
-  std::vector<float> probs, w;
-  std::vector<int32_t> idx;
-  RouterLosses losses{};
-};
-
-Router run_router(Backend& be, const std::vector<float>& logits, int N, int E, int K, const RouterSpec& spec) {
-  Router r;
-  r.probs.resize((size_t)N * E);
-  r.w.resize((size_t)N * K);
-  r.idx.resize((size_t)N * K);
-  r.losses = be.router_forward(r.probs.data(), r.idx.data(), r.w.data(), logits.data(), N, E, K, spec, nullptr);
-  return r;
-}
 
 // Logits that are a random permutation of evenly spaced values, so scores and group scores are well apart.
 std::vector<float> spaced_logits(int N, int E, float gap, uint64_t stream) {
