@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "model/features.h"
 
 namespace moe {
 namespace {
@@ -99,16 +100,16 @@ RopeScalingConfig parse_rope_scaling(const json::Value& v) {
   return c;
 }
 
+// The names are features.cpp's (router_scoring_name, topk_selection_name), so parsing and writing agree.
 RouterScoring parse_router_scoring(const std::string& x, const std::string& field) {
-  if (x == "softmax") return RouterScoring::Softmax;
-  if (x == "sigmoid") return RouterScoring::Sigmoid;
+  for (RouterScoring s : {RouterScoring::Softmax, RouterScoring::Sigmoid})
+    if (x == router_scoring_name(s)) return s;
   fail(field + ": \"" + x + "\" is not supported; use \"softmax\" or \"sigmoid\"");
 }
 
 TopkSelection parse_topk_selection(const std::string& x, const std::string& field) {
-  if (x == "plain") return TopkSelection::Plain;
-  if (x == "group_limited") return TopkSelection::GroupLimited;
-  if (x == "noaux_tc") return TopkSelection::NoAuxTc;
+  for (TopkSelection s : {TopkSelection::Plain, TopkSelection::GroupLimited, TopkSelection::NoAuxTc})
+    if (x == topk_selection_name(s)) return s;
   fail(field + ": \"" + x + "\" is not supported; use \"plain\", \"group_limited\" or \"noaux_tc\"");
 }
 
@@ -156,10 +157,8 @@ json::Value rope_scaling_to_json(const RopeScalingConfig& c) {
 json::Value router_config_to_json(const RouterConfig& c) {
   using json::Value;
   Value o = Value::make_object();
-  o.set("scoring", Value::of(c.scoring == RouterScoring::Sigmoid ? "sigmoid" : "softmax"));
-  o.set("selection", Value::of(c.selection == TopkSelection::Plain          ? "plain"
-                               : c.selection == TopkSelection::GroupLimited ? "group_limited"
-                                                                            : "noaux_tc"));
+  o.set("scoring", Value::of(router_scoring_name(c.scoring)));
+  o.set("selection", Value::of(topk_selection_name(c.selection)));
   o.set("n_group", Value::of(c.n_group));
   o.set("topk_group", Value::of(c.topk_group));
   return o;
