@@ -5,7 +5,6 @@
 //   --stream  STREAM triad bytes/s (a = b + s·c, arrays far larger than the caches), best of reps
 //   --threads N (default 2), --json (one JSON object per line instead of a table)
 // With none of --gemm/--adamw/--stream, all three run. The FMA peak (register-only loop) is always printed.
-#include <immintrin.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +18,7 @@
 #include "backend/cpu/adamw.h"
 #include "core/host_memory.h"
 #include "backend/cpu/gemm.h"
+#include "bench_peak.h"
 #include "bench_timing.h"
 #include "commands.h"
 #include "core/error.h"
@@ -77,69 +77,6 @@ void fill_random(moe::ThreadPool& tp, float* x, int64_t n, uint64_t stream, floa
 }
 
 // ---- FMA peak: independent FMA chains that never touch memory ----
-
-constexpr long kPeakIters = 50'000'000;
-
-__attribute__((target("avx512f"))) float fma_loop_avx512(long iters) {
-  // Distinct starting values: identical chains would be merged into one by the compiler.
-  __m512 a0 = _mm512_set1_ps(0.f), a1 = _mm512_set1_ps(1.f), a2 = _mm512_set1_ps(2.f), a3 = _mm512_set1_ps(3.f),
-         a4 = _mm512_set1_ps(4.f), a5 = _mm512_set1_ps(5.f), a6 = _mm512_set1_ps(6.f), a7 = _mm512_set1_ps(7.f),
-         a8 = _mm512_set1_ps(8.f), a9 = _mm512_set1_ps(9.f), a10 = _mm512_set1_ps(10.f), a11 = _mm512_set1_ps(11.f);
-  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-  for (long i = 0; i < iters; ++i) {
-    a0 = _mm512_fmadd_ps(a0, x, y), a1 = _mm512_fmadd_ps(a1, x, y), a2 = _mm512_fmadd_ps(a2, x, y);
-    a3 = _mm512_fmadd_ps(a3, x, y), a4 = _mm512_fmadd_ps(a4, x, y), a5 = _mm512_fmadd_ps(a5, x, y);
-    a6 = _mm512_fmadd_ps(a6, x, y), a7 = _mm512_fmadd_ps(a7, x, y), a8 = _mm512_fmadd_ps(a8, x, y);
-    a9 = _mm512_fmadd_ps(a9, x, y), a10 = _mm512_fmadd_ps(a10, x, y), a11 = _mm512_fmadd_ps(a11, x, y);
-  }
-  __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                           _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
-  s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
-  return _mm512_reduce_add_ps(s);
-}
-
-__attribute__((target("avx2,fma"))) float fma_loop_avx2(long iters) {
-  __m256 a0 = _mm256_set1_ps(0.f), a1 = _mm256_set1_ps(1.f), a2 = _mm256_set1_ps(2.f), a3 = _mm256_set1_ps(3.f),
-         a4 = _mm256_set1_ps(4.f), a5 = _mm256_set1_ps(5.f), a6 = _mm256_set1_ps(6.f), a7 = _mm256_set1_ps(7.f),
-         a8 = _mm256_set1_ps(8.f), a9 = _mm256_set1_ps(9.f), a10 = _mm256_set1_ps(10.f), a11 = _mm256_set1_ps(11.f);
-  const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
-  for (long i = 0; i < iters; ++i) {
-    a0 = _mm256_fmadd_ps(a0, x, y), a1 = _mm256_fmadd_ps(a1, x, y), a2 = _mm256_fmadd_ps(a2, x, y);
-    a3 = _mm256_fmadd_ps(a3, x, y), a4 = _mm256_fmadd_ps(a4, x, y), a5 = _mm256_fmadd_ps(a5, x, y);
-    a6 = _mm256_fmadd_ps(a6, x, y), a7 = _mm256_fmadd_ps(a7, x, y), a8 = _mm256_fmadd_ps(a8, x, y);
-    a9 = _mm256_fmadd_ps(a9, x, y), a10 = _mm256_fmadd_ps(a10, x, y), a11 = _mm256_fmadd_ps(a11, x, y);
-  }
-  __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                           _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-  s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, s);
-  float r = 0;
-  for (float l : lanes) r += l;
-  return r;
-}
-
-// GFLOP/s of all pool threads running the widest FMA loop this CPU has (0 when it has no FMA).
-double fma_peak(moe::ThreadPool& tp, const char*& isa) {
-  __builtin_cpu_init();
-  const bool avx512 = __builtin_cpu_supports("avx512f");
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  isa = avx512 ? "avx512" : avx2 ? "avx2" : "none";
-  if (!avx512 && !avx2) return 0.0;
-  std::vector<float> sink(tp.threads());
-  auto run = [&](long iters) {
-    tp.run_on_all([&](int w) { sink[w] = avx512 ? fma_loop_avx512(iters) : fma_loop_avx2(iters); });
-  };
-  run(kPeakIters / 10);
-  double best = 0.0;
-  for (int rep = 0; rep < 3; ++rep) {
-    auto t0 = Clock::now();
-    run(kPeakIters);
-    const double flops = 2.0 * 12 * (avx512 ? 16 : 8) * double(kPeakIters) * tp.threads();
-    best = std::max(best, flops / seconds_since(t0) / 1e9);
-  }
-  return best;
-}
 
 // ---- sgemm on the expert-FFN shapes ----
 
@@ -268,11 +205,13 @@ void bench_stream(moe::ThreadPool& tp, const Options& o) {
 int cmd_bench(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (!std::strcmp(argv[i], "--bf16")) return cmd_bench_bf16(argc, argv);
+    else if (!std::strcmp(argv[i], "--layer")) return cmd_bench_layer(argc, argv);
   try {
     const Options o = parse(argc, argv);
     moe::ThreadPool tp(o.threads);
-    const char* fma_isa = "none";
-    const double peak = fma_peak(tp, fma_isa);
+    const bench::Peak measured = bench::measure_peak(tp);
+    const char* fma_isa = measured.fp32_isa;
+    const double peak = measured.fp32_gflops;
     if (o.json)
       std::printf("{\"bench\":\"info\",\"threads\":%d,\"sgemm_isa\":\"%s\",\"fma_isa\":\"%s\",\"fma_peak_gflops\":%.2f}\n",
                   o.threads, moe::cpu::sgemm_isa(), fma_isa, peak);

@@ -1,0 +1,19 @@
+// The machine's peak arithmetic rate per ISA, measured rather than looked up: every pool thread runs twelve
+// independent chains of the ISA's widest multiply-add on registers only (enough to hide the latency on two ports),
+// so memory plays no part. A GEMM's fraction of this peak says how much of the cores' arithmetic it uses.
+#pragma once
+
+#include "core/threadpool.h"
+
+namespace bench {
+
+struct Peak {
+  const char* fp32_isa = "none";  // "avx512" (vfmadd231ps zmm), "avx2" (ymm) or "none"
+  double fp32_gflops = 0;
+  const char* bf16_isa = "none";  // "avx512bf16" (vdpbf16ps zmm) or "none"; AMX tiles are not measured here
+  double bf16_gflops = 0;
+};
+
+Peak measure_peak(moe::ThreadPool& tp);
+
+}  // namespace bench

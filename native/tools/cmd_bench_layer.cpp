@@ -1,0 +1,262 @@
+// `moe-engine-dev bench --layer`: one MoE layer of a real model's shape, as training runs it: the router, dispatch,
+// every routed expert (and the shared experts), the combine, the hand-written backward, and AdamW over the layer's
+// parameters; in fp32 or in bf16 mixed precision (the experts and shared experts on bf16 weight copies refreshed
+// from the fp32 masters each step, the router in fp32, exactly as train.compute_dtype "bf16" runs them).
+//   --C N --E N --F N --K N [--shared-F N] [--tokens N] [--dtype fp32|bf16] [--threads N] [--no-optimizer] [--json]
+// Also, with --gemm, the expert GEMMs alone on this shape (rows = tokens·K/E per expert: up, down, dx, dh, dW), ours
+// in fp32 and bf16, and the machine's peak for each ISA measured in the same run (bench_peak.h).
+// Prints one JSON object per measurement (--json) or a table.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/gemm_bf16.h"
+#include "backend/registry.h"
+#include "bench_peak.h"
+#include "bench_timing.h"
+#include "commands.h"
+#include "core/error.h"
+#include "core/half.h"
+#include "core/rng.h"
+#include "core/threadpool.h"
+#include "model/buffer.h"
+#include "model/params.h"
+#include "moe/moe_layer.h"
+#include "offload/expert_access.h"
+#include "optim/optimizer.h"
+
+namespace {
+
+struct Options {
+  int C = 0, E = 0, F = 0, K = 0, shared_F = 0, tokens = 512, threads = 2;
+  bool bf16 = false, optimizer = true, gemm = false, json = false;
+};
+
+int int_arg(const std::string& flag, const char* v, int min) {
+  const int x = std::atoi(v);
+  moe::check(x >= min, "bench --layer: " + flag + " must be at least " + std::to_string(min) + ", got '" + v + "'");
+  return x;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--layer") continue;
+    if (a == "--no-optimizer" || a == "--gemm" || a == "--json") {
+      (a == "--json" ? o.json : a == "--gemm" ? o.gemm : o.optimizer) = a != "--no-optimizer";
+      continue;
+    }
+    if (i + 1 >= argc) moe::fail("bench --layer: " + a + " needs a value");
+    const char* v = argv[++i];
+    if (a == "--C") o.C = int_arg(a, v, 1);
+    else if (a == "--E") o.E = int_arg(a, v, 1);
+    else if (a == "--F") o.F = int_arg(a, v, 1);
+    else if (a == "--K") o.K = int_arg(a, v, 1);
+    else if (a == "--shared-F") o.shared_F = int_arg(a, v, 0);
+    else if (a == "--tokens") o.tokens = int_arg(a, v, 1);
+    else if (a == "--threads") o.threads = int_arg(a, v, 1);
+    else if (a == "--dtype") {
+      moe::check(std::string(v) == "fp32" || std::string(v) == "bf16",
+                 std::string("bench --layer: --dtype is fp32 or bf16, got '") + v + "'");
+      o.bf16 = std::string(v) == "bf16";
+    } else
+      moe::fail("bench --layer: unknown argument '" + a +
+                "' (expected --C, --E, --F, --K, --shared-F, --tokens, --dtype, --threads, --no-optimizer, --gemm, "
+                "--json)");
+  }
+  moe::check(o.C && o.E && o.F && o.K, "bench --layer: --C, --E, --F and --K are required");
+  moe::check(o.K <= o.E, "bench --layer: --K must not exceed --E");
+  return o;
+}
+
+// A one-layer SwiGLU MoE model's config: the layer under test is layer 0 (the attention around it is not timed).
+moe::ModelConfig layer_config(const Options& o) {
+  moe::ModelConfig m;
+  m.family = "mixtral";
+  m.vocab_size = 256;
+  m.d_model = o.C;
+  m.n_layers = 1;
+  m.n_heads = 16;
+  m.n_kv_heads = 16;
+  m.head_dim = 64;
+  m.expert_d_ff = o.F;
+  m.d_ff = o.F;
+  m.n_experts = {o.E};
+  m.top_k = o.K;
+  m.shared_expert_d_ff = o.shared_F;
+  m.tie_embeddings = false;
+  return m;
+}
+
+struct LayerBench {
+  Options o;
+  moe::ModelConfig cfg;
+  moe::ParamLayout layout;
+  std::unique_ptr<moe::Backend> be;
+  moe::DeviceBuffer params, grads, m, v, params16, x, y, dy, dx;
+  moe::ModelParams p, g;
+  std::vector<const moe::ParamTensor*> trained;  // the MoE layer's tensors, which AdamW updates
+  std::vector<std::pair<size_t, size_t>> bf16_ranges;
+  moe::BackwardScratch scratch;
+  std::unique_ptr<moe::MoeLayer> layer;
+  std::unique_ptr<moe::ResidentExpertAccess> access;
+
+  explicit LayerBench(const Options& opt) : o(opt), cfg(layer_config(opt)), layout(cfg) {
+    be = moe::make_backend("cpu", {o.threads, "native"});
+    params.reserve(*be, layout.total() * sizeof(float));
+    grads.reserve(*be, layout.total() * sizeof(float));
+    m.reserve(*be, layout.total() * sizeof(float));
+    v.reserve(*be, layout.total() * sizeof(float));
+    moe::init_params(layout, params.f(), 1);
+    p = layout.bind(params.f());
+    g = layout.bind(grads.f());
+    for (const moe::ParamTensor& t : layout.tensors())
+      if (t.name.rfind("layers.0.moe.", 0) == 0) trained.push_back(&t);
+    if (o.bf16) bind_bf16();
+    layer = std::make_unique<moe::MoeLayer>(moe::MoeShape::from_config(cfg, 0), 0);
+    layer->reserve(*be, o.tokens, scratch);
+    access = std::make_unique<moe::ResidentExpertAccess>(p, g);
+    const size_t NC = static_cast<size_t>(o.tokens) * o.C;
+    for (moe::DeviceBuffer* b : {&x, &y, &dy, &dx}) b->reserve(*be, NC * sizeof(float));
+    for (size_t i = 0; i < NC; ++i) {
+      x.f()[i] = 2.0f * moe::random_uniform(3, 1, i) - 1.0f;
+      dy.f()[i] = (2.0f * moe::random_uniform(3, 2, i) - 1.0f) * 1e-3f;
+    }
+  }
+
+  // The experts' and shared experts' weights get bf16 copies, as the model gives them in bf16 compute.
+  void bind_bf16() {
+    params16.reserve(*be, layout.total() * sizeof(uint16_t));
+    auto mirror = [&](const float* w) { return w ? params16.u16() + (w - params.f()) : nullptr; };
+    auto& l = p.layers[0];
+    l.shared.w_in_bf16 = mirror(l.shared.w_in), l.shared.w_out_bf16 = mirror(l.shared.w_out);
+    for (moe::FfnParams& f : l.experts) f.w_in_bf16 = mirror(f.w_in), f.w_out_bf16 = mirror(f.w_out);
+    for (const moe::ParamTensor* t : trained)
+      if (t->shape.size() == 2 && t->name.find(".router.") == std::string::npos) bf16_ranges.emplace_back(t->offset, t->numel);
+  }
+
+  void zero_grads() {
+    for (const moe::ParamTensor* t : trained) be->zero(grads.f() + t->offset, t->numel * sizeof(float));
+  }
+  void forward() {
+    for (auto [off, n] : bf16_ranges) be->to_bf16(params16.u16() + off, params.f() + off, static_cast<int64_t>(n));
+    layer->forward(*be, p.layers[0], *access, y.f(), x.f(), o.tokens);
+  }
+  void backward() {
+    be->zero(dx.f(), dx.bytes());
+    layer->backward(*be, p.layers[0], g.layers[0], *access, dx.f(), dy.f(), x.f(), o.tokens, 0.01f, 0.0f, scratch);
+  }
+  void optimizer_step(int t) {
+    moe::TrainConfig hp;
+    for (const moe::ParamTensor* pt : trained)
+      be->adamw_update(params.f() + pt->offset, grads.f() + pt->offset, m.f() + pt->offset, v.f() + pt->offset,
+                       static_cast<int64_t>(pt->numel), moe::adamw_params(t, 1e-5, hp, 1.0, pt->decay));
+  }
+};
+
+double sum_numel(const std::vector<const moe::ParamTensor*>& ts) {
+  double n = 0;
+  for (const moe::ParamTensor* t : ts) n += static_cast<double>(t->numel);
+  return n;
+}
+
+void bench_step(const Options& o) {
+  LayerBench b(o);
+  int t = 0;
+  std::vector<double> fwd, bwd, opt, total;
+  const auto step = [&] {
+    const auto t0 = bench::Clock::now();
+    b.zero_grads();
+    b.forward();
+    const double tf = bench::seconds_since(t0);
+    b.backward();
+    const double tb = bench::seconds_since(t0) - tf;
+    if (o.optimizer) b.optimizer_step(++t);
+    const double all = bench::seconds_since(t0);
+    fwd.push_back(tf), bwd.push_back(tb), opt.push_back(all - tf - tb), total.push_back(all);
+  };
+  step();  // warm-up: first touches of every buffer
+  fwd.clear(), bwd.clear(), opt.clear(), total.clear();
+  bench::time_median([&] { step(); });  // the medians below are over every timed step
+  const double s = bench::median(total);
+  const double params = sum_numel(b.trained);
+  // Expert FLOPs: forward 3 GEMMs of 2·C·F per routed slot (plus the shared experts per token), backward twice that.
+  const double flops = 3.0 * 2.0 * 3.0 * o.C * (static_cast<double>(o.tokens) * o.K * o.F + double(o.tokens) * o.shared_F);
+  if (o.json)
+    std::printf("{\"bench\":\"moe_layer\",\"C\":%d,\"E\":%d,\"F\":%d,\"K\":%d,\"shared_F\":%d,\"tokens\":%d,"
+                "\"dtype\":\"%s\",\"threads\":%d,\"optimizer\":%s,\"params\":%.0f,\"seconds\":%.6g,\"forward_s\":%.6g,"
+                "\"backward_s\":%.6g,\"optimizer_s\":%.6g,\"tokens_per_s\":%.6g,\"expert_gflops\":%.2f}\n",
+                o.C, o.E, o.F, o.K, o.shared_F, o.tokens, o.bf16 ? "bf16" : "fp32", o.threads,
+                o.optimizer ? "true" : "false", params, s, bench::median(fwd), bench::median(bwd), bench::median(opt),
+                o.tokens / s, flops / s / 1e9);
+  else
+    std::printf("moe layer C=%d E=%d F=%d K=%d shared_F=%d tokens=%d %s: %.1f ms/step (fwd %.1f, bwd %.1f, opt %.1f), "
+                "%.0f tokens/s, experts %.1f GFLOP/s\n",
+                o.C, o.E, o.F, o.K, o.shared_F, o.tokens, o.bf16 ? "bf16" : "fp32", s * 1e3, bench::median(fwd) * 1e3,
+                bench::median(bwd) * 1e3, bench::median(opt) * 1e3, o.tokens / s, flops / s / 1e9);
+}
+
+std::vector<float> random_floats(int64_t n, uint64_t stream) {
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = 2.0f * moe::random_uniform(7, stream, uint64_t(i)) - 1.0f;
+  return v;
+}
+
+// The GEMMs of one expert with R rows on this shape: up (gate and up fused, 2F wide), down, and their backward.
+void bench_gemms(const Options& o) {
+  moe::ThreadPool tp(o.threads);
+  const int R = std::max(1, o.tokens * o.K / o.E), C = o.C, F2 = 2 * o.F, F = o.F;
+  struct Case {
+    const char* op;
+    bool ta, tb;
+    int M, N, K;
+    bool b_weight;
+  };
+  const std::vector<Case> cases{{"up", false, true, R, F2, C, true},   {"down", false, true, R, C, F, true},
+                                {"dx", false, false, R, C, F2, true},  {"dh", false, false, R, F, C, true},
+                                {"dw_up", true, false, F2, C, R, false}, {"dw_down", true, false, C, F, R, false}};
+  const bench::Peak peak = bench::measure_peak(tp);
+  std::printf("{\"bench\":\"peak\",\"threads\":%d,\"fp32_isa\":\"%s\",\"fp32_gflops\":%.2f,\"bf16_isa\":\"%s\","
+              "\"bf16_gflops\":%.2f,\"bf16_kernel\":\"%s\"}\n",
+              o.threads, peak.fp32_isa, peak.fp32_gflops, peak.bf16_isa, peak.bf16_gflops, moe::cpu::sgemm_bf16_isa());
+  for (const Case& c : cases) {
+    const int64_t a_rows = c.ta ? c.K : c.M, a_cols = c.ta ? c.M : c.K;
+    const int64_t b_rows = c.tb ? c.N : c.K, b_cols = c.tb ? c.K : c.N;
+    const std::vector<float> A = random_floats(a_rows * a_cols, 1), B = random_floats(b_rows * b_cols, 2);
+    std::vector<uint16_t> B16(B.size());
+    for (size_t i = 0; i < B.size(); ++i) B16[i] = moe::f32_to_bf16(B[i]);
+    std::vector<float> out(int64_t(c.M) * c.N);
+    const double t32 = bench::time_median([&] {
+      moe::cpu::sgemm(tp, c.ta, c.tb, c.M, c.N, c.K, 1.0f, A.data(), int(a_cols), B.data(), int(b_cols), 0.0f,
+                      out.data(), c.N);
+    });
+    const double t16 = bench::time_median([&] {
+      if (c.b_weight)
+        moe::cpu::sgemm_bf16(tp, c.ta, c.tb, c.M, c.N, c.K, 1.0f, A.data(), int(a_cols), B16.data(), int(b_cols), 0.0f,
+                             out.data(), c.N);
+      else
+        moe::cpu::sgemm_bf16(tp, c.ta, c.tb, c.M, c.N, c.K, 1.0f, A.data(), int(a_cols), B.data(), int(b_cols), 0.0f,
+                             out.data(), c.N);
+    });
+    const double flops = 2.0 * c.M * c.N * c.K;
+    std::printf("{\"bench\":\"expert_gemm\",\"op\":\"%s\",\"C\":%d,\"E\":%d,\"F\":%d,\"K\":%d,\"tokens\":%d,"
+                "\"trans_a\":%d,\"trans_b\":%d,\"M\":%d,\"N\":%d,\"Kdim\":%d,\"fp32_gflops\":%.2f,\"bf16_gflops\":%.2f,"
+                "\"fp32_peak_frac\":%.3f,\"bf16_peak_frac\":%.3f}\n",
+                c.op, o.C, o.E, o.F, o.K, o.tokens, int(c.ta), int(c.tb), c.M, c.N, c.K, flops / t32 / 1e9,
+                flops / t16 / 1e9, flops / t32 / 1e9 / peak.fp32_gflops, flops / t16 / 1e9 / peak.bf16_gflops);
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+int cmd_bench_layer(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  if (o.gemm) bench_gemms(o);
+  else bench_step(o);
+  return 0;
+}

@@ -1,0 +1,230 @@
+#!/usr/bin/python3
+"""One MoE layer of real models' shapes, ours against PyTorch, side by side in one run (test/bench/shapes runs it).
+
+    /usr/bin/python3 test/bench/shapes_bench.py --dev-cli native/build/moe-engine-dev [--threads 2]
+        [--tokens 1024] [--shapes olmoe,qwen3,deepseek-v2-lite,mixtral] [--steps 3]
+    /usr/bin/python3 test/bench/shapes_bench.py torch-layer|torch-gemm JSON   (the PyTorch side, run in its own process)
+
+A step is the layer's forward (router, top-k, per-expert SwiGLU on the tokens routed to it, weighted combine, the
+shared experts), backward of sum(y · dy) plus the load-balancing loss, and AdamW over the layer's parameters.
+Ours: `moe-engine-dev bench --layer` in fp32 and in bf16 (train.compute_dtype "bf16"). PyTorch 1.13 at its strongest
+here: OpenMP OpenBLAS, tcmalloc preloaded, torch.set_num_threads, the fused-weight expert loop transformers uses
+(index the tokens of each expert, F.linear, index_add_), in fp32 and under bf16 autocast (oneDNN; it uses AMX tiles
+itself where the CPU has them). Each setup runs in its own process, one after another, so memory holds one layer.
+The expert GEMMs alone (rows = tokens·K/E): ours sgemm / sgemm_bf16 against torch.matmul in fp32 / bf16, with our
+GEMMs' fraction of the machine's peak for the ISA they use (measured in the same run by the dev CLI).
+Ends with one line: BENCH shapes bf16_vs_torch_bf16=R fp32_vs_torch=R gemm_bf16_vs_torch=R gemm_bf16_peak_frac=R isa=...
+(medians over the shapes).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+# name: (C, E, F, K, shared F, optimizer). Mixtral's AdamW state (22 GB for the layer with its weights and
+# gradients) does not fit beside both sides on a 24 GiB machine: its step is forward + backward only, on both sides.
+SHAPES = {
+    "olmoe": (2048, 64, 1024, 8, 0, True),
+    "qwen3": (2048, 128, 768, 8, 0, True),
+    "deepseek-v2-lite": (2048, 64, 1408, 6, 2 * 1408, True),
+    "mixtral": (4096, 8, 14336, 2, 0, False),
+}
+SMOKE = {"smoke": (256, 8, 512, 2, 256, True)}  # --shapes smoke: checks the script itself in seconds
+TORCH_ENV = {
+    "LD_LIBRARY_PATH": "/usr/lib/x86_64-linux-gnu/openblas-openmp",
+    "LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
+}
+GEMM_OPS = ("up", "down", "dx", "dh", "dw_up", "dw_down")
+
+
+def gemm_cases(C, E, F, K, tokens):
+    """(op, trans_a, trans_b, M, N, Kdim) as `bench --layer --gemm` lists them."""
+    R = max(1, tokens * K // E)
+    return [("up", 0, 1, R, 2 * F, C), ("down", 0, 1, R, C, F), ("dx", 0, 0, R, C, 2 * F), ("dh", 0, 0, R, F, C),
+            ("dw_up", 1, 0, 2 * F, C, R), ("dw_down", 1, 0, C, F, R)]
+
+
+def run_torch(mode, spec, threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), **TORCH_ENV)
+    env.pop("OPENBLAS_CORETYPE", None)
+    env.pop("OPENBLAS_L2_SIZE", None)
+    out = subprocess.run(["/usr/bin/python3", os.path.abspath(__file__), mode, json.dumps(spec)], check=True,
+                         capture_output=True, text=True, env=env).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def run_ours(dev_cli, args):
+    out = subprocess.run([dev_cli, "bench", "--layer", "--json", *args], check=True, capture_output=True,
+                         text=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+# ---------------------------------------------------------------- the PyTorch side (its own process)
+
+def torch_layer(spec):
+    import torch
+    import torch.nn.functional as Fn
+
+    torch.set_num_threads(spec["threads"])
+    torch.manual_seed(0)
+    C, E, F, K, SF, N = spec["C"], spec["E"], spec["F"], spec["K"], spec["shared_F"], spec["tokens"]
+    std = 0.02
+    router = torch.nn.Parameter(torch.randn(E, C) * std)
+    w_in = torch.nn.Parameter(torch.randn(E, 2 * F, C) * std)
+    w_out = torch.nn.Parameter(torch.randn(E, C, F) * std)
+    params = [router, w_in, w_out]
+    if SF:
+        s_in = torch.nn.Parameter(torch.randn(2 * SF, C) * std)
+        s_out = torch.nn.Parameter(torch.randn(C, SF) * std)
+        params += [s_in, s_out]
+    opt = torch.optim.AdamW(params, lr=1e-5) if spec["optimizer"] else None
+    x = torch.rand(N, C) * 2 - 1
+    dy = (torch.rand(N, C) * 2 - 1) * 1e-3
+
+    def swiglu(h):
+        g, u = h.chunk(2, dim=-1)
+        return Fn.silu(g) * u
+
+    def forward():
+        logits = Fn.linear(x, router)
+        probs = logits.float().softmax(dim=-1)
+        topw, topi = probs.topk(K, dim=-1)
+        topw = topw / topw.sum(dim=-1, keepdim=True)
+        y = torch.zeros(N, C, dtype=x.dtype)
+        mask = Fn.one_hot(topi, E).permute(2, 1, 0)  # [E, K, N]
+        hit = (mask.sum(dim=(1, 2)) > 0).nonzero().flatten().tolist()
+        for e in hit:
+            slot, tok = torch.where(mask[e])
+            h = swiglu(Fn.linear(x[tok], w_in[e]))
+            out = Fn.linear(h, w_out[e]) * topw[tok, slot, None]
+            y = y.index_add(0, tok, out.to(y.dtype))
+        if SF:
+            y = y + Fn.linear(swiglu(Fn.linear(x, s_in)), s_out)
+        frac = mask.sum(dim=(1, 2)).float() / (N * K)
+        aux = E * (frac * probs.mean(dim=0)).sum()
+        return (y.float() * dy).sum() + 0.01 * aux
+
+    def step():
+        if opt:
+            opt.zero_grad(set_to_none=True)
+        else:
+            for p in params:
+                p.grad = None
+        t0 = time.perf_counter()
+        if spec["autocast"]:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = forward()
+        else:
+            loss = forward()
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        if opt:
+            opt.step()
+        t3 = time.perf_counter()
+        return t1 - t0, t2 - t1, t3 - t2, t3 - t0
+
+    step()
+    times = [step() for _ in range(spec["steps"])]
+    med = [statistics.median(t[i] for t in times) for i in range(4)]
+    print(json.dumps({"bench": "torch_layer", "setup": "bf16_autocast" if spec["autocast"] else "fp32",
+                      "tokens": N, "seconds": med[3], "forward_s": med[0], "backward_s": med[1],
+                      "optimizer_s": med[2], "tokens_per_s": N / med[3], "torch": torch.__version__}))
+
+
+def torch_gemm(spec):
+    import torch
+
+    from engine_peers import time_median  # the timing `moe-engine-dev bench` uses too
+
+    torch.set_num_threads(spec["threads"])
+    for op, ta, tb, M, N, Kd in gemm_cases(spec["C"], spec["E"], spec["F"], spec["K"], spec["tokens"]):
+        row = {"bench": "torch_gemm", "op": op, "M": M, "N": N, "Kdim": Kd}
+        for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+            a = (torch.rand(Kd, M) if ta else torch.rand(M, Kd)).to(dtype)
+            b = (torch.rand(N, Kd) if tb else torch.rand(Kd, N)).to(dtype)
+            fn = (lambda: (a.t() if ta else a) @ (b.t() if tb else b))
+            row[name + "_gflops"] = 2.0 * M * N * Kd / time_median(fn) / 1e9
+        print(json.dumps(row))
+
+
+# ---------------------------------------------------------------- the driver
+
+def cpu_name():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] in ("torch-layer", "torch-gemm"):
+        (torch_layer if sys.argv[1] == "torch-layer" else torch_gemm)(json.loads(sys.argv[2]))
+        return
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dev-cli", required=True)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--tokens", default="1024", help="comma-separated token counts per step")
+    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--steps", type=int, default=3, help="timed steps per setup (after one warm-up)")
+    a = ap.parse_args()
+    with open("/proc/cpuinfo") as f:
+        flags = f.read()
+    isa = "amx" if "amx_bf16" in flags else "avx512bf16" if "avx512_bf16" in flags else "avx512" if "avx512f" in flags else "avx2"
+    print(f"CPU: {cpu_name()}; {a.threads} threads; bf16 ISA available: {isa}")
+    print(f"{'shape':<17} {'tokens':>6} {'ours fp32':>10} {'ours bf16':>10} {'torch fp32':>10} {'torch bf16':>10}"
+          f" {'fp32 x':>7} {'bf16 x':>7}   (tokens/s; x = ours / torch)")
+    fp32_ratios, bf16_ratios, gemm_ratios, peak_fracs = [], [], [], []
+    kernel = "?"
+    for name in a.shapes.split(","):
+        C, E, F, K, SF, optimizer = {**SHAPES, **SMOKE}[name]
+        for tokens in [int(t) for t in a.tokens.split(",")]:
+            base = ["--C", str(C), "--E", str(E), "--F", str(F), "--K", str(K), "--shared-F", str(SF),
+                    "--tokens", str(tokens), "--threads", str(a.threads)] + ([] if optimizer else ["--no-optimizer"])
+            ours = {d: run_ours(a.dev_cli, base + ["--dtype", d])[-1]["tokens_per_s"] for d in ("fp32", "bf16")}
+            spec = {"C": C, "E": E, "F": F, "K": K, "shared_F": SF, "tokens": tokens, "threads": a.threads,
+                    "optimizer": optimizer, "steps": a.steps}
+            theirs = {setup: run_torch("torch-layer", dict(spec, autocast=setup == "bf16"), a.threads)[-1]["tokens_per_s"]
+                      for setup in ("fp32", "bf16")}
+            r32, r16 = ours["fp32"] / theirs["fp32"], ours["bf16"] / theirs["bf16"]
+            fp32_ratios.append(r32)
+            bf16_ratios.append(r16)
+            print(f"{name:<17} {tokens:>6} {ours['fp32']:>10.0f} {ours['bf16']:>10.0f} {theirs['fp32']:>10.0f}"
+                  f" {theirs['bf16']:>10.0f} {r32:>7.2f} {r16:>7.2f}" + ("" if optimizer else "   (no optimizer step)"),
+                  flush=True)
+        # The expert GEMMs alone, at the first token count.
+        tokens = int(a.tokens.split(",")[0])
+        rows = run_ours(a.dev_cli, ["--C", str(C), "--E", str(E), "--F", str(F), "--K", str(K), "--tokens", str(tokens),
+                                    "--threads", str(a.threads), "--gemm"])
+        peak = rows[0]
+        kernel = peak["bf16_kernel"]
+        ours_g = {r["op"]: r for r in rows[1:]}
+        theirs_g = {r["op"]: r for r in run_torch("torch-gemm", {"C": C, "E": E, "F": F, "K": K, "tokens": tokens,
+                                                                  "threads": a.threads}, a.threads)}
+        print(f"  expert GEMMs ({name}, {ours_g['up']['M']} rows per expert; peak fp32 {peak['fp32_gflops']:.0f}"
+              f" GFLOP/s {peak['fp32_isa']}, bf16 {peak['bf16_gflops']:.0f} GFLOP/s {peak['bf16_isa']}, our bf16"
+              f" kernel {kernel})")
+        print(f"  {'op':<8} {'M':>6} {'N':>6} {'K':>6} {'ours32':>8} {'torch32':>8} {'ours16':>8} {'torch16':>8}"
+              f" {'16 x':>6} {'16 peak':>8}   (GFLOP/s)")
+        shape_ratios, shape_fracs = [], []
+        for op in GEMM_OPS:
+            o, t = ours_g[op], theirs_g[op]
+            shape_ratios.append(o["bf16_gflops"] / t["bf16_gflops"])
+            shape_fracs.append(o["bf16_peak_frac"])
+            print(f"  {op:<8} {o['M']:>6} {o['N']:>6} {o['Kdim']:>6} {o['fp32_gflops']:>8.1f} {t['fp32_gflops']:>8.1f}"
+                  f" {o['bf16_gflops']:>8.1f} {t['bf16_gflops']:>8.1f} {shape_ratios[-1]:>6.2f}"
+                  f" {o['bf16_peak_frac']:>8.2f}", flush=True)
+        gemm_ratios.append(statistics.median(shape_ratios))
+        peak_fracs.append(statistics.median(shape_fracs))
+    med = statistics.median
+    print(f"BENCH shapes bf16_vs_torch_bf16={med(bf16_ratios):.2f} fp32_vs_torch={med(fp32_ratios):.2f}"
+          f" gemm_bf16_vs_torch={med(gemm_ratios):.2f} gemm_bf16_peak_frac={med(peak_fracs):.2f}"
+          f" isa={kernel.replace('_', '')}")
+
+
+if __name__ == "__main__":
+    main()
