@@ -3,7 +3,7 @@
 import { z } from 'zod'
 
 import { RunConfigSchema } from '../../api/config'
-import { ResolvedOffloadSchema, RunIdSchema, RunStatusSchema, StoredDatasetSchema } from '../../api/contract'
+import { ExpertSharesSchema, ResolvedOffloadSchema, RunIdSchema, RunStatusSchema, StoredDatasetSchema } from '../../api/contract'
 import type { SqlRow, SqlValue } from './db'
 import { StoreError } from './errors'
 import type { RunRecord } from './types'
@@ -26,6 +26,7 @@ const RunRecordSchema = z.object({
   lastLoss: z.number().nullable(),
   tokensPerSec: z.number().nullable(),
   error: z.string().nullable(),
+  expertShares: ExpertSharesSchema.nullable().default(null),
 })
 const RunPatchSchema = RunRecordSchema.omit({ id: true }).partial().strict()
 
@@ -47,8 +48,9 @@ export const RUN_COLUMNS: Readonly<Record<RunField, string>> = {
   lastLoss: 'last_loss',
   tokensPerSec: 'tokens_per_s',
   error: 'error',
+  expertShares: 'expert_shares',
 }
-const JSON_FIELDS = new Set<RunField>(['config', 'dataset', 'offload'])
+const JSON_FIELDS = new Set<RunField>(['config', 'dataset', 'offload', 'expertShares'])
 
 function describe(error: z.ZodError): string {
   return error.issues.map((i) => `${i.path.map(String).join('.') || '(record)'}: ${i.message}`).join('; ')
@@ -103,6 +105,7 @@ export function runFromRow(row: SqlRow): RunRecord {
     lastLoss: row.last_loss,
     tokensPerSec: row.tokens_per_s,
     error: row.error,
+    expertShares: row.expert_shares == null ? null : parseJsonColumn(id, 'expert_shares', row.expert_shares),
   }
   const parsed = RunRecordSchema.safeParse(candidate)
   if (!parsed.success) throw new StoreError(`run ${id}: stored row is invalid: ${describe(parsed.error)}`)
