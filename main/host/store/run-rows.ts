@@ -26,7 +26,8 @@ const RunRecordSchema = z.object({
   lastLoss: z.number().nullable(),
   tokensPerSec: z.number().nullable(),
   error: z.string().nullable(),
-  expertShares: ExpertSharesSchema.nullable().default(null),
+  // Absent (or NULL) for runs without an ESFT measurement.
+  expertShares: ExpertSharesSchema.nullable().optional(),
 })
 const RunPatchSchema = RunRecordSchema.omit({ id: true }).partial().strict()
 
@@ -57,6 +58,7 @@ function describe(error: z.ZodError): string {
 }
 
 function toColumn(field: RunField, value: unknown): SqlValue {
+  if (value === undefined) return null
   return JSON_FIELDS.has(field) && value !== null ? JSON.stringify(value) : (value as SqlValue)
 }
 
@@ -105,7 +107,7 @@ export function runFromRow(row: SqlRow): RunRecord {
     lastLoss: row.last_loss,
     tokensPerSec: row.tokens_per_s,
     error: row.error,
-    expertShares: row.expert_shares == null ? null : parseJsonColumn(id, 'expert_shares', row.expert_shares),
+    ...(row.expert_shares == null ? {} : { expertShares: parseJsonColumn(id, 'expert_shares', row.expert_shares) }),
   }
   const parsed = RunRecordSchema.safeParse(candidate)
   if (!parsed.success) throw new StoreError(`run ${id}: stored row is invalid: ${describe(parsed.error)}`)
