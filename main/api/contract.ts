@@ -127,6 +127,11 @@ export const RunDetailSchema = z.object({
   init: z.string().nullable(),
   offload: ResolvedOffloadSchema.nullable().describe('the offload the run trains with; null: resident (runs from before offload)'),
   expertShares: ExpertSharesSchema.nullable().optional().describe('the ESFT measurement stored with the run; null: none'),
+  parameters: z.object({
+    trainable: z.number().describe('parameters that train: base tensors of the trained groups and LoRA adapters'),
+    adapters: z.number(),
+    total: z.number().describe('the base model’s parameters'),
+  }).optional().describe('what the run’s finetune method trains'),
   events: z.array(RunEventSchema),
   checkpoints: z.array(CheckpointSchema),
 })

@@ -13,6 +13,7 @@ import { listDirectory } from './files'
 import { measureExperts } from './measure-experts'
 import { probeHardware } from './hardware'
 import { planRun } from './planner/plan'
+import { finetuneCounts } from './planner/finetune-plan'
 import { budgetsOf } from './planner/resolve'
 import { previewDataset } from './datasets/preview'
 import { checkRunInputs } from './run-inputs'
@@ -55,6 +56,11 @@ function withAbsolutePaths(spec: RunSpec): RunSpec {
     },
     ...(spec.init === undefined ? {} : { init: resolve(spec.init) }),
   }
+}
+
+function trainedParameters(config: RunSpec['config']): { trainable: number; adapters: number; total: number } {
+  const c = finetuneCounts(config)
+  return { trainable: c.trainable, adapters: c.adapters, total: c.base }
 }
 
 function requireRun(store: TelemetryStore, id: string): RunRecord {
@@ -101,6 +107,7 @@ export function createHandlers({ store, runs, dataDir, measure }: HandlerDeps): 
         init: run.init,
         offload: run.offload,
         expertShares: run.expertShares ?? null,
+        parameters: trainedParameters(run.config),
         events: store.listEvents(id),
         checkpoints: store.listCheckpoints(id),
       }
