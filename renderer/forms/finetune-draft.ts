@@ -36,9 +36,15 @@ export function defaultMethodDraft(): MethodDraft {
   }
 }
 
-/** A draft switched to `method`: its trainable groups and LoRA targets back to that method's defaults. */
+/**
+ * A draft switched to `method`: its trainable groups and LoRA targets back to that method's defaults; the expert
+ * set is ESFT's choice, so another method starts from every expert again.
+ */
 export function withMethod(d: MethodDraft, method: FinetuneMethod): MethodDraft {
-  return { ...d, method, train: defaultTrain(method, d.esft.with), lora: { ...d.lora, targets: defaultTargets(method) } }
+  return {
+    ...d, method, train: defaultTrain(method, d.esft.with), lora: { ...d.lora, targets: defaultTargets(method) },
+    experts: method === 'esft' ? d.experts : null,
+  }
 }
 
 export const usesLora = (d: MethodDraft) => d.method === 'lora' || (d.method === 'esft' && d.esft.with === 'lora')

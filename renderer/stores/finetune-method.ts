@@ -28,6 +28,8 @@ export const useFinetuneMethodStore = defineStore('finetune-method', () => {
   }
   function setMethod(method: FinetuneMethod): void {
     draft.value = withMethod(draft.value, method)
+    // Back to ESFT after measuring: its chosen experts again.
+    if (method === 'esft' && draft.value.experts === null && shares.value) draft.value = { ...draft.value, experts: shares.value.experts }
   }
   function toggleGroup(group: FinetuneGroup): void {
     draft.value = { ...draft.value, train: toggled(draft.value.train, group) }
