@@ -18,6 +18,8 @@ export const useFinetuneMethodStore = defineStore('finetune-method', () => {
   const shares = ref<ExpertShares | null>(null)
   const measuring = ref(false)
   const measureError = ref<string | null>(null)
+  /** The planner counts the frozen base as bf16 (it honours this with train.compute_dtype bf16 only). */
+  const frozenBf16 = ref(false)
 
   const section = computed(() => finetuneSection(draft.value))
 
@@ -68,7 +70,7 @@ export const useFinetuneMethodStore = defineStore('finetune-method', () => {
   }
 
   return {
-    draft, shares, measuring, measureError, section,
+    draft, shares, measuring, measureError, section, frozenBf16,
     reset, setMethod, toggleGroup, toggleTarget, setLora, setEsft, toggleExpertOf, measure,
   }
 })

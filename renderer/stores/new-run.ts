@@ -262,7 +262,7 @@ export const useNewRunStore = defineStore('new-run', () => {
   async function refreshPlan(config: RunConfig): Promise<void> {
     const request = ++planRequest
     try {
-      const answer = await bound().invoke('planner.plan', { config })
+      const answer = await bound().invoke('planner.plan', { config, ...(method.frozenBf16 ? { frozenBf16: true } : {}) })
       if (request !== planRequest) return
       plan.value = answer
       planError.value = null
@@ -275,7 +275,7 @@ export const useNewRunStore = defineStore('new-run', () => {
 
   // Each edit restarts the wait, so typing a number asks the planner once, for the final value.
   watch(
-    () => (check.value.config ? JSON.stringify(check.value.config) : null),
+    () => (check.value.config ? `${JSON.stringify(check.value.config)}|${method.frozenBf16}` : null),
     (key) => {
       clearTimeout(planTimer)
       const config = check.value.config

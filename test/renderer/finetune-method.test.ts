@@ -106,4 +106,18 @@ describe('measuring in New run', () => {
     method.setMethod('full')
     expect(form.check.config?.finetune).toBeUndefined()
   })
+
+  it('asks the planner to count the frozen base as bf16 when told to', async () => {
+    const fake = fakeClient({ 'presets.list': async () => [{ name: 'tiny', description: 'demo', config: tinyConfig }], 'planner.plan': async () => planOf(2 ** 20) })
+    const form = useNewRunStore()
+    const method = useFinetuneMethodStore()
+    await form.open({}, fake)
+    method.setMethod('lora')
+    await vi.advanceTimersByTimeAsync(PLAN_DEBOUNCE_MS + 10)
+    const plans = () => fake.calls.filter((c) => c.name === 'planner.plan').map((c) => (c.params as { frozenBf16?: boolean }).frozenBf16)
+    expect(plans().at(-1)).toBeUndefined()
+    method.frozenBf16 = true
+    await vi.advanceTimersByTimeAsync(PLAN_DEBOUNCE_MS + 10)
+    expect(plans().at(-1)).toBe(true)
+  })
 })
