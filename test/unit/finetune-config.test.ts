@@ -4,6 +4,7 @@ import { describe, expect, test } from 'vitest'
 
 import { RunConfigSchema } from '../../main/api/config'
 import { FINETUNE_GROUPS, resolveFinetune } from '../../main/api/finetune'
+import { engineConfigJson } from '../../main/host/runs/engine-config'
 
 const base = {
   model: { arch: 'mixtral', vocab_size: 16, d_model: 8, n_layers: 3, n_heads: 2, n_kv_heads: 1, max_seq_len: 8, d_ff: 4,
@@ -71,5 +72,14 @@ describe('finetune section', () => {
     expect(issues({ method: 'esft', experts: { 0: [1, 1] } })).toEqual(['finetune.experts.0.1: expert 1 is listed twice'])
     expect(issues({ method: 'esft', experts: { first: [1] } })[0]).toMatch(/^finetune\.experts\.first: /)
     expect(issues({ method: 'esft', bogus: 1 })[0]).toMatch(/^finetune: /)
+  })
+})
+
+describe('the engine’s config', () => {
+  test('gets the finetune section only when there is one', () => {
+    expect(JSON.parse(engineConfigJson(RunConfigSchema.parse(base), null))).not.toHaveProperty('finetune')
+    expect(JSON.parse(engineConfigJson(RunConfigSchema.parse({ ...base, finetune: null }), null))).not.toHaveProperty('finetune')
+    const esft = RunConfigSchema.parse({ ...base, finetune: { method: 'esft', experts: { 0: [1] } } })
+    expect(JSON.parse(engineConfigJson(esft, null)).finetune).toEqual({ method: 'esft', experts: { 0: [1] } })
   })
 })
