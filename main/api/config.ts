@@ -2,6 +2,7 @@
 // host validates with it, and the engine receives exactly what passed. Field names match the engine's.
 import { z } from 'zod'
 
+import { FinetuneConfigSchema, type FinetuneConfig } from './finetune'
 import { FAMILY_NAMES, MODEL_FAMILIES, headSize, modelFamily, moeLayerIndexes } from './model-families'
 
 const int = (min: number, max: number) => z.number().int().min(min).max(max)
@@ -255,6 +256,8 @@ export const RunConfigSchema = z
     routing_skew: RoutingSkewConfigSchema.optional(),
     placement: PlacementConfigSchema.optional(),
     pipeline: PipelineConfigSchema.optional(),
+    finetune: FinetuneConfigSchema.nullable().optional()
+      .describe('Which parameters train (full, LoRA or expert-specialised fine-tuning); absent or null: all of them'),
   })
   .strict()
   .superRefine((c, ctx) => {
@@ -324,7 +327,26 @@ export const RunConfigSchema = z
     if (c.train.min_lr !== undefined && c.train.min_lr > c.train.lr)
       ctx.addIssue({ code: 'custom', path: ['train', 'min_lr'], message: 'must not exceed lr' })
     checkOffload(c, ctx)
+    if (c.finetune) checkFinetuneExperts(c.model, c.finetune, ctx)
   })
+
+// finetune.experts names MoE layers of this model and experts each of them has, once each.
+function checkFinetuneExperts(m: ModelConfig, f: FinetuneConfig, ctx: z.RefinementCtx): void {
+  const layers = moeLayerIndexes(m)
+  for (const [key, ids] of Object.entries(f.experts ?? {})) {
+    const at = layers.indexOf(Number(key))
+    const path = ['finetune', 'experts', key]
+    if (at < 0) {
+      ctx.addIssue({ code: 'custom', path, message: `layer ${key} is not an MoE layer (MoE layers: ${layers.join(', ')})` })
+      continue
+    }
+    const count = Array.isArray(m.n_experts) ? m.n_experts[at] ?? 0 : m.n_experts
+    ids.forEach((e, i) => {
+      if (e >= count) ctx.addIssue({ code: 'custom', path: [...path, i], message: `expert ${e} does not exist (layer ${key} has ${count})` })
+      else if (ids.indexOf(e) !== i) ctx.addIssue({ code: 'custom', path: [...path, i], message: `expert ${e} is listed twice` })
+    })
+  }
+}
 
 export type ModelConfig = z.infer<typeof ModelConfigSchema>
 export type TrainConfig = z.infer<typeof TrainConfigSchema>
@@ -333,3 +355,4 @@ export type RoutingSkewConfig = z.infer<typeof RoutingSkewConfigSchema>
 export type PlacementConfig = z.infer<typeof PlacementConfigSchema>
 export type PipelineConfig = z.infer<typeof PipelineConfigSchema>
 export type RunConfig = z.infer<typeof RunConfigSchema>
+export type { FinetuneConfig }

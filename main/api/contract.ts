@@ -47,12 +47,27 @@ export const DatasetSpecSchema = z
   })
   .strict()
 
+// Expert-specialised fine-tuning's measurement (the engine's moe_engine_measure_experts): per MoE layer each routed
+// expert's share of the gate scores and of the routed tokens, and the experts chosen by `score` at `threshold`.
+export const ExpertSharesSchema = z.object({
+  layers: z.array(z.number().int()).describe('the model layer index of each MoE layer'),
+  gate: z.array(z.array(z.number())).describe('[MoE layer][expert] share of the gate scores (each layer sums to 1)'),
+  tokens: z.array(z.array(z.number())).describe('[MoE layer][expert] share of the routed tokens (each layer sums to 1)'),
+  batches: z.number().int().describe('batches measured'),
+  tokensSeen: z.number().int(),
+  threshold: z.number(),
+  score: z.enum(['gate', 'tokens']),
+  experts: z.record(z.string(), z.array(z.number().int())).describe('per model layer index, the chosen experts (finetune.experts)'),
+})
+export type ExpertShares = z.output<typeof ExpertSharesSchema>
+
 export const RunSpecSchema = z
   .object({
     name: z.string().trim().min(1).max(200),
     config: RunConfigSchema,
     dataset: DatasetSpecSchema,
     init: AbsolutePathSchema.optional().describe('Start from the weights of this checkpoint directory (ours or Hugging Face)'),
+    expertShares: ExpertSharesSchema.optional().describe('the ESFT measurement the chosen experts came from, kept with the run'),
   })
   .strict()
   .superRefine((spec, ctx) => {
@@ -111,6 +126,12 @@ export const RunDetailSchema = z.object({
   dataset: StoredDatasetSchema,
   init: z.string().nullable(),
   offload: ResolvedOffloadSchema.nullable().describe('the offload the run trains with; null: resident (runs from before offload)'),
+  expertShares: ExpertSharesSchema.nullable().optional().describe('the ESFT measurement stored with the run; null: none'),
+  parameters: z.object({
+    trainable: z.number().describe('parameters that train: base tensors of the trained groups and LoRA adapters'),
+    adapters: z.number(),
+    total: z.number().describe('the base model’s parameters'),
+  }).optional().describe('what the run’s finetune method trains'),
   events: z.array(RunEventSchema),
   checkpoints: z.array(CheckpointSchema),
 })
@@ -234,6 +255,26 @@ export const TierBytesSchema = z.object({
   budget: z.number().nullable(),
 })
 
+const FinetuneTierSchema = z.object({
+  tier: z.enum(['device', 'host', 'ssd']),
+  trainable: z.number().describe('fp32 masters of what trains (base tensors and adapters)'),
+  grads: z.number(),
+  optimizer: z.number().describe('two AdamW moments of what trains'),
+  frozen: z.number().describe('frozen base weights: no gradient, no moments'),
+  total: z.number(),
+})
+
+export const FinetuneVerdictSchema = z.object({
+  method: z.enum(['none', 'full', 'lora', 'esft']),
+  counts: z.object({
+    trainableBase: z.number(), adapters: z.number(), trainable: z.number(), frozen: z.number(), base: z.number(),
+  }),
+  frozenDtype: z.enum(['fp32', 'bf16']),
+  tiers: z.array(FinetuneTierSchema),
+  fullStateBytes: z.number().describe('parameter-state bytes of training every parameter'),
+  stateBytes: z.number().describe('this method’s parameter-state bytes'),
+})
+
 export const PlanSchema = z.object({
   requested: OffloadRequestSchema,
   mode: OffloadModeSchema.describe('where expert state lives: resident (none), host memory, or SSD behind a host cache'),
@@ -246,6 +287,8 @@ export const PlanSchema = z.object({
   cacheExperts: z.number().int().nullable().describe('host cache entries (SSD mode)'),
   formulas: z.array(z.string()).describe('how each tier’s bytes are computed, with this config’s numbers'),
   explanation: z.string().describe('why this mode, or which tier is short by how many bytes and what budget would fit'),
+  finetune: FinetuneVerdictSchema.nullable().optional()
+    .describe('the config’s finetune method: what trains and its parameter state per tier (null: no finetune section)'),
 })
 
 export const FileEntrySchema = z.object({ name: z.string(), kind: z.enum(['file', 'dir']), bytes: z.number() })
@@ -389,6 +432,19 @@ export const requests = {
       .strict(),
     result: z.object({ dir: z.string() }),
   },
+  'finetune.measureExperts': {
+    params: z
+      .object({
+        config: RunConfigSchema.describe('the model and train sections are used (batch shape, seq_len)'),
+        dataset: DatasetSpecSchema,
+        init: AbsolutePathSchema.optional().describe('the frozen base: this checkpoint’s weights; default: the config’s seeded init'),
+        batches: z.number().int().min(1).max(1 << 20).optional().describe('default: finetune.esft.sample_batches, else 32'),
+        threshold: z.number().gt(0).max(1).optional().describe('default: finetune.esft.threshold, else 0.9'),
+        score: z.enum(['gate', 'tokens']).optional().describe('default: finetune.esft.score, else gate'),
+      })
+      .strict(),
+    result: ExpertSharesSchema,
+  },
   'presets.list': { params: noParams, result: z.array(PresetSchema) },
   'hardware.probe': { params: noParams, result: HardwareSchema },
   'planner.plan': {
@@ -397,6 +453,7 @@ export const requests = {
         config: RunConfigSchema,
         deviceBudgetBytes: z.number().positive().optional().describe('default: what the machine has'),
         hostBudgetBytes: z.number().positive().optional(),
+        frozenBf16: z.boolean().optional().describe('count the frozen base as bf16 (only with train.compute_dtype bf16)'),
       })
       .strict(),
     result: PlanSchema,

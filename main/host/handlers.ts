@@ -2,14 +2,18 @@
 // the exporter. Params arrive already parsed against the contract by the transport.
 import { resolve } from 'node:path'
 
-import type { ApiHandlers, Checkpoint, DevicePlacement, RunSpec, RunSummary } from '../api/contract'
+import type { ApiHandlers, Checkpoint, DevicePlacement, ExpertShares, ParsedParams, RunSpec, RunSummary } from '../api/contract'
 import { issuesOf } from '../api/contract'
 import { RunConfigSchema } from '../api/config'
 import { listPresets } from './catalog'
 import { exportCheckpoint } from './export-checkpoint'
+import { dataLayout } from './data-dir'
+import { prepareDataset } from './datasets/prepare'
 import { listDirectory } from './files'
+import { measureExperts } from './measure-experts'
 import { probeHardware } from './hardware'
 import { planRun } from './planner/plan'
+import { finetuneCounts } from './planner/finetune-plan'
 import { budgetsOf } from './planner/resolve'
 import { previewDataset } from './datasets/preview'
 import { checkRunInputs } from './run-inputs'
@@ -33,6 +37,8 @@ export interface HandlerDeps {
   store: TelemetryStore
   runs: RunControl
   dataDir: string
+  /** ESFT's measurement; default: the dataset prepared in the data directory's cache, the engine on a worker. */
+  measure?: (params: ParsedParams<'finetune.measureExperts'>) => Promise<ExpertShares>
 }
 
 const OK = { ok: true } as const
@@ -50,6 +56,11 @@ function withAbsolutePaths(spec: RunSpec): RunSpec {
     },
     ...(spec.init === undefined ? {} : { init: resolve(spec.init) }),
   }
+}
+
+function trainedParameters(config: RunSpec['config']): { trainable: number; adapters: number; total: number } {
+  const c = finetuneCounts(config)
+  return { trainable: c.trainable, adapters: c.adapters, total: c.base }
 }
 
 function requireRun(store: TelemetryStore, id: string): RunRecord {
@@ -79,7 +90,7 @@ function devicesOf(d: LayerDevices | undefined): DevicePlacement | null {
   }
 }
 
-export function createHandlers({ store, runs, dataDir }: HandlerDeps): ApiHandlers {
+export function createHandlers({ store, runs, dataDir, measure }: HandlerDeps): ApiHandlers {
   const control = async (id: string, action: (id: string) => unknown) => {
     requireRun(store, id)
     await action(id)
@@ -95,6 +106,8 @@ export function createHandlers({ store, runs, dataDir }: HandlerDeps): ApiHandle
         dataset: run.dataset,
         init: run.init,
         offload: run.offload,
+        expertShares: run.expertShares ?? null,
+        parameters: trainedParameters(run.config),
         events: store.listEvents(id),
         checkpoints: store.listCheckpoints(id),
       }
@@ -157,11 +170,17 @@ export function createHandlers({ store, runs, dataDir }: HandlerDeps): ApiHandle
         dir: await exportCheckpoint({ checkpointDir: checkpoint.path, outDir: dir, modelType, bf16: dtype === 'bf16', expertLayout }),
       }
     },
+    'finetune.measureExperts': async (params) => {
+      const absolute = { ...params, dataset: withAbsolutePaths({ dataset: params.dataset } as RunSpec).dataset,
+        ...(params.init === undefined ? {} : { init: resolve(params.init) }) }
+      if (measure) return measure(absolute)
+      return measureExperts(absolute, { prepare: prepareDataset, cacheDir: dataLayout(dataDir).cacheDir })
+    },
     'presets.list': async () => listPresets(),
     'hardware.probe': async () => probeHardware(dataDir),
-    'planner.plan': async ({ config, deviceBudgetBytes, hostBudgetBytes }) => {
+    'planner.plan': async ({ config, deviceBudgetBytes, hostBudgetBytes, frozenBf16 }) => {
       const machine = budgetsOf(probeHardware(dataDir))
-      return planRun(config, { ...machine, device: deviceBudgetBytes ?? machine.device, host: hostBudgetBytes ?? machine.host })
+      return planRun(config, { ...machine, device: deviceBudgetBytes ?? machine.device, host: hostBudgetBytes ?? machine.host }, { frozenBf16 })
     },
     'files.list': async ({ dir }) => listDirectory(dir),
     'config.validate': async ({ config }) => {

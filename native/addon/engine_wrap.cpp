@@ -71,6 +71,7 @@ Napi::Function Engine::Define(Napi::Env env) {
                          InstanceMethod<&Engine::SetData>("setData"),
                          InstanceMethod<&Engine::SetEvalData>("setEvalData"),
                          InstanceMethod<&Engine::ExportHf>("exportHf"),
+                         InstanceMethod<&Engine::MeasureExperts>("measureExperts"),
                          InstanceMethod<&Engine::Start>("start"),
                          InstanceMethod<&Engine::Pause>("pause"),
                          InstanceMethod<&Engine::Resume>("resume"),
@@ -153,6 +154,31 @@ void Engine::ExportHf(const Napi::CallbackInfo& info) {
   else if (!layout.empty())
     throw Napi::TypeError::New(info.Env(), "exportHf: expertLayout \"" + layout + "\" is not \"per-expert\" or \"fused\"");
   Check(info.Env(), moe_engine_export_hf_with(engine_, dir.c_str(), model_type.c_str(), &options));
+}
+
+// measureExperts(tokenFile, {batches, threshold, score: "gate" | "tokens"}) -> the engine's JSON text
+// (moe_engine_measure_experts); synchronous: the forward passes run on the calling thread.
+Napi::Value Engine::MeasureExperts(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  RequireIdle(env, "measureExperts");
+  const std::string file = StringArg(info, 0, "tokenFile");
+  if (info.Length() < 2 || !info[1].IsObject())
+    throw Napi::TypeError::New(env, "measureExperts(tokenFile, {batches, threshold, score})");
+  Napi::Object o = info[1].As<Napi::Object>();
+  const Napi::Value threshold = o.Get("threshold"), score = o.Get("score");
+  if (!threshold.IsNumber()) throw Napi::TypeError::New(env, "measureExperts: threshold must be a number");
+  const std::string score_name = score.IsString() ? score.As<Napi::String>().Utf8Value() : "";
+  if (score_name != "gate" && score_name != "tokens")
+    throw Napi::TypeError::New(env, "measureExperts: score must be \"gate\" or \"tokens\"");
+  moe_expert_shares_options options{};
+  options.struct_size = sizeof options;
+  options.token_file = file.c_str();
+  options.batches = static_cast<int32_t>(CountOption(o, "batches"));
+  options.threshold = threshold.As<Napi::Number>().DoubleValue();
+  options.score = score_name == "gate" ? MOE_SHARE_GATE : MOE_SHARE_TOKENS;
+  const char* json = nullptr;
+  Check(env, moe_engine_measure_experts(engine_, &options, &json));
+  return Napi::String::New(env, json ? json : "");
 }
 
 void Engine::Start(const Napi::CallbackInfo& info) {

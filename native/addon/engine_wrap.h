@@ -26,6 +26,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
   void SetData(const Napi::CallbackInfo& info);
   void SetEvalData(const Napi::CallbackInfo& info);
   void ExportHf(const Napi::CallbackInfo& info);
+  Napi::Value MeasureExperts(const Napi::CallbackInfo& info);
   void Start(const Napi::CallbackInfo& info);
   void Pause(const Napi::CallbackInfo& info);
   void Resume(const Napi::CallbackInfo& info);

@@ -11,6 +11,7 @@
 #include "include/moe_engine.h"
 #include "telemetry/step_record_capi.h"
 #include "train/checkpoint_checksums.h"
+#include "train/expert_shares.h"
 #include "train/hf_interchange.h"
 #include "train/run_loop.h"
 #include "train/trainer.h"
@@ -22,6 +23,7 @@ struct moe_engine {
   moe::StepRecordArrays record_arrays;  // what the last moe_step_record points into
   moe::RunControl control;  // pause, stop and checkpoint requests, for moe_engine_step and moe_engine_train
   std::string run_dir;
+  std::string expert_shares;  // the last moe_engine_measure_experts result
 };
 
 namespace {
@@ -269,6 +271,29 @@ int moe_engine_export_hf_with(moe_engine* engine, const char* dir, const char* m
                    : dtype == MOE_EXPORT_F16 ? moe::st::DType::F16
                                              : moe::st::DType::F32,
                    options.expert_layout == MOE_EXPERTS_DEFAULT ? nullptr : &layout);
+    return MOE_OK;
+  });
+}
+
+int moe_engine_measure_experts(moe_engine* engine, const moe_expert_shares_options* given, const char** json_out) {
+  return guarded(engine, [&] {
+    const auto options = fitted(given, "measure experts: options");
+    moe::check(options.token_file && *options.token_file, "measure experts: token_file is required");
+    moe::check(options.score == MOE_SHARE_GATE || options.score == MOE_SHARE_TOKENS,
+               "measure experts: score " + std::to_string(options.score) + " is not MOE_SHARE_GATE or MOE_SHARE_TOKENS");
+    // The measurement reads every expert through the model's own forward; offloaded experts are stepped by the
+    // training loop's tiers, which a forward-only pass does not drive.
+    moe::check(engine->trainer->offload() == nullptr,
+               "measure experts: offload.mode must be \"none\" (the measurement runs with resident experts)");
+    moe::TokenData data(options.token_file);
+    moe::Model& model = engine->trainer->model();
+    data.validate_max_token(model.config().vocab_size);
+    const auto& train = engine->trainer->config().train;
+    const moe::ExpertShares shares =
+        moe::measure_expert_shares(model, data, options.batches, train.batch_size, train.seq_len);
+    engine->expert_shares = moe::expert_shares_json(
+        shares, options.threshold, options.score == MOE_SHARE_GATE ? moe::ShareScore::Gate : moe::ShareScore::Tokens);
+    if (json_out) *json_out = engine->expert_shares.c_str();
     return MOE_OK;
   });
 }

@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "engine_handle.h"
 #include "step_record_json.h"
+#include "text_file.h"
 
 namespace {
 
@@ -24,14 +25,6 @@ void on_signal(int) {
 }
 
 namespace fs = std::filesystem;
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void write_text_atomic(const fs::path& path, const std::string& text) {
   const fs::path tmp = path.string() + ".tmp";
@@ -105,7 +98,7 @@ struct Progress {
 int cmd_train(int argc, char** argv) {
   cli::Args args(argc, argv, {"--config", "--data", "--out", "--init", "--resume", "--steps"}, {"--quiet"});
   const std::string out = args.require("--out");
-  const std::string config_text = read_text(args.require("--config"));
+  const std::string config_text = cli::read_text(args.require("--config"));
   if (args.has("--init") && args.has("--resume")) throw std::runtime_error("use either --init or --resume, not both");
   const long long steps = args.has("--steps") ? std::stoll(args.get("--steps")) : 0;
   if (steps < 0) throw std::runtime_error("--steps must be 0 or more");

@@ -9,3 +9,4 @@ int cmd_bench_layer(int argc, char** argv);
 int cmd_selftest(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_export(int argc, char** argv);
+int cmd_esft(int argc, char** argv);

@@ -9,7 +9,9 @@ int main(int argc, char** argv) {
       "  train    --config C.json --data TOKENS.bin --out DIR [--init CKPT | --resume CKPT] [--steps N] [--quiet]\n"
       "  export   --checkpoint CKPT --out DIR [--model-type mixtral|qwen2_moe|olmoe|qwen3_moe|gpt_oss] [--bf16|--f16]\n"
       "           [--experts per-expert|fused]\n"
+      "  esft     --data TOKENS.bin [--config C.json] [--init CKPT] [--batches N] [--threshold P] [--score gate|tokens]\n"
+      "           (expert shares per layer and the chosen experts, as JSON)\n"
       "forward passes, tokenizing, benchmarks and the self-test: moe-engine-dev\n";
-  static const Command commands[] = {{"train", cmd_train}, {"export", cmd_export}};
+  static const Command commands[] = {{"train", cmd_train}, {"export", cmd_export}, {"esft", cmd_esft}};
   return run_command("moe-engine", usage, commands, argc, argv);
 }

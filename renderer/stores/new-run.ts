@@ -12,11 +12,18 @@ import { findCheckpointSource, type CheckpointSource } from '../forms/checkpoint
 import { defaultDraft, draftFromConfig, withField, type ConfigDraft } from '../forms/config-draft'
 import { allFields, runConfigForm, type FormField } from '../forms/schema-fields'
 import { checkDraft, formPathOfServerIssue, placeIssues, type FieldIssue } from '../forms/validation'
+import { useFinetuneMethodStore } from './finetune-method'
 
 export const PLAN_DEBOUNCE_MS = 400
 
 /** Fields of the spec around the config, as issue paths name them. */
 export const SPEC_FIELD_PATHS = ['name', 'dataset.path', 'dataset.tokenizer', 'init'] as const
+
+/** The Method section's fields, as issue paths name them. */
+export const FINETUNE_FIELD_PATHS = [
+  'finetune', 'finetune.method', 'finetune.train', 'finetune.experts', 'finetune.lora', 'finetune.lora.rank', 'finetune.lora.alpha',
+  'finetune.lora.dropout', 'finetune.lora.targets', 'finetune.esft', 'finetune.esft.threshold', 'finetune.esft.sample_batches',
+] as const
 
 export type Source =
   | { kind: 'preset'; preset: string | null }
@@ -32,7 +39,8 @@ const message = (failure: unknown) => (failure instanceof Error ? failure.messag
 
 export const useNewRunStore = defineStore('new-run', () => {
   const sections = runConfigForm()
-  const fieldPaths = [...allFields(sections).map((f) => f.path), ...SPEC_FIELD_PATHS]
+  const fieldPaths = [...allFields(sections).map((f) => f.path), ...SPEC_FIELD_PATHS, ...FINETUNE_FIELD_PATHS]
+  const method = useFinetuneMethodStore()
 
   const draft = ref<ConfigDraft>(defaultDraft(sections))
   const name = ref('')
@@ -59,7 +67,7 @@ export const useNewRunStore = defineStore('new-run', () => {
   let client: ApiClient | undefined
   const bound = () => (client ??= api())
 
-  const check = computed(() => checkDraft(draft.value))
+  const check = computed(() => checkDraft(method.section ? { ...draft.value, finetune: method.section } : draft.value))
   const modelFromCheckpoint = computed(() => source.value.kind === 'checkpoint' && source.value.from !== null)
 
   // Required spec fields are only flagged once Start was pressed: an empty form is not an error.
@@ -100,6 +108,7 @@ export const useNewRunStore = defineStore('new-run', () => {
     const preset = presets.value.find((p) => p.name === presetName)
     if (!preset) return
     draft.value = draftFromConfig(preset.config)
+    method.reset(preset.config)
     source.value = { kind: 'preset', preset: preset.name }
     name.value = preset.name
     serverIssues.value = []
@@ -176,8 +185,28 @@ export const useNewRunStore = defineStore('new-run', () => {
       name: runName,
       config,
       dataset: datasetSpec(),
-      ...(source.value.kind === 'checkpoint' && source.value.path.trim() ? { init: source.value.path.trim() } : {}),
+      ...(initPath() ? { init: initPath()! } : {}),
+      // The ESFT measurement the chosen experts came from goes with the run.
+      ...(config.finetune?.method === 'esft' && method.shares ? { expertShares: method.shares } : {}),
     }
+  }
+
+  function initPath(): string | null {
+    return source.value.kind === 'checkpoint' && source.value.path.trim() ? source.value.path.trim() : null
+  }
+
+  /** ESFT: measures the experts' shares on the data's first batches with the base the run starts from. */
+  async function measureExperts(): Promise<void> {
+    const config = checkDraft(draft.value).config
+    if (!config) {
+      method.measureError = 'fix the marked fields first: the measurement runs this model'
+      return
+    }
+    if (datasetPath.value.trim() === '') {
+      method.measureError = 'choose a data file first: the measurement runs over its first batches'
+      return
+    }
+    await method.measure(bound(), config, datasetSpec(), initPath() ?? undefined)
   }
 
   function acceptFailure(failure: unknown): void {
@@ -233,7 +262,7 @@ export const useNewRunStore = defineStore('new-run', () => {
   async function refreshPlan(config: RunConfig): Promise<void> {
     const request = ++planRequest
     try {
-      const answer = await bound().invoke('planner.plan', { config })
+      const answer = await bound().invoke('planner.plan', { config, ...(method.frozenBf16 ? { frozenBf16: true } : {}) })
       if (request !== planRequest) return
       plan.value = answer
       planError.value = null
@@ -246,7 +275,7 @@ export const useNewRunStore = defineStore('new-run', () => {
 
   // Each edit restarts the wait, so typing a number asks the planner once, for the final value.
   watch(
-    () => (check.value.config ? JSON.stringify(check.value.config) : null),
+    () => (check.value.config ? `${JSON.stringify(check.value.config)}|${method.frozenBf16}` : null),
     (key) => {
       clearTimeout(planTimer)
       const config = check.value.config
@@ -273,6 +302,7 @@ export const useNewRunStore = defineStore('new-run', () => {
     previewError,
     previewing,
     loadPreview,
+    measureExperts,
     source,
     presets,
     presetsError,

@@ -28,6 +28,13 @@ export const validParams: { [N in RequestName]: Params<N> } = {
   'runs.delete': { id: 'run-1' },
   'runs.checkpoint': { id: 'run-1' },
   'runs.restart': { id: 'run-1' },
+  'finetune.measureExperts': {
+    config: tinyConfig as Params<'finetune.measureExperts'>['config'],
+    dataset: { path: corpusPath },
+    batches: 2,
+    threshold: 0.8,
+    score: 'tokens',
+  },
   'metrics.series': { id: 'run-1', metrics: ['loss', 'lr'] },
   'metrics.totals': { id: 'run-1' },
   'datasets.preview': { dataset: { path: '/tmp/data.jsonl' } },
@@ -156,6 +163,10 @@ export function fakeHandlers(overrides: Partial<ApiHandlers> = {}): ApiHandlers 
       criticalMs: [12.5], predictedMs: [null],
     }),
     'checkpoints.export': async ({ dir }) => ({ dir }),
+    'finetune.measureExperts': async ({ threshold, score }) => ({
+      layers: [0, 1], gate: [[0.5, 0.5], [0.9, 0.1]], tokens: [[0.5, 0.5], [0.75, 0.25]], batches: 2, tokensSeen: 128,
+      threshold: threshold ?? 0.9, score: score ?? 'gate', experts: { 0: [0, 1], 1: [0] },
+    }),
     'presets.list': async () => [],
     'hardware.probe': async () => ({
       cpuModel: 'test cpu',

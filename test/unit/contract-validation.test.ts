@@ -12,7 +12,7 @@ import {
   type RequestName,
 } from '../../main/api/contract'
 import { isEventName, isRequestName } from '../../main/api/wire'
-import { summary, stepEvent, tinyWith, validParams } from './contract-fixtures'
+import { summary, stepEvent, tinyConfig, tinyWith, validParams } from './contract-fixtures'
 
 function rejectionPaths(name: RequestName, params: unknown): string[] {
   try {
@@ -77,6 +77,10 @@ const badInputs: [RequestName, unknown, string][] = [
   ['planner.plan', { config: tinyWith('model', 'top_k', 0) }, 'config.model.top_k'],
   ['planner.plan', { config: tinyWith('model', 'd_model', 256), deviceBudgetBytes: -1 }, 'deviceBudgetBytes'],
   ['files.list', { dir: '' }, 'dir'],
+  ['finetune.measureExperts', { config: tinyConfig, dataset: { path: '/d.txt' }, threshold: 0 }, 'threshold'],
+  ['finetune.measureExperts', { config: tinyConfig, dataset: { path: '/d.txt' }, score: 'load' }, 'score'],
+  ['finetune.measureExperts', { config: tinyConfig, dataset: { path: 'd.txt' } }, 'dataset.path'],
+  ['planner.plan', { config: { ...(tinyConfig as object), finetune: { method: 'lora' } } }, 'config.finetune.lora'],
 ]
 
 describe('request params', () => {

@@ -93,7 +93,7 @@ describe('what derives from the table', () => {
     store.appendSteps('r1', stepRecords(1, 1), [wallTimeOf(1)])
     store.close()
     const raw = openDatabase(path)
-    raw.exec('ALTER TABLE steps DROP COLUMN ssd_read_ms; ALTER TABLE expert_loads DROP COLUMN selection_bias; ALTER TABLE steps DROP COLUMN eval_loss; PRAGMA user_version = 4')
+    raw.exec('ALTER TABLE steps DROP COLUMN ssd_read_ms; ALTER TABLE expert_loads DROP COLUMN selection_bias; ALTER TABLE steps DROP COLUMN eval_loss; ALTER TABLE runs DROP COLUMN expert_shares; PRAGMA user_version = 4')
     raw.close()
     const migrated = TelemetryStore.open(path)
     migrated.appendSteps('r1', [{ ...stepRecords(2, 1)[0]!, ssd_read_ms: 3.25 }], [wallTimeOf(2)])

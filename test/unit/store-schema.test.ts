@@ -39,7 +39,7 @@ describe('schema creation', () => {
       expect(db.prepare('PRAGMA journal_mode').get()?.journal_mode).toBe('wal')
       expect(columns(db, 'runs')).toEqual([
         'id', 'name', 'status', 'config', 'dataset', 'init', 'run_dir', 'created_at', 'started_at', 'finished_at',
-        'step', 'total_steps', 'last_loss', 'tokens_per_s', 'error', 'offload',
+        'step', 'total_steps', 'last_loss', 'tokens_per_s', 'error', 'offload', 'expert_shares',
       ])
       expect(columns(db, 'steps')).toEqual([
         'run_id', 'step', 'wall_time', 'loss', 'aux_loss', 'lr', 'grad_norm', 'tokens', 'tokens_per_s', 'step_ms',
@@ -159,7 +159,7 @@ describe('migrations', () => {
     store.appendSteps('r1', stepRecords(1, 2), [1, 2].map(wallTimeOf))
     store.close()
     withRaw(path, (db) => {
-      db.exec('DROP TABLE layer_placements; ALTER TABLE expert_loads DROP COLUMN device_peak_bytes; ALTER TABLE steps DROP COLUMN ssd_read_ms; ALTER TABLE expert_loads DROP COLUMN selection_bias; ALTER TABLE steps DROP COLUMN eval_loss; PRAGMA user_version = 2')
+      db.exec('DROP TABLE layer_placements; ALTER TABLE expert_loads DROP COLUMN device_peak_bytes; ALTER TABLE steps DROP COLUMN ssd_read_ms; ALTER TABLE expert_loads DROP COLUMN selection_bias; ALTER TABLE steps DROP COLUMN eval_loss; ALTER TABLE runs DROP COLUMN expert_shares; PRAGMA user_version = 2')
     })
     const migrated = TelemetryStore.open(path)
     expect(migrated.stepLoads('r1', 2)?.devices).toBeNull()

@@ -31,6 +31,12 @@ export interface NativeEngine {
   /** expertLayout: how routed experts are stored; absent: the model type's usual layout (fused for gpt_oss). */
   exportHf(dir: string, modelType: HfModelType, bf16: boolean, expertLayout?: HfExpertLayout): void
   /**
+   * Expert-specialised fine-tuning's measurement (moe_engine_measure_experts): the model's forward over the first
+   * `batches` training-shaped windows of a token shard; returns the engine's JSON (per MoE layer the gate and token
+   * shares per expert, and the chosen experts by `score` at `threshold`). Synchronous; resident experts only.
+   */
+  measureExperts(tokenFile: string, options: { batches: number; threshold: number; score: "gate" | "tokens" }): string
+  /**
    * Runs the engine's training loop on a native thread until train.steps (or totalSteps), a stop, or an
    * error. onStep gets each step packed as step-record.ts decodes it; the thread blocks when 64 steps wait
    * for JS. The engine saves runDir/checkpoint-<step> every train.checkpoint_every steps and at the end

@@ -5,6 +5,7 @@
 import { OffloadConfigSchema, type OffloadConfig, type RunConfig } from '../../api/config'
 import type { Plan } from '../../api/contract'
 import { binaryBytes, exactBytes, planFormulas } from './formulas'
+import { finetuneVerdict } from './finetune-plan'
 import { countParams } from './param-count'
 import {
   deviceFixed, emptyTier, hostTierOfHostMode, hostTierOfSsdMode, offloadedDevice, residentDevice, sizesOf,
@@ -143,7 +144,12 @@ function decide(s: Sizes, o: OffloadConfig, b: Budgets): { chosen: Candidate; ex
   return { chosen, explanation: explicitText(chosen, s) }
 }
 
-export function planRun(config: RunConfig, machine: Budgets): Plan {
+export interface PlanOptions {
+  /** The frozen base of a finetune method kept in bf16 (with train.compute_dtype bf16). */
+  frozenBf16?: boolean
+}
+
+export function planRun(config: RunConfig, machine: Budgets, options: PlanOptions = {}): Plan {
   const o = config.offload ?? OffloadConfigSchema.parse({})
   const s = sizesOf(config)
   const b: Budgets = { device: o.device_budget_bytes ?? machine.device, host: o.host_budget_bytes ?? machine.host, ssd: machine.ssd }
@@ -165,5 +171,6 @@ export function planRun(config: RunConfig, machine: Budgets): Plan {
       minCache: minCacheEntries(o), tiers: c.tiers,
     }),
     explanation: decided.explanation,
+    finetune: config.finetune ? finetuneVerdict(config, { mode: c.mode, frozenBf16: options.frozenBf16 }) : null,
   }
 }

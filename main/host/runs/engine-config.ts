@@ -4,8 +4,9 @@
 // config leaves the engine nothing to size slots or the cache by (the engine puts the SSD tier's file in the
 // run directory it is opened with).
 // A routing skew goes through only when on, a pipeline only when engaged (more than one partition or a
-// memory-reuse strategy), and a placement only when experts run on the devices (more than one device, or
-// pipelined on one), so a run without them keeps the config.json it always had.
+// memory-reuse strategy), a placement only when experts run on the devices (more than one device, or
+// pipelined on one), and a finetune section only when there is one (null is full training, as absent), so a run
+// without them keeps the config.json it always had.
 import { pipelineEngaged, runsOnDevices, type RunConfig } from '../../api/config'
 import type { ResolvedOffload } from '../../api/contract'
 
@@ -19,7 +20,7 @@ function offloadSection(offload: RunConfig['offload'], resolved: ResolvedOffload
 }
 
 export function engineConfigJson(config: RunConfig, resolved: ResolvedOffload | null): string {
-  const { offload, routing_skew: skew, placement: _placement, pipeline, ...rest } = config
+  const { offload, routing_skew: skew, placement: _placement, pipeline, finetune, ...rest } = config
   const section = offloadSection(offload, resolved)
   const placement = runsOnDevices(config) ? config.placement : undefined
   return JSON.stringify({
@@ -28,5 +29,6 @@ export function engineConfigJson(config: RunConfig, resolved: ResolvedOffload | 
     ...(skew && skew.distribution !== 'none' ? { routing_skew: skew } : {}),
     ...(placement ? { placement } : {}),
     ...(pipeline && pipelineEngaged(pipeline) ? { pipeline } : {}),
+    ...(finetune ? { finetune } : {}),
   })
 }

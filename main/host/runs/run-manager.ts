@@ -120,6 +120,7 @@ export class RunManager {
       lastLoss: null,
       tokensPerSec: null,
       error: null,
+      expertShares: s.expertShares ?? null,
     })
     this.publish(id)
     this.event(id, 'queued', 'queued')

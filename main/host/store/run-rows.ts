@@ -3,7 +3,7 @@
 import { z } from 'zod'
 
 import { RunConfigSchema } from '../../api/config'
-import { ResolvedOffloadSchema, RunIdSchema, RunStatusSchema, StoredDatasetSchema } from '../../api/contract'
+import { ExpertSharesSchema, ResolvedOffloadSchema, RunIdSchema, RunStatusSchema, StoredDatasetSchema } from '../../api/contract'
 import type { SqlRow, SqlValue } from './db'
 import { StoreError } from './errors'
 import type { RunRecord } from './types'
@@ -26,6 +26,8 @@ const RunRecordSchema = z.object({
   lastLoss: z.number().nullable(),
   tokensPerSec: z.number().nullable(),
   error: z.string().nullable(),
+  // Absent (or NULL) for runs without an ESFT measurement.
+  expertShares: ExpertSharesSchema.nullable().optional(),
 })
 const RunPatchSchema = RunRecordSchema.omit({ id: true }).partial().strict()
 
@@ -47,14 +49,16 @@ export const RUN_COLUMNS: Readonly<Record<RunField, string>> = {
   lastLoss: 'last_loss',
   tokensPerSec: 'tokens_per_s',
   error: 'error',
+  expertShares: 'expert_shares',
 }
-const JSON_FIELDS = new Set<RunField>(['config', 'dataset', 'offload'])
+const JSON_FIELDS = new Set<RunField>(['config', 'dataset', 'offload', 'expertShares'])
 
 function describe(error: z.ZodError): string {
   return error.issues.map((i) => `${i.path.map(String).join('.') || '(record)'}: ${i.message}`).join('; ')
 }
 
 function toColumn(field: RunField, value: unknown): SqlValue {
+  if (value === undefined) return null
   return JSON_FIELDS.has(field) && value !== null ? JSON.stringify(value) : (value as SqlValue)
 }
 
@@ -103,6 +107,7 @@ export function runFromRow(row: SqlRow): RunRecord {
     lastLoss: row.last_loss,
     tokensPerSec: row.tokens_per_s,
     error: row.error,
+    ...(row.expert_shares == null ? {} : { expertShares: parseJsonColumn(id, 'expert_shares', row.expert_shares) }),
   }
   const parsed = RunRecordSchema.safeParse(candidate)
   if (!parsed.success) throw new StoreError(`run ${id}: stored row is invalid: ${describe(parsed.error)}`)

@@ -161,4 +161,11 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE steps ADD COLUMN eval_loss REAL;
     `,
   },
+  {
+    version: 8,
+    description: 'expert-specialised fine-tuning: the expert shares measured before the run (JSON), NULL without one',
+    sql: `
+      ALTER TABLE runs ADD COLUMN expert_shares TEXT;
+    `,
+  },
 ]

@@ -1,7 +1,7 @@
 // The records the store takes and gives, in the shapes of the typed API (main/api).
 import type { z } from 'zod'
 
-import type { DatasetSpecSchema, ResolvedOffload, RunStatus } from '../../api/contract'
+import type { DatasetSpecSchema, ExpertShares, ResolvedOffload, RunStatus } from '../../api/contract'
 import type { RunConfig } from '../../api/config'
 import type { EngineStepRecord } from '../engine/step-record'
 
@@ -25,6 +25,8 @@ export interface RunRecord {
   lastLoss: number | null
   tokensPerSec: number | null
   error: string | null
+  /** The ESFT measurement the run's chosen experts came from; null or absent: none. */
+  expertShares?: ExpertShares | null
 }
 
 /** Where an expert's state lives, as stored in expert_loads.tiers. */

@@ -18,8 +18,9 @@
 extern "C" {
 #endif
 
-/* 2: versioned structs carry struct_size (moe_step_record first). */
-#define MOE_ENGINE_API_VERSION 3
+/* 2: versioned structs carry struct_size (moe_step_record first). 3: moe_engine_export_hf_with.
+ * 4: moe_engine_measure_experts. */
+#define MOE_ENGINE_API_VERSION 4
 
 typedef struct moe_engine moe_engine;
 
@@ -116,6 +117,26 @@ typedef struct moe_export_options {
 } moe_export_options;
 int moe_engine_export_hf_with(moe_engine* engine, const char* dir, const char* model_type,
                               const moe_export_options* options);
+
+/* Expert-specialised fine-tuning's measurement (API version 4): the model's forward only (no backward, no
+ * update, the router's own choices) over the first `batches` [train.batch_size, train.seq_len] windows of
+ * token_file (fewer when the shard is short; it must hold one), with resident experts (offload.mode "none").
+ * Per MoE layer and routed expert: its share of the gate scores (the router's probabilities, each token's
+ * normalised to sum 1, summed over tokens, over the layer's total) and of the routed tokens (top-k assignments
+ * over N·K); per layer the chosen experts: the smallest set, by descending share of `score` (ties: lower id),
+ * whose cumulative share reaches threshold (in (0, 1]).
+ * *json_out (valid until the next call on the engine): {"layers": [model layer index per MoE layer],
+ * "gate": [[share per expert] per MoE layer], "tokens": [[...]], "batches", "tokens_seen", "threshold",
+ * "score": "gate" | "tokens", "experts": {"<model layer index>": [chosen expert ids, ascending]}}. */
+enum { MOE_SHARE_GATE = 0, MOE_SHARE_TOKENS = 1 };
+typedef struct moe_expert_shares_options {
+  uint32_t struct_size;
+  const char* token_file;
+  int32_t batches;   /* >= 1 */
+  int32_t score;     /* MOE_SHARE_GATE | MOE_SHARE_TOKENS: what the chosen set is taken by */
+  double threshold;  /* p in (0, 1] */
+} moe_expert_shares_options;
+int moe_engine_measure_experts(moe_engine* engine, const moe_expert_shares_options* options, const char** json_out);
 
 void moe_engine_request_stop(moe_engine* engine);
 void moe_engine_set_paused(moe_engine* engine, int paused);

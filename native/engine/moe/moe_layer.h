@@ -54,6 +54,10 @@ class MoeLayer {
   void run_experts_on(DeviceExperts* devices) { devices_ = devices; }
 
   const DispatchPlan& plan() const { return plan_; }
+  // The last forward's router output in the backend's memory: probabilities [N, E] and the chosen experts
+  // [N, K] (the router's choice, before any capacity drop). Read by measurements that run forward only.
+  const float* router_probs() const { return probs_.f(); }
+  const int32_t* router_topk() const { return topk_idx_.i32(); }
   const MoeShape& shape() const { return s_; }
   // Rows an expert computes: its tokens (dropless) or the full padded segment (capacity).
   int rows(int e) const { return plan_.capacity ? plan_.capacity : plan_.counts[e]; }

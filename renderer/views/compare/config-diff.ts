@@ -1,7 +1,9 @@
 // The config diff of Compare: configs flattened to dotted paths (model.top_k), keeping only the paths
 // whose values are not the same in every run. A config without an offload section is resident, one
 // without a routing skew is routed by its router, one without a placement runs on one device, and one without
-// a pipeline runs its experts in one partition, so each compares as that section's defaults.
+// a pipeline runs its experts in one partition, so each compares as that section's defaults; the finetune
+// section compares by its resolved method (finetune-flat.ts), none being full training.
+import { flattenFinetune } from './finetune-flat'
 import { OffloadConfigSchema, PipelineConfigSchema, PlacementConfigSchema, RoutingSkewConfigSchema, type RunConfig } from '../../../main/api/config'
 
 export type FlatConfig = Record<string, string>
@@ -20,7 +22,7 @@ export function flattenConfig(config: RunConfig): FlatConfig {
   }
   for (const [section, fields] of Object.entries(sections))
     for (const [key, value] of Object.entries(fields)) if (value !== undefined) flat[`${section}.${key}`] = show(value)
-  return flat
+  return { ...flat, ...flattenFinetune(config) }
 }
 
 export interface DiffRow {

@@ -1,0 +1,100 @@
+// What trains under each finetune method, counted by hand for a small mixtral (vocab 16, d_model 8, 2 layers,
+// 2 heads of 4 with 1 kv head, 4 experts of d_ff 4, SwiGLU, no biases, untied head):
+//   wte 128, lm_head 128, norm_f 8; per layer: norm1 8, qkv (2 + 2)·4 × 8 = 128, out 8 × 8 = 64, norm2 8,
+//   router 4 × 8 = 32, each expert gate_up 8 × 8 = 64 + down 8 × 4 = 32 = 96 → per layer 624; total 1512.
+// LoRA at rank 2: q 2(8+8) = 32, k 2(8+4) = 24, v 24, o 2(8+8) = 32 → 112 per layer; an expert's gate, up and down
+// 2(8+4) = 24 each → 72.
+import { describe, expect, test } from 'vitest'
+
+import { RunConfigSchema, type RunConfig } from '../../main/api/config'
+import { finetuneCounts, finetuneVerdict } from '../../main/host/planner/finetune-plan'
+import { finetuneGroupOf, layoutTensors } from '../../main/host/planner/layout-tensors'
+import { countParams } from '../../main/host/planner/param-count'
+import { planRun } from '../../main/host/planner/plan'
+import { listPresets } from '../../main/host/catalog'
+
+const model = { arch: 'mixtral', vocab_size: 16, d_model: 8, n_layers: 2, n_heads: 2, n_kv_heads: 1, max_seq_len: 8, d_ff: 4, n_experts: 4, top_k: 2 }
+const config = (finetune: unknown, train: object = {}): RunConfig =>
+  RunConfigSchema.parse({ model, train: { batch_size: 1, seq_len: 8, ...train }, finetune })
+
+describe('layout tensors and their finetune groups', () => {
+  test('the tensors sum to the planner’s parameter count for every preset', () => {
+    for (const preset of listPresets()) {
+      const sum = layoutTensors(preset.config.model).reduce((s, t) => s + t.numel, 0)
+      expect(sum, preset.name).toBe(countParams(preset.config.model).total)
+    }
+    expect(layoutTensors(config(null).model).reduce((s, t) => s + t.numel, 0)).toBe(1512)
+  })
+
+  test('groups by name, as the engine groups its layout', () => {
+    expect(finetuneGroupOf('wte')).toBe('embeddings')
+    expect(finetuneGroupOf('wpe')).toBe('embeddings')
+    expect(finetuneGroupOf('lm_head.weight')).toBe('lm_head')
+    expect(finetuneGroupOf('norm_f.bias')).toBe('norms')
+    expect(finetuneGroupOf('layers.3.norm2.weight')).toBe('norms')
+    expect(finetuneGroupOf('layers.0.attn.q_norm.weight')).toBe('attention')
+    expect(finetuneGroupOf('layers.0.attn.kv_a_norm.weight')).toBe('attention')
+    expect(finetuneGroupOf('layers.0.attn.sinks')).toBe('attention')
+    expect(finetuneGroupOf('layers.1.moe.router.bias')).toBe('router')
+    expect(finetuneGroupOf('layers.1.moe.router.selection_bias')).toBeNull()
+    expect(finetuneGroupOf('layers.1.moe.experts.7.down.weight')).toBe('experts')
+    expect(finetuneGroupOf('layers.1.moe.shared_gate.weight')).toBe('shared_experts')
+    expect(finetuneGroupOf('layers.1.moe.shared.fc.weight')).toBe('shared_experts')
+    expect(finetuneGroupOf('layers.1.moe.residual.fc.bias')).toBe('dense_mlp')
+    expect(finetuneGroupOf('layers.0.mlp.gate_up.weight')).toBe('dense_mlp')
+    expect(() => finetuneGroupOf('layers.0.bogus')).toThrow('no finetune group for tensor "layers.0.bogus"')
+  })
+})
+
+describe('trainable counts', () => {
+  test('full (and no section): everything trains', () => {
+    expect(finetuneCounts(config(null))).toEqual({ trainableBase: 1512, adapters: 0, trainable: 1512, frozen: 0, base: 1512 })
+    expect(finetuneCounts(config({ method: 'full', train: ['router', 'lm_head'] })).trainable).toBe(64 + 128)
+  })
+
+  test('esft: only the chosen experts train', () => {
+    const c = finetuneCounts(config({ method: 'esft', experts: { 0: [1, 3], 1: [2] } }))
+    expect(c).toEqual({ trainableBase: 288, adapters: 0, trainable: 288, frozen: 1224, base: 1512 })
+    // A layer not listed: all its experts.
+    expect(finetuneCounts(config({ method: 'esft', experts: { 0: [1] } })).trainable).toBe(96 + 4 * 96)
+  })
+
+  test('lora: adapters of r·(in + out) per adapted linear', () => {
+    expect(finetuneCounts(config({ method: 'lora', lora: { rank: 2 } }))).toEqual({
+      trainableBase: 0, adapters: 2 * 112 + 8 * 72, trainable: 800, frozen: 1512, base: 1512,
+    })
+    // The router trained, experts adapted only where listed (layer 1: expert 0).
+    const c = finetuneCounts(config({ method: 'lora', train: ['router'], experts: { 1: [0] }, lora: { rank: 2 } }))
+    expect(c).toEqual({ trainableBase: 64, adapters: 224 + 4 * 72 + 72, trainable: 648, frozen: 1448, base: 1512 })
+    // ESFT with LoRA: experts only, the chosen ones.
+    expect(finetuneCounts(config({ method: 'esft', esft: { with: 'lora' }, experts: { 0: [0], 1: [1, 2] }, lora: { rank: 2 } })).trainable).toBe(3 * 72)
+  })
+})
+
+describe('memory verdict', () => {
+  test('trained parameters keep 16 bytes, frozen ones 4 (2 as bf16 with bf16 compute)', () => {
+    const v = finetuneVerdict(config({ method: 'lora', lora: { rank: 2 } }), { mode: 'none' })
+    expect(v.tiers[0]).toEqual({ tier: 'device', trainable: 3200, grads: 3200, optimizer: 6400, frozen: 6048, total: 18848 })
+    expect(v.fullStateBytes).toBe(16 * 1512)
+    expect(v.stateBytes).toBe(18848)
+    expect(finetuneVerdict(config({ method: 'lora', lora: { rank: 2 } }), { mode: 'none', frozenBf16: true }).tiers[0]!.frozen).toBe(6048)
+    const bf16 = finetuneVerdict(config({ method: 'lora', lora: { rank: 2 } }, { compute_dtype: 'bf16' }), { mode: 'none', frozenBf16: true })
+    expect(bf16.frozenDtype).toBe('bf16')
+    expect(bf16.tiers[0]!.frozen).toBe(3024)
+  })
+
+  test('routed experts (adapters included) sit in the offload tier', () => {
+    const v = finetuneVerdict(config({ method: 'esft', experts: { 0: [1, 3], 1: [2] } }), { mode: 'host' })
+    expect(v.tiers).toEqual([
+      { tier: 'device', trainable: 0, grads: 0, optimizer: 0, frozen: 4 * 744, total: 4 * 744 },
+      { tier: 'host', trainable: 1152, grads: 1152, optimizer: 2304, frozen: 1920, total: 6528 },
+      { tier: 'ssd', trainable: 0, grads: 0, optimizer: 0, frozen: 0, total: 0 },
+    ])
+  })
+
+  test('the plan carries the verdict only with a finetune section', () => {
+    const budgets = { device: 1 << 30, host: 1 << 30, ssd: null }
+    expect(planRun(config(null), budgets).finetune).toBeNull()
+    expect(planRun(config({ method: 'esft' }), budgets).finetune?.counts.trainable).toBe(768)
+  })
+})
