@@ -80,14 +80,16 @@ TEST(selection_is_the_smallest_prefix_by_descending_share) {
 TEST(sigmoid_scores_are_normalised_per_token) {
   const ModelConfig cfg = parse_config_text(kConfig, "test").model;
   ExpertShareCounter c(cfg);
-  // Two tokens: sigmoid scores (0.5, 0.5, 0.5, 0.5) and (0.9, 0.1, 0.0, 0.0): each token weighs 1.
+  // Two tokens routed to experts 0 and 1: sigmoid scores (0.5, 0.5, 0.5, 0.5) and (0.9, 0.1, 0.0, 0.0); the chosen
+  // scores are divided by their sum, the others count zero.
   const float probs[8] = {0.5f, 0.5f, 0.5f, 0.5f, 0.9f, 0.1f, 0.0f, 0.0f};
   const int32_t topk[4] = {0, 1, 0, 1};
   c.add(0, probs, topk, 2, 4, 2, true);
   c.add(1, probs, topk, 2, 4, 2, true);
   const ExpertShares s = c.shares();
-  CHECK_NEAR(s.gate[0][0], (0.25 + 0.9) / 2, 1e-7);
-  CHECK_NEAR(s.gate[0][2], 0.25 / 2, 1e-7);
+  CHECK_NEAR(s.gate[0][0], (0.5 + 0.9) / 2, 1e-7);
+  CHECK_NEAR(s.gate[0][1], (0.5 + 0.1) / 2, 1e-7);
+  CHECK(s.gate[0][2] == 0.0 && s.gate[0][3] == 0.0);
   CHECK(s.tokens[0] == std::vector<double>({0.5, 0.5, 0.0, 0.0}));
   ExpertShareCounter empty(cfg);
   moe_test::expect_error([&] { empty.shares(); }, "no tokens were measured", "nothing measured");
@@ -97,20 +99,21 @@ TEST(a_router_of_zero_logits_gives_shares_known_exactly) {
   auto be = make_backend("cpu", {2});
   Trainer t(parse_config_text(kConfig, "test"), *be);
   t.model().init(3);
-  // Every router logit 0: each token's probabilities are exactly 1/4, and top-2's ties pick experts 0 and 1.
+  // Every router logit 0: each token's probabilities are exactly 1/4, and top-2's ties pick experts 0 and 1, so
+  // both the gate values and the assignments fall on those two.
   for (const ParamTensor& p : t.model().layout().tensors())
     if (p.name.find("moe.router.") != std::string::npos)
       for (size_t i = 0; i < p.numel; ++i) t.model().params()[p.offset + i] = 0.0f;
   TokenData data(shard("zero-router.bin", 2000));
   const ExpertShares s = measure_expert_shares(t.model(), data, 2, 2, 16);
   for (size_t i = 0; i < s.layers.size(); ++i) {
-    CHECK(s.gate[i] == std::vector<double>({0.25, 0.25, 0.25, 0.25}));
+    CHECK(s.gate[i] == std::vector<double>({0.5, 0.5, 0.0, 0.0}));
     CHECK(s.tokens[i] == std::vector<double>({0.5, 0.5, 0.0, 0.0}));
   }
   const json::Value by_tokens = json::parse(expert_shares_json(s, 0.9, ShareScore::Tokens));
-  const json::Value by_gate = json::parse(expert_shares_json(s, 0.6, ShareScore::Gate));
+  const json::Value by_gate = json::parse(expert_shares_json(s, 0.5, ShareScore::Gate));
   CHECK(json::dump(*by_tokens.find("experts")) == R"({"0":[0,1],"2":[0,1]})");
-  CHECK(json::dump(*by_gate.find("experts")) == R"({"0":[0,1,2],"2":[0,1,2]})");
+  CHECK(json::dump(*by_gate.find("experts")) == R"({"0":[0],"2":[0]})");
   CHECK(by_gate.find("score")->string == "gate" && by_tokens.find("score")->string == "tokens");
 }
 

@@ -33,16 +33,20 @@ void ExpertShareCounter::add(int moe_layer, const float* probs, const int32_t* t
   std::vector<double>& tokens = tokens_[moe_layer];
   for (int n = 0; n < N; ++n) {
     const float* row = probs + (size_t)n * E;
+    const int32_t* chosen = topk + (size_t)n * K;
+    // A token's gate values: the scores of the experts it routes to, zero for the others (with sigmoid scoring
+    // divided by their sum, as those gates combine the experts' outputs).
     double sum = 1.0;
     if (sigmoid) {
       sum = 0;
-      for (int e = 0; e < E; ++e) sum += row[e];
+      for (int k = 0; k < K; ++k)
+        if (chosen[k] >= 0 && chosen[k] < E) sum += row[chosen[k]];
     }
-    if (sum > 0)
-      for (int e = 0; e < E; ++e) gate[e] += row[e] / sum;
     for (int k = 0; k < K; ++k) {
-      const int32_t e = topk[(size_t)n * K + k];
-      if (e >= 0 && e < E) tokens[e] += 1.0;
+      const int32_t e = chosen[k];
+      if (e < 0 || e >= E) continue;
+      if (sum > 0) gate[e] += row[e] / sum;
+      tokens[e] += 1.0;
     }
   }
   if (moe_layer == 0) tokens_seen_ += N;

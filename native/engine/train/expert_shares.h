@@ -2,9 +2,9 @@
 // first batches of a token shard, accumulating per MoE layer each routed expert's share of the gate scores
 // and of the routed tokens, and the per-layer choice of the experts to train.
 //
-// Gate share (ESFT-Gate's average gate score): each token's router probabilities over all E experts
-// (softmax scoring: they sum to 1; sigmoid scoring: divided by their sum, so every token weighs the same),
-// summed over tokens, divided by the layer's total. Token share (ESFT-Token): the top-k assignments each
+// Gate share (ESFT-Gate's average gate score): each token's gate values, the router's scores of the top-k experts
+// it routes to and zero for the others (sigmoid scoring: divided by the chosen scores' sum, as they combine the
+// experts' outputs), summed over tokens, divided by the layer's total. Token share (ESFT-Token): the top-k assignments each
 // expert received (before any capacity drop: the router's choice), divided by N·K. Both sum to 1 per layer.
 // Every input token counts, masked targets included: the router sees every token.
 #pragma once
