@@ -223,8 +223,14 @@ int moe_engine_read_tensor(moe_engine* engine, const char* name, int which, floa
                                                           std::to_string(numel));
     engine->trainer->experts_to_arenas();
     moe::Model& model = engine->trainer->model();
-    const float* base = which == 0 ? model.params() : model.grads();
-    model.backend().copy(dst, base + t.offset, t.numel * sizeof(float));
+    if (which == 0) {
+      model.backend().copy(dst, model.params() + t.offset, t.numel * sizeof(float));
+      return MOE_OK;
+    }
+    const size_t i = static_cast<size_t>(&t - model.layout().tensors().data());
+    moe::check(model.trainable().trains(i), std::string("read_tensor '") + name +
+                                                "': the tensor is frozen (finetune), so it has no gradient");
+    model.backend().copy(dst, model.grads() + model.trainable().grad_offset(i), t.numel * sizeof(float));
     return MOE_OK;
   });
 }

@@ -76,7 +76,7 @@ struct RopeSpec {
 //     itself included); 0: every earlier key.
 //   sinks [NH] (may be null): a learned logit per head that joins each row's softmax denominator and takes
 //     probability mass without a value (gpt-oss): p_j = exp(s_j) / (Σ_i exp(s_i) + exp(sink_h)).
-//   dsinks [NH]: backward accumulates ∂/∂sinks here (+=); needed when sinks is set.
+//   dsinks [NH]: backward accumulates ∂/∂sinks here (+=); null: the sinks are frozen (no gradient).
 struct AttentionSpec {
   int window = 0;
   const float* sinks = nullptr;

@@ -443,13 +443,32 @@ OffloadConfig parse_offload_config(const json::Value& obj) {
   return o;
 }
 
+namespace {
+
+// What a fine-tune cannot run with yet, refused by name rather than run approximately.
+void check_finetune_supported(const EngineConfig& c) {
+  if (!c.finetune.enabled) return;
+  if (c.offload.mode != OffloadMode::None)
+    fail("finetune: expert offload (offload.mode \"" + std::string(offload_mode_name(c.offload.mode)) +
+         "\") with a finetune section is not supported yet; set offload.mode to \"none\"");
+  if (c.placement.devices > 1 || c.pipeline.engaged())
+    fail("finetune: experts on several devices or pipelined (placement.devices > 1, pipeline) with a finetune "
+         "section are not supported yet; use one device and drop the pipeline section");
+  if (c.finetune.uses_lora())
+    fail("finetune.lora: LoRA adapters are not supported by this engine yet; use finetune.method \"full\" or "
+         "\"esft\" with \"with\": \"full\"");
+}
+
+}  // namespace
+
 EngineConfig parse_config(const json::Value& root) {
   check(root.is_object(), "config: must be a JSON object with \"model\" and optional \"train\" and \"offload\"");
   EngineConfig c;
   for (const auto& [k, v] : root.object)
-    if (k != "model" && k != "train" && k != "offload" && k != "routing_skew" && k != "placement" && k != "pipeline")
+    if (k != "model" && k != "train" && k != "offload" && k != "routing_skew" && k != "placement" && k != "pipeline" &&
+        k != "finetune")
       fail(k + ": unknown top-level field (expected \"model\", \"train\", \"offload\", \"routing_skew\", "
-               "\"placement\" and \"pipeline\")");
+               "\"placement\", \"pipeline\" and \"finetune\")");
   const json::Value* model = root.find("model");
   check(model != nullptr, "model: required section is missing");
   c.model = parse_model_config(*model);
@@ -461,6 +480,11 @@ EngineConfig parse_config(const json::Value& root) {
     c.placement = parse_placement_config(*placement, &c.device_group);
   if (const json::Value* pipeline = root.find("pipeline"); pipeline && !pipeline->is_null())
     c.pipeline = parse_pipeline_config(*pipeline);
+  if (const json::Value* finetune = root.find("finetune")) {
+    c.finetune = parse_finetune_config(*finetune);
+    validate_finetune_config(c.finetune, c.model);
+    check_finetune_supported(c);
+  }
   if (c.offload.mode != OffloadMode::None && (c.placement.devices > 1 || c.pipeline.engaged()))
     fail("placement.devices: experts run on several devices or pipelined only without offload for now; set "
          "offload.mode to \"none\", or placement.devices to 1 and drop the pipeline section");
@@ -604,6 +628,8 @@ json::Value config_to_json(const EngineConfig& c) {
   json::Value o = json::Value::make_object();
   o.set("model", model_config_to_json(c.model));
   o.set("train", train_config_to_json(c.train));
+  // Written only when present, so full-training runs keep exactly the config.json they always had.
+  if (c.finetune.enabled) o.set("finetune", finetune_config_to_json(c.finetune));
   // Written only when offload is on, so resident runs keep exactly the config.json they always had.
   if (c.offload.mode != OffloadMode::None) o.set("offload", offload_config_to_json(c.offload));
   // Written only when on: a skewed run says so in its config.json.

@@ -9,6 +9,7 @@
 #include "devices/device_group_config.h"
 #include "model/features.h"  // QkNorm
 #include "model/config_sections.h"
+#include "model/finetune_config.h"
 #include "pipeline/pipeline_config.h"
 #include "placement/placement.h"
 
@@ -142,6 +143,7 @@ struct EngineConfig {
   PlacementConfig placement;  // D devices and the placement policy; one device: every decision is trivial
   DeviceGroupConfig device_group;  // the devices' budgets and threads
   PipelineConfig pipeline;         // micro-batches and memory reuse of the MoE layers' expert phase
+  FinetuneConfig finetune;         // the "finetune" section; absent: every parameter trains
   // Experts run through devices/ (placement, pipelining) rather than directly in the MoE layer.
   bool runs_on_devices() const { return placement.devices > 1 || pipeline.engaged(); }
 };

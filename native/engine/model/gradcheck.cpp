@@ -52,12 +52,15 @@ std::vector<TensorGradcheck> model_gradcheck(const ModelConfig& cfg, Backend& be
   const double base = objective();
   const std::vector<int32_t> base_routing = routing_signature(model, be);
   model.backward(1.0f);
-  std::vector<float> params(model.num_params()), grads(model.num_params());
+  std::vector<float> params(model.num_params()), grads(model.num_grads());
   be.copy(params.data(), model.params(), params.size() * sizeof(float));
   be.copy(grads.data(), model.grads(), grads.size() * sizeof(float));
 
   std::vector<TensorGradcheck> report;
-  for (const ParamTensor& t : model.layout().tensors()) {
+  const TrainableSet& trainable = model.trainable();
+  for (size_t ti = 0; ti < model.layout().tensors().size(); ++ti) {
+    const ParamTensor& t = model.layout().tensors()[ti];
+    if (!trainable.trains(ti)) continue;  // frozen: no gradient to check
     TensorGradcheck tc;
     tc.name = t.name;
     const size_t n = std::min<size_t>(samples, t.numel);
@@ -86,7 +89,7 @@ std::vector<TensorGradcheck> model_gradcheck(const ModelConfig& cfg, Backend& be
       // A kink right at the point leaves both central differences at the mean of the two slopes; the one-sided
       // differences then disagree.
       if (skip_kinks && (rel(numeric, half) > 5e-3 || rel((lp - base) / h, (base - lm) / h) > 2e-2)) continue;
-      const double analytic = grads[i];
+      const double analytic = grads[i - t.offset + trainable.grad_offset(ti)];
       const double err = rel(numeric, analytic);
       tc.worst_rel_err = std::max(tc.worst_rel_err, err);
       ++tc.samples;

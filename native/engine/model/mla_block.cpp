@@ -196,7 +196,7 @@ void MlaBlock::backward(Backend& be, const LayerParams& p, const LayerParams& g,
   be.rmsnorm_backward(s.dckv.f(), gm.kv_a_norm_w, s.dckvn.f(), a.ckv.f(), m.kv_a_norm_w, a.ckv_rstd.f(), N, kvr_);
   const size_t kpe_at = (size_t)kvr_ * C;
   linear_backward(be, dx, gm.kv_a_w, nullptr, s.dckv.f(), x, m.kv_a_w, m.kv_a_w_bf16, N, C, kvr_);
-  linear_backward(be, dx, gm.kv_a_w + kpe_at, nullptr, s.dkpe.f(), x, m.kv_a_w + kpe_at,
+  linear_backward(be, dx, gm.kv_a_w ? gm.kv_a_w + kpe_at : nullptr, nullptr, s.dkpe.f(), x, m.kv_a_w + kpe_at,
                   m.kv_a_w_bf16 ? m.kv_a_w_bf16 + kpe_at : nullptr, N, C, dr);
   if (qr_ == 0) {
     linear_backward(be, dx, gm.q_w, nullptr, dq, x, m.q_w, m.q_w_bf16, N, C, NH * D);

@@ -9,12 +9,13 @@
 
 namespace moe {
 
-Model::Model(const ModelConfig& cfg, Backend& be, ComputeDtype dtype)
-    : cfg_(cfg), features_(model_features(cfg_)), attention_(cfg_, features_), mla_(cfg_, features_), be_(be), dtype_(dtype), layout_(cfg_) {
+Model::Model(const ModelConfig& cfg, Backend& be, ComputeDtype dtype, const FinetuneConfig& finetune)
+    : cfg_(cfg), features_(model_features(cfg_)), attention_(cfg_, features_), mla_(cfg_, features_), be_(be), dtype_(dtype), layout_(cfg_),
+      trainable_(layout_, finetune) {
   reserve_floats(be_, params_, layout_.total());
-  reserve_floats(be_, grads_, layout_.total());
+  reserve_floats(be_, grads_, trainable_.grad_total());
   p_ = layout_.bind(params_.f());
-  g_ = layout_.bind(grads_.f());
+  g_ = trainable_.everything() ? layout_.bind(grads_.f()) : layout_.bind(grads_.f(), trainable_.grad_offsets());
   if (dtype_ == ComputeDtype::BF16) bind_bf16_weights();
   resident_experts_ = std::make_unique<ResidentExpertAccess>(p_, g_);
   for (int l = 0; l < cfg_.n_layers; ++l)
@@ -23,6 +24,7 @@ Model::Model(const ModelConfig& cfg, Backend& be, ComputeDtype dtype)
 
 void Model::run_experts_on_devices(const PlacementConfig& placement, const PipelineConfig& pipeline,
                                    const DeviceGroupConfig& devices) {
+  check(trainable_.everything(), "placement.devices: experts on devices train every parameter for now (no finetune section)");
   device_group_ = std::make_unique<DeviceGroup>(placement, pipeline, devices);
   device_experts_.clear();
   for (int l = 0; l < cfg_.n_layers; ++l) {
@@ -100,6 +102,7 @@ void Model::init(uint64_t seed) {
 void Model::zero_grads() { grads_.zero(); }
 
 void Model::zero_dense_grads() {
+  check(trainable_.everything(), "zero_dense_grads: expert offload needs every tensor trained");
   size_t from = 0;
   for (const ExpertRange& r : layout_.expert_ranges()) {
     be_.zero(grads_.f() + from, (r.begin - from) * sizeof(float));
@@ -270,7 +273,7 @@ void Model::backward(float loss_scale) {
   norm_backward(dresid_.f(), g_.norm_f_w, g_.norm_f_b, dtmp_.f(), resid_[cfg_.n_layers].f(), p_.norm_f_w,
                 lnf_mean_.f(), lnf_rstd_.f(), N);
   for (int l = cfg_.n_layers - 1; l >= 0; --l) layer_backward(l, B_, T_, loss_scale);
-  be_.embedding_backward(g_.wte, g_.wpe, dresid_.f(), tokens_.i32(), B_, T_, C);
+  if (g_.wte) be_.embedding_backward(g_.wte, g_.wpe, dresid_.f(), tokens_.i32(), B_, T_, C);  // wte and wpe train together
 }
 
 void Model::layer_backward(int l, int B, int T, float loss_scale) {

@@ -13,6 +13,7 @@
 #include "model/features.h"
 #include "model/mla_block.h"
 #include "model/params.h"
+#include "model/trainable.h"
 #include "moe/moe_layer.h"
 #include "offload/expert_access.h"
 
@@ -28,7 +29,9 @@ class Model {
  public:
   // dtype BF16 computes the linear layers (attention projections, FFNs and experts, the output head; not the router)
   // with sgemm_bf16 on bf16 copies of their weights; the fp32 parameters stay the masters.
-  Model(const ModelConfig& cfg, Backend& be, ComputeDtype dtype = ComputeDtype::F32);
+  // finetune decides which tensors train (model/trainable.h); the default: every one.
+  Model(const ModelConfig& cfg, Backend& be, ComputeDtype dtype = ComputeDtype::F32,
+        const FinetuneConfig& finetune = {});
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
@@ -43,10 +46,16 @@ class Model {
     bf16_stale_ = true;
     return params_.f();
   }
+  // The gradient arena: trained tensors only, packed in layout order (trainable().grad_offset(i)); with
+  // everything trained it has the parameters' layout.
   float* grads() { return grads_.f(); }
   size_t num_params() const { return layout_.total(); }
+  size_t num_grads() const { return trainable_.grad_total(); }
+  const TrainableSet& trainable() const { return trainable_; }
+  size_t grad_bytes() const { return grads_.bytes(); }  // the gradient arena's allocation
 
-  // Tensor pointers into the parameter and gradient arenas (offload rebases expert pointers from these).
+  // Tensor pointers into the parameter and gradient arenas (offload rebases expert pointers from these); a frozen
+  // tensor's gradient pointer is null, and backward then computes only what flows to the input.
   const ModelParams& param_ptrs() const { return p_; }
   const ModelParams& grad_ptrs() const { return g_; }
   // Where MoE layers reach their experts; null restores the resident default. Not owned.
@@ -110,6 +119,7 @@ class Model {
   Backend& be_;
   ComputeDtype dtype_;
   ParamLayout layout_;
+  TrainableSet trainable_;
   DeviceBuffer params_, grads_;
   ModelParams p_, g_;
   // bf16 compute: copies in the fp32 arena's layout (only the linear weights are filled), and the merged

@@ -1,6 +1,7 @@
 #include "model/params.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -115,10 +116,23 @@ const ParamTensor* ParamLayout::find(const std::string& name) const {
 }
 
 ModelParams ParamLayout::bind(float* arena) const {
-  auto ptr = [&](const std::string& name) -> float* {
+  return bind_with([&](const std::string& name) -> float* {
     const ParamTensor* t = find(name);
     return t ? arena + t->offset : nullptr;
-  };
+  });
+}
+
+ModelParams ParamLayout::bind(float* arena, const std::vector<size_t>& offsets) const {
+  check(offsets.size() == tensors_.size(), "ParamLayout::bind: one offset per tensor expected");
+  return bind_with([&](const std::string& name) -> float* {
+    auto it = index_.find(name);
+    if (it == index_.end() || offsets[it->second] == SIZE_MAX) return nullptr;
+    return arena + offsets[it->second];
+  });
+}
+
+template <typename Ptr>
+ModelParams ParamLayout::bind_with(const Ptr& ptr) const {
   auto ffn = [&](const std::string& prefix) {
     FfnParams f;
     const bool gated = features_.gated_ffn();

@@ -77,11 +77,16 @@ class ParamLayout {
 
   // Resolves every tensor to a pointer inside `arena` (params, or grads with the same layout).
   ModelParams bind(float* arena) const;
+  // The same over a packed arena: tensor i at arena + offsets[i], or a null pointer where offsets[i] is SIZE_MAX
+  // (a frozen tensor's gradient).
+  ModelParams bind(float* arena, const std::vector<size_t>& offsets) const;
 
  private:
   void add(const std::string& name, std::vector<int64_t> shape, float init_std, bool init_one = false);
   void add_ffn(const std::string& prefix, int F, float out_std);
   void add_latent_attention(const std::string& prefix);
+  template <typename Ptr>
+  ModelParams bind_with(const Ptr& ptr) const;
 
   const ModelConfig& cfg_;
   ModelFeatures features_;

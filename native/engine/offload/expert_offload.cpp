@@ -66,6 +66,8 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
   const ModelConfig& mc = model.config();
   const ParamLayout& layout = model.layout();
   check(!layout.expert_ranges().empty(), "offload.mode: expert offload needs routed experts; this model has none");
+  // Expert state moves as one block in the parameters' layout: the gradient and moments must share it.
+  check(model.trainable().everything(), "offload.mode: expert offload trains every parameter for now (no finetune section)");
   layer_base_.assign(mc.n_layers, -1);
   std::vector<int> experts_per_layer;
   std::vector<size_t> sizes;

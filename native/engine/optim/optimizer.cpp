@@ -17,8 +17,9 @@ AdamWParams adamw_params(int t, double lr, const TrainConfig& hp, double clip_sc
 }
 
 AdamWOptimizer::AdamWOptimizer(Model& model) : model_(model) {
-  reserve_floats(model.backend(), m_, model.num_params());
-  reserve_floats(model.backend(), v_, model.num_params());
+  // Moments only for trained tensors, in the gradient arena's packed layout.
+  reserve_floats(model.backend(), m_, model.num_grads());
+  reserve_floats(model.backend(), v_, model.num_grads());
   const ParamLayout& layout = model.layout();
   for (const ParamTensor& pt : layout.tensors()) {
     bool in_expert = false;
@@ -32,7 +33,7 @@ AdamWOptimizer::AdamWOptimizer(Model& model) : model_(model) {
 double AdamWOptimizer::grad_sum_squares(const ExpertSumSquares& expert_sum) {
   Backend& be = model_.backend();
   const float* g = model_.grads();
-  const std::vector<ExpertRange>& ranges = model_.layout().expert_ranges();
+  const std::vector<ExpertRange>& ranges = model_.trainable().grad_expert_ranges();
   double total = 0.0;
   size_t from = 0;
   for (size_t i = 0; i < ranges.size(); ++i) {
@@ -41,7 +42,7 @@ double AdamWOptimizer::grad_sum_squares(const ExpertSumSquares& expert_sum) {
                         : be.sum_squares(g + ranges[i].begin, static_cast<int64_t>(ranges[i].end - ranges[i].begin));
     from = ranges[i].end;
   }
-  return total + be.sum_squares(g + from, static_cast<int64_t>(model_.num_params() - from));
+  return total + be.sum_squares(g + from, static_cast<int64_t>(model_.num_grads() - from));
 }
 
 OptimizerStepInfo AdamWOptimizer::norm_and_clip(const TrainConfig& hp, const ExpertSumSquares& expert_sum) {
@@ -59,11 +60,13 @@ void AdamWOptimizer::update(int t, double lr, const TrainConfig& hp, double clip
   Backend& be = model_.backend();
   float *p = model_.params(), *g = model_.grads();
   const std::vector<ParamTensor>& tensors = model_.layout().tensors();
+  const TrainableSet& trainable = model_.trainable();
   for (size_t i = 0; i < tensors.size(); ++i) {
     const ParamTensor& pt = tensors[i];
-    if (skip_experts && expert_tensor_[i]) continue;
-    be.adamw_update(p + pt.offset, g + pt.offset, m_.f() + pt.offset, v_.f() + pt.offset,
-                    static_cast<int64_t>(pt.numel), adamw_params(t, lr, hp, clip_scale, pt.decay));
+    if ((skip_experts && expert_tensor_[i]) || !trainable.trains(i)) continue;  // frozen: never written
+    const size_t at = trainable.grad_offset(i);
+    be.adamw_update(p + pt.offset, g + at, m_.f() + at, v_.f() + at, static_cast<int64_t>(pt.numel),
+                    adamw_params(t, lr, hp, clip_scale, pt.decay));
   }
 }
 

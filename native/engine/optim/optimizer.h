@@ -1,5 +1,5 @@
-// AdamW over the whole parameter arena with global-norm clipping. Moments live beside the
-// parameters in the same layout, so a checkpoint stores them under the parameters' names.
+// AdamW over the trained tensors with global-norm clipping. Moments live in the gradient arena's packed layout
+// (only trained tensors; Model::trainable()), and a checkpoint stores them under the parameters' names.
 #pragma once
 #include <functional>
 #include <vector>
@@ -34,6 +34,7 @@ class AdamWOptimizer {
 
   float* m() { return m_.f(); }
   float* v() { return v_.f(); }
+  size_t state_bytes() const { return m_.bytes() + v_.bytes(); }  // both moments' allocations
 
  private:
   double grad_sum_squares(const ExpertSumSquares& expert_sum);

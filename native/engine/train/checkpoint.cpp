@@ -207,12 +207,18 @@ void save_checkpoint(const std::string& dir, const EngineConfig& cfg, Model& mod
       w.write(fs::join(tmp, "model.safetensors"));
     }
     if (opt) {
-      const std::vector<float> m = copy_to_host(be, opt->m(), n);
-      const std::vector<float> v = copy_to_host(be, opt->v(), n);
+      // Moments of trained tensors only (a frozen tensor has none).
+      const TrainableSet& trainable = model.trainable();
+      const std::vector<float> m = copy_to_host(be, opt->m(), model.num_grads());
+      const std::vector<float> v = copy_to_host(be, opt->v(), model.num_grads());
       st::Writer w;
       w.set_metadata("format", "pt");
-      add_arena(w, layout, m.data(), "m.");
-      add_arena(w, layout, v.data(), "v.");
+      for (const char* prefix : {"m.", "v."})
+        for (size_t i = 0; i < layout.tensors().size(); ++i) {
+          const ParamTensor& t = layout.tensors()[i];
+          if (!trainable.trains(i)) continue;
+          w.add_f32(prefix + t.name, (prefix[0] == 'm' ? m : v).data() + trainable.grad_offset(i), t.shape);
+        }
       w.write(fs::join(tmp, "optimizer.safetensors"));
     }
     if (state) fs::write_file_atomic(fs::join(tmp, "trainer_state.json"), state_text);
@@ -287,13 +293,26 @@ bool load_optimizer_state(const std::string& dir, Model& model, AdamWOptimizer& 
                "resume from a complete checkpoint, or start from its weights only");
   verify_checksum(dir, "optimizer.safetensors");
   const st::TensorSet ts(path);
-  const std::vector<TensorSource> m_src = identity_sources(model.layout(), "m.");
-  const std::vector<TensorSource> v_src = identity_sources(model.layout(), "v.");
+  // Read in layout coordinates, then packed: only the trained tensors' moments are stored and read.
+  const TrainableSet& trainable = model.trainable();
+  const ParamLayout& layout = model.layout();
+  std::vector<TensorSource> m_src = identity_sources(layout, "m."), v_src = identity_sources(layout, "v.");
+  for (std::vector<TensorSource>* src : {&m_src, &v_src})
+    src->erase(std::remove_if(src->begin(), src->end(),
+                              [&](const TensorSource& x) { return !trainable.trains(x.param - layout.tensors().data()); }),
+               src->end());
   std::vector<float> m(model.num_params(), 0.0f), v(model.num_params(), 0.0f);
   read_checked(ts, {{&m_src, m.data()}, {&v_src, v.data()}}, false);
+  std::vector<float> pm(model.num_grads(), 0.0f), pv(model.num_grads(), 0.0f);
+  for (size_t i = 0; i < layout.tensors().size(); ++i) {
+    if (!trainable.trains(i)) continue;
+    const ParamTensor& t = layout.tensors()[i];
+    std::copy_n(m.begin() + t.offset, t.numel, pm.begin() + trainable.grad_offset(i));
+    std::copy_n(v.begin() + t.offset, t.numel, pv.begin() + trainable.grad_offset(i));
+  }
   Backend& be = model.backend();
-  be.copy(opt.m(), m.data(), m.size() * sizeof(float));
-  be.copy(opt.v(), v.data(), v.size() * sizeof(float));
+  be.copy(opt.m(), pm.data(), pm.size() * sizeof(float));
+  be.copy(opt.v(), pv.data(), pv.size() * sizeof(float));
   state = s;
   return true;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <limits>
 
@@ -43,7 +44,7 @@ void record_offload(StepRecord& rec, const OffloadStepStats& s) {
 
 }  // namespace
 
-Trainer::Trainer(const EngineConfig& cfg, Backend& be) : cfg_(cfg), be_(be), model_(cfg_.model, be, cfg_.train.compute_dtype), opt_(model_) {
+Trainer::Trainer(const EngineConfig& cfg, Backend& be) : cfg_(cfg), be_(be), model_(cfg_.model, be, cfg_.train.compute_dtype, cfg_.finetune), opt_(model_) {
   model_.init(cfg_.train.seed);
   if (cfg_.runs_on_devices()) {
     DeviceGroupConfig group = cfg_.device_group;
@@ -175,20 +176,24 @@ StepRecord Trainer::step() {
 namespace {
 
 // The first tensor of the arena holding a NaN or an infinity, in layout order or reversed; "" when none.
+// offsets: where each tensor sits in the arena (null: its layout offset); SIZE_MAX skips a tensor (frozen, no
+// gradient).
 std::string first_nonfinite(Backend& be, const ParamLayout& layout, const float* arena, const ExpertOffload* offload,
-                            bool reversed = false) {
+                            const std::vector<size_t>* offsets = nullptr, bool reversed = false) {
   be.synchronize();
   std::vector<float> host;
-  std::vector<const ParamTensor*> order;
-  for (const ParamTensor& t : layout.tensors()) order.push_back(&t);
+  std::vector<size_t> order;
+  for (size_t i = 0; i < layout.tensors().size(); ++i) order.push_back(i);
   if (reversed) std::reverse(order.begin(), order.end());
-  for (const ParamTensor* tp : order) {
-    const ParamTensor& t = *tp;
+  for (size_t i : order) {
+    const ParamTensor& t = layout.tensors()[i];
+    const size_t at = offsets ? (*offsets)[i] : t.offset;
+    if (at == SIZE_MAX) continue;
     if (offload && std::any_of(layout.expert_ranges().begin(), layout.expert_ranges().end(),
                                [&](const ExpertRange& r) { return t.offset >= r.begin && t.offset < r.end; }))
       continue;
     host.resize(t.numel);
-    be.copy(host.data(), arena + t.offset, t.numel * sizeof(float));
+    be.copy(host.data(), arena + at, t.numel * sizeof(float));
     for (float v : host)
       if (!std::isfinite(v)) return t.name;
   }
@@ -200,7 +205,8 @@ std::string first_nonfinite(Backend& be, const ParamLayout& layout, const float*
 std::string Trainer::locate_nonfinite() {
   if (std::string w = first_nonfinite(be_, model_.layout(), model_.params(), offload_.get()); !w.empty())
     return "weight " + w;
-  if (std::string g = first_nonfinite(be_, model_.layout(), model_.grads(), offload_.get(), true); !g.empty())
+  if (std::string g = first_nonfinite(be_, model_.layout(), model_.grads(), offload_.get(),
+                                          &model_.trainable().grad_offsets(), true); !g.empty())
     return "gradient " + g + " (the first in backward order)";
   return "";
 }

@@ -134,7 +134,7 @@ void attention_backward(ThreadPool& tp, float* dqkv, const float* dout, const fl
       }
     }
   });
-  if (spec.sinks)
+  if (spec.sinks && spec.dsinks)  // null dsinks: the sinks are frozen
     for (int h = 0; h < NH; ++h) {
       double sum = 0.0;
       for (int b = 0; b < B; ++b) sum += dsink_bh[(size_t)b * NH + h];

@@ -4,7 +4,7 @@
 //   lse [B, NH, T] each query's log-sum-exp of scaled scores (and of the sink, when there is one), saved so
 //   backward recomputes probabilities.
 // spec (backend/types.h): a sliding window (query t sees keys t-window+1 .. t) and per-head sinks (a logit in
-// the softmax denominator without a value); backward then adds ∂/∂sinks to spec.dsinks.
+// the softmax denominator without a value); backward then adds ∂/∂sinks to spec.dsinks (when not null).
 #pragma once
 #include "backend/types.h"
 #include "core/threadpool.h"
