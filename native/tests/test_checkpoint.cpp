@@ -131,6 +131,14 @@ class FailingBackend : public Backend {
   void matmul_forward(float* y, const float* x, const float* w, const float* b, int N, int I, int O) override {
     in_.matmul_forward(y, x, w, b, N, I, O);
   }
+  void lora_forward(float* y, const float* x, const float* A, const float* B, int N, int I, int O, int r, float scale,
+                    int ldy) override {
+    in_.lora_forward(y, x, A, B, N, I, O, r, scale, ldy);
+  }
+  void lora_backward(float* dx, float* dA, float* dB, const float* dy, const float* x, const float* A, const float* B,
+                     int N, int I, int O, int r, float scale, int ldy) override {
+    in_.lora_backward(dx, dA, dB, dy, x, A, B, N, I, O, r, scale, ldy);
+  }
   void matmul_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int N,
                        int I, int O) override {
     in_.matmul_backward(dx, dw, db, dy, x, w, N, I, O);

@@ -11,6 +11,7 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "model/trainable.h"
+#include "finetune_fixture.h"
 #include "offload_fixture.h"
 #include "test_files.h"
 #include "testing.h"
@@ -19,36 +20,8 @@
 namespace {
 
 using namespace moe;
-
-// Small models of every family shape the trainable sets must handle: learned positions and biases (gpt-moe),
-// RoPE and SwiGLU (mixtral), sinks, sliding windows and clamped SwiGLU (gpt-oss), latent attention with a dense
-// first layer, shared experts and a selection bias (DeepSeek), a gated shared expert and q/k norms (Qwen, OLMoE).
-const std::vector<std::pair<std::string, std::string>>& families() {
-  static const std::vector<std::pair<std::string, std::string>> all = {
-      {"gpt-moe", R"("arch": "gpt-moe", "n_layers": 2, "n_experts": [4, 4], "n_kv_heads": 2)"},
-      {"mixtral", R"("arch": "mixtral", "n_layers": 2, "n_experts": [4, 4], "n_kv_heads": 1)"},
-      {"gpt-oss", R"("arch": "gpt-oss", "n_layers": 2, "n_experts": [4, 4], "n_kv_heads": 1, "head_dim": 8,
-                     "sliding_window": 4, "sliding_layers": [0])"},
-      {"deepseek", R"("arch": "mixtral", "n_layers": 2, "dense_layers": [0], "n_experts": [4], "n_kv_heads": 2,
-                      "shared_expert_d_ff": 16, "selection_bias": true,
-                      "latent_attention": {"q_lora_rank": 12, "kv_lora_rank": 8, "qk_nope_head_dim": 8,
-                                           "qk_rope_head_dim": 4, "v_head_dim": 6},
-                      "router": {"scoring": "sigmoid", "selection": "noaux_tc", "n_group": 2, "topk_group": 1})"},
-      {"qwen-olmoe", R"("arch": "mixtral", "n_layers": 2, "n_experts": [4, 4], "n_kv_heads": 2,
-                        "shared_expert_d_ff": 16, "shared_expert_gate": true, "qk_norm": "projection",
-                        "clip_qkv": 4.0)"},
-  };
-  return all;
-}
-
-std::string config(const std::string& model, const std::string& finetune = "") {
-  std::string c = R"({"model": {)" + model + R"(, "vocab_size": 64, "d_model": 32, "n_heads": 2,
-      "max_seq_len": 16, "d_ff": 48, "expert_d_ff": 24, "top_k": 2, "z_loss_coef": 0.001},
-    "train": {"batch_size": 2, "seq_len": 16, "steps": 100, "lr": 1e-2, "warmup_steps": 2, "threads": 1,
-              "seed": 11, "grad_accum": 1, "grad_clip": 0})";
-  if (!finetune.empty()) c += R"(, "finetune": )" + finetune;
-  return c + "}";
-}
+using finetune_test::config;
+using finetune_test::families;
 
 const char* kAttentionAndSomeExperts = R"({"method": "full", "train": ["attention", "experts"], "experts": {"1": [0, 2]}})";
 const char* kTheRest = R"({"method": "full", "train": ["embeddings", "norms", "router", "shared_experts", "dense_mlp", "lm_head"]})";
@@ -126,8 +99,11 @@ TEST(finetune_errors_name_the_field) {
   std::string offloaded = config(families()[1].second, R"({"method": "full"})");
   offloaded.insert(offloaded.size() - 1, R"(, "offload": )" + offload_test::host_offload(0.25, 1));
   moe_test::expect_error([&] { parse_config_text(offloaded, "t"); }, "offload.mode", "finetune with offload");
-  moe_test::expect_error([&] { parse_config_text(config(families()[1].second, R"({"method": "lora", "lora": {}})"), "t"); },
-                         "finetune.lora", "LoRA");
+  moe_test::expect_error(
+      [&] { parse_config_text(config(families()[1].second, R"({"method": "lora", "lora": {"dropout": 0.1}})"), "t"); },
+      "finetune.lora.dropout", "LoRA dropout");
+  moe_test::expect_error([&] { parse_config_text(config(deepseek, R"({"method": "lora", "lora": {}})"), "t"); },
+                         "finetune.lora.targets", "attention LoRA on latent attention");
 }
 
 TEST(every_layout_tensor_has_a_group) {

@@ -52,6 +52,9 @@ void AttentionBlock::forward(Backend& be, const LayerParams& p, AttentionActs& a
   const int N = B * T, C = cfg_.d_model, Q = cfg_.qkv_width(), A = cfg_.attn_width();
   const int NH = cfg_.n_heads, NKV = cfg_.n_kv_heads, HS = cfg_.head_size();
   linear_forward(be, a.qkv.f(), x, p.qkv_w, p.qkv_w_bf16, p.qkv_b, N, C, Q);
+  lora_forward(be, p.lora_q, a.qkv.f(), x, N, C, NH * HS, Q);
+  lora_forward(be, p.lora_k, a.qkv.f() + NH * HS, x, N, C, NKV * HS, Q);
+  lora_forward(be, p.lora_v, a.qkv.f() + (NH + NKV) * HS, x, N, C, NKV * HS, Q);
   const float* qkv = a.qkv.f();
   if (f_.qk_norm != QkNorm::None) {
     be.qk_norm_forward(a.qkv_norm.f(), a.qk_rstd.f(), qkv, p.q_norm_w, p.k_norm_w, N, NH, NKV, HS,
@@ -71,6 +74,7 @@ void AttentionBlock::forward(Backend& be, const LayerParams& p, AttentionActs& a
   spec.sinks = p.attn_sinks;
   be.attention_forward(a.att.f(), a.lse.f(), qkv, B, T, NH, NKV, HS, spec);
   linear_forward(be, out, a.att.f(), p.out_w, p.out_w_bf16, p.out_b, N, A, C);
+  lora_forward(be, p.lora_out, out, a.att.f(), N, A, C, C);
 }
 
 void AttentionBlock::backward(Backend& be, const LayerParams& p, const LayerParams& g, AttentionActs& a,
@@ -81,6 +85,7 @@ void AttentionBlock::backward(Backend& be, const LayerParams& p, const LayerPara
   const size_t bytes = (size_t)N * Q * sizeof(float);
   be.zero(datt, (size_t)N * A * sizeof(float));
   linear_backward(be, datt, g.out_w, g.out_b, dout, a.att.f(), p.out_w, p.out_w_bf16, N, A, C);
+  lora_backward(be, p.lora_out, g.lora_out, datt, dout, a.att.f(), N, A, C, C);
   s.dqkv.zero();
   // The gradient moves back through the stages between two halves of the scratch: `d` holds the gradient of
   // the current stage's output, `next` (zeroed) receives its input's.
@@ -117,6 +122,9 @@ void AttentionBlock::backward(Backend& be, const LayerParams& p, const LayerPara
     step();
   }
   linear_backward(be, dx, g.qkv_w, g.qkv_b, d, x, p.qkv_w, p.qkv_w_bf16, N, C, Q);
+  lora_backward(be, p.lora_q, g.lora_q, dx, d, x, N, C, NH * HS, Q);
+  lora_backward(be, p.lora_k, g.lora_k, dx, d + NH * HS, x, N, C, NKV * HS, Q);
+  lora_backward(be, p.lora_v, g.lora_v, dx, d + (NH + NKV) * HS, x, N, C, NKV * HS, Q);
 }
 
 }  // namespace moe

@@ -166,6 +166,7 @@ bool LoraConfig::targets_has(LoraTarget t) const {
 
 bool FinetuneConfig::trains(ParamGroup g) const {
   if (!enabled) return g != ParamGroup::None;
+  if (g == ParamGroup::Lora) return true;
   return std::find(train.begin(), train.end(), g) != train.end();
 }
 
@@ -289,6 +290,7 @@ const char* param_group_name(ParamGroup g) {
     case ParamGroup::SharedExperts: return "shared_experts";
     case ParamGroup::DenseMlp: return "dense_mlp";
     case ParamGroup::LmHead: return "lm_head";
+    case ParamGroup::Lora: return "lora";
     case ParamGroup::None: return "none";
   }
   return "?";

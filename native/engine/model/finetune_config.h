@@ -16,8 +16,9 @@ enum class FinetuneMethod { Full, Lora, Esft };
 
 // The parameter groups a fine-tune trains or freezes (every layout tensor belongs to one, or to none: the
 // selection bias, which never has a gradient).
-enum class ParamGroup { Embeddings, Attention, Norms, Router, Experts, SharedExperts, DenseMlp, LmHead, None };
-constexpr int kParamGroups = 8;  // the groups before None
+// Lora: the adapters, which always train.
+enum class ParamGroup { Embeddings, Attention, Norms, Router, Experts, SharedExperts, DenseMlp, LmHead, Lora, None };
+constexpr int kParamGroups = 8;  // the groups a config names (before Lora)
 
 // The linears LoRA adapters attach to.
 enum class LoraTarget { Attention, Experts, SharedExperts, DenseMlp };

@@ -34,9 +34,15 @@ std::vector<int32_t> routing_signature(const Model& m, Backend& be) {
 }  // namespace
 
 std::vector<TensorGradcheck> model_gradcheck(const ModelConfig& cfg, Backend& be, int B, int T, int samples, float h,
-                                             uint64_t seed, bool skip_kinks) {
-  Model model(cfg, be);
+                                             uint64_t seed, bool skip_kinks, const FinetuneConfig& finetune) {
+  Model model(cfg, be, ComputeDtype::F32, finetune);
   model.init(seed);
+  for (const LoraAdapter& a : model.layout().adapters()) {
+    const ParamTensor& b = model.layout().tensors()[a.b];
+    std::vector<float> v(b.numel);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = 0.2f * (2.0f * random_uniform(seed, 7 + b.offset, i) - 1.0f);
+    be.copy(model.params() + b.offset, v.data(), v.size() * sizeof(float));
+  }
   const int N = B * T;
   std::vector<int32_t> inputs(N), targets(N);
   for (int i = 0; i < N; ++i) {

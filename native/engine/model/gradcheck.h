@@ -20,7 +20,10 @@ struct TensorGradcheck {
 // whose ±h perturbation changes a routing decision are skipped (the objective is not differentiable there).
 // skip_kinks: also skip coordinates whose central differences at h and h/2 (or the one-sided ones) disagree: a
 // clamp's kink within ±h (the clamped SwiGLU's limit). A wrong analytic gradient still fails against both.
+// finetune: which tensors train (only they are checked); its LoRA adapters' B start random rather than zero, so
+// every adapter's A has a gradient too.
 std::vector<TensorGradcheck> model_gradcheck(const ModelConfig& cfg, Backend& be, int B, int T, int samples,
-                                             float h, uint64_t seed, bool skip_kinks = false);
+                                             float h, uint64_t seed, bool skip_kinks = false,
+                                             const FinetuneConfig& finetune = {});
 
 }  // namespace moe

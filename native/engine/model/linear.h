@@ -1,8 +1,10 @@
-// A linear layer on its fp32 weight, or on the weight's bf16 copy when the model computes in bf16 (w_bf16 set).
+// A linear layer on its fp32 weight, or on the weight's bf16 copy when the model computes in bf16 (w_bf16 set),
+// and the LoRA adapter on it.
 #pragma once
 #include <cstdint>
 
 #include "backend/backend.h"
+#include "model/params.h"
 
 namespace moe {
 
@@ -16,6 +18,17 @@ inline void linear_backward(Backend& be, float* dx, float* dw, float* db, const 
                             const float* w, const uint16_t* w_bf16, int N, int I, int O) {
   if (w_bf16) be.matmul_backward_bf16(dx, dw, db, dy, x, w_bf16, N, I, O);
   else be.matmul_backward(dx, dw, db, dy, x, w, N, I, O);
+}
+
+// The linear's LoRA adapter, if it has one (l.A set): y's O columns (rows ldy apart) += l.scale·B·A·x.
+inline void lora_forward(Backend& be, const LoraParams& l, float* y, const float* x, int N, int I, int O, int ldy) {
+  if (l.A) be.lora_forward(y, x, l.A, l.B, N, I, O, l.r, l.scale, ldy);
+}
+
+// dx += its input gradient; g's A and B (null when frozen) += theirs.
+inline void lora_backward(Backend& be, const LoraParams& l, const LoraParams& g, float* dx, const float* dy,
+                          const float* x, int N, int I, int O, int ldy) {
+  if (l.A) be.lora_backward(dx, g.A, g.B, dy, x, l.A, l.B, N, I, O, l.r, l.scale, ldy);
 }
 
 }  // namespace moe

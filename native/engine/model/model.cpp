@@ -10,7 +10,7 @@
 namespace moe {
 
 Model::Model(const ModelConfig& cfg, Backend& be, ComputeDtype dtype, const FinetuneConfig& finetune)
-    : cfg_(cfg), features_(model_features(cfg_)), attention_(cfg_, features_), mla_(cfg_, features_), be_(be), dtype_(dtype), layout_(cfg_),
+    : cfg_(cfg), features_(model_features(cfg_)), attention_(cfg_, features_), mla_(cfg_, features_), be_(be), dtype_(dtype), layout_(cfg_, finetune),
       trainable_(layout_, finetune) {
   reserve_floats(be_, params_, layout_.total());
   reserve_floats(be_, grads_, trainable_.grad_total());

@@ -8,8 +8,15 @@
 
 namespace moe {
 
-ParamLayout::ParamLayout(const ModelConfig& cfg) : cfg_(cfg), features_(model_features(cfg)) {
+ParamLayout::ParamLayout(const ModelConfig& cfg, const FinetuneConfig& finetune)
+    : cfg_(cfg), features_(model_features(cfg)) {
   const int64_t C = cfg.d_model, V = cfg.vocab_size;
+  const bool lora = finetune.uses_lora();
+  if (lora) {
+    lora_rank_ = finetune.lora.rank;
+    lora_scale_ = static_cast<float>(finetune.lora.scaling());
+  }
+  auto targets = [&](LoraTarget t) { return lora && finetune.lora.targets_has(t); };
   const float std = static_cast<float>(cfg.init_std);
   const float out_std = static_cast<float>(cfg.init_std / std::sqrt(2.0 * cfg.n_layers));
   const bool bias = features_.linear_bias;
@@ -35,10 +42,17 @@ ParamLayout::ParamLayout(const ModelConfig& cfg) : cfg_(cfg), features_(model_fe
     if (features_.has_out_bias()) add(p + "attn.out.bias", {C}, 0);
     // gpt-oss initialises its sinks like its weights (normal, initializer_range).
     if (features_.attention_sinks) add(p + "attn.sinks", {cfg.n_heads}, std);
+    if (targets(LoraTarget::Attention) && features_.attention != AttentionKind::Latent) {
+      const int64_t HS = cfg.head_size(), q = cfg.n_heads * HS, kv = cfg.n_kv_heads * HS;
+      add_lora(p + "attn.q", p + "attn.qkv.weight", 0, q);
+      add_lora(p + "attn.k", p + "attn.qkv.weight", q, kv);
+      add_lora(p + "attn.v", p + "attn.qkv.weight", q + kv, kv);
+      add_lora(p + "attn.out", p + "attn.out.weight", 0, C);
+    }
     add(p + "norm2.weight", {C}, 0, true);
     if (bias) add(p + "norm2.bias", {C}, 0);
     if (!cfg.is_moe_layer(l)) {
-      add_ffn(p + "mlp.", cfg.d_ff, out_std);
+      add_ffn(p + "mlp.", cfg.d_ff, out_std, targets(LoraTarget::DenseMlp));
       continue;
     }
     const int E = cfg.experts_at(l);
@@ -49,12 +63,14 @@ ParamLayout::ParamLayout(const ModelConfig& cfg) : cfg_(cfg), features_(model_fe
     if (cfg.selection_bias) add(p + "moe.router.selection_bias", {E}, 0);
     for (int e = 0; e < E; ++e) {
       size_t begin = total_;
-      add_ffn(p + "moe.experts." + std::to_string(e) + ".", cfg.expert_d_ff, out_std);
+      add_ffn(p + "moe.experts." + std::to_string(e) + ".", cfg.expert_d_ff, out_std,
+              targets(LoraTarget::Experts) && finetune.expert_selected(l, e));
       experts_.push_back({l, e, begin, total_});
     }
-    if (features_.shared_expert) add_ffn(p + "moe.shared.", cfg.shared_expert_d_ff, out_std);
+    if (features_.shared_expert)
+      add_ffn(p + "moe.shared.", cfg.shared_expert_d_ff, out_std, targets(LoraTarget::SharedExperts));
     if (features_.shared_expert_gate) add(p + "moe.shared_gate.weight", {1, C}, std);
-    if (features_.residual_mlp) add_ffn(p + "moe.residual.", cfg.d_ff, out_std);
+    if (features_.residual_mlp) add_ffn(p + "moe.residual.", cfg.d_ff, out_std, targets(LoraTarget::DenseMlp));
   }
   add("norm_f.weight", {C}, 0, true);
   if (bias) add("norm_f.bias", {C}, 0);
@@ -93,21 +109,48 @@ void ParamLayout::add_latent_attention(const std::string& p) {
   add(p + "attn.kv_b.weight", {NH * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank}, std);
 }
 
-void ParamLayout::add_ffn(const std::string& prefix, int F, float out_std) {
+void ParamLayout::add_ffn(const std::string& prefix, int F, float out_std, bool lora) {
   const int64_t C = cfg_.d_model;
   const float std = static_cast<float>(cfg_.init_std);
-  // A gated activation (SwiGLU) computes gate and up in one in-projection of 2F rows.
+  // A gated activation (SwiGLU) computes gate and up in one in-projection of 2F rows; each has its own adapter,
+  // as the Hugging Face modules gate_proj and up_proj do.
   if (features_.gated_ffn()) {
     add(prefix + "gate_up.weight", {2 * static_cast<int64_t>(F), C}, std);
     if (features_.has_ffn_bias()) add(prefix + "gate_up.bias", {2 * static_cast<int64_t>(F)}, 0);
     add(prefix + "down.weight", {C, F}, out_std);
     if (features_.has_ffn_bias()) add(prefix + "down.bias", {C}, 0);
+    if (!lora) return;
+    add_lora(prefix + "gate", prefix + "gate_up.weight", 0, F);
+    add_lora(prefix + "up", prefix + "gate_up.weight", F, F);
+    add_lora(prefix + "down", prefix + "down.weight", 0, C);
   } else {
     add(prefix + "fc.weight", {F, C}, std);
     if (features_.has_ffn_bias()) add(prefix + "fc.bias", {F}, 0);
     add(prefix + "proj.weight", {C, F}, out_std);
     if (features_.has_ffn_bias()) add(prefix + "proj.bias", {C}, 0);
+    if (!lora) return;
+    add_lora(prefix + "fc", prefix + "fc.weight", 0, F);
+    add_lora(prefix + "proj", prefix + "proj.weight", 0, C);
   }
+}
+
+// A as PEFT initialises it by default (kaiming_uniform_ with a = sqrt(5): uniform with bound 1/sqrt(fan_in)),
+// B zero, so a fresh adapter leaves the model's output exactly as it was.
+void ParamLayout::add_lora(const std::string& module, const std::string& base, int64_t row0, int64_t rows) {
+  LoraAdapter a;
+  a.module = module;
+  a.base = index_.at(base);
+  a.row0 = row0;
+  a.rows = rows;
+  a.cols = tensors_[a.base].shape[1];
+  a.a = tensors_.size();
+  add(module + ".lora_A", {lora_rank_, a.cols}, 0);
+  tensors_.back().init_bound = static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.cols)));
+  tensors_.back().adapter = true;
+  a.b = tensors_.size();
+  add(module + ".lora_B", {rows, lora_rank_}, 0);
+  tensors_.back().adapter = true;
+  adapters_.push_back(std::move(a));
 }
 
 const ParamTensor* ParamLayout::find(const std::string& name) const {
@@ -133,9 +176,22 @@ ModelParams ParamLayout::bind(float* arena, const std::vector<size_t>& offsets) 
 
 template <typename Ptr>
 ModelParams ParamLayout::bind_with(const Ptr& ptr) const {
+  auto lora = [&](const std::string& module) {
+    LoraParams l;
+    l.A = ptr(module + ".lora_A");
+    l.B = ptr(module + ".lora_B");
+    if (find(module + ".lora_A")) {
+      l.r = lora_rank_;
+      l.scale = lora_scale_;
+    }
+    return l;
+  };
   auto ffn = [&](const std::string& prefix) {
     FfnParams f;
     const bool gated = features_.gated_ffn();
+    f.lora_in[0] = lora(prefix + (gated ? "gate" : "fc"));
+    if (gated) f.lora_in[1] = lora(prefix + "up");
+    f.lora_out = lora(prefix + (gated ? "down" : "proj"));
     f.w_in = ptr(prefix + (gated ? "gate_up.weight" : "fc.weight"));
     f.b_in = ptr(prefix + (gated ? "gate_up.bias" : "fc.bias"));
     f.w_out = ptr(prefix + (gated ? "down.weight" : "proj.weight"));
@@ -158,6 +214,10 @@ ModelParams ParamLayout::bind_with(const Ptr& ptr) const {
     lp.q_norm_w = ptr(p + "attn.q_norm.weight");
     lp.k_norm_w = ptr(p + "attn.k_norm.weight");
     lp.out_w = ptr(p + "attn.out.weight");
+    lp.lora_q = lora(p + "attn.q");
+    lp.lora_k = lora(p + "attn.k");
+    lp.lora_v = lora(p + "attn.v");
+    lp.lora_out = lora(p + "attn.out");
     lp.mla.q_w = ptr(p + "attn.q.weight");
     lp.mla.q_a_w = ptr(p + "attn.q_a.weight");
     lp.mla.q_a_norm_w = ptr(p + "attn.q_a_norm.weight");
@@ -192,7 +252,10 @@ void init_params(const ParamLayout& layout, float* arena, uint64_t seed) {
     uint64_t stream = 0xcbf29ce484222325ull;  // FNV-1a of the name: a stable per-tensor stream
     for (char c : t.name) stream = (stream ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
     for (size_t i = 0; i < t.numel; ++i)
-      p[i] = t.init_one ? 1.0f : t.init_std > 0 ? t.init_std * random_normal(seed, stream, i) : 0.0f;
+      p[i] = t.init_one           ? 1.0f
+             : t.init_bound > 0 ? t.init_bound * (2.0f * random_uniform(seed, stream, i) - 1.0f)
+             : t.init_std > 0   ? t.init_std * random_normal(seed, stream, i)
+                                : 0.0f;
   }
 }
 

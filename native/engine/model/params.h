@@ -20,6 +20,24 @@ struct ParamTensor {
   bool decay = false;   // weight decay applies (rank >= 2)
   float init_std = 0;   // 0 with init_one false: zeros
   bool init_one = false;
+  float init_bound = 0;  // > 0: uniform in [-init_bound, init_bound) (a LoRA A)
+  bool adapter = false;  // a LoRA A or B (model/lora.h), not a base weight
+};
+
+// A LoRA adapter on rows [row0, row0 + rows) of a base weight [.., cols]: the delta scale·B·A, with
+// A [r, cols] and B [rows, r] (tensor indices into the layout). module: the adapted linear's own name
+// ("layers.0.attn.q", "layers.1.moe.experts.3.gate"), the name its A and B carry before ".lora_A"/".lora_B".
+struct LoraAdapter {
+  std::string module;
+  size_t a = 0, b = 0, base = 0;
+  int64_t row0 = 0, rows = 0, cols = 0;
+};
+
+// One linear's adapter as the kernels see it (params: the weights, grads: their gradients; A null: none).
+struct LoraParams {
+  float *A = nullptr, *B = nullptr;
+  int r = 0;
+  float scale = 0;
 };
 
 struct ExpertRange {
@@ -33,6 +51,8 @@ struct ExpertRange {
 struct FfnParams {
   float *w_in = nullptr, *b_in = nullptr, *w_out = nullptr, *b_out = nullptr;
   const uint16_t *w_in_bf16 = nullptr, *w_out_bf16 = nullptr;
+  // LoRA: on the in-projection's parts (gated: gate then up; else fc alone) and on the out-projection.
+  LoraParams lora_in[2], lora_out;
 };
 
 // Latent attention's projections (model/mla_block.h); q_w when q_lora_rank is 0, else q_a_w, q_a_norm_w, q_b_w.
@@ -47,6 +67,7 @@ struct LayerParams {
   float *norm1_w = nullptr, *norm1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *out_w = nullptr, *out_b = nullptr;
   const uint16_t *qkv_w_bf16 = nullptr, *out_w_bf16 = nullptr;
   float *q_norm_w = nullptr, *k_norm_w = nullptr;  // with a q/k norm
+  LoraParams lora_q, lora_k, lora_v, lora_out;     // LoRA on the q, k, v rows of qkv and on the out-projection
   float *norm2_w = nullptr, *norm2_b = nullptr;
   MlaParams mla;                   // latent attention (qkv_w is then null)
   float* attn_sinks = nullptr;  // [NH], when the family has attention sinks
@@ -68,12 +89,17 @@ struct ModelParams {
 
 class ParamLayout {
  public:
-  explicit ParamLayout(const ModelConfig& cfg);
+  // finetune: its LoRA adapters join the layout (each after its module's weights, so a routed expert's stay
+  // inside its ExpertRange).
+  explicit ParamLayout(const ModelConfig& cfg, const FinetuneConfig& finetune = {});
 
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   const ParamTensor* find(const std::string& name) const;
   size_t total() const { return total_; }
   const std::vector<ExpertRange>& expert_ranges() const { return experts_; }
+  const std::vector<LoraAdapter>& adapters() const { return adapters_; }
+  float lora_scale() const { return lora_scale_; }
+  int lora_rank() const { return lora_rank_; }
 
   // Resolves every tensor to a pointer inside `arena` (params, or grads with the same layout).
   ModelParams bind(float* arena) const;
@@ -83,7 +109,8 @@ class ParamLayout {
 
  private:
   void add(const std::string& name, std::vector<int64_t> shape, float init_std, bool init_one = false);
-  void add_ffn(const std::string& prefix, int F, float out_std);
+  void add_ffn(const std::string& prefix, int F, float out_std, bool lora = false);
+  void add_lora(const std::string& module, const std::string& base, int64_t row0, int64_t rows);
   void add_latent_attention(const std::string& prefix);
   template <typename Ptr>
   ModelParams bind_with(const Ptr& ptr) const;
@@ -93,6 +120,9 @@ class ParamLayout {
   std::vector<ParamTensor> tensors_;
   std::unordered_map<std::string, size_t> index_;
   std::vector<ExpertRange> experts_;
+  std::vector<LoraAdapter> adapters_;
+  int lora_rank_ = 0;
+  float lora_scale_ = 0;
   size_t total_ = 0;
 };
 

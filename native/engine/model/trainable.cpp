@@ -10,6 +10,8 @@ bool starts_with(const std::string& s, const std::string& prefix) { return s.com
 }  // namespace
 
 ParamGroup param_group(const std::string& name) {
+  if (name.size() > 7 && (name.compare(name.size() - 7, 7, ".lora_A") == 0 || name.compare(name.size() - 7, 7, ".lora_B") == 0))
+    return ParamGroup::Lora;
   if (name == "wte" || name == "wpe") return ParamGroup::Embeddings;
   if (name == "lm_head.weight") return ParamGroup::LmHead;
   if (starts_with(name, "norm_f.")) return ParamGroup::Norms;
@@ -40,8 +42,9 @@ TrainableSet::TrainableSet(const ParamLayout& layout, const FinetuneConfig& fine
     bool train = everything_;
     if (!everything_) {
       const ParamGroup g = param_group(t.name);
-      train = g != ParamGroup::None && finetune.trains(g) &&
-              (!in_expert || finetune.expert_selected(ranges[r].layer, ranges[r].expert));
+      // An expert's adapter exists only where the expert is selected; its base weights train only when selected.
+      train = g == ParamGroup::Lora || (g != ParamGroup::None && finetune.trains(g) &&
+                                        (!in_expert || finetune.expert_selected(ranges[r].layer, ranges[r].expert)));
     }
     if (!train) {
       frozen_numel_ += t.numel;

@@ -270,8 +270,15 @@ void load_weights(const std::string& dir, Model& model) {
     sources = hf_tensor_sources(model.config(), layout, type, stored_expert_layout(ts));
   } else {
     sources = identity_sources(layout, "");
+    // A base checkpoint (no adapters) under a LoRA model: the adapters keep their values.
+    const auto has_adapters = std::any_of(layout.tensors().begin(), layout.tensors().end(),
+                                          [&](const ParamTensor& t) { return t.adapter && ts.find(t.name); });
+    if (!has_adapters)
+      sources.erase(std::remove_if(sources.begin(), sources.end(), [](const TensorSource& x) { return x.param->adapter; }),
+                    sources.end());
   }
   std::vector<float> host(model.num_params(), 0.0f);
+  model.backend().copy(host.data(), model.params(), host.size() * sizeof(float));  // what is not read stays
   read_checked(ts, {{&sources, host.data()}}, hf);
   model.backend().copy(model.params(), host.data(), host.size() * sizeof(float));
 }

@@ -9,8 +9,9 @@
 #include "core/fsutil.h"
 #include "core/half.h"
 #include "model/features.h"
-#include "train/hf_latent.h"
 #include "train/hf_experts.h"
+#include "train/hf_latent.h"
+#include "train/lora_adapter.h"
 #include "train/stored_part.h"
 
 namespace moe {
@@ -476,8 +477,9 @@ std::vector<TensorSource> hf_tensor_sources(const ModelConfig& m, const ParamLay
     covered.insert(s.param);
     for (const StoredPart& p : s.parts) covered.insert(p.experts.begin(), p.experts.end());
   }
+  // LoRA adapters have no place in the base layout: an export merges them (export_hf), an import leaves them be.
   for (const ParamTensor& t : layout.tensors())
-    if (!covered.count(&t))
+    if (!covered.count(&t) && !t.adapter)
       fail("Hugging Face mapping: model tensor '" + t.name + "' has no counterpart in the " +
            hf_model_type_name(type) + " layout; the model config cannot be expressed in it");
   return out;
@@ -506,6 +508,7 @@ void export_hf(const std::string& dir, Model& model, const std::string& model_ty
   std::vector<float> host(model.num_params());
   be.synchronize();
   be.copy(host.data(), model.params(), host.size() * sizeof(float));
+  merge_lora_adapters(model.layout(), host.data());  // the Hugging Face layout holds W + scale·B·A
   std::vector<uint16_t> half;
   if (dtype != st::DType::F32) {
     half.resize(host.size());

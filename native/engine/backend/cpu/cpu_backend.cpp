@@ -17,6 +17,7 @@
 #include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/isa.h"
 #include "backend/cpu/layernorm.h"
+#include "backend/cpu/lora.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/matmul_bf16.h"
 #include "backend/cpu/qk_norm.h"
@@ -62,6 +63,16 @@ class CpuBackend final : public Backend {
                        int O) override {
     const cpu::IsaScope isa(isa_);
     cpu::matmul_backward(tp_, dx, dw, db, dy, x, w, N, I, O);
+  }
+  void lora_forward(float* y, const float* x, const float* A, const float* B, int N, int I, int O, int r, float scale,
+                    int ldy) override {
+    const cpu::IsaScope isa(isa_);
+    cpu::lora_forward(tp_, y, x, A, B, N, I, O, r, scale, ldy);
+  }
+  void lora_backward(float* dx, float* dA, float* dB, const float* dy, const float* x, const float* A, const float* B,
+                     int N, int I, int O, int r, float scale, int ldy) override {
+    const cpu::IsaScope isa(isa_);
+    cpu::lora_backward(tp_, dx, dA, dB, dy, x, A, B, N, I, O, r, scale, ldy);
   }
   void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
                          int C) override {
