@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "backend/registry.h"
+#include "core/fsutil.h"
+#include "core/json.h"
 #include "core/rng.h"
 #include "finetune_fixture.h"
 #include "model/config.h"
@@ -19,6 +21,8 @@
 #include "testing.h"
 #include "train/checkpoint.h"
 #include "train/hf_interchange.h"
+#include "train/lora_adapter.h"
+#include "train/safetensors.h"
 #include "train/trainer.h"
 
 namespace {
@@ -140,6 +144,65 @@ TEST(merged_export_equals_base_plus_adapter) {
     std::printf("  %-10s merged vs adapted logits: %.2e\n", family.c_str(), err);
     CHECK_MSG(err <= 1e-5, family + ": merged logits differ by " + std::to_string(err));
   }
+}
+
+// A PEFT adapter with PEFT's keys for the Hugging Face layout, a trained router under modules_to_save, and the
+// adapter loaded over the same base gives back every weight bit for bit (to continue training or merge later).
+TEST(peft_adapter_exports_and_loads_back) {
+  const std::string model = families()[1].second;  // mixtral
+  const EngineConfig cfg = parse_config_text(
+      config(model, R"({"method": "lora", "train": ["router"], "experts": {"1": [0, 3]},
+                        "lora": {"rank": 4, "alpha": 8, "targets": ["attention", "experts"]}})"), "t");
+  auto be = make_backend("cpu", {1});
+  Trainer t(cfg, *be);
+  const std::vector<int32_t> in = tokens(4, 32), tg = tokens(5, 32);
+  for (int s = 0; s < 3; ++s) {
+    t.feed_batch(in.data(), tg.data(), 2, 16);
+    t.step();
+  }
+  const std::string dir = moe_test::tmp_path("peft_mixtral");
+  export_peft_adapter(dir, t.model(), cfg.finetune, "mixtral");
+  const json::Value c = json::parse(fs::read_file(fs::join(dir, "adapter_config.json"), 1 << 20), "adapter_config");
+  CHECK(c.find("peft_type")->string == "LORA" && c.find("r")->number == 4 && c.find("lora_alpha")->number == 8);
+  CHECK(c.find("task_type")->string == "CAUSAL_LM" && c.find("bias")->string == "none" && !c.find("use_rslora")->boolean);
+  CHECK(c.find("target_modules")->array.size() == 2 * 4 + 2 * 4 * 3 - 2 * 3);  // q,k,v,o ×2; experts 4 + 2, ×3
+  CHECK(c.find("modules_to_save")->array.size() == 2);
+  const st::TensorSet ts(fs::join(dir, "adapter_model.safetensors"));
+  for (const char* key : {"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight",
+                          "base_model.model.model.layers.1.self_attn.o_proj.lora_B.weight",
+                          "base_model.model.model.layers.0.block_sparse_moe.experts.2.w1.lora_A.weight",
+                          "base_model.model.model.layers.1.block_sparse_moe.experts.3.w2.lora_B.weight",
+                          "base_model.model.model.layers.1.block_sparse_moe.gate.weight"})
+    CHECK_MSG(ts.find(key) != nullptr, key);
+  CHECK(ts.find("base_model.model.model.layers.1.block_sparse_moe.experts.1.w3.lora_A.weight") == nullptr);
+  CHECK(ts.find("base_model.model.model.layers.0.self_attn.k_proj.lora_B.weight")->info->shape ==
+        (std::vector<int64_t>{16, 4}));
+
+  Trainer back(cfg, *be);  // the same seed: the same frozen base
+  back.init_from(dir);
+  const size_t n = t.model().num_params();
+  CHECK(std::memcmp(back.model().params(), t.model().params(), n * sizeof(float)) == 0);
+  // A different rank is refused by name.
+  EngineConfig other = cfg;
+  other.finetune.lora.rank = 8;
+  Trainer wrong(other, *be);
+  moe_test::expect_error([&] { wrong.init_from(dir); }, "finetune.lora.rank", "another rank");
+}
+
+TEST(fused_expert_layouts_refuse_the_adapter_format) {
+  const std::string model = families()[2].second;  // gpt-oss: only fused expert tensors
+  const EngineConfig cfg = parse_config_text(config(model, lora_section("gpt-oss")), "t");
+  auto be = make_backend("cpu", {1});
+  Model m(cfg.model, *be, ComputeDtype::F32, cfg.finetune);
+  m.init(3);
+  moe_test::expect_error([&] { export_peft_adapter(moe_test::tmp_path("peft_oss"), m, cfg.finetune, "gpt_oss"); },
+                         {"fused", "merged"}, "gpt-oss expert adapters");
+  // Attention adapters alone are separate Linears there.
+  const EngineConfig attn = parse_config_text(
+      config(model, R"({"method": "lora", "lora": {"rank": 4, "alpha": 8, "targets": ["attention"]}})"), "t");
+  Model a(attn.model, *be, ComputeDtype::F32, attn.finetune);
+  a.init(3);
+  export_peft_adapter(moe_test::tmp_path("peft_oss_attn"), a, attn.finetune, "gpt_oss");
 }
 
 }  // namespace

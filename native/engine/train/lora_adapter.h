@@ -1,11 +1,32 @@
 // LoRA adapters out of and into the model: merging them into their base weights (what a merged Hugging Face
-// export holds), and the PEFT adapter directory (adapter_config.json + adapter_model.safetensors).
+// export holds), and the PEFT adapter directory: adapter_config.json (peft_type LORA) and adapter_model.safetensors
+// with PEFT's keys for the Hugging Face layout (base_model.model.<module>.lora_A.weight; trained base modules
+// under base_model.model.<module>.weight, listed in modules_to_save). Module names come from the same table as the
+// full export (hf_tensor_sources), so an adapter names exactly the modules a merged export would hold.
 #pragma once
+#include <string>
+
+#include "model/config.h"
 #include "model/params.h"
 
 namespace moe {
 
+class Model;
+
 // arena (host, the layout's): every adapted base weight's rows += scale·B·A, summed in double.
 void merge_lora_adapters(const ParamLayout& layout, float* arena);
+
+// Writes dir as a PEFT adapter of the model's LoRA run for Hugging Face model type `model_type`. Refused by name:
+// a model without adapters, a layout whose adapted or trained module is not a separate Linear in that type (fused
+// experts: export merged instead), a module both adapted and trained.
+void export_peft_adapter(const std::string& dir, Model& model, const FinetuneConfig& finetune,
+                         const std::string& model_type);
+
+// Reads a PEFT adapter directory written for this model (rank, scaling and modules must match) into the model's
+// adapters and the trained base modules it saved; the base weights come from elsewhere (load_weights first).
+void load_peft_adapter(const std::string& dir, Model& model, const FinetuneConfig& finetune);
+
+// Whether dir holds adapter_config.json.
+bool is_peft_adapter(const std::string& dir);
 
 }  // namespace moe

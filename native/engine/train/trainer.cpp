@@ -13,6 +13,7 @@
 #include "optim/schedule.h"
 #include "train/evaluation.h"
 #include "train/load_balance.h"
+#include "train/lora_adapter.h"
 
 namespace moe {
 namespace {
@@ -234,7 +235,8 @@ void Trainer::zero_grads() {
 
 void Trainer::init_from(const std::string& dir) {
   experts_to_arenas();  // the moments of experts stay as they are
-  load_weights(dir, model_);
+  if (is_peft_adapter(dir)) load_peft_adapter(dir, model_, cfg_.finetune);
+  else load_weights(dir, model_);
   if (offload_) offload_->experts_from_arenas();
 }
 

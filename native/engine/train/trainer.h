@@ -37,7 +37,9 @@ class Trainer {
   void feed_batch(const int32_t* inputs, const int32_t* targets, int B, int T);
 
   // Starts from a checkpoint's weights (ours or Hugging Face; names and shapes must match this model);
-  // optimizer and step start fresh, so training knobs (aux loss, capacity, ...) may differ.
+  // optimizer and step start fresh, so training knobs (aux loss, capacity, ...) may differ. A PEFT adapter
+  // directory (adapter_config.json) loads only the adapters and the modules it saved, over the weights already
+  // there: init from the base, then from the adapter.
   void init_from(const std::string& dir);
   // Continues a checkpoint of this run (same model config): weights, AdamW moments, step and data cursor.
   void resume_from(const std::string& dir);
