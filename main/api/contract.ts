@@ -7,6 +7,9 @@ import { RunConfigSchema } from './config'
 import { HF_EXPERT_LAYOUTS, HF_MODEL_TYPE_NAMES } from './model-families'
 import { ALWAYS_FIELD_NAMES, STEP_FIELDS, type AlwaysFieldName, type MeasuredFieldName } from './step-fields'
 
+/** What a checkpoint export writes: the whole model, or a LoRA run's PEFT adapter. */
+export const EXPORT_FORMATS = ['merged', 'adapter'] as const
+export type ExportFormat = (typeof EXPORT_FORMATS)[number]
 export const RunIdSchema = z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, 'a run id: lowercase letters, digits and dashes')
 export const RunStatusSchema = z.enum(['queued', 'running', 'paused', 'stopping', 'stopped', 'finished', 'failed'])
 
@@ -428,6 +431,8 @@ export const requests = {
         dtype: z.enum(['f32', 'bf16']).default('f32'),
         expertLayout: z.enum(HF_EXPERT_LAYOUTS).optional()
           .describe('per-expert or fused (3-D) expert tensors; default: the model type’s usual layout'),
+        format: z.enum(EXPORT_FORMATS).default('merged')
+          .describe('merged: the whole model (a LoRA run’s adapters merged into their weights); adapter: a LoRA run’s PEFT adapter (adapter_config.json + adapter_model.safetensors, f32)'),
       })
       .strict(),
     result: z.object({ dir: z.string() }),

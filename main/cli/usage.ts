@@ -10,7 +10,7 @@ Commands:
   runs  List runs.
   show RUN
         A run's summary, last metrics, checkpoints and events.
-  export RUN --to DIR [--step N] [--model-type ${HF_MODEL_TYPE_NAMES.join('|')}] [--bf16] [--experts ${HF_EXPERT_LAYOUTS.join('|')}]
+  export RUN --to DIR [--step N] [--model-type ${HF_MODEL_TYPE_NAMES.join('|')}] [--bf16] [--experts ${HF_EXPERT_LAYOUTS.join('|')}] [--adapter]
         Write a checkpoint (default: the latest) as a Hugging Face checkpoint directory.
   export RUN --placement --to DIR [--last N | --from S --until S] [--vram SIZE] [--bytes-per-param X]
          [--pin-slots N] [--pin-policy previous|ema|sum]

@@ -1,10 +1,11 @@
 // Exports one of our checkpoints as a Hugging Face checkpoint directory (config.json +
-// model.safetensors) through the engine addon. It runs on a worker thread, so a large model's export
+// model.safetensors; a LoRA run's adapters merged), or a LoRA run's PEFT adapter directory, through the engine addon. It runs on a worker thread, so a large model's export
 // does not block the host's event loop, and it never replaces an existing directory.
 import { readdir, stat } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { Worker } from 'node:worker_threads'
 
+import type { ExportFormat } from '../api/contract'
 import type { HfExpertLayout, HfModelType } from '../api/model-families'
 import { addonPath } from './engine/addon'
 
@@ -17,6 +18,8 @@ export interface ExportRequest {
   bf16: boolean
   /** Absent: the model type's usual expert layout. */
   expertLayout?: HfExpertLayout
+  /** Absent: merged (the whole model). adapter: a LoRA run's PEFT adapter, refused by the engine for other runs. */
+  format?: ExportFormat
 }
 
 // Evaluated as CommonJS in the worker: it needs nothing but the addon, so it works the same from the
@@ -28,7 +31,7 @@ try {
   // The model comes from the checkpoint; train settings only need to be valid.
   const engine = new Engine(JSON.stringify({ train: { seq_len: 1, batch_size: 1 } }), job.checkpointDir)
   engine.initFrom(job.checkpointDir)
-  engine.exportHf(job.outDir, job.modelType, job.bf16, job.expertLayout)
+  engine.exportHf(job.outDir, job.modelType, job.bf16, job.expertLayout, job.format === 'adapter' ? 'adapter' : 'checkpoint')
   parentPort.postMessage({ ok: true })
 } catch (error) {
   parentPort.postMessage({ ok: false, error: error instanceof Error ? error.message : String(error) })

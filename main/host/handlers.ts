@@ -163,11 +163,13 @@ export function createHandlers({ store, runs, dataDir, measure }: HandlerDeps): 
       requireRun(store, id)
       return store.placementSeries(id, layer, { fromStep, toStep, maxPoints })
     },
-    'checkpoints.export': async ({ id, step, dir, modelType, dtype, expertLayout }) => {
+    'checkpoints.export': async ({ id, step, dir, modelType, dtype, expertLayout, format }) => {
       requireRun(store, id)
       const checkpoint = pickCheckpoint(store, id, step)
       return {
-        dir: await exportCheckpoint({ checkpointDir: checkpoint.path, outDir: dir, modelType, bf16: dtype === 'bf16', expertLayout }),
+        dir: await exportCheckpoint({
+          checkpointDir: checkpoint.path, outDir: dir, modelType, bf16: dtype === 'bf16', expertLayout, format,
+        }),
       }
     },
     'finetune.measureExperts': async (params) => {

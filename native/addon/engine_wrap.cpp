@@ -146,6 +146,8 @@ void Engine::ExportHf(const Napi::CallbackInfo& info) {
   const bool bf16 = info.Length() > 2 && info[2].ToBoolean().Value();
   // Optional 4th argument: "per-expert" | "fused" (absent or undefined: the model type's usual layout).
   std::string layout = info.Length() > 3 && info[3].IsString() ? info[3].As<Napi::String>().Utf8Value() : "";
+  // Optional 5th argument: "checkpoint" (absent: the whole model, LoRA adapters merged) | "adapter" (PEFT).
+  const std::string format = info.Length() > 4 && info[4].IsString() ? info[4].As<Napi::String>().Utf8Value() : "";
   moe_export_options options{};
   options.struct_size = sizeof options;
   options.dtype = bf16 ? MOE_EXPORT_BF16 : MOE_EXPORT_F32;
@@ -153,6 +155,9 @@ void Engine::ExportHf(const Napi::CallbackInfo& info) {
   else if (layout == "fused") options.expert_layout = MOE_EXPERTS_FUSED;
   else if (!layout.empty())
     throw Napi::TypeError::New(info.Env(), "exportHf: expertLayout \"" + layout + "\" is not \"per-expert\" or \"fused\"");
+  if (format == "adapter") options.format = MOE_EXPORT_ADAPTER;
+  else if (!format.empty() && format != "checkpoint")
+    throw Napi::TypeError::New(info.Env(), "exportHf: format \"" + format + "\" is not \"checkpoint\" or \"adapter\"");
   Check(info.Env(), moe_engine_export_hf_with(engine_, dir.c_str(), model_type.c_str(), &options));
 }
 

@@ -7,12 +7,14 @@
 
 #include "backend/registry.h"
 #include "core/error.h"
+#include "core/fsutil.h"
 #include "core/json.h"
 #include "include/moe_engine.h"
 #include "telemetry/step_record_capi.h"
 #include "train/checkpoint_checksums.h"
 #include "train/expert_shares.h"
 #include "train/hf_interchange.h"
+#include "train/lora_adapter.h"
 #include "train/run_loop.h"
 #include "train/trainer.h"
 
@@ -52,6 +54,12 @@ moe::EngineConfig config_from(const char* config_json, const char* init_dir) {
   if (root.is_object() && !root.find("model") && init_dir && *init_dir) {
     // Fine-tuning from a checkpoint: its model config, this config's training settings.
     root.set("model", moe::model_config_to_json(moe::read_checkpoint_model_config(init_dir)));
+    // A fine-tune's checkpoint holds its adapters: the model takes them unless this config says otherwise.
+    const std::string path = moe::fs::join(init_dir, "config.json");
+    if (!root.find("finetune") && !moe::is_hf_checkpoint(init_dir)) {
+      const moe::json::Value saved = moe::json::parse(moe::fs::read_file(path, 1 << 24), path);
+      if (const moe::json::Value* f = saved.find("finetune")) root.set("finetune", *f);
+    }
   }
   return moe::parse_config(root);
 }
@@ -272,6 +280,14 @@ int moe_engine_export_hf_with(moe_engine* engine, const char* dir, const char* m
     moe::check(dtype >= MOE_EXPORT_F32 && dtype <= MOE_EXPORT_F16,
                "export: dtype " + std::to_string(dtype) + " is not MOE_EXPORT_F32, MOE_EXPORT_BF16 or MOE_EXPORT_F16");
     engine->trainer->experts_to_arenas();
+    moe::check(options.format == MOE_EXPORT_CHECKPOINT || options.format == MOE_EXPORT_ADAPTER,
+               "export: format " + std::to_string(options.format) + " is not MOE_EXPORT_CHECKPOINT or MOE_EXPORT_ADAPTER");
+    if (options.format == MOE_EXPORT_ADAPTER) {
+      moe::check(dtype == MOE_EXPORT_F32, "export: a PEFT adapter is written in f32 (the adapters' own precision)");
+      moe::export_peft_adapter(dir ? dir : "", engine->trainer->model(), engine->trainer->config().finetune,
+                               model_type ? model_type : "mixtral");
+      return MOE_OK;
+    }
     moe::export_hf(dir ? dir : "", engine->trainer->model(), model_type ? model_type : "mixtral",
                    dtype == MOE_EXPORT_BF16 ? moe::st::DType::BF16
                    : dtype == MOE_EXPORT_F16 ? moe::st::DType::F16

@@ -42,6 +42,7 @@ moe::json::Value describe(const char* config_json) {
   o.set("config", moe::config_to_json(c));
   o.set("features", moe::features_to_json(moe::model_features(c.model)));
   o.set("params", moe::describe_params(c.model));
+  if (c.finetune.enabled) o.set("finetune", moe::describe_finetune(c.model, c.finetune));
   o.set("families", families);
   o.set("hf_model_types", hf_types);
   return o;

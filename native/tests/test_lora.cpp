@@ -5,6 +5,7 @@
 // and gives the adapted model's logits.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "core/rng.h"
 #include "finetune_fixture.h"
 #include "model/config.h"
+#include "moe_engine.h"
 #include "model/gradcheck.h"
 #include "model/model.h"
 #include "test_files.h"
@@ -42,6 +44,12 @@ std::vector<int32_t> tokens(uint64_t stream, int n) {
   std::vector<int32_t> t(n);
   for (int i = 0; i < n; ++i) t[i] = static_cast<int32_t>(random_uniform(3, stream, i) * 64) % 64;
   return t;
+}
+
+size_t moe_test_numel(const Model& m) {
+  size_t n = 0;
+  for (const ParamTensor& t : m.layout().tensors()) n += t.numel;
+  return n;
 }
 
 std::vector<float> logits_of(Model& m) {
@@ -203,6 +211,46 @@ TEST(fused_expert_layouts_refuse_the_adapter_format) {
   Model a(attn.model, *be, ComputeDtype::F32, attn.finetune);
   a.init(3);
   export_peft_adapter(moe_test::tmp_path("peft_oss_attn"), a, attn.finetune, "gpt_oss");
+}
+
+// Through the C API: describe reports the split, an older client's options (no format) export the merged model,
+// format MOE_EXPORT_ADAPTER writes the PEFT directory.
+TEST(c_api_describes_and_exports_both_formats) {
+  const std::string cfg = config(families()[1].second, lora_section("mixtral"));
+  std::vector<char> out(1 << 20);
+  CHECK(moe_model_describe(cfg.c_str(), out.data(), out.size()) > 0);
+  const json::Value d = json::parse(out.data(), "describe");
+  const json::Value* f = d.find("finetune");
+  CHECK(f != nullptr);
+  if (f) {
+    const EngineConfig c = parse_config_text(cfg, "t");
+    auto be = make_backend("cpu", {1});
+    Model m(c.model, *be, ComputeDtype::F32, c.finetune);
+    double adapters = 0;
+    for (const ParamTensor& t : m.layout().tensors()) adapters += t.adapter ? t.numel : 0;
+    CHECK(f->find("trainable_params")->number == adapters && f->find("adapter_params")->number == adapters);
+    CHECK(f->find("trainable_state_bytes")->number == static_cast<double>(m.grad_bytes() * 3));
+    CHECK(f->find("frozen_params")->number + adapters == static_cast<double>(moe_test_numel(m)));
+  }
+  char err[512] = {};
+  moe_engine* e = moe_engine_create(cfg.c_str(), nullptr, err, sizeof err);
+  CHECK_MSG(e != nullptr, err);
+  if (!e) return;
+  moe_export_options older{};
+  older.struct_size = offsetof(moe_export_options, format);  // an API version 3 client
+  older.dtype = MOE_EXPORT_F32;
+  const std::string merged = moe_test::tmp_path("capi_merged"), adapter = moe_test::tmp_path("capi_adapter");
+  CHECK_MSG(moe_engine_export_hf_with(e, merged.c_str(), "mixtral", &older) == MOE_OK, moe_engine_last_error(e));
+  CHECK(fs::exists(fs::join(merged, "model.safetensors")));
+  moe_export_options options{};
+  options.struct_size = sizeof options;
+  options.format = MOE_EXPORT_ADAPTER;
+  CHECK_MSG(moe_engine_export_hf_with(e, adapter.c_str(), "mixtral", &options) == MOE_OK, moe_engine_last_error(e));
+  CHECK(fs::exists(fs::join(adapter, "adapter_config.json")) && fs::exists(fs::join(adapter, "adapter_model.safetensors")));
+  options.format = 7;
+  CHECK(moe_engine_export_hf_with(e, moe_test::tmp_path("capi_bad").c_str(), "mixtral", &options) == MOE_ERROR);
+  CHECK(std::string(moe_engine_last_error(e)).find("format") != std::string::npos);
+  moe_engine_destroy(e);
 }
 
 }  // namespace

@@ -64,7 +64,7 @@ moe_step_record reference_step() {
 }  // namespace
 
 TEST(api_version_is_three_at_build_and_run_time) {
-  CHECK(MOE_ENGINE_API_VERSION == 4);  // 3: moe_engine_export_hf_with, 4: moe_engine_measure_experts
+  CHECK(MOE_ENGINE_API_VERSION == 5);  // 3: moe_engine_export_hf_with, 4: moe_engine_measure_experts, 5: export format
   CHECK(moe_engine_api_version() == MOE_ENGINE_API_VERSION);
 }
 

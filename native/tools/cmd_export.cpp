@@ -1,4 +1,5 @@
-// moe-engine export: writes a checkpoint's weights as a Hugging Face checkpoint directory.
+// moe-engine export: writes a checkpoint's weights as a Hugging Face checkpoint directory (a LoRA run's adapters
+// merged, or --adapter: its PEFT adapter directory).
 #include <cstdio>
 #include <string>
 
@@ -7,7 +8,7 @@
 #include "engine_handle.h"
 
 int cmd_export(int argc, char** argv) {
-  cli::Args args(argc, argv, {"--checkpoint", "--out", "--model-type", "--experts"}, {"--bf16", "--f16"});
+  cli::Args args(argc, argv, {"--checkpoint", "--out", "--model-type", "--experts"}, {"--bf16", "--f16", "--adapter", "--merged"});
   const std::string ckpt = args.require("--checkpoint"), out = args.require("--out");
   const std::string type = args.get("--model-type", "mixtral");
   cli::Engine engine("{\"train\": {\"seq_len\": 1, \"batch_size\": 1}}", ckpt);
@@ -23,7 +24,17 @@ int cmd_export(int argc, char** argv) {
     std::fprintf(stderr, "export: --experts %s: use per-expert, fused or default\n", experts.c_str());
     return 2;
   }
+  if (args.has("--adapter") && args.has("--merged")) {
+    std::fprintf(stderr, "export: use either --adapter (the PEFT adapter) or --merged (the whole model), not both\n");
+    return 2;
+  }
+  const bool adapter = args.has("--adapter");
+  if (adapter) options.format = MOE_EXPORT_ADAPTER;
   engine.check(moe_engine_export_hf_with(engine.get(), out.c_str(), type.c_str(), &options));
+  if (adapter) {
+    std::printf("exported the LoRA adapter of %s for %s (PEFT, f32) to %s\n", ckpt.c_str(), type.c_str(), out.c_str());
+    return 0;
+  }
   // Said plainly, because a gpt-oss checkpoint may have come in as MXFP4: what goes out is never quantized.
   std::printf("exported %s as %s (%s, %s experts, no quantization) to %s\n", ckpt.c_str(), type.c_str(),
               dtype == MOE_EXPORT_BF16 ? "bf16" : dtype == MOE_EXPORT_F16 ? "f16" : "f32", experts.c_str(),

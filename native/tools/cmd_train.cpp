@@ -96,7 +96,8 @@ struct Progress {
 }  // namespace
 
 int cmd_train(int argc, char** argv) {
-  cli::Args args(argc, argv, {"--config", "--data", "--out", "--init", "--resume", "--steps"}, {"--quiet"});
+  cli::Args args(argc, argv, {"--config", "--data", "--out", "--init", "--adapter", "--resume", "--steps"},
+                 {"--quiet"});
   const std::string out = args.require("--out");
   const std::string config_text = cli::read_text(args.require("--config"));
   if (args.has("--init") && args.has("--resume")) throw std::runtime_error("use either --init or --resume, not both");
@@ -107,6 +108,9 @@ int cmd_train(int argc, char** argv) {
 
   cli::Engine engine(config_text, source, out);
   if (args.has("--init")) engine.check(moe_engine_init_from(engine.get(), args.get("--init").c_str()));
+  // A PEFT adapter over the base: continue a LoRA run's adapters (the config's finetune section must match).
+  if (args.has("--adapter") && !args.has("--init")) throw std::runtime_error("--adapter needs --init (the base model)");
+  if (args.has("--adapter")) engine.check(moe_engine_init_from(engine.get(), args.get("--adapter").c_str()));
   if (!resume.empty()) engine.check(moe_engine_resume_from(engine.get(), resume.c_str()));
   engine.check(moe_engine_set_data(engine.get(), args.require("--data").c_str()));
 

@@ -6,9 +6,10 @@
 int main(int argc, char** argv) {
   static const char usage[] =
       "usage: moe-engine <command> [options]\n"
-      "  train    --config C.json --data TOKENS.bin --out DIR [--init CKPT | --resume CKPT] [--steps N] [--quiet]\n"
+      "  train    --config C.json --data TOKENS.bin --out DIR [--init CKPT [--adapter PEFT_DIR] | --resume CKPT]\n"
+      "           [--steps N] [--quiet]\n"
       "  export   --checkpoint CKPT --out DIR [--model-type mixtral|qwen2_moe|olmoe|qwen3_moe|gpt_oss] [--bf16|--f16]\n"
-      "           [--experts per-expert|fused]\n"
+      "           [--experts per-expert|fused] [--adapter (a LoRA run's PEFT adapter) | --merged (default)]\n"
       "  esft     --data TOKENS.bin [--config C.json] [--init CKPT] [--batches N] [--threshold P] [--score gate|tokens]\n"
       "           (expert shares per layer and the chosen experts, as JSON)\n"
       "forward passes, tokenizing, benchmarks and the self-test: moe-engine-dev\n";

@@ -23,6 +23,7 @@ const OPTIONS = {
   'pin-slots': { type: 'string' },
   'pin-policy': { type: 'string' },
   experts: { type: 'string' },
+  adapter: { type: 'boolean' },
 } as const
 type Values = ReturnType<typeof parseCommandArgs<typeof OPTIONS>>['values']
 
@@ -68,13 +69,15 @@ export async function exportRun(argv: string[], ctx: CliContext): Promise<number
     modelType: values['model-type'],
     dtype: values.bf16 ? 'bf16' : 'f32',
     expertLayout: values.experts,
+    format: values.adapter ? 'adapter' : 'merged',
   })
   const host = await ctx.openHost({ recoverRuns: false })
   try {
     const { step } = pickCheckpoint(host.store, params.id, params.step)
     const { dir } = await host.handlers['checkpoints.export']({ ...params, step })
     const experts = params.expertLayout ? `, ${params.expertLayout} experts` : ''
-    ctx.out.write(`exported run ${params.id} step ${step} as ${params.modelType} ${params.dtype}${experts} to ${dir}\n`)
+    const what = params.format === 'adapter' ? 'the LoRA adapter (PEFT) of run' : 'run'
+    ctx.out.write(`exported ${what} ${params.id} step ${step} as ${params.modelType} ${params.dtype}${experts} to ${dir}\n`)
     return 0
   } finally {
     await host.close()

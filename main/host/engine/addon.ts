@@ -29,7 +29,8 @@ export interface NativeEngine {
   /** The held-out token shard train.eval_every evaluates on. */
   setEvalData(path: string): void
   /** expertLayout: how routed experts are stored; absent: the model type's usual layout (fused for gpt_oss). */
-  exportHf(dir: string, modelType: HfModelType, bf16: boolean, expertLayout?: HfExpertLayout): void
+  exportHf(dir: string, modelType: HfModelType, bf16: boolean, expertLayout?: HfExpertLayout,
+    format?: 'checkpoint' | 'adapter'): void
   /**
    * Expert-specialised fine-tuning's measurement (moe_engine_measure_experts): the model's forward over the first
    * `batches` training-shaped windows of a token shard; returns the engine's JSON (per MoE layer the gate and token

@@ -19,8 +19,8 @@ extern "C" {
 #endif
 
 /* 2: versioned structs carry struct_size (moe_step_record first). 3: moe_engine_export_hf_with.
- * 4: moe_engine_measure_experts. */
-#define MOE_ENGINE_API_VERSION 4
+ * 4: moe_engine_measure_experts. 5: moe_export_options.format (PEFT adapters). */
+#define MOE_ENGINE_API_VERSION 5
 
 typedef struct moe_engine moe_engine;
 
@@ -99,7 +99,7 @@ int32_t moe_engine_tensor_count(const moe_engine* engine);
 /* Name, rank and dims (up to 8) of tensor i; returns MOE_ERROR when i is out of range. */
 int moe_engine_tensor_info(const moe_engine* engine, int32_t i, const char** name, int32_t* rank, int64_t dims[8]);
 
-/* Exports the weights as a Hugging Face checkpoint of model_type (moe_model_describe lists the types) in dtype
+/* Exports the weights (a LoRA run's adapters merged) as a Hugging Face checkpoint of model_type (moe_model_describe lists the types) in dtype
  * MOE_EXPORT_F32, MOE_EXPORT_BF16 or MOE_EXPORT_F16 (the first two are the 0 and 1 of older clients' bf16 flag). */
 enum { MOE_EXPORT_F32 = 0, MOE_EXPORT_BF16 = 1, MOE_EXPORT_F16 = 2 };
 int moe_engine_export_hf(moe_engine* engine, const char* dir, const char* model_type, int dtype);
@@ -110,10 +110,17 @@ int moe_engine_export_hf(moe_engine* engine, const char* dir, const char* model_
  * or MOE_EXPERTS_FUSED (3-D experts.gate_up_proj / experts.down_proj, as newer transformers writes). MXFP4
  * experts of an imported gpt-oss checkpoint are written decoded, in dtype, without a quantization_config. */
 enum { MOE_EXPERTS_DEFAULT = 0, MOE_EXPERTS_PER_EXPERT = 1, MOE_EXPERTS_FUSED = 2 };
+/* format (API version 5; older clients' structs end before it and get MOE_EXPORT_CHECKPOINT): the whole model as a
+ * Hugging Face checkpoint, a LoRA run's adapters merged into their weights (W + scale·B·A); or MOE_EXPORT_ADAPTER,
+ * a LoRA run's PEFT adapter directory (adapter_config.json + adapter_model.safetensors, f32, keys as PEFT writes
+ * them for model_type's layout, trained base modules under modules_to_save). An adapter is refused by name where
+ * model_type stores the adapted experts fused (gpt_oss): export the merged checkpoint there. */
+enum { MOE_EXPORT_CHECKPOINT = 0, MOE_EXPORT_ADAPTER = 1 };
 typedef struct moe_export_options {
   uint32_t struct_size;
   int32_t dtype;          /* MOE_EXPORT_F32 | MOE_EXPORT_BF16 | MOE_EXPORT_F16 */
   int32_t expert_layout;  /* MOE_EXPERTS_* */
+  int32_t format;         /* MOE_EXPORT_CHECKPOINT | MOE_EXPORT_ADAPTER (API version 5) */
 } moe_export_options;
 int moe_engine_export_hf_with(moe_engine* engine, const char* dir, const char* model_type,
                               const moe_export_options* options);
@@ -209,7 +216,9 @@ void moe_engine_request_checkpoint(moe_engine* engine);
 /* The engine's view of a config ({"model": ..., "train": ...}) without creating an engine: JSON with "config"
  * (the effective config, defaults filled in), "features" (what the model's kernels are chosen by), "params"
  * (parameter counts in total, dense, routed experts, per expert and by group, with and without the arena's
- * padding, and the bytes of each fp32 state), "families" and "hf_model_types". Writes it NUL-terminated into
+ * padding, and the bytes of each fp32 state), with a finetune section "finetune" (trainable, frozen and adapter
+ * parameter counts, per group, the trained parameters' gradient and moment bytes and the frozen bytes), "families"
+ * and "hf_model_types". Writes it NUL-terminated into
  * out (truncated to out_len - 1 bytes) and returns its full length: call again with a larger buffer when that
  * is >= out_len. On an invalid config returns -1 and writes the message (naming the field) into out. */
 int64_t moe_model_describe(const char* config_json, char* out, size_t out_len);

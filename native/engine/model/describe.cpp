@@ -5,6 +5,7 @@
 #include <string>
 
 #include "model/params.h"
+#include "model/trainable.h"
 
 namespace moe {
 namespace {
@@ -89,6 +90,37 @@ json::Value describe_params(const ModelConfig& m) {
   memory.set("experts", states(experts.padded));
   memory.set("largest_expert", states(largest));
   o.set("memory_bytes", memory);
+  return o;
+}
+
+json::Value describe_finetune(const ModelConfig& m, const FinetuneConfig& f) {
+  using json::Value;
+  const ParamLayout layout(m, f);
+  const TrainableSet set(layout, f);
+  std::map<std::string, std::pair<double, double>> groups;  // trainable, frozen
+  double trainable = 0, frozen = 0, adapters = 0;
+  for (size_t i = 0; i < layout.tensors().size(); ++i) {
+    const ParamTensor& t = layout.tensors()[i];
+    const double n = static_cast<double>(t.numel);
+    auto& g = groups[param_group_name(param_group(t.name))];
+    (set.trains(i) ? g.first : g.second) += n;
+    (set.trains(i) ? trainable : frozen) += n;
+    if (t.adapter) adapters += n;
+  }
+  Value by_group = Value::make_object();
+  for (const auto& [name, counts] : groups) {
+    Value g = Value::make_object();
+    g.set("trainable", Value::of(counts.first));
+    g.set("frozen", Value::of(counts.second));
+    by_group.set(name, g);
+  }
+  Value o = Value::make_object();
+  o.set("trainable_params", Value::of(trainable));
+  o.set("frozen_params", Value::of(frozen));
+  o.set("adapter_params", Value::of(adapters));
+  o.set("trainable_state_bytes", Value::of(3.0 * sizeof(float) * static_cast<double>(set.grad_total())));
+  o.set("frozen_bytes", Value::of(sizeof(float) * frozen));
+  o.set("groups", by_group);
   return o;
 }
 

@@ -9,5 +9,9 @@
 namespace moe {
 
 json::Value describe_params(const ModelConfig& m);
+// A fine-tune's split (model/trainable.h): parameters that train (LoRA adapters among them) and that stay frozen,
+// per group (finetune_config.h names), and the bytes: fp32 gradient and two moments of the trained ones (packed,
+// as allocated), the frozen weights' fp32 bytes.
+json::Value describe_finetune(const ModelConfig& m, const FinetuneConfig& f);
 
 }  // namespace moe
