@@ -61,6 +61,9 @@ TEST(finetune_section_parses_with_the_methods_defaults) {
   f = parse_finetune_config(json::parse(R"({"method": "esft", "esft": {"with": "lora", "score": "tokens"}, "lora": {}})", "t"));
   CHECK(f.train.empty() && f.lora.targets.size() == 1 && f.lora.targets[0] == LoraTarget::Experts);
   CHECK(!parse_finetune_config(json::Value::null()).enabled);
+  // esft's section may be left out: its defaults.
+  f = parse_finetune_config(json::parse(R"({"method": "esft", "experts": {"0": [1]}})", "t"));
+  CHECK(f.has_esft && f.esft.threshold == 0.9 && f.train.size() == 1 && !f.uses_lora());
   // Written and read back: the same section.
   const std::string text = json::dump(finetune_config_to_json(f));
   CHECK_MSG(json::dump(finetune_config_to_json(parse_finetune_config(json::parse(text, "t")))) == text, text);
@@ -83,7 +86,7 @@ TEST(finetune_errors_name_the_field) {
   refused(R"({"method": "lora", "lora": {"targets": []}})", "finetune.lora.targets");
   refused(R"({"method": "lora", "lora": {"rank": 4, "bias": "all"}})", "finetune.lora.bias");
   refused(R"({"method": "full", "lora": {"rank": 4}})", "finetune.lora");
-  refused(R"({"method": "esft"})", "finetune.esft");
+  refused(R"({"method": "lora", "lora": {}, "esft": {}})", "finetune.esft");
   refused(R"({"method": "esft", "esft": {"threshold": 0}})", "finetune.esft.threshold");
   refused(R"({"method": "esft", "esft": {"score": "loss"}})", "finetune.esft.score");
   refused(R"({"method": "esft", "esft": {"with": "lora"}})", "finetune.lora");

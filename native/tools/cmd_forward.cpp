@@ -4,6 +4,8 @@
 // {<param name>: gradient of the objective, objective F32 []}. With --grads-dir DIR also DIR/config.json (the
 // engine's config) and DIR/model.safetensors holding the gradients as a checkpoint's weights: `moe-engine export`
 // of DIR writes them under a Hugging Face model type's names, through the same mapping as the weights.
+// --finetune F.json (the config's finetune section) with --adapter DIR: the checkpoint as the base, a PEFT adapter
+// over it (the logits of the adapted model).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -16,7 +18,8 @@
 #include "train/safetensors.h"
 
 int cmd_forward(int argc, char** argv) {
-  cli::Args args(argc, argv, {"--checkpoint", "--tokens", "--out", "--threads", "--grads-dir"}, {"--grads"});
+  cli::Args args(argc, argv, {"--checkpoint", "--tokens", "--out", "--threads", "--grads-dir", "--finetune", "--adapter"},
+                 {"--grads"});
   const std::string ckpt = args.require("--checkpoint"), out = args.require("--out");
   const std::string tokens_path = args.require("--tokens");
 
@@ -42,8 +45,13 @@ int cmd_forward(int argc, char** argv) {
   train.set("threads", Value::of(std::stoi(args.get("--threads", "2"))));
   Value cfg = Value::make_object();
   cfg.set("train", train);
+  if (args.has("--finetune")) {
+    const std::string path = args.get("--finetune");
+    cfg.set("finetune", moe::json::parse(moe::fs::read_file(path, 1 << 20), path));
+  }
   cli::Engine engine(moe::json::dump(cfg), ckpt);
   engine.check(moe_engine_init_from(engine.get(), ckpt.c_str()));
+  if (args.has("--adapter")) engine.check(moe_engine_init_from(engine.get(), args.get("--adapter").c_str()));
 
   const int V = moe_engine_vocab_size(engine.get());
   std::vector<float> logits((size_t)B * T * V);

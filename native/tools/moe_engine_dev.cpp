@@ -8,6 +8,7 @@ int main(int argc, char** argv) {
   static const char usage[] =
       "usage: moe-engine-dev <command> [options]\n"
       "  forward  --checkpoint CKPT --tokens IDS.safetensors --out DIR [--grads] [--threads N]\n"
+      "           [--finetune F.json --adapter PEFT_DIR]\n"
       "  tokenize (--bytes IN.txt | --jsonl IN.jsonl) --out TOKENS.bin\n"
       "  bench    [--threads N] [--gemm] [--adamw] [--stream] [--json]\n"
       "  bench    --bf16 [--gemm] [--train] [--threads N] [--steps N] [--rounds N] [--config C.json] [--json]\n"

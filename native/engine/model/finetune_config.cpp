@@ -164,6 +164,10 @@ bool LoraConfig::targets_has(LoraTarget t) const {
   return std::find(targets.begin(), targets.end(), t) != targets.end();
 }
 
+bool FinetuneConfig::lora_used() const {
+  return method == FinetuneMethod::Lora || (method == FinetuneMethod::Esft && esft.with == FinetuneMethod::Lora);
+}
+
 bool FinetuneConfig::trains(ParamGroup g) const {
   if (!enabled) return g != ParamGroup::None;
   if (g == ParamGroup::Lora) return true;
@@ -187,23 +191,19 @@ FinetuneConfig parse_finetune_config(const json::Value& v) {
   else if (method->string == "esft") f.method = FinetuneMethod::Esft;
   else fail("finetune.method: \"" + method->string + "\" is not known; use \"full\", \"lora\" or \"esft\"");
 
+  // esft's section may be left out (its defaults); a section the method does not use is refused.
   const json::Value* esft = s.get("esft");
-  if (f.method == FinetuneMethod::Esft) {
-    if (!esft) fail("finetune.esft: required when finetune.method is \"esft\"");
-    f.has_esft = true;
-    f.esft = parse_esft(*esft);
-  } else if (esft) {
-    fail("finetune.esft: applies only to finetune.method \"esft\"; remove it or set it to null");
-  }
-  f.has_lora = f.method == FinetuneMethod::Lora || (f.has_esft && f.esft.with == FinetuneMethod::Lora);
+  if (esft && f.method != FinetuneMethod::Esft)
+    fail("finetune.esft: only for finetune.method \"esft\"; remove it or set it to null");
+  f.has_esft = f.method == FinetuneMethod::Esft;
+  if (esft) f.esft = parse_esft(*esft);
   const json::Value* lora = s.get("lora");
-  if (f.has_lora) {
-    if (!lora) fail("finetune.lora: required when the method trains LoRA adapters");
-    f.lora = parse_lora(*lora, f.method);
-  } else if (lora) {
-    fail("finetune.lora: applies only to finetune.method \"lora\" or \"esft\" with \"with\": \"lora\"; remove it or "
-         "set it to null");
-  }
+  f.has_lora = f.lora_used();
+  if (!lora && f.has_lora) fail("finetune.lora: required when the method trains LoRA adapters (lora, or esft with lora)");
+  if (lora && !f.has_lora)
+    fail("finetune.lora: only when the method uses LoRA (lora, or esft with \"with\": \"lora\"); remove it or set it "
+         "to null");
+  if (lora) f.lora = parse_lora(*lora, f.method);
 
   if (const json::Value* train = s.get("train")) {
     f.train = parse_names(*train, "finetune.train", kGroups, param_group_name);

@@ -49,15 +49,16 @@ struct FinetuneConfig {
   std::vector<ParamGroup> train;  // distinct, in the order given (or the method's default)
   // Per MoE layer (model layer index), the routed experts the method touches; a layer not listed: all of them.
   std::map<int, std::vector<int>> experts;
-  bool has_lora = false;  // the lora section applies (method lora, or esft with lora)
+  bool has_lora = false;  // the lora section applies (lora_used(); then it is required)
   LoraConfig lora;
-  bool has_esft = false;
+  bool has_esft = false;  // method esft (its section's fields default when left out)
   EsftConfig esft;
 
   bool trains(ParamGroup g) const;
   // Whether the method touches routed expert e of model layer `layer` (listed, or its layer not listed).
   bool expert_selected(int layer, int e) const;
-  bool uses_lora() const { return enabled && has_lora; }
+  bool lora_used() const;  // method lora, or esft with lora
+  bool uses_lora() const { return enabled && lora_used(); }
 };
 
 // Parses the section (null or absent: enabled false); errors name the field ("finetune.lora.rank").
