@@ -1,0 +1,126 @@
+#include "infer/expert_slots.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+
+#include <unistd.h>
+
+#include "core/error.h"
+#include "offload/ssd_store.h"
+
+namespace moe {
+namespace {
+
+std::string fresh_ssd_dir() {
+  static std::atomic<int> counter{0};
+  return (std::filesystem::temp_directory_path() /
+          ("moe-generate-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
+      .string();
+}
+
+}  // namespace
+
+ExpertSlotCache::ExpertSlotCache(Backend& be, const ParamLayout& layout, const ModelParams& params, float* arena,
+                                 ExpertHome home, int slots, const OffloadConfig& ssd)
+    : be_(be), params_(params), arena_(arena), home_(home), experts_(layout.expert_ranges()) {
+  check(slots >= 1, "generation: expert slots must be at least 1 (got " + std::to_string(slots) + ")");
+  layer_base_.assign(params.layers.size(), -1);
+  for (int i = static_cast<int>(experts_.size()) - 1; i >= 0; --i) layer_base_[experts_[i].layer] = i;
+  where_.assign(experts_.size(), -1);
+  size_t largest = 0;
+  std::vector<size_t> sizes;
+  for (const ExpertRange& r : experts_) {
+    sizes.push_back(r.end - r.begin);
+    largest = std::max(largest, r.end - r.begin);
+  }
+  slots_.resize(std::min<size_t>(slots, std::max<size_t>(experts_.size(), 1)));
+  for (Slot& s : slots_) s.w.reserve(be_, largest * sizeof(float));
+  if (home_ == ExpertHome::Host) {
+    std::vector<size_t> begins;
+    for (const ExpertRange& r : experts_) begins.push_back(r.begin);
+    store_ = std::make_unique<ArenaExpertStore>(arena_, arena_, arena_, arena_, std::move(begins));
+    return;
+  }
+  // The SSD record also holds a gradient and two moments (the store serves training too); generation writes
+  // zeros there and never reads them.
+  host_tier_ = std::make_unique<MemoryTier>("host", be_, MemKind::PinnedHost, 0);
+  ssd_tier_ = std::make_unique<MemoryTier>("ssd", be_, MemKind::PageableHost, 0);
+  const int entries = ssd.cache_experts > 0 ? ssd.cache_experts : 4;
+  auto store = std::make_unique<SsdExpertStore>(ssd.ssd_dir.empty() ? fresh_ssd_dir() : ssd.ssd_dir, sizes, entries,
+                                                ssd, *host_tier_, *ssd_tier_);
+  const std::vector<float> zeros(largest, 0.0f);
+  for (size_t i = 0; i < experts_.size(); ++i)
+    store->store(static_cast<int>(i), arena_ + experts_[i].begin, zeros.data(), zeros.data(), zeros.data());
+  store->flush();
+  store->take_stats();
+  store_ = std::move(store);
+}
+
+ExpertSlotCache::~ExpertSlotCache() = default;
+
+void ExpertSlotCache::release_arena_experts() {
+  check(home_ == ExpertHome::Ssd, "generation: only experts whose home is the SSD tier can leave the arena");
+  for (const ExpertRange& r : experts_) std::fill(arena_ + r.begin, arena_ + r.end, 0.0f);
+}
+
+int ExpertSlotCache::id(int layer, int e) const {
+  check(layer >= 0 && layer < static_cast<int>(layer_base_.size()) && layer_base_[layer] >= 0,
+        "generation: layer " + std::to_string(layer) + " has no routed experts");
+  return layer_base_[layer] + e;
+}
+
+ExpertSlotStats ExpertSlotCache::take_stats() {
+  ExpertSlotStats s = stats_;
+  s.store = store_->take_stats();
+  stats_ = {};
+  return s;
+}
+
+// The SSD tier starts reading the experts this pass will need into its host cache while earlier ones compute.
+void ExpertSlotCache::plan(int layer, ExpertPass pass, const std::vector<int>& experts) {
+  check(pass == ExpertPass::Forward, "generation: experts are only computed forward");
+  for (int e : experts) {
+    const int i = id(layer, e);
+    if (where_[i] < 0) store_->prefetch(i, kWeights);
+  }
+}
+
+FfnParams ExpertSlotCache::weights(int layer, int e) {
+  const int i = id(layer, e);
+  int s = where_[i];
+  if (s >= 0) {
+    ++stats_.hits;
+  } else {
+    ++stats_.misses;
+    s = 0;
+    for (int j = 1; j < static_cast<int>(slots_.size()); ++j)
+      if (slots_[j].last_use < slots_[s].last_use) s = j;
+    if (slots_[s].holds >= 0) where_[slots_[s].holds] = -1;
+    const size_t floats = experts_[i].end - experts_[i].begin;
+    const ExpertState state = store_->acquire(i, kWeights);
+    be_.copy(slots_[s].w.f(), state.w, floats * sizeof(float));
+    store_->release(i, 0);
+    stats_.bytes_uploaded += static_cast<int64_t>(floats * sizeof(float));
+    slots_[s].holds = i;
+    where_[i] = s;
+  }
+  slots_[s].last_use = ++clock_;
+  const FfnParams& f = params_.layers[layer].experts[e];
+  const float* base = arena_ + experts_[i].begin;
+  float* slot = slots_[s].w.f();
+  auto move = [&](float* p) { return p ? slot + (p - base) : nullptr; };
+  FfnParams r;
+  r.w_in = move(f.w_in);
+  r.b_in = move(f.b_in);
+  r.w_out = move(f.w_out);
+  r.b_out = move(f.b_out);
+  return r;
+}
+
+FfnParams ExpertSlotCache::grads(int, int) { fail("generation: experts have no gradients"); }
+void ExpertSlotCache::done_forward(int, int) {}
+void ExpertSlotCache::done_backward(int, int) { fail("generation: experts are only computed forward"); }
+
+}  // namespace moe

@@ -1,0 +1,238 @@
+// Generation with a KV cache: for a tiny variant of every family preset (and the attention options the presets
+// leave off), prefill and one-token decode reproduce the full forward's logits at every position; greedy
+// generation with the routed experts kept in the host or SSD tier (a cache of device slots) gives the resident
+// tokens and experts; sampling replays for a seed; stop tokens and limits end a generation.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "backend/registry.h"
+#include "infer/expert_slots.h"
+#include "infer/generator.h"
+#include "model/config.h"
+#include "model/model.h"
+#include "test_files.h"
+#include "testing.h"
+
+using namespace moe;
+
+namespace {
+
+std::string source_dir() {
+  const char* src = std::getenv("MOE_SOURCE_DIR");
+  return src ? src : "..";
+}
+
+ModelConfig preset(const std::string& name) {
+  const std::string path = source_dir() + "/resources/presets/" + name + ".json";
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  CHECK_MSG(!text.str().empty(), "cannot read " + path);
+  return parse_config_text(text.str(), path).model;
+}
+
+// The preset's features on a model small enough to test: every option it sets stays set, at tiny sizes (YaRN
+// with an original context shorter than the test's, so its scaled frequencies matter; windows shorter than it).
+ModelConfig shrink(ModelConfig m) {
+  const bool gqa = m.n_kv_heads < m.n_heads;
+  m.vocab_size = 64;
+  m.d_model = 32;
+  m.n_layers = 4;
+  m.n_heads = 4;
+  m.n_kv_heads = gqa ? 2 : 4;
+  if (m.head_dim > 0) m.head_dim = 12;
+  m.max_seq_len = 16;
+  m.d_ff = 24;
+  m.expert_d_ff = 16;
+  if (m.shared_expert_d_ff > 0) m.shared_expert_d_ff = 20;
+  m.top_k = std::min(m.top_k, 3);
+  std::erase_if(m.dense_layers, [&](int l) { return l >= m.n_layers; });
+  int moe = 0;
+  for (int l = 0; l < m.n_layers; ++l) moe += m.is_moe_layer(l);
+  m.n_experts.assign(moe, 8);
+  if (m.latent.enabled()) {
+    m.latent.kv_lora_rank = 10;
+    m.latent.qk_nope_head_dim = 6;
+    m.latent.qk_rope_head_dim = 4;
+    m.latent.v_head_dim = 8;
+    if (m.latent.q_lora_rank > 0) m.latent.q_lora_rank = 12;
+  }
+  if (m.rope_scaling.type != RopeScalingType::None) {
+    m.rope_scaling.original_max_position_embeddings = 4;
+    m.rope_scaling.factor = 4;
+  }
+  if (m.sliding_window > 0) {
+    m.sliding_window = 3;
+    m.sliding_layers = {0, 2};
+  }
+  m.init_std = 0.1;
+  return parse_model_config(model_config_to_json(m));
+}
+
+struct Case {
+  std::string label;
+  ModelConfig cfg;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const auto& entry : std::filesystem::directory_iterator(source_dir() + "/resources/presets")) {
+    const std::string name = entry.path().stem().string();
+    out.push_back({name, shrink(preset(name))});
+  }
+  std::sort(out.begin(), out.end(), [](const Case& a, const Case& b) { return a.label < b.label; });
+  // Options no preset sets at these sizes.
+  ModelConfig clip = shrink(preset("olmoe-1b-7b"));
+  clip.clip_qkv = 0.3;
+  out.push_back({"olmoe + clip_qkv", parse_model_config(model_config_to_json(clip))});
+  ModelConfig qlora = shrink(preset("deepseek-v2-lite"));
+  qlora.latent.q_lora_rank = 12;
+  qlora.latent.softmax_mscale = true;
+  qlora.rope_scaling.mscale_all_dim = 0.6;
+  qlora.selection_bias = true;
+  out.push_back({"deepseek + q_lora + mscale", parse_model_config(model_config_to_json(qlora))});
+  return out;
+}
+
+std::vector<int32_t> random_tokens(int n, int V, uint64_t seed) {
+  std::vector<int32_t> t(n);
+  for (int i = 0; i < n; ++i) t[i] = static_cast<int32_t>(random_u64(seed, 7, i) % V);
+  return t;
+}
+
+// Tolerance on |decode − forward| per logit, relative to max(1, |forward|): the two compute the same
+// expressions, but the attention's dot products and softmax sums run in another order (fp32 rounding).
+constexpr double kLogitTolerance = 1e-5;
+
+}  // namespace
+
+TEST(decode_logits_match_full_forward_for_every_preset) {
+  auto be = make_backend("cpu", {2});
+  for (const Case& c : cases()) {
+    Model model(c.cfg, *be);
+    model.init(5);
+    const int T = c.cfg.max_seq_len, V = c.cfg.vocab_size, prefill = 5;
+    const std::vector<int32_t> tokens = random_tokens(T, V, 3);
+    model.forward(tokens.data(), nullptr, 1, T);
+    const std::vector<float> full(model.logits(), model.logits() + (size_t)T * V);
+
+    Generator gen(model);
+    std::vector<float> rows;
+    gen.feed(tokens.data(), prefill, &rows);
+    double worst = 0;
+    auto compare = [&](const float* got, int t) {
+      for (int v = 0; v < V; ++v) {
+        const double ref = full[(size_t)t * V + v];
+        worst = std::max(worst, std::fabs(got[v] - ref) / std::max(1.0, std::fabs(ref)));
+      }
+    };
+    for (int t = 0; t < prefill; ++t) compare(rows.data() + (size_t)t * V, t);
+    for (int t = prefill; t < T; ++t) {
+      gen.feed(&tokens[t], 1);
+      compare(gen.logits().data(), t);
+    }
+    std::printf("  %-28s decode vs forward: worst relative logit error %.3g\n", c.label.c_str(), worst);
+    CHECK_MSG(worst <= kLogitTolerance, c.label + ": decode logits differ from the forward's by " + std::to_string(worst));
+    CHECK(gen.position() == T);
+  }
+}
+
+TEST(offloaded_experts_generate_the_resident_tokens) {
+  auto be = make_backend("cpu", {2});
+  for (const Case& c : cases()) {
+    GenerateOptions opt;
+    opt.max_tokens = 10;
+    const std::vector<int32_t> prompt = random_tokens(4, c.cfg.vocab_size, 9);
+    Model resident_model(c.cfg, *be);
+    resident_model.init(5);
+    const auto resident = Generator(resident_model).generate(prompt, opt);
+    CHECK(resident.size() == 10);
+    for (ExpertHome home : {ExpertHome::Host, ExpertHome::Ssd}) {
+      Model model(c.cfg, *be);
+      model.init(5);
+      OffloadConfig ssd;
+      ssd.cache_experts = 4;
+      ExpertSlotCache slots(*be, model.layout(), model.param_ptrs(), model.params(), home, 3, ssd);
+      // Nothing but the SSD records can serve an expert now.
+      if (home == ExpertHome::Ssd) slots.release_arena_experts();
+      const auto got = Generator(model, &slots).generate(prompt, opt);
+      const std::string label = c.label + (home == ExpertHome::Host ? " (host tier)" : " (SSD tier)");
+      CHECK_MSG(got.size() == resident.size(), label + ": token count");
+      for (size_t i = 0; i < std::min(got.size(), resident.size()); ++i) {
+        CHECK_MSG(got[i].token == resident[i].token, label + ": token " + std::to_string(i));
+        CHECK_MSG(got[i].experts == resident[i].experts, label + ": experts of token " + std::to_string(i));
+      }
+      const ExpertSlotStats s = slots.take_stats();
+      CHECK_MSG(s.misses > 0 && s.bytes_uploaded > 0, label + ": experts were copied into slots");
+      if (home == ExpertHome::Ssd) CHECK_MSG(s.store.bytes_read > 0, label + ": experts were read from the SSD");
+    }
+  }
+}
+
+TEST(generated_tokens_record_each_moe_layers_experts) {
+  auto be = make_backend("cpu", {2});
+  const ModelConfig cfg = shrink(preset("qwen3-30b-a3b"));
+  Model model(cfg, *be);
+  model.init(5);
+  GenerateOptions opt;
+  opt.max_tokens = 6;
+  const auto out = Generator(model).generate(random_tokens(3, cfg.vocab_size, 1), opt);
+  for (const GeneratedToken& g : out) {
+    CHECK(static_cast<int>(g.experts.size()) == cfg.n_moe_layers());
+    for (const auto& layer : g.experts) {
+      CHECK(static_cast<int>(layer.size()) == cfg.top_k);
+      std::vector<int32_t> sorted = layer;
+      std::sort(sorted.begin(), sorted.end());
+      CHECK_MSG(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), "distinct experts per layer");
+      for (int32_t e : layer) CHECK(e >= 0 && e < 8);
+    }
+  }
+}
+
+TEST(sampling_replays_for_a_seed_and_stops) {
+  auto be = make_backend("cpu", {2});
+  const ModelConfig cfg = shrink(preset("olmoe-1b-7b"));
+  Model model(cfg, *be);
+  model.init(5);
+  Generator gen(model);
+  const std::vector<int32_t> prompt = random_tokens(3, cfg.vocab_size, 2);
+  auto tokens = [&](const GenerateOptions& o) {
+    std::vector<int32_t> t;
+    for (const auto& g : gen.generate(prompt, o)) t.push_back(g.token);
+    return t;
+  };
+  GenerateOptions o;
+  o.max_tokens = 12;
+  o.sampling = {1.5, 0, 1.0, 42};
+  const auto a = tokens(o), b = tokens(o);
+  CHECK(a == b);
+  o.sampling.seed = 43;
+  CHECK_MSG(tokens(o) != a, "another seed draws other tokens");
+  // top_k 1 and a tiny top_p are greedy.
+  GenerateOptions greedy;
+  greedy.max_tokens = 12;
+  const auto g = tokens(greedy);
+  o.sampling = {1.0, 1, 1.0, 7};
+  CHECK(tokens(o) == g);
+  o.sampling = {1.0, 0, 1e-6, 7};
+  CHECK(tokens(o) == g);
+  // Ends after the first stop token, which is emitted.
+  greedy.stop_tokens = {g[2]};
+  const auto stopped = gen.generate(prompt, greedy);
+  const size_t first = std::find(g.begin(), g.end(), g[2]) - g.begin();
+  CHECK(stopped.size() == first + 1);
+  CHECK(stopped.back().stop == StopReason::StopToken);
+  // The model's last position ends it too: 3 prompt tokens and 13 fed-back ones fill max_seq_len 16, and the
+  // 14th token is sampled from the last.
+  greedy.stop_tokens.clear();
+  greedy.max_tokens = 100;
+  const auto full = gen.generate(prompt, greedy);
+  CHECK(full.size() == 14);
+  CHECK(full.back().stop == StopReason::Length);
+  moe_test::expect_error([&] { o.sampling.top_p = 0; gen.generate(prompt, o); }, {"sampling.top_p"}, "top_p 0");
+}
+
+TEST_MAIN()
