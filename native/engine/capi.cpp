@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "backend/registry.h"
+#include "capi_engine.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/json.h"
@@ -17,16 +18,6 @@
 #include "train/lora_adapter.h"
 #include "train/run_loop.h"
 #include "train/trainer.h"
-
-struct moe_engine {
-  std::unique_ptr<moe::Backend> backend;
-  std::unique_ptr<moe::Trainer> trainer;
-  std::string last_error, config_json, backend_name, backend_description;
-  moe::StepRecordArrays record_arrays;  // what the last moe_step_record points into
-  moe::RunControl control;  // pause, stop and checkpoint requests, for moe_engine_step and moe_engine_train
-  std::string run_dir;
-  std::string expert_shares;  // the last moe_engine_measure_experts result
-};
 
 namespace {
 

@@ -63,8 +63,8 @@ moe_step_record reference_step() {
 
 }  // namespace
 
-TEST(api_version_is_three_at_build_and_run_time) {
-  CHECK(MOE_ENGINE_API_VERSION == 5);  // 3: moe_engine_export_hf_with, 4: moe_engine_measure_experts, 5: export format
+TEST(api_version_is_six_at_build_and_run_time) {
+  CHECK(MOE_ENGINE_API_VERSION == 6);  // 3: export_hf_with, 4: measure_experts, 5: export format, 6: moe_generation_*
   CHECK(moe_engine_api_version() == MOE_ENGINE_API_VERSION);
 }
 

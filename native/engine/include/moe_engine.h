@@ -19,8 +19,9 @@ extern "C" {
 #endif
 
 /* 2: versioned structs carry struct_size (moe_step_record first). 3: moe_engine_export_hf_with.
- * 4: moe_engine_measure_experts. 5: moe_export_options.format (PEFT adapters). */
-#define MOE_ENGINE_API_VERSION 5
+ * 4: moe_engine_measure_experts. 5: moe_export_options.format (PEFT adapters). 6: generation sessions
+ * (moe_generation_*). */
+#define MOE_ENGINE_API_VERSION 6
 
 typedef struct moe_engine moe_engine;
 
@@ -222,6 +223,55 @@ void moe_engine_request_checkpoint(moe_engine* engine);
  * out (truncated to out_len - 1 bytes) and returns its full length: call again with a larger buffer when that
  * is >= out_len. On an invalid config returns -1 and writes the message (naming the field) into out. */
 int64_t moe_model_describe(const char* config_json, char* out, size_t out_len);
+
+/* ---- Generation (API version 6) ----
+ * A generation session runs an engine's model token by token with a key/value cache: feed prompt tokens, then
+ * each step samples one token from the last position's logits (feeding the previous step's token first). The
+ * session reads the engine's weights as they are when it is created (the SSD home copies the experts then); the
+ * engine must outlive it and not train while it generates. Errors: moe_generation_last_error. */
+enum { MOE_EXPERTS_RESIDENT = 0, MOE_EXPERTS_HOST = 1, MOE_EXPERTS_SSD = 2 };
+typedef struct moe_generate_options {
+  uint32_t struct_size;
+  double temperature; /* 0: greedy */
+  int32_t top_k;      /* 0: every token */
+  double top_p;       /* (0, 1]; 0 here means 1 */
+  uint64_t seed;      /* a seed replays the same draws */
+  /* Where routed experts live while generating: resident in the model, or at home in the host tier (the model's
+   * arena) or the SSD tier (a file behind a host cache of cache_experts entries, in ssd_dir or a temporary
+   * directory), computing from expert_slots device slots (0: 2 x top_k) that cache the last used experts. */
+  int32_t expert_home;
+  int32_t expert_slots;
+  int32_t cache_experts; /* 0: 4 x top_k */
+  const char* ssd_dir;   /* may be NULL */
+} moe_generate_options;
+
+/* One sampled token. experts: [moe_layers x top_k], the experts each MoE layer chose (router order) for the
+ * position the token was sampled from; layers: [moe_layers] their model layer indexes. Pointers stay valid until
+ * the next call on the session. */
+typedef struct moe_generated_token {
+  uint32_t struct_size;
+  int32_t token;
+  int32_t position;  /* the position the token was sampled from */
+  int32_t moe_layers, top_k;
+  const int32_t* experts;
+  const int32_t* layers;
+} moe_generated_token;
+
+typedef struct moe_generation moe_generation;
+/* Returns NULL on bad options, with the message in moe_engine_last_error(engine). */
+moe_generation* moe_generation_create(moe_engine* engine, const moe_generate_options* options);
+void moe_generation_destroy(moe_generation* generation);
+const char* moe_generation_last_error(const moe_generation* generation);
+/* Appends tokens at the next positions (the prompt, or more of a conversation). */
+int moe_generation_feed(moe_generation* generation, const int32_t* tokens, int32_t n);
+/* Samples the next token; MOE_FINISHED (out untouched) when the model's max_seq_len is reached. */
+int moe_generation_step(moe_generation* generation, moe_generated_token* out);
+/* Empties the cache: the next feed starts at position 0, and sampling draws start over. */
+int moe_generation_reset(moe_generation* generation);
+int32_t moe_generation_position(const moe_generation* generation);
+/* Experts copied into slots and served from them since the session began (0 when resident). */
+int moe_generation_expert_stats(const moe_generation* generation, int64_t* misses, int64_t* hits,
+                                int64_t* bytes_uploaded);
 
 #ifdef __cplusplus
 }

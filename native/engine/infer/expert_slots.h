@@ -42,6 +42,7 @@ class ExpertSlotCache final : public ExpertAccess {
 
   int slots() const { return static_cast<int>(slots_.size()); }
   ExpertSlotStats take_stats();
+  const ExpertSlotStats& stats() const { return stats_; }  // slot counts since the last take_stats()
 
   void plan(int layer, ExpertPass pass, const std::vector<int>& experts) override;
   FfnParams weights(int layer, int e) override;

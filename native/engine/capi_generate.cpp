@@ -1,0 +1,135 @@
+// The C API's generation sessions (moe_generation_*): a Generator on the engine's model, with its routed experts
+// resident or served from the host or SSD tier through a cache of device slots.
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "capi_engine.h"
+#include "core/error.h"
+#include "infer/expert_slots.h"
+#include "infer/generator.h"
+
+struct moe_generation {
+  moe_engine* engine = nullptr;
+  std::unique_ptr<moe::ExpertSlotCache> slots;
+  std::unique_ptr<moe::Generator> generator;
+  moe::SamplingOptions sampling;
+  uint64_t draws = 0;
+  std::string last_error;
+  std::vector<int32_t> experts, layers;  // what the last moe_generated_token points into
+};
+
+namespace {
+
+template <typename Fn>
+int guarded(moe_generation* g, Fn&& fn) {
+  if (!g) return MOE_ERROR;
+  try {
+    g->last_error.clear();
+    return fn();
+  } catch (const std::exception& e) {
+    g->last_error = e.what();
+    return MOE_ERROR;
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+moe_generation* moe_generation_create(moe_engine* engine, const moe_generate_options* given) {
+  if (!engine) return nullptr;
+  try {
+    engine->last_error.clear();
+    moe::check(given != nullptr && given->struct_size >= offsetof(moe_generate_options, seed) + sizeof(uint64_t),
+               "generate: the options are missing or too short (set struct_size)");
+    moe_generate_options o{};
+    std::memcpy(&o, given, std::min<size_t>(given->struct_size, sizeof o));
+    auto g = std::make_unique<moe_generation>();
+    g->engine = engine;
+    g->sampling = {o.temperature, o.top_k, o.top_p == 0 ? 1.0 : o.top_p, o.seed};
+    moe::check_sampling(g->sampling);
+    moe::check(o.expert_home >= MOE_EXPERTS_RESIDENT && o.expert_home <= MOE_EXPERTS_SSD,
+               "generate: expert_home " + std::to_string(o.expert_home) +
+                   " is not MOE_EXPERTS_RESIDENT, MOE_EXPERTS_HOST or MOE_EXPERTS_SSD");
+    moe::check(o.expert_slots >= 0, "generate: expert_slots must be >= 0");
+    moe::check(o.cache_experts >= 0, "generate: cache_experts must be >= 0");
+    // The model's arenas must hold every expert (an engine training with the SSD tier keeps them there).
+    engine->trainer->experts_to_arenas();
+    moe::Model& model = engine->trainer->model();
+    const int K = model.config().top_k;
+    if (o.expert_home != MOE_EXPERTS_RESIDENT) {
+      moe::OffloadConfig ssd;
+      ssd.cache_experts = o.cache_experts > 0 ? o.cache_experts : 4 * K;
+      if (o.ssd_dir) ssd.ssd_dir = o.ssd_dir;
+      g->slots = std::make_unique<moe::ExpertSlotCache>(
+          model.backend(), model.layout(), model.param_ptrs(), model.params(),
+          o.expert_home == MOE_EXPERTS_SSD ? moe::ExpertHome::Ssd : moe::ExpertHome::Host,
+          o.expert_slots > 0 ? o.expert_slots : 2 * K, ssd);
+    }
+    g->generator = std::make_unique<moe::Generator>(model, g->slots.get());
+    for (int l = 0; l < model.config().n_layers; ++l)
+      if (model.config().is_moe_layer(l)) g->layers.push_back(l);
+    return g.release();
+  } catch (const std::exception& e) {
+    engine->last_error = e.what();
+    return nullptr;
+  }
+}
+
+void moe_generation_destroy(moe_generation* generation) { delete generation; }
+
+const char* moe_generation_last_error(const moe_generation* g) { return g ? g->last_error.c_str() : "no session"; }
+
+int moe_generation_feed(moe_generation* g, const int32_t* tokens, int32_t n) {
+  return guarded(g, [&] {
+    moe::check(tokens != nullptr && n > 0, "feed: no tokens");
+    g->generator->feed(tokens, n);
+    return MOE_OK;
+  });
+}
+
+int moe_generation_step(moe_generation* g, moe_generated_token* out) {
+  return guarded(g, [&] {
+    moe::check(out != nullptr && out->struct_size >= sizeof(uint32_t), "step: set the token's struct_size");
+    moe::Generator& gen = *g->generator;
+    // A token sampled now would need the position after the model's last to be fed.
+    if (g->draws > 0 && gen.position() >= g->engine->trainer->model().config().max_seq_len) return MOE_FINISHED;
+    const moe::GeneratedToken t = gen.step(g->sampling, g->draws++);
+    g->experts.clear();
+    for (const auto& layer : t.experts) g->experts.insert(g->experts.end(), layer.begin(), layer.end());
+    moe_generated_token r{};
+    r.struct_size = sizeof r;
+    r.token = t.token;
+    r.position = gen.position() - 1;
+    r.moe_layers = static_cast<int32_t>(t.experts.size());
+    r.top_k = t.experts.empty() ? 0 : static_cast<int32_t>(t.experts[0].size());
+    r.experts = g->experts.data();
+    r.layers = g->layers.data();
+    const uint32_t size = out->struct_size;
+    std::memcpy(out, &r, std::min<size_t>(size, sizeof r));
+    out->struct_size = size;
+    return MOE_OK;
+  });
+}
+
+int moe_generation_reset(moe_generation* g) {
+  return guarded(g, [&] {
+    g->generator->reset();
+    g->draws = 0;
+    return MOE_OK;
+  });
+}
+
+int32_t moe_generation_position(const moe_generation* g) { return g ? g->generator->position() : 0; }
+
+int moe_generation_expert_stats(const moe_generation* g, int64_t* misses, int64_t* hits, int64_t* bytes_uploaded) {
+  if (!g) return MOE_ERROR;
+  const moe::ExpertSlotStats s = g->slots ? g->slots->stats() : moe::ExpertSlotStats{};
+  if (misses) *misses = s.misses;
+  if (hits) *hits = s.hits;
+  if (bytes_uploaded) *bytes_uploaded = s.bytes_uploaded;
+  return MOE_OK;
+}
+
+}  // extern "C"
