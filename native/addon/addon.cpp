@@ -8,6 +8,7 @@
 
 #include "describe_model.h"
 #include "engine_wrap.h"
+#include "generation_wrap.h"
 #include "step_record_pack.h"
 
 namespace moe_addon {
@@ -182,6 +183,7 @@ Napi::Value PackStepRecord(const Napi::CallbackInfo& info) {
 
 static Napi::Object InitModule(Napi::Env env, Napi::Object exports) {
   exports.Set("Engine", moe_addon::Engine::Define(env));
+  exports.Set("Generation", moe_addon::Generation::Define(env));
   exports.Set("packStepRecord", Napi::Function::New<moe_addon::PackStepRecord>(env, "packStepRecord"));
   exports.Set("describeModel", Napi::Function::New<moe_addon::DescribeModel>(env, "describeModel"));
   exports.Set("apiVersion", Napi::Number::New(env, MOE_ENGINE_API_VERSION));

@@ -19,6 +19,12 @@ class Engine : public Napi::ObjectWrap<Engine> {
 
   struct Session;  // one start(): the thread and the channel to JS
 
+  // The C API handle, for objects that work on this engine (generation sessions); refused while training.
+  moe_engine* Handle(Napi::Env env, const char* what) const {
+    RequireIdle(env, what);
+    return engine_;
+  }
+
  private:
   void InitFrom(const Napi::CallbackInfo& info);
   void ResumeFrom(const Napi::CallbackInfo& info);

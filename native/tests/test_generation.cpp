@@ -95,6 +95,10 @@ std::vector<Case> cases() {
   qlora.rope_scaling.mscale_all_dim = 0.6;
   qlora.selection_bias = true;
   out.push_back({"deepseek + q_lora + mscale", parse_model_config(model_config_to_json(qlora))});
+  // Long enough that the cache grows (its first 64 rows are copied into a larger block) mid-generation.
+  ModelConfig longer = shrink(preset("gpt-oss-20b"));
+  longer.max_seq_len = 80;
+  out.push_back({"gpt-oss, 80 positions", parse_model_config(model_config_to_json(longer))});
   return out;
 }
 

@@ -64,6 +64,7 @@ void Generator::feed(const int32_t* tokens, int n, std::vector<float>* all_logit
   for (int i = 0; i < n; ++i)
     check(tokens[i] >= 0 && tokens[i] < V, "generation: token " + std::to_string(tokens[i]) +
                                                " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  cache_.ensure(first + n);
   const ModelParams& p = model_.param_ptrs();
   for (DeviceBuffer* b : {&x_, &ln_, &mid_, &ffn_}) reserve_floats(be_, *b, (size_t)n * C);
   for (int i = 0; i < n; ++i) {

@@ -2,19 +2,35 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace moe {
 
-void KvCache::reset(Backend& be, const std::vector<KvLayerShape>& layers, int capacity) {
+void KvCache::reset(Backend& be, const std::vector<KvLayerShape>& layers, int max_positions) {
+  be_ = &be;
   shapes_ = layers;
-  capacity_ = capacity;
+  max_positions_ = max_positions;
+  capacity_ = 0;
   length_ = 0;
+  k_.clear();
+  v_.clear();
   k_.resize(layers.size());
   v_.resize(layers.size());
-  for (size_t l = 0; l < layers.size(); ++l) {
-    reserve_floats(be, k_[l], (size_t)capacity * layers[l].heads * layers[l].k_dim);
-    reserve_floats(be, v_[l], (size_t)capacity * layers[l].heads * layers[l].v_dim);
+}
+
+void KvCache::ensure(int positions) {
+  if (positions <= capacity_) return;
+  const int grown = std::min(max_positions_, std::max({positions, 2 * capacity_, 64}));
+  for (size_t l = 0; l < shapes_.size(); ++l) {
+    for (auto [buf, width] : {std::pair{&k_[l], shapes_[l].heads * shapes_[l].k_dim},
+                              std::pair{&v_[l], shapes_[l].heads * shapes_[l].v_dim}}) {
+      DeviceBuffer bigger;
+      reserve_floats(*be_, bigger, (size_t)grown * width);
+      if (length_ > 0) be_->copy(bigger.f(), buf->f(), (size_t)length_ * width * sizeof(float));
+      *buf = std::move(bigger);
+    }
   }
+  capacity_ = grown;
 }
 
 size_t KvCache::bytes() const {

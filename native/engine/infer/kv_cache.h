@@ -18,9 +18,12 @@ struct KvLayerShape {
 
 class KvCache {
  public:
-  // capacity: positions held (the model's max_seq_len).
-  void reset(Backend& be, const std::vector<KvLayerShape>& layers, int capacity);
+  // max_positions: the most positions it will ever hold (the model's max_seq_len). Rows are allocated as they
+  // are needed (a long context window costs nothing until used).
+  void reset(Backend& be, const std::vector<KvLayerShape>& layers, int max_positions);
   void clear() { length_ = 0; }
+  // Room for `positions` rows, keeping the rows held (grows geometrically, up to max_positions).
+  void ensure(int positions);
 
   int length() const { return length_; }
   int capacity() const { return capacity_; }
@@ -34,7 +37,8 @@ class KvCache {
  private:
   std::vector<KvLayerShape> shapes_;
   std::vector<DeviceBuffer> k_, v_;
-  int capacity_ = 0, length_ = 0;
+  Backend* be_ = nullptr;
+  int capacity_ = 0, max_positions_ = 0, length_ = 0;
 };
 
 // out [n, NH, v_dim] for n new queries q [n, NH, k_dim] at positions first .. first + n - 1, each attending to the
