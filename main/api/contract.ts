@@ -366,6 +366,55 @@ const LayerStepRange = z.object({
   toStep: z.number().int().min(0).optional(),
 })
 
+// Try it: generation from a model folder or a run's checkpoint, with the model's own chat template.
+export const ChatMessageSchema = z.object({ role: z.enum(['system', 'user', 'assistant']), content: z.string() }).strict()
+export const ChatSamplingSchema = z
+  .object({
+    temperature: z.number().min(0).max(10).default(0).describe('0: greedy (the most likely token)'),
+    topK: z.number().int().min(0).default(0).describe('only the K most likely tokens; 0: all'),
+    topP: z.number().gt(0).max(1).default(1).describe('only the most likely tokens whose probability reaches P; 1: all'),
+    seed: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0).describe('the same seed draws the same tokens'),
+    maxTokens: z.number().int().min(1).max(8192).default(128),
+  })
+  .strict()
+export const ChatModelSchema = z.union([
+  z.object({ dir: AbsolutePathSchema.describe('a Hugging Face model folder or one of our checkpoints') }).strict(),
+  z
+    .object({
+      runId: RunIdSchema,
+      checkpoint: z
+        .union([z.literal('base'), z.literal('latest'), z.number().int().min(0)])
+        .default('latest')
+        .describe('base: the weights the run started from (its init); latest or a step: a checkpoint of the run'),
+    })
+    .strict(),
+])
+export const ChatExpertHomeSchema = z.enum(['resident', 'host', 'ssd'])
+export const ChatStartedSchema = z.object({
+  id: z.string(),
+  modelDir: z.string(),
+  label: z.string().describe('what answers, e.g. "run abc step 40" or the folder'),
+  promptTokens: z.number().int(),
+  template: z.string().nullable().describe('where the chat template came from; null: the messages were joined as plain text'),
+  stopTokens: z.array(z.number().int()),
+})
+export const ChatTokenEventSchema = z.object({
+  id: z.string(),
+  index: z.number().int().describe('0-based index of the generated token'),
+  token: z.number().int(),
+  text: z.string().describe('the text this token added (may be empty while a multi-byte character is incomplete)'),
+  layers: z.array(z.number().int()).describe('the model layer of each MoE layer'),
+  experts: z.array(z.array(z.number().int())).describe('[MoE layer][k]: the experts that computed the position this token was sampled from'),
+})
+export const ChatDoneEventSchema = z.object({
+  id: z.string(),
+  reason: z.enum(['stop', 'max_tokens', 'length', 'cancelled', 'failed']),
+  error: z.string().nullable(),
+  tokens: z.number().int(),
+  text: z.string(),
+  tokensPerSec: z.number().nullable(),
+})
+
 export const requests = {
   'runs.list': { params: noParams, result: z.array(RunSummarySchema) },
   'runs.get': { params: byRun, result: RunDetailSchema },
@@ -471,6 +520,20 @@ export const requests = {
     params: z.object({ config: z.unknown() }).strict(),
     result: z.object({ ok: z.boolean(), issues: z.array(ValidationIssueSchema) }),
   },
+  'chat.start': {
+    params: z
+      .object({
+        model: ChatModelSchema,
+        messages: z.array(ChatMessageSchema).min(1),
+        sampling: ChatSamplingSchema.default({ temperature: 0, topK: 0, topP: 1, seed: 0, maxTokens: 128 }),
+        experts: ChatExpertHomeSchema.default('resident').describe('where routed experts stay while generating: resident, or the host or SSD tier behind a cache of device slots'),
+        tokenizer: AbsolutePathSchema.optional().describe('a tokenizer.json; default: the model folder’s, or the run’s'),
+      })
+      .strict()
+      .describe('starts generating; the tokens arrive as chat.token events and the end as one chat.done'),
+    result: ChatStartedSchema,
+  },
+  'chat.cancel': { params: z.object({ id: z.string() }).strict(), result: ok },
 } as const
 
 // Event name -> payload schema (pushed from main to every renderer).
@@ -482,6 +545,8 @@ export const events = {
     expertTokens: z.array(z.array(z.number())).describe('[MoE layer][expert] tokens of this step'),
   }),
   'run.event': RunEventSchema,
+  'chat.token': ChatTokenEventSchema,
+  'chat.done': ChatDoneEventSchema,
 } as const
 
 export type RequestName = keyof typeof requests
@@ -504,6 +569,12 @@ export type Hardware = z.output<typeof HardwareSchema>
 export type Plan = z.output<typeof PlanSchema>
 export type ResolvedOffload = z.output<typeof ResolvedOffloadSchema>
 export type FileEntry = z.output<typeof FileEntrySchema>
+export type ChatMessage = z.output<typeof ChatMessageSchema>
+export type ChatSampling = z.output<typeof ChatSamplingSchema>
+export type ChatModel = z.output<typeof ChatModelSchema>
+export type ChatStarted = z.output<typeof ChatStartedSchema>
+export type ChatTokenEvent = z.output<typeof ChatTokenEventSchema>
+export type ChatDoneEvent = z.output<typeof ChatDoneEventSchema>
 
 // Channel names derive from the contract keys, never retyped.
 export const requestChannel = (name: RequestName) => `api:${name}` as const

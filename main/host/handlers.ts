@@ -9,6 +9,7 @@ import { listPresets } from './catalog'
 import { exportCheckpoint } from './export-checkpoint'
 import { dataLayout } from './data-dir'
 import { prepareDataset } from './datasets/prepare'
+import type { ChatSessions } from './generate/chat-sessions'
 import { listDirectory } from './files'
 import { measureExperts } from './measure-experts'
 import { probeHardware } from './hardware'
@@ -39,6 +40,8 @@ export interface HandlerDeps {
   dataDir: string
   /** ESFT's measurement; default: the dataset prepared in the data directory's cache, the engine on a worker. */
   measure?: (params: ParsedParams<'finetune.measureExperts'>) => Promise<ExpertShares>
+  /** Try-it generations; absent: chat requests are refused. */
+  chats?: ChatSessions
 }
 
 const OK = { ok: true } as const
@@ -90,7 +93,11 @@ function devicesOf(d: LayerDevices | undefined): DevicePlacement | null {
   }
 }
 
-export function createHandlers({ store, runs, dataDir, measure }: HandlerDeps): ApiHandlers {
+export function createHandlers({ store, runs, dataDir, measure, chats }: HandlerDeps): ApiHandlers {
+  const requireChats = (): ChatSessions => {
+    if (!chats) throw new Error('this host does not generate (no chat sessions)')
+    return chats
+  }
   const control = async (id: string, action: (id: string) => unknown) => {
     requireRun(store, id)
     await action(id)
@@ -188,6 +195,11 @@ export function createHandlers({ store, runs, dataDir, measure }: HandlerDeps): 
     'config.validate': async ({ config }) => {
       const parsed = RunConfigSchema.safeParse(config)
       return parsed.success ? { ok: true, issues: [] } : { ok: false, issues: issuesOf(parsed.error) }
+    },
+    'chat.start': async (params) => requireChats().start(params),
+    'chat.cancel': async ({ id }) => {
+      requireChats().cancel(id)
+      return OK
     },
   }
 }

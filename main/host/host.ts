@@ -10,6 +10,7 @@ import { dataLayout } from './data-dir'
 import { prepareDataset } from './datasets'
 import { forkPortFactory } from './engine/fork-port'
 import type { EnginePortFactory } from './engine/port'
+import { ChatSessions } from './generate/chat-sessions'
 import { createHandlers } from './handlers'
 import { probeHardware } from './hardware'
 import { budgetsOf } from './planner/resolve'
@@ -89,9 +90,10 @@ export async function createHost(options: HostOptions): Promise<Host> {
   // Every host keeps its own runs' heartbeat; those that recover runs also watch other hosts' runs.
   runs.watch(watchOthers)
 
+  const chats = new ChatSessions(store, events.emit)
   let closing: Promise<void> | undefined
   return {
-    handlers: createHandlers({ store, runs, dataDir: options.dataDir }),
+    handlers: createHandlers({ store, runs, dataDir: options.dataDir, chats }),
     onEvent: events.subscribe,
     runs,
     store,
@@ -99,6 +101,7 @@ export async function createHost(options: HostOptions): Promise<Host> {
     close: () =>
       (closing ??= (async () => {
         try {
+          chats.cancelAll()
           await runs.shutdown()
         } finally {
           store.close()

@@ -49,6 +49,8 @@ export const validParams: { [N in RequestName]: Params<N> } = {
   'planner.plan': { config: tinyConfig as Params<'planner.plan'>['config'] },
   'files.list': { dir: '/tmp' },
   'config.validate': { config: { model: { arch: 'mixtral' } } },
+  'chat.start': { model: { runId: 'run-1', checkpoint: 'base' }, messages: [{ role: 'user', content: 'Hi' }], sampling: { temperature: 0.7, topP: 0.9 } },
+  'chat.cancel': { id: 'chat-1' },
 }
 
 // A copy of the tiny preset with one field changed, for "bad field" cases.
@@ -193,6 +195,8 @@ export function fakeHandlers(overrides: Partial<ApiHandlers> = {}): ApiHandlers 
     }),
     'files.list': async ({ dir }) => ({ dir: dir ?? '/', parent: null, entries: [] }),
     'config.validate': async () => ({ ok: true, issues: [] }),
+    'chat.start': async () => ({ id: 'chat-1', modelDir: '/m', label: 'm', promptTokens: 3, template: null, stopTokens: [] }),
+    'chat.cancel': async () => ({ ok: true }) as const,
     ...overrides,
   }
   const recorded = Object.fromEntries(
