@@ -1,6 +1,7 @@
 // Routes argv to a command and turns its outcome into an exit code: 0 ok, 1 failure (the message
 // names the field or file), 2 usage.
 import type { CliContext } from './context'
+import { chat } from './commands/chat'
 import { demo } from './commands/demo'
 import { exportRun } from './commands/export'
 import { resume } from './commands/resume'
@@ -13,7 +14,7 @@ import { USAGE, UsageError } from './usage'
 
 type Command = (argv: string[], ctx: CliContext) => Promise<number>
 
-const COMMANDS: Record<string, Command> = { train, runs, show, export: exportRun, resume, verify, serve, demo }
+const COMMANDS: Record<string, Command> = { train, runs, show, export: exportRun, chat, resume, verify, serve, demo }
 
 export async function runCli(argv: string[], ctx: CliContext): Promise<number> {
   const [name, ...rest] = argv

@@ -17,6 +17,12 @@ Commands:
         Write serving hints from the run's recorded expert loads (default: its last 100 steps):
         SGLang's --init-expert-location JSON, llama.cpp -ot arguments keeping the layers that serve
         the most expert traffic on a GPU of SIZE (default 8GiB), and the hot experts pinning would keep.
+  chat RUN|DIR [--prompt TEXT] [--system TEXT] [--temperature T] [--top-p P] [--top-k K] [--max-tokens N]
+       [--seed S] [--step N | --base] [--tokenizer T] [--experts] [--offload host|ssd]
+        Talk to a model folder (Hugging Face or a checkpoint) or a run's checkpoint (default the latest;
+        --base: the model it started from) with the model's chat template, streaming the answer.
+        --prompt answers once; otherwise each line is a turn. --experts lists each token's experts
+        per MoE layer; --offload keeps experts in the host or SSD tier (a cache of device slots).
   resume RUN
         Continue a stopped or failed run from its newest checkpoint that verifies (skipping, and
         naming, newer ones whose files no longer match their checksums).

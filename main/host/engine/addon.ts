@@ -66,7 +66,35 @@ export interface NativeEngine {
   readonly training: boolean
 }
 
+/** Where routed experts live while generating (moe_generate_options.expert_home). */
+export type GenerationExpertHome = 'resident' | 'host' | 'ssd'
+
+export interface GenerationOptions {
+  temperature?: number
+  topK?: number
+  topP?: number
+  seed?: number
+  expertHome?: GenerationExpertHome
+  /** Device slots caching the last used experts (default 2 x top_k), and the SSD tier's host cache entries. */
+  expertSlots?: number
+  cacheExperts?: number
+  ssdDir?: string
+}
+
+/** A generation session on an engine (moe_generation_*); its steps run on the calling thread. */
+export interface NativeGeneration {
+  /** Appends tokens at the next positions (the prompt). */
+  feed(tokens: readonly number[] | Int32Array): void
+  /** The next token and, per MoE layer (layers: their model layers), the experts of the position it was sampled from; null at the model's max_seq_len. */
+  step(): { token: number; position: number; layers: number[]; experts: number[][] } | null
+  reset(): void
+  close(): void
+  expertStats(): { misses: number; hits: number; bytesUploaded: number }
+  readonly position: number
+}
+
 export interface EngineAddon {
+  Generation: new (engine: NativeEngine, options?: GenerationOptions) => NativeGeneration
   /**
    * runDir: the run's directory, where start() writes checkpoints and the SSD tier its expert file (runDir/ssd
    * unless the config's offload.ssd_dir names one).
