@@ -2,15 +2,15 @@
 // #/compare?ids=a,b), so views are linkable, reload-safe and work the same in Electron and browser mode.
 import { computed, ref } from 'vue'
 
-export type ViewName = 'runs' | 'new' | 'run' | 'compare' | 'replay' | 'checkpoints' | 'hardware'
+export type ViewName = 'runs' | 'new' | 'run' | 'compare' | 'replay' | 'checkpoints' | 'try' | 'hardware'
 
 export interface Route {
   view: ViewName
-  id: string | null // the run of 'run', 'replay' and 'checkpoints'
+  id: string | null // the run of 'run', 'replay', 'checkpoints' and 'try'
   query: Record<string, string>
 }
 
-const VIEWS: readonly ViewName[] = ['runs', 'new', 'run', 'compare', 'replay', 'checkpoints', 'hardware']
+const VIEWS: readonly ViewName[] = ['runs', 'new', 'run', 'compare', 'replay', 'checkpoints', 'try', 'hardware']
 
 export function parseHash(hash: string): Route {
   const [path = '', search = ''] = hash.replace(/^#\/?/, '').split('?')

@@ -17,5 +17,6 @@ export const views: ViewEntry[] = [
   { name: 'run', title: 'Run', inNav: false, component: defineAsyncComponent(() => import('./RunView.vue')) },
   { name: 'replay', title: 'Replay', inNav: true, component: defineAsyncComponent(() => import('./ReplayView.vue')) },
   { name: 'checkpoints', title: 'Checkpoints', inNav: true, component: defineAsyncComponent(() => import('./CheckpointsView.vue')) },
+  { name: 'try', title: 'Try it', inNav: true, component: defineAsyncComponent(() => import('./TryItView.vue')) },
   { name: 'hardware', title: 'Hardware', inNav: true, component: defineAsyncComponent(() => import('./HardwareView.vue')) },
 ]
