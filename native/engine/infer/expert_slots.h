@@ -36,8 +36,8 @@ class ExpertSlotCache final : public ExpertAccess {
                   int slots, const OffloadConfig& ssd = {});
   ~ExpertSlotCache() override;
 
-  // SSD home: returns the arena's expert pages to the system and fills them with zeros, so nothing but the
-  // SSD records can serve an expert from now on (a model larger than host memory keeps only its dense part).
+  // SSD home: overwrites the arena's experts with zeros, so nothing but the SSD records can serve an expert from
+  // now on (the arena is the model's: only for a model that is used for nothing else).
   void release_arena_experts();
 
   int slots() const { return static_cast<int>(slots_.size()); }
