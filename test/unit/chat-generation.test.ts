@@ -1,7 +1,8 @@
 // Try it on the host: a conversation rendered with Qwen3's own chat template (from its npm tokenizer files) and
 // add_generation_prompt, stopping at its end-of-turn token; generation on a worker thread streaming chat.token
 // events with each token's text and experts, then one chat.done; the same greedy tokens with the experts in the
-// host or SSD tier; a seed replays sampling; cancel ends a generation; multi-byte text streams whole characters.
+// host or SSD tier and from the model exported as a Hugging Face folder; a seed replays sampling; cancel ends a
+// generation; multi-byte text streams whole characters.
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -127,6 +128,19 @@ describe('chat sessions', () => {
     sessions.cancel(started.id)
     expect((await events.done).reason).toBe('cancelled')
     expect(() => sessions.cancel(started.id)).toThrow(/no generation/)
+  }, 60_000)
+
+  it('answers the same from the model exported as a Hugging Face folder (qwen3_moe) beside its tokenizer', async () => {
+    const hfDir = join(dir, 'hf')
+    const { Engine } = loadEngineAddon()
+    const engine = new Engine(JSON.stringify({ train: { seq_len: 1, batch_size: 1 } }), modelDir)
+    engine.initFrom(modelDir)
+    engine.exportHf(hfDir, 'qwen3_moe', false)
+    for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(qwen3, f), join(hfDir, f))
+    const ours = (await chat()).tokens.map((t) => t.token)
+    const hf = await chat({ model: { dir: hfDir } })
+    expect(hf.started.template).toMatch(/hf\/tokenizer_config\.json chat_template$/)
+    expect(hf.tokens.map((t) => t.token)).toEqual(ours)
   }, 60_000)
 
   it('names a folder that is not a model', async () => {
