@@ -77,17 +77,14 @@ const badInputs: [RequestName, unknown, string][] = [
   ['planner.plan', { config: tinyWith('model', 'top_k', 0) }, 'config.model.top_k'],
   ['planner.plan', { config: tinyWith('model', 'd_model', 256), deviceBudgetBytes: -1 }, 'deviceBudgetBytes'],
   ['files.list', { dir: '' }, 'dir'],
-<<<<<<< HEAD
   ['finetune.measureExperts', { config: tinyConfig, dataset: { path: '/d.txt' }, threshold: 0 }, 'threshold'],
   ['finetune.measureExperts', { config: tinyConfig, dataset: { path: '/d.txt' }, score: 'load' }, 'score'],
   ['finetune.measureExperts', { config: tinyConfig, dataset: { path: 'd.txt' } }, 'dataset.path'],
   ['planner.plan', { config: { ...(tinyConfig as object), finetune: { method: 'lora' } } }, 'config.finetune.lora'],
-=======
   ['chat.start', { model: { dir: 'relative/model' }, messages: [{ role: 'user', content: 'Hi' }] }, 'model.dir'],
   ['chat.start', { model: { runId: 'run-1' }, messages: [] }, 'messages'],
   ['chat.start', { model: { runId: 'run-1' }, messages: [{ role: 'user', content: 'Hi' }], sampling: { topP: 0 } }, 'sampling.topP'],
   ['chat.cancel', {}, 'id'],
->>>>>>> 4daafe3 (Try it on the host: chat.start renders the conversation with the model's own chat template (add_generation_prompt), generates on a worker thread through the addon's Generation class, and streams chat.token events (text and experts per token) and one chat.done; chat.cancel ends one; the end-of-turn marker and end-of-sequence token stop it)
 ]
 
 describe('request params', () => {
