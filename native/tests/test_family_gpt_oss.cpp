@@ -200,7 +200,9 @@ TEST(gpt_oss_config_import_refuses_what_it_cannot_match) {
   CHECK(given.rope_scaling.factor == 8.0 && given.rope_scaling.beta_fast == 16.0 && given.rope_scaling.truncate);
   rejects(R"(, "rope_scaling": {"rope_type": "linear", "factor": 2.0})", "only \"yarn\"");
   rejects(R"(, "rope_scaling": null, "attention_bias": false)", "'attention_bias' is false");
-  rejects(R"(, "rope_scaling": null, "quantization_config": {"quant_method": "fp8"})", "'quantization_config'");
+  // Methods the import cannot decode exactly are refused by name (FP8 and MXFP4 are decoded).
+  rejects(R"(, "rope_scaling": null, "quantization_config": {"quant_method": "gptq"})", "'quantization_config'");
+  rejects(R"(, "rope_scaling": null, "quantization_config": {"quant_method": "fp8", "fmt": "e5m2"})", "\"e4m3\"");
   rejects(R"(, "rope_scaling": null, "layer_types": ["sliding_attention"])", "'layer_types' must list one");
   const ModelConfig m = hf_to_model_config(
       json::parse("{" + base + R"(, "rope_scaling": null, "quantization_config": {"quant_method": "mxfp4"}})"),

@@ -11,6 +11,7 @@
 #include "train/checkpoint_checksums.h"
 #include "train/hf_experts.h"
 #include "train/hf_interchange.h"
+#include "train/hf_storage.h"
 #include "train/safetensors.h"
 #include "train/stored_part.h"
 
@@ -105,11 +106,18 @@ struct ArenaTarget {
   float* arena;
 };
 
-// Checks the whole stored set against the expected parts (each present once, float dtype, exact shape, and
-// nothing else stored) before reading anything, then converts every part into its arena.
-void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targets, bool hf) {
+// Checks the whole stored set against the expected parts (each present once, float dtype or FP8 with its
+// scales, exact shape, and nothing else stored but what `storage` skips) from the headers alone. Every problem
+// found goes to `problems`; null: fails on the first.
+void check_stored(const st::TensorSet& ts, const std::vector<ArenaTarget>& targets, const HfStorage* storage,
+                  std::vector<std::string>* problems) {
   const std::string fix = "; the checkpoint does not match the model config: build the model from the checkpoint's "
                           "own config.json (read_checkpoint_model_config) or pick the matching checkpoint";
+  const bool hf = storage != nullptr;
+  const auto problem = [&](const std::string& message) {
+    if (!problems) fail(message);
+    problems->push_back(message);
+  };
   struct Want {
     const StoredPart* part;
     const ParamTensor* param;
@@ -119,35 +127,54 @@ void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targe
     for (const TensorSource& s : *t.sources)
       for (const StoredPart& p : s.parts) want[p.name] = {&p, s.param};
 
-  // A part stored as MXFP4 is present under its _blocks and _scales names instead.
-  std::map<std::string, const StoredPart*> mxfp4;
+  // A part stored as MXFP4 is present under its _blocks and _scales names instead; an FP8 one beside its scales.
+  std::map<std::string, const StoredPart*> companions;
   for (const auto& [name, w] : want)
     if (stored_as_mxfp4(ts, *w.part)) {
-      mxfp4[mxfp4_blocks_name(*w.part)] = w.part;
-      mxfp4[mxfp4_scales_name(*w.part)] = w.part;
+      companions[mxfp4_blocks_name(*w.part)] = w.part;
+      companions[mxfp4_scales_name(*w.part)] = w.part;
+    } else if (hf && stored_as_fp8(ts, *w.part)) {
+      companions[fp8_scale_name(name)] = w.part;
     }
   for (const auto& [name, e] : ts.entries())
-    if (!want.count(name) && !mxfp4.count(name) && !(hf && is_derived_buffer(name)))
-      fail(e.reader->path() + ": unexpected tensor '" + name + "' (" + st::dtype_name(e.info->dtype) + " " +
-           st::shape_str(e.info->shape) + "): the model has no place for it" + fix);
+    if (!want.count(name) && !companions.count(name) && !(hf && (is_derived_buffer(name) || storage->skipped(name))))
+      problem(e.reader->path() + ": unexpected tensor '" + name + "' (" + st::dtype_name(e.info->dtype) + " " +
+              st::shape_str(e.info->shape) + "): the model has no place for it" + fix);
   for (const auto& [name, w] : want) {
     const st::TensorSet::Entry* e = ts.find(name);
     const std::string target = name == w.param->name ? "" : " (for model tensor '" + w.param->name + "')";
     if (stored_as_mxfp4(ts, *w.part)) continue;  // checked when decoded
-    if (!e)
-      fail(ts.path() + ": tensor '" + name + "'" + target + " is missing; expected shape " +
-           st::shape_str(w.part->shape) + fix);
+    if (!e) {
+      problem(ts.path() + ": tensor '" + name + "'" + target + " is missing; expected shape " +
+              st::shape_str(w.part->shape) + fix);
+      continue;
+    }
+    if (hf && stored_as_fp8(ts, *w.part)) {
+      try {
+        check_fp8_part(ts, *w.part, storage->fp8);
+      } catch (const EngineError& err) {
+        problem(err.what());
+      }
+      continue;
+    }
     if (!is_float_dtype(e->info->dtype))
-      fail(e->reader->path() + ": tensor '" + name + "' has dtype " + st::dtype_name(e->info->dtype) +
-           "; weights must be F32, BF16, F16 or F64: re-export the checkpoint with float weights");
-    if (e->info->shape != w.part->shape)
-      fail(e->reader->path() + ": tensor '" + name + "'" + target + " has shape " + st::shape_str(e->info->shape) +
-           ", expected " + st::shape_str(w.part->shape) + fix);
+      problem(e->reader->path() + ": tensor '" + name + "' has dtype " + st::dtype_name(e->info->dtype) +
+              "; weights must be F32, BF16, F16 or F64" + (hf ? " (or F8_E4M3 with block scales)" : "") +
+              ": re-export the checkpoint with float weights");
+    else if (e->info->shape != w.part->shape)
+      problem(e->reader->path() + ": tensor '" + name + "'" + target + " has shape " + st::shape_str(e->info->shape) +
+              ", expected " + st::shape_str(w.part->shape) + fix);
   }
+}
+
+// check_stored, then converts every part into its arena.
+void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targets, const HfStorage* storage) {
+  check_stored(ts, targets, storage, nullptr);
   for (const ArenaTarget& t : targets)
     for (const TensorSource& s : *t.sources)
       for (const StoredPart& p : s.parts) {
-        if (p.experts.empty() && !stored_as_mxfp4(ts, p)) {
+        const bool fp8 = storage && stored_as_fp8(ts, p);
+        if (p.experts.empty() && !stored_as_mxfp4(ts, p) && !fp8) {
           const st::TensorSet::Entry* e = ts.find(p.name);
           e->reader->read_f32(*e->info, t.arena + s.param->offset + p.offset, p.shape);
           continue;
@@ -155,6 +182,8 @@ void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targe
         std::vector<float> values;
         if (stored_as_mxfp4(ts, p)) {
           values = read_mxfp4_part(ts, p);
+        } else if (fp8) {
+          values = read_fp8_part(ts, p, storage->fp8);
         } else {
           const st::TensorSet::Entry* e = ts.find(p.name);
           values.resize(static_cast<size_t>(e->info->numel()));
@@ -251,18 +280,35 @@ ModelConfig read_checkpoint_model_config(const std::string& dir) {
   }
 }
 
+std::vector<std::string> check_hf_tensors(const st::TensorSet& ts, const ModelConfig& m, HfType type,
+                                          const HfStorage& storage) {
+  std::vector<std::string> problems;
+  try {
+    check_hf_tensors_supported(ts, type);
+  } catch (const EngineError& e) {
+    problems.push_back(e.what());
+  }
+  const ParamLayout layout(m);
+  const std::vector<TensorSource> sources = hf_tensor_sources(m, layout, type, stored_expert_layout(ts));
+  check_stored(ts, {{&sources, nullptr}}, &storage, &problems);
+  return problems;
+}
+
 void load_weights(const std::string& dir, Model& model) {
   const ParamLayout& layout = model.layout();
   const bool hf = is_hf_checkpoint(dir);
   if (!hf) verify_checksum(dir, "model.safetensors");  // before a byte of it is parsed
   const st::TensorSet ts(dir);
   std::vector<TensorSource> sources;
+  HfStorage storage;
   if (hf) {
     const std::string path = fs::join(dir, "config.json");
     HfType type = HfType::Mixtral;
     try {
-      type = parse_hf_model_type(read_json(path).find("model_type")->string);
+      const json::Value config = read_json(path);
+      type = parse_hf_model_type(config.find("model_type")->string);
       model_to_hf_config(model.config(), type, st::DType::F32);
+      storage = hf_storage(config, path, hf_family(type));
     } catch (const EngineError& e) {
       fail(path + ": cannot load this Hugging Face checkpoint into the model: " + e.what());
     }
@@ -279,7 +325,7 @@ void load_weights(const std::string& dir, Model& model) {
   }
   std::vector<float> host(model.num_params(), 0.0f);
   model.backend().copy(host.data(), model.params(), host.size() * sizeof(float));  // what is not read stays
-  read_checked(ts, {{&sources, host.data()}}, hf);
+  read_checked(ts, {{&sources, host.data()}}, hf ? &storage : nullptr);
   model.backend().copy(model.params(), host.data(), host.size() * sizeof(float));
 }
 
@@ -309,7 +355,7 @@ bool load_optimizer_state(const std::string& dir, Model& model, AdamWOptimizer& 
                               [&](const TensorSource& x) { return !trainable.trains(x.param - layout.tensors().data()); }),
                src->end());
   std::vector<float> m(model.num_params(), 0.0f), v(model.num_params(), 0.0f);
-  read_checked(ts, {{&m_src, m.data()}, {&v_src, v.data()}}, false);
+  read_checked(ts, {{&m_src, m.data()}, {&v_src, v.data()}}, nullptr);
   std::vector<float> pm(model.num_grads(), 0.0f), pv(model.num_grads(), 0.0f);
   for (size_t i = 0; i < layout.tensors().size(); ++i) {
     if (!trainable.trains(i)) continue;

@@ -13,6 +13,12 @@
 
 namespace moe {
 
+namespace st {
+class TensorSet;
+}
+struct HfStorage;
+enum class HfType;
+
 // trainer_state.json: {"format": "moe-engine-checkpoint", "version": 1, "step", "data_cursor", "tokens_seen",
 // "seed", "data_path"}. Integers are JSON numbers, so they must stay below 2^53 to be stored exactly.
 struct TrainerState {
@@ -42,6 +48,12 @@ ModelConfig read_checkpoint_model_config(const std::string& dir);
 // tensor must be present with its exact shape and nothing else may be stored; all of it is read and checked
 // into host memory before the model's parameters are overwritten, so a failed load leaves them unchanged.
 void load_weights(const std::string& dir, Model& model);
+
+// What load_weights would refuse in a Hugging Face checkpoint's stored tensors for model config m, from the
+// headers alone (nothing is read or decoded): every missing, unexpected, mistyped or misshapen tensor, each
+// naming its file and tensor. Empty: the tensors match. storage: train/hf_storage.h, from its config.json.
+std::vector<std::string> check_hf_tensors(const st::TensorSet& ts, const ModelConfig& m, HfType type,
+                                          const HfStorage& storage);
 
 // False (changing nothing) when dir has no optimizer.safetensors. Otherwise loads the AdamW moments of
 // `model`'s layout into opt and trainer_state.json into state, or fails without changing either.

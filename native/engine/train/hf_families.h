@@ -98,6 +98,9 @@ struct HfFamily {
   HfFusedExperts fused = HfFusedExperts::GateUpRows;
   // A missing rope_scaling / rope_parameters means YaRN in this type's config class (gpt-oss), not plain RoPE.
   bool default_rope_is_yarn = false;
+  // The config.json key counting multi-token-prediction layers stored after the last decoder layer (DeepSeek-V3's
+  // num_nextn_predict_layers); null: the type has none. transformers does not load them; train/hf_storage.h.
+  const char* mtp_layers_key = nullptr;
 };
 
 const std::vector<HfFamily>& hf_families();

@@ -12,6 +12,7 @@
 #include "train/hf_experts.h"
 #include "train/hf_latent.h"
 #include "train/lora_adapter.h"
+#include "train/hf_storage.h"
 #include "train/stored_part.h"
 
 namespace moe {
@@ -76,12 +77,6 @@ bool has_key(const HfFamily& hf, HfField field) {
 void reject_unsupported(const HfFields& f, const HfFamily& row, const ModelConfig& m, int max_pos) {
   const bool latent = row.latent;
   const std::string fix = "; the engine cannot reproduce this model, so it cannot be imported";
-  if (const json::Value* q = f.get("quantization_config")) {
-    const json::Value* method = q->is_object() ? q->find("quant_method") : nullptr;
-    if (!(row.fused == HfFusedExperts::GptOss && method && method->is_string() && method->string == "mxfp4"))
-      fail(f.where("quantization_config") + " is " + json::dump(*q) +
-           "; only gpt-oss's MXFP4 experts are decoded on import" + fix);
-  }
   if (const json::Value* v = f.get("hidden_act"); v && !(v->is_string() && v->string == "silu"))
     fail(f.where("hidden_act") + " is " + json::dump(*v) + "; only \"silu\" (SwiGLU) is supported" + fix);
   if (f.get("rope_scaling") && !latent && !row.default_rope_is_yarn)
@@ -273,6 +268,7 @@ ModelConfig hf_to_model_config(const json::Value& hf, const std::string& source)
       m.rope_scaling = hf_rope_scaling(hf, source);
     }
   }
+  hf_storage(hf, source, row);  // refuses a quantisation the import cannot decode, by name
   reject_unsupported(f, row, m, m.max_seq_len);
 
   // Our own validation (divisibility, ranges, top_k <= experts) on the converted config.
