@@ -186,6 +186,7 @@ static Napi::Object InitModule(Napi::Env env, Napi::Object exports) {
   exports.Set("Generation", moe_addon::Generation::Define(env));
   exports.Set("packStepRecord", Napi::Function::New<moe_addon::PackStepRecord>(env, "packStepRecord"));
   exports.Set("describeModel", Napi::Function::New<moe_addon::DescribeModel>(env, "describeModel"));
+  exports.Set("inspectHf", Napi::Function::New<moe_addon::InspectHf>(env, "inspectHf"));
   exports.Set("apiVersion", Napi::Number::New(env, MOE_ENGINE_API_VERSION));
   return exports;
 }

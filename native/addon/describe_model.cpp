@@ -21,4 +21,19 @@ Napi::Value DescribeModel(const Napi::CallbackInfo& info) {
   return Napi::String::New(env, out);
 }
 
+Napi::Value InspectHf(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "inspectHf: a folder path string");
+  const std::string dir = info[0].As<Napi::String>().Utf8Value();
+  std::string out(1 << 16, '\0');
+  int64_t n = moe_hf_inspect(dir.c_str(), out.data(), out.size());
+  if (n >= static_cast<int64_t>(out.size())) {
+    out.assign(static_cast<size_t>(n) + 1, '\0');
+    n = moe_hf_inspect(dir.c_str(), out.data(), out.size());
+  }
+  if (n < 0) throw Napi::Error::New(env, out.c_str());
+  out.resize(static_cast<size_t>(n));
+  return Napi::String::New(env, out);
+}
+
 }  // namespace moe_addon

@@ -18,6 +18,7 @@
 #include "testing.h"
 #include "train/checkpoint.h"
 #include "train/fp8.h"
+#include "train/hf_inspect.h"
 #include "train/hf_interchange.h"
 #include "train/hf_storage.h"
 #include "train/safetensors.h"
@@ -292,6 +293,49 @@ TEST(fp8_refusals_name_the_tensor) {
     c.set("num_nextn_predict_layers", json::Value::of(0));
   });
   expect_error([&] { load(dir); }, {"unexpected tensor 'model.layers.3."}, "mtp undeclared");
+}
+
+// The inspection reads headers only and reports what the import would: the converted config, the dtypes, the
+// notes, and every problem naming its file and tensor.
+TEST(inspect_reports_without_loading) {
+  const std::string dir = tmp_path("fp8-inspect");
+  write_fp8_checkpoint(dir, 4, 5);
+  json::Value card = inspect_hf_dir(dir);
+  CHECK(card.find("supported")->boolean && card.find("model_type")->string == "deepseek_v3");
+  CHECK(card.find("label")->string == "DeepSeek-V3" && card.find("problems")->array.empty());
+  CHECK(card.find("notes")->array.size() == 2 && card.find("dtypes")->find("F8_E4M3")->number > 20);
+  CHECK(card.find("config")->find("n_layers")->number == 3 && card.find("weights")->find("complete")->boolean);
+  CHECK(card.find("expert_layout")->string == "per-expert" && card.find("expected_tensors")->number > 30);
+
+  const std::string q = "model.layers.1.self_attn.q_a_proj.weight";
+  write_fp8_checkpoint(dir, 4, 5, [&](auto& raw, auto& shapes, json::Value&) {
+    raw.erase(fp8_scale_name(q));
+    raw["model.norm.weight"].second.resize(4 * 8);
+    shapes["model.norm.weight"] = {8};
+    raw.erase("lm_head.weight");
+  });
+  card = inspect_hf_dir(dir);
+  CHECK(!card.find("supported")->boolean);
+  std::string all;
+  for (const json::Value& p : card.find("problems")->array) all += p.string + "\n";
+  CHECK_MSG(card.find("problems")->array.size() == 3, all);
+  CHECK_MSG(all.find("'" + fp8_scale_name(q) + "' is missing") != std::string::npos, all);
+  CHECK_MSG(all.find("model.safetensors: tensor 'model.norm.weight' (for model tensor 'norm_f.weight') has shape [8], expected [16]") != std::string::npos, all);
+  CHECK_MSG(all.find("tensor 'lm_head.weight' is missing") != std::string::npos, all);
+
+  // A sharded folder with a shard missing: named, and nothing else is checked.
+  fs::write_file_atomic(fs::join(dir, "model.safetensors.index.json"),
+                        R"({"weight_map": {"model.norm.weight": "model-00001-of-00002.safetensors",
+                                           "lm_head.weight": "model-00002-of-00002.safetensors"}})");
+  fs::remove_all(fs::join(dir, "model.safetensors"));
+  fs::write_file_atomic(fs::join(dir, "model-00001-of-00002.safetensors"), std::string("\0\0\0\0\0\0\0\0", 8));
+  card = inspect_hf_dir(dir);
+  CHECK(!card.find("weights")->find("complete")->boolean && card.find("problems")->array.size() == 1);
+  CHECK(card.find("problems")->array[0].string.find("shard 'model-00002-of-00002.safetensors' (1 tensors) is missing") !=
+        std::string::npos);
+  expect_error([&] { inspect_hf_dir(tmp_path("nowhere")); }, {"not a folder"}, "absent");
+  fs::remove_all(fs::join(dir, "config.json"));
+  expect_error([&] { inspect_hf_dir(dir); }, {"no config.json", "not a Hugging Face model folder"}, "no config");
 }
 
 TEST(cleanup) { fs::remove_all(moe_test::tmp_dir()); }

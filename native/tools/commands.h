@@ -10,3 +10,4 @@ int cmd_selftest(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_export(int argc, char** argv);
 int cmd_esft(int argc, char** argv);
+int cmd_inspect(int argc, char** argv);

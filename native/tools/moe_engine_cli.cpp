@@ -12,7 +12,8 @@ int main(int argc, char** argv) {
       "           [--experts per-expert|fused] [--adapter (a LoRA run's PEFT adapter) | --merged (default)]\n"
       "  esft     --data TOKENS.bin [--config C.json] [--init CKPT] [--batches N] [--threshold P] [--score gate|tokens]\n"
       "           (expert shares per layer and the chosen experts, as JSON)\n"
+      "  inspect  DIR   a Hugging Face model folder as the import sees it (JSON; headers only, no weights read)\n"
       "forward passes, tokenizing, benchmarks and the self-test: moe-engine-dev\n";
-  static const Command commands[] = {{"train", cmd_train}, {"export", cmd_export}, {"esft", cmd_esft}};
+  static const Command commands[] = {{"train", cmd_train}, {"export", cmd_export}, {"esft", cmd_esft}, {"inspect", cmd_inspect}};
   return run_command("moe-engine", usage, commands, argc, argv);
 }

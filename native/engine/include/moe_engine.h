@@ -20,8 +20,8 @@ extern "C" {
 
 /* 2: versioned structs carry struct_size (moe_step_record first). 3: moe_engine_export_hf_with.
  * 4: moe_engine_measure_experts. 5: moe_export_options.format (PEFT adapters). 6: generation sessions
- * (moe_generation_*). */
-#define MOE_ENGINE_API_VERSION 6
+ * (moe_generation_*). 7: moe_hf_inspect. */
+#define MOE_ENGINE_API_VERSION 7
 
 typedef struct moe_engine moe_engine;
 
@@ -272,6 +272,15 @@ int32_t moe_generation_position(const moe_generation* generation);
 /* Experts copied into slots and served from them since the session began (0 when resident). */
 int moe_generation_expert_stats(const moe_generation* generation, int64_t* misses, int64_t* hits,
                                 int64_t* bytes_uploaded);
+/* A Hugging Face model folder as the import sees it, from config.json and the safetensors headers only (no
+ * weight is read; API version 7): JSON with "model_type", "label", "config" (the converted model config),
+ * "weights" (single or sharded, each shard present or not, "complete"), "dtypes" (tensor count per stored
+ * dtype), "tensors", "bytes", "expert_layout", "expected_tensors", "problems" (every refusal, missing shard,
+ * missing, unexpected or misshapen tensor, each naming its file and tensor or field), "notes" (what the import
+ * does beyond reading floats: FP8 dequantised, multi-token-prediction layers skipped, MXFP4 decoded) and
+ * "supported" (loadable as it is). Output as moe_model_describe's; -1 with the message when dir is not a model
+ * folder at all (no config.json or no model_type). */
+int64_t moe_hf_inspect(const char* dir, char* out, size_t out_len);
 
 #ifdef __cplusplus
 }
