@@ -1,7 +1,8 @@
 """Minimal safetensors reader/writer with numpy.
 
 Layout: u64 LE header length, a JSON header (name -> dtype, shape, data_offsets; padded with spaces to a multiple
-of 8), then the tensors' little-endian bytes back to back in insertion order. Writes F32, I32 and U8, and float32
+of 8), then the tensors' little-endian bytes back to back in insertion order. Writes F32, I32, U8 and F8_E4M3
+(codes as F8_E4M3 arrays), and float32
 arrays as BF16 or F16 (rounded to nearest even); reads F32, I32, U8, F16 and BF16 (the half types widened to
 float32); read_raw gives each tensor's stored dtype, shape and bytes, for bitwise comparisons.
 """
@@ -11,7 +12,10 @@ import struct
 
 import numpy as np
 
-_WRITE_DTYPES = {np.dtype(np.float32): "F32", np.dtype(np.int32): "I32", np.dtype(np.uint8): "U8"}
+# FP8 e4m3 codes are written from uint8 arrays viewed as one-byte void (np.dtype("V1"), F8_E4M3 below), so
+# they stay apart from U8 tensors.
+F8_E4M3 = np.dtype("V1")
+_WRITE_DTYPES = {np.dtype(np.float32): "F32", np.dtype(np.int32): "I32", np.dtype(np.uint8): "U8", F8_E4M3: "F8_E4M3"}
 _READ_DTYPES = {"F32": np.dtype("<f4"), "I32": np.dtype("<i4"), "F16": np.dtype("<f2"), "U8": np.dtype("u1")}
 
 
@@ -51,6 +55,8 @@ def write(path, tensors, metadata=None, dtype=None):
         elif stored == "F32" and dtype == "F16":
             blob = array.astype("<f2").tobytes(order="C")
             stored = "F16"
+        elif stored == "F8_E4M3":
+            blob = array.tobytes(order="C")
         else:
             blob = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes(order="C")
         header[name] = {"dtype": stored, "shape": list(array.shape),

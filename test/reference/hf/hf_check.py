@@ -84,16 +84,17 @@ def run(cmd, log):
 
 def draw(mod, case, dtype, seed, ids):
     """Weights (as stored in dtype) whose every routing decision has a margin of at least MIN_MARGIN, and the
-    float tensors the model computes with: the same unless the case stores some as MXFP4 (the module's
-    dequantize), or converted to the fused expert layout (the module's fuse) when the case says so."""
+    float tensors the model computes with: the same unless the case stores some as MXFP4 or FP8 (the module's
+    dequantize, which also drops layers the import skips), or converted to the fused expert layout (the module's fuse) when the case says so."""
     config = case["config"]
     for attempt in range(50):
         rng = np.random.default_rng(seed + 1000 * attempt)
-        drawn = mod.random_tensors(config, rng, mxfp4=True) if case.get("mxfp4") else mod.random_tensors(config, rng)
+        quantized = {k: True for k in ("mxfp4", "fp8") if case.get(k)}
+        drawn = mod.random_tensors(config, rng, **quantized)
         if case.get("experts") == "fused" and hasattr(mod, "fuse"):
             drawn = mod.fuse(config, drawn)
         tensors = {n: st.round_to(a, dtype) if a.dtype == np.float32 else a for n, a in drawn.items()}
-        ref = mod.dequantize(config, tensors) if case.get("mxfp4") else tensors
+        ref = mod.dequantize(config, tensors) if quantized else tensors
         margins = _Margins()
         with torch.no_grad():
             mod.forward(config, to_torch(ref), ids, margins)
@@ -203,8 +204,9 @@ def check_case(mod, case, args, workdir):
         run([args.cli, "export", "--checkpoint", hf, "--model-type", mod.MODEL_TYPE, "--out", rt, *flags, *layout],
             os.path.join(base, "export.log"))
         expected = hf
-        if case.get("mxfp4"):
-            # MXFP4 is decoded on import and exported as the decoded values: compare with those, stored as dtype.
+        if case.get("mxfp4") or case.get("fp8"):
+            # MXFP4 and FP8 are decoded on import and exported as the decoded values: compare with those, stored as
+            # dtype (without the multi-token-prediction layers the import skips).
             expected = os.path.join(base, "expected")
             write_folder(expected, config, ref_tensors, dtype)
         a, b = read_folder_raw(expected), read_folder_raw(rt)
@@ -214,7 +216,8 @@ def check_case(mod, case, args, workdir):
         with open(os.path.join(rt, "config.json")) as f:
             back = json.load(f)
         changed = [k for k, v in config.items()
-                   if k not in ("torch_dtype", "quantization_config") and back.get(k, "absent") != v]
+                   if k not in ("torch_dtype", "quantization_config", "num_nextn_predict_layers")
+                   and back.get(k, "absent") != v]
         if "quantization_config" in back:
             changed.append("quantization_config written")
         rep.check(f"round trip config: {changed or 'same values'}", float(len(changed)), 0.0)
