@@ -85,6 +85,8 @@ export const ModelConfigSchema = z
     norm_eps: z.number().min(1e-12).max(1).default(1e-5).describe('Norm epsilon'),
     tie_embeddings: z.boolean().optional().describe('Share the token embedding with the output head'),
     qkv_bias: z.boolean().optional().describe('Bias on the qkv projection (Qwen2-MoE; gpt-moe always has biases)'),
+    out_bias: z.boolean().optional()
+      .describe('Add a bias on the attention out-projection (Qwen3-MoE attention_bias; gpt-moe and gpt-oss always have one)'),
     qk_norm: z.enum(['none', 'projection', 'head']).optional()
       .describe('RMSNorm on q and k before rope: over the whole projection (OLMoE), per head (Qwen3), or none'),
     clip_qkv: z.number().positive().nullable().optional()
@@ -272,7 +274,7 @@ export const RunConfigSchema = z
     if (family.attention === 'mha' && kv !== m.n_heads)
       ctx.addIssue({ code: 'custom', path: ['model', 'n_kv_heads'], message: `${m.arch} needs n_kv_heads == n_heads` })
     if (m.latent_attention) {
-      if (family.position !== 'rope' || family.linear_bias || family.out_bias || family.attention_sinks)
+      if (family.position !== 'rope' || family.linear_bias || family.out_bias || m.out_bias === true || family.attention_sinks)
         ctx.addIssue({ code: 'custom', path: ['model', 'latent_attention'], message: `needs a RoPE family without attention biases or sinks, not ${m.arch}` })
       else if ((m.sliding_window ?? 0) > 0)
         ctx.addIssue({ code: 'custom', path: ['model', 'sliding_window'], message: 'latent attention has no sliding window' })

@@ -101,6 +101,7 @@ export function modelFeatures(m: ModelConfig): ModelFeatures {
   return {
     ...f,
     qkv_bias: m.qkv_bias ?? f.qkv_bias,
+    out_bias: f.out_bias || m.out_bias === true,
     tie_embeddings: m.tie_embeddings ?? f.tie_embeddings,
     qk_norm: m.qk_norm ?? f.qk_norm,
     rope_theta: f.position === 'rope' ? m.rope_theta : 0,
@@ -161,11 +162,12 @@ export function effectiveModelConfig(m: ModelConfig): Omit<ModelConfig, 'n_exper
   const f = modelFeatures(m)
   const moeLayers = moeLayerIndexes(m).length
   // The engine writes these only when they do something (differ from their defaults).
-  const { qk_norm, clip_qkv, sliding_window, sliding_layers, swiglu_alpha, swiglu_limit, ...rest } = m
+  const { qk_norm, clip_qkv, sliding_window, sliding_layers, swiglu_alpha, swiglu_limit, out_bias, ...rest } = m
   return {
     ...rest,
     ...(qk_norm !== undefined && qk_norm !== 'none' ? { qk_norm } : {}),
     ...(clip_qkv != null ? { clip_qkv } : {}),
+    ...(out_bias === true ? { out_bias } : {}),
     ...(sliding_window ? { sliding_window, sliding_layers } : {}),
     ...(swiglu_alpha !== undefined && swiglu_alpha !== 1.702 ? { swiglu_alpha } : {}),
     ...(swiglu_limit !== undefined && swiglu_limit !== 7 ? { swiglu_limit } : {}),

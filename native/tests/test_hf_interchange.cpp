@@ -354,6 +354,17 @@ TEST(export_import_qwen3_moe) {
   const ModelConfig back = read_checkpoint_model_config(tmp_path("export-qwen3_moe-f32"));
   CHECK(back.qk_norm == QkNorm::Head && back.head_dim == 6 && back.dense_layers == std::vector<int>{3} &&
         back.n_moe_layers() == 1);
+  CHECK(!hf.find("attention_bias")->boolean && !back.qkv_bias && !back.out_bias);
+  // attention_bias: q/k/v and o biases, both ways.
+  ModelConfig biased = qwen3_cfg();
+  biased.qkv_bias = biased.out_bias = true;
+  check_export_roundtrip(biased, "qwen3_moe", st::DType::F32);
+  const json::Value hb = json::parse(fs::read_file(fs::join(tmp_path("export-qwen3_moe-f32"), "config.json"), 1 << 20));
+  CHECK(hb.find("attention_bias")->boolean);
+  const st::TensorSet ts(tmp_path("export-qwen3_moe-f32"));
+  CHECK(ts.find("model.layers.0.self_attn.o_proj.bias") && ts.find("model.layers.3.self_attn.k_proj.bias"));
+  const ModelConfig bb = read_checkpoint_model_config(tmp_path("export-qwen3_moe-f32"));
+  CHECK(bb.qkv_bias && bb.out_bias);
 }
 
 TEST(export_allows_training_choices) {
@@ -398,7 +409,14 @@ TEST(export_rejects_what_the_layout_cannot_express) {
   c.moe_every = 2;
   c.n_experts = {4};
   attempt(c, "mixtral", {"model.moe_every"});
-  attempt(mixtral_cfg(), "qwen2_moe", {"model.qkv_bias"});
+  c = mixtral_cfg();
+  c.qkv_bias = true;
+  attempt(c, "mixtral", {"model.qkv_bias"});
+  c.out_bias = true;
+  attempt(c, "qwen3_moe", {"model.qk_norm"});
+  c = qwen3_cfg();
+  c.qkv_bias = true;  // without the out-projection's: attention_bias cannot say it
+  attempt(c, "qwen3_moe", {"model.out_bias", "attention_bias"});
   c = qwen2_cfg();
   c.shared_expert_gate = false;
   attempt(c, "qwen2_moe", {"model.shared_expert_gate"});
@@ -607,7 +625,7 @@ TEST(hf_config_rejections) {
       "intermediate_size": 8, "moe_intermediate_size": 4, "num_hidden_layers": 2, "num_attention_heads": 2,
       "num_key_value_heads": 1, "num_experts": 2, "num_experts_per_tok": 1, "head_dim": 6)";
   attempt(qwen3 + R"(, "use_sliding_window": true})", {"use_sliding_window", "Qwen3-MoE"});
-  attempt(qwen3 + R"(, "attention_bias": true})", {"attention_bias"});
+  attempt(with({{"attention_bias", "true"}}), {"attention_bias"});
   attempt(qwen3 + R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})", {"rope_scaling"});
   // Accepted: OLMoE's clip_qkv, Qwen-MoE dense layers by list (any order) and by step, Qwen3's own head size.
   const ModelConfig olmoe = hf_to_model_config(json::parse(R"({"model_type": "olmoe", "vocab_size": 16,
@@ -618,9 +636,19 @@ TEST(hf_config_rejections) {
       "hidden_size": 8, "intermediate_size": 8, "moe_intermediate_size": 4, "shared_expert_intermediate_size": 4,
       "num_hidden_layers": 4, "num_attention_heads": 2, "num_key_value_heads": 2, "num_experts": 2,
       "num_experts_per_tok": 1, "mlp_only_layers": [3, 0, 3], "decoder_sparse_step": 1})"), "config.json");
+  const ModelConfig qwen2_nobias = hf_to_model_config(json::parse(R"({"model_type": "qwen2_moe", "vocab_size": 16,
+      "hidden_size": 8, "intermediate_size": 8, "moe_intermediate_size": 4, "shared_expert_intermediate_size": 4,
+      "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2, "num_experts": 2,
+      "num_experts_per_tok": 1, "qkv_bias": false})"), "config.json");
+  CHECK(!qwen2_nobias.qkv_bias && !qwen2_nobias.out_bias);
   CHECK(qwen2.dense_layers == (std::vector<int>{0, 3}) && qwen2.n_moe_layers() == 2 && qwen2.n_experts.size() == 2);
   const ModelConfig q3 = hf_to_model_config(json::parse(qwen3 + "}"), "config.json");
   CHECK(q3.head_dim == 6 && q3.qk_norm == QkNorm::Head && !q3.renormalize && q3.n_kv_heads == 1);
+  CHECK(!q3.qkv_bias && !q3.out_bias);
+  // Qwen3-MoE's attention_bias: biases on q/k/v and o; Qwen2-MoE's qkv_bias: on q/k/v only (true by default).
+  const ModelConfig q3b = hf_to_model_config(json::parse(qwen3 + R"(, "attention_bias": true})"), "config.json");
+  CHECK(q3b.qkv_bias && q3b.out_bias && model_features(q3b).has_out_bias());
+  CHECK(qwen2.qkv_bias && !qwen2.out_bias);
   // Values that do not change the math are fine: a window as long as the context, a null rope_scaling.
   const ModelConfig ok = hf_to_model_config(
       json::parse(with({{"sliding_window", "64"}, {"rope_scaling", "null"}, {"head_dim", "2"}})), "config.json");

@@ -63,6 +63,7 @@ function modelUses(key: string, model: Record<string, unknown>): boolean {
   if (key === 'n_kv_heads') return f.attention !== 'mha'
   if (key === 'rope_theta') return f.position === 'rope'
   if (key === 'qkv_bias') return !f.linear_bias
+  if (key === 'out_bias') return !f.linear_bias && !f.out_bias
   return true
 }
 

@@ -125,6 +125,11 @@ describe('model families: the engine and the workbench agree', () => {
     expectParity({ model: { arch: family }, train: {} }, `${family} defaults`)
   })
 
+  it('an out-projection bias added to a family without one (Qwen3-MoE attention_bias)', () => {
+    expectParity({ model: { arch: 'mixtral', qkv_bias: true, out_bias: true }, train: {} }, 'mixtral with q/k/v/o biases')
+    expectParity({ model: { arch: 'gpt-oss', out_bias: true }, train: {} }, 'gpt-oss, out_bias restated')
+  })
+
   it.each(presets)('preset %s, as it is and as every family', (name, raw) => {
     expect(presets.length).toBeGreaterThan(0)
     expectParity(raw, name)

@@ -172,6 +172,7 @@ ModelConfig parse_model_config(const json::Value& obj) {
   m.norm_eps = r.number("norm_eps", m.norm_eps, 1e-12, 1.0);
   m.tie_embeddings = r.boolean("tie_embeddings", family.features.tie_embeddings);
   m.qkv_bias = r.boolean("qkv_bias", family.features.qkv_bias);
+  m.out_bias = r.boolean("out_bias", false);
   m.init_std = r.number("init_std", m.init_std, 0.0, 10.0);
   m.qk_norm = family.features.qk_norm;
   if (const json::Value* qn = r.get("qk_norm", json::Type::String)) {
@@ -561,6 +562,7 @@ json::Value model_config_to_json(const ModelConfig& m) {
   o.set("norm_eps", Value::of(m.norm_eps));
   o.set("tie_embeddings", Value::of(m.tie_embeddings));
   o.set("qkv_bias", Value::of(m.qkv_bias));
+  if (m.out_bias) o.set("out_bias", Value::of(true));
   o.set("init_std", Value::of(m.init_std));
   if (m.latent.enabled()) o.set("latent_attention", latent_attention_to_json(m.latent));
   if (m.rope_scaling.type != RopeScalingType::None) o.set("rope_scaling", rope_scaling_to_json(m.rope_scaling));

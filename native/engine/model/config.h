@@ -40,6 +40,9 @@ struct ModelConfig {
   double rope_theta = 10000.0, norm_eps = 1e-5;
   bool tie_embeddings = true;  // defaults: the family's
   bool qkv_bias = true;        // bias on the qkv projection (gpt-moe, Qwen2-MoE)
+  // model.out_bias: adds a bias on the attention out-projection to a family without one (Qwen3-MoE's
+  // attention_bias puts biases on q/k/v and o); families that have one (gpt-moe, gpt-oss) always keep it.
+  bool out_bias = false;
   // model.qk_norm: RMSNorm on q and k before rope, "none", "projection" (OLMoE) or "head" (Qwen3); weights
   // layers.L.attn.q_norm.weight and k_norm.weight.
   QkNorm qk_norm = QkNorm::None;

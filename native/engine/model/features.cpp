@@ -42,6 +42,7 @@ ModelFeatures model_features(const ModelConfig& m) {
   ModelFeatures f;
   static_cast<FamilyFeatures&>(f) = find_model_family(m.family).features;
   f.qkv_bias = m.qkv_bias;
+  f.out_bias = f.out_bias || m.out_bias;
   f.tie_embeddings = m.tie_embeddings;
   f.qk_norm = m.qk_norm;
   f.clip_qkv = m.clip_qkv;

@@ -39,6 +39,8 @@ enum class HfField {
   SlidingWindow,     // model.sliding_window, with "layer_types" naming the sliding layers (model.sliding_layers)
   SwigluLimit,       // model.swiglu_limit (json: the default)
   SwigluAlpha,       // model.swiglu_alpha (json: the default)
+  QkvBias,           // model.qkv_bias (json: the default), Qwen2-MoE's qkv_bias
+  AttentionBias,     // model.qkv_bias and model.out_bias together (json: the default), Qwen3-MoE's attention_bias
   Fixed,             // a constant, written only (import checks such keys in reject_unsupported)
   Only,              // a constant, written; on import a present non-null key with another value is refused by name
 };

@@ -101,7 +101,7 @@ void reject_unsupported(const HfFields& f, const HfFamily& row, const ModelConfi
     if (k.field == HfField::Fixed && std::string(k.key) == "attention_bias") bias_fixed = std::string(k.json) == "true";
   if (bias_fixed && !f.boolean("attention_bias", true))
     fail(f.where("attention_bias") + " is false; " + row.label + " without attention biases is not supported" + fix);
-  if (!bias_fixed && f.boolean("attention_bias", false))
+  if (!bias_fixed && !has_key(row, HfField::AttentionBias) && f.boolean("attention_bias", false))
     fail(f.where("attention_bias") + " is true; biases on the attention projections are not supported" + fix);
   if (const json::Value* v = f.get("clip_qkv"); v && !has_key(row, HfField::ClipQkv))
     fail(f.where("clip_qkv") + " is " + json::dump(*v) + "; clipping q/k/v is not supported" + fix);
@@ -248,6 +248,8 @@ ModelConfig hf_to_model_config(const json::Value& hf, const std::string& source)
       case HfField::SlidingWindow: read_sliding_layers(f, k.key, m); break;
       case HfField::SwigluLimit: m.swiglu_limit = f.number(k.key, default_of().number); break;
       case HfField::SwigluAlpha: m.swiglu_alpha = f.number(k.key, default_of().number); break;
+      case HfField::QkvBias: m.qkv_bias = f.boolean(k.key, default_of().boolean); break;
+      case HfField::AttentionBias: m.qkv_bias = m.out_bias = f.boolean(k.key, default_of().boolean); break;
       case HfField::Layers:
       case HfField::Fixed:
       case HfField::Only: break;
@@ -293,9 +295,12 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
   // Latent rows check the attention and the router themselves (hf_latent.cpp).
   const bool routing_differs = !hf.latent && (have.router_scoring != need.router_scoring ||
                                               have.topk_selection != need.topk_selection);
+  // attention_bias: the out-projection's bias is the config's choice, together with the q/k/v biases.
+  const bool bias_key = has_key(hf, HfField::AttentionBias);
+  const bool out_bias_differs = bias_key ? have.has_out_bias() != m.qkv_bias : have.has_out_bias() != need.has_out_bias();
   if (have.norm != need.norm || have.position != need.position || have.activation != need.activation ||
       routing_differs || have.linear_bias != need.linear_bias || (!hf.latent && have.attention == AttentionKind::Latent) ||
-      have.has_out_bias() != need.has_out_bias() || have.has_ffn_bias() != need.has_ffn_bias() ||
+      (out_bias_differs && !bias_key) || have.has_ffn_bias() != need.has_ffn_bias() ||
       have.router_bias != need.router_bias || have.attention_sinks != need.attention_sinks)
     bad("arch", "\"" + m.family + "\" (" + norm_kind_name(have.norm) + ", " + position_kind_name(have.position) +
                     " positions, " + ffn_activation_name(have.activation) +
@@ -320,7 +325,11 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
   if (!hf.shared_expert && !hf.latent && m.shared_expert_d_ff != 0) bad("shared_expert_d_ff", "is not 0; there is no shared expert");
   if (m.selection_bias && !hf.names.selection_bias)
     bad("selection_bias", "is true; the router has no per-expert selection bias (e_score_correction_bias)");
-  if (hf.qkv_bias != m.qkv_bias)
+  if (bias_key && out_bias_differs)
+    bad("out_bias", std::string(have.has_out_bias() ? "is true" : "is false") + " but model.qkv_bias is " +
+                        (m.qkv_bias ? "true" : "false") + "; " + hf.label +
+                        "'s attention_bias puts biases on q/k/v and o together");
+  if (hf.qkv_bias != m.qkv_bias && !has_key(hf, HfField::QkvBias) && !bias_key)
     bad("qkv_bias", m.qkv_bias ? "is true; the attention projections have no biases"
                                : std::string("is false; ") + hf.label + " attention always has q/k/v biases");
   if (hf.shared_expert && m.shared_expert_d_ff == 0)
@@ -384,6 +393,8 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
       }
       case HfField::SwigluLimit: o.set(k.key, Value::of(m.swiglu_limit)); break;
       case HfField::SwigluAlpha: o.set(k.key, Value::of(m.swiglu_alpha)); break;
+      case HfField::QkvBias:
+      case HfField::AttentionBias: o.set(k.key, Value::of(m.qkv_bias)); break;
       case HfField::Fixed:
       case HfField::Only: o.set(k.key, json::parse(k.json, k.key)); break;
     }

@@ -1,4 +1,5 @@
-"""Qwen2-MoE, after transformers' models/qwen2_moe/modeling_qwen2_moe.py: LLaMA attention with q/k/v biases;
+"""Qwen2-MoE, after transformers' models/qwen2_moe/modeling_qwen2_moe.py: LLaMA attention with q/k/v biases
+(config.qkv_bias, default true; o_proj never has one);
 layer l is sparse iff l is not in mlp_only_layers and (l + 1) % decoder_sparse_step == 0, else a dense SwiGLU MLP
 of intermediate_size; the sparse block is softmax top-k (renormalised when norm_topk_prob) over experts of
 moe_intermediate_size, plus a shared expert scaled by sigmoid(shared_expert_gate(x))."""
@@ -31,6 +32,7 @@ def cases():
          "dtype": "BF16", "shards": 2},
         {"name": "dense-list-renorm", "config": {**base, "num_hidden_layers": 3, "mlp_only_layers": [1],
                                                  "norm_topk_prob": True, "max_window_layers": 3}},
+        {"name": "no-qkv-bias", "config": {**base, "qkv_bias": False}},
     ]
 
 
@@ -56,7 +58,8 @@ def random_tensors(config, rng):
         t[p + "input_layernorm.weight"] = c.random_tensor(rng, (C,), mean=1.0)
         for name, rows in (("q_proj", NH * D), ("k_proj", NKV * D), ("v_proj", NKV * D)):
             t[p + f"self_attn.{name}.weight"] = c.random_tensor(rng, (rows, C))
-            t[p + f"self_attn.{name}.bias"] = c.random_tensor(rng, (rows,))
+            if config.get("qkv_bias", True):
+                t[p + f"self_attn.{name}.bias"] = c.random_tensor(rng, (rows,))
         t[p + "self_attn.o_proj.weight"] = c.random_tensor(rng, (C, NH * D))
         t[p + "post_attention_layernorm.weight"] = c.random_tensor(rng, (C,), mean=1.0)
         if not is_sparse(config, l):

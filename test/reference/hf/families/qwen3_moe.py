@@ -1,7 +1,7 @@
 """Qwen3-MoE, after transformers' models/qwen3_moe/modeling_qwen3_moe.py: Qwen3MoeAttention projects q/k/v to
 heads of head_dim (config.head_dim when given, else hidden_size / num_attention_heads; o_proj maps NH * head_dim
 back to hidden_size), normalises each head of q and of k with RMSNorm over head_dim (one weight shared by the
-heads) before the half-split rope; no biases (attention_bias false). Layer l is sparse iff l is not in
+heads) before the half-split rope; q_proj, k_proj, v_proj and o_proj all have biases when attention_bias. Layer l is sparse iff l is not in
 mlp_only_layers and (l + 1) % decoder_sparse_step == 0, else a dense SwiGLU MLP of intermediate_size; the sparse
 block is a softmax over every expert, the top-k, renormalised when norm_topk_prob, with no shared expert."""
 
@@ -29,6 +29,7 @@ def cases():
                                                             "mlp_only_layers": [3], "head_dim": 16,
                                                             "num_key_value_heads": 4, "tie_word_embeddings": True},
          "dtype": "F16"},
+        {"name": "attention-bias-bf16", "config": {**base, "attention_bias": True}, "dtype": "BF16"},
     ]
 
 
@@ -61,6 +62,9 @@ def random_tensors(config, rng):
         t[a + "k_proj.weight"] = c.random_tensor(rng, (NKV * D, C))
         t[a + "v_proj.weight"] = c.random_tensor(rng, (NKV * D, C))
         t[a + "o_proj.weight"] = c.random_tensor(rng, (C, NH * D))
+        if config.get("attention_bias"):
+            for name, rows in (("q_proj", NH * D), ("k_proj", NKV * D), ("v_proj", NKV * D), ("o_proj", C)):
+                t[a + name + ".bias"] = c.random_tensor(rng, (rows,))
         t[a + "q_norm.weight"] = c.random_tensor(rng, (D,), mean=1.0)
         t[a + "k_norm.weight"] = c.random_tensor(rng, (D,), mean=1.0)
         t[p + "post_attention_layernorm.weight"] = c.random_tensor(rng, (C,), mean=1.0)
