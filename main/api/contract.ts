@@ -4,6 +4,7 @@
 import { z } from 'zod'
 
 import { RunConfigSchema } from './config'
+import { ModelCardSchema } from './model-card'
 import { HF_EXPERT_LAYOUTS, HF_MODEL_TYPE_NAMES } from './model-families'
 import { ALWAYS_FIELD_NAMES, STEP_FIELDS, type AlwaysFieldName, type MeasuredFieldName } from './step-fields'
 
@@ -498,6 +499,10 @@ export const requests = {
       })
       .strict(),
     result: ExpertSharesSchema,
+  },
+  'models.inspect': {
+    params: z.object({ dir: AbsolutePathSchema.describe('a Hugging Face model folder') }).strict(),
+    result: ModelCardSchema.describe('read from config.json and the safetensors headers; no weight is loaded'),
   },
   'presets.list': { params: noParams, result: z.array(PresetSchema) },
   'hardware.probe': { params: noParams, result: HardwareSchema },

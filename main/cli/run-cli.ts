@@ -4,6 +4,7 @@ import type { CliContext } from './context'
 import { chat } from './commands/chat'
 import { demo } from './commands/demo'
 import { exportRun } from './commands/export'
+import { inspect } from './commands/inspect'
 import { resume } from './commands/resume'
 import { runs } from './commands/runs'
 import { serve } from './commands/serve'
@@ -14,7 +15,7 @@ import { USAGE, UsageError } from './usage'
 
 type Command = (argv: string[], ctx: CliContext) => Promise<number>
 
-const COMMANDS: Record<string, Command> = { train, runs, show, export: exportRun, chat, resume, verify, serve, demo }
+const COMMANDS: Record<string, Command> = { train, runs, show, export: exportRun, chat, inspect, resume, verify, serve, demo }
 
 export async function runCli(argv: string[], ctx: CliContext): Promise<number> {
   const [name, ...rest] = argv

@@ -23,6 +23,10 @@ Commands:
         --base: the model it started from) with the model's chat template, streaming the answer.
         --prompt answers once; otherwise each line is a turn. --experts lists each token's experts
         per MoE layer; --offload keeps experts in the host or SSD tier (a cache of device slots).
+  inspect DIR [--json]
+        A Hugging Face model folder's card: family, layers, experts, top-k, total and active parameters,
+        dtypes and shards on disk, tokenizer and chat template, and what the engine supports of it, read
+        from config.json and the safetensors headers only. Exit 1 when the engine cannot import it as it is.
   resume RUN
         Continue a stopped or failed run from its newest checkpoint that verifies (skipping, and
         naming, newer ones whose files no longer match their checksums).

@@ -12,6 +12,7 @@ import { prepareDataset } from './datasets/prepare'
 import type { ChatSessions } from './generate/chat-sessions'
 import { listDirectory } from './files'
 import { measureExperts } from './measure-experts'
+import { inspectModel } from './models/inspect'
 import { probeHardware } from './hardware'
 import { planRun } from './planner/plan'
 import { finetuneCounts } from './planner/finetune-plan'
@@ -185,6 +186,7 @@ export function createHandlers({ store, runs, dataDir, measure, chats }: Handler
       if (measure) return measure(absolute)
       return measureExperts(absolute, { prepare: prepareDataset, cacheDir: dataLayout(dataDir).cacheDir })
     },
+    'models.inspect': async ({ dir }) => inspectModel(dir),
     'presets.list': async () => listPresets(),
     'hardware.probe': async () => probeHardware(dataDir),
     'planner.plan': async ({ config, deviceBudgetBytes, hostBudgetBytes, frozenBf16 }) => {

@@ -44,6 +44,7 @@ export const validParams: { [N in RequestName]: Params<N> } = {
   'metrics.stepLoads': { id: 'run-1', step: 1 },
   'metrics.placement': { id: 'run-1', layer: 0 },
   'checkpoints.export': { id: 'run-1', dir: '/tmp/export' },
+  'models.inspect': { dir: '/tmp/model' },
   'presets.list': {},
   'hardware.probe': {},
   'planner.plan': { config: tinyConfig as Params<'planner.plan'>['config'] },
@@ -168,6 +169,19 @@ export function fakeHandlers(overrides: Partial<ApiHandlers> = {}): ApiHandlers 
     'finetune.measureExperts': async ({ threshold, score }) => ({
       layers: [0, 1], gate: [[0.5, 0.5], [0.9, 0.1]], tokens: [[0.5, 0.5], [0.75, 0.25]], batches: 2, tokensSeen: 128,
       threshold: threshold ?? 0.9, score: score ?? 'gate', experts: { 0: [0, 1], 1: [0] },
+    }),
+    'models.inspect': async ({ dir }) => ({
+      dir,
+      modelType: 'qwen3_moe',
+      label: 'Qwen3-MoE',
+      architecture: 'Qwen3MoeForCausalLM',
+      supported: true,
+      problems: [],
+      notes: [],
+      model: null,
+      shape: null,
+      weights: { format: 'single', complete: true, shards: [], dtypes: { BF16: 1 }, bytes: 2, tensors: 1, expectedTensors: 1, expertLayout: 'per-expert' },
+      tokenizer: { tokenizerJson: true, tokenizerConfig: true, chatTemplate: 'tokenizer_config.json' },
     }),
     'presets.list': async () => [],
     'hardware.probe': async () => ({

@@ -85,6 +85,7 @@ const badInputs: [RequestName, unknown, string][] = [
   ['chat.start', { model: { runId: 'run-1' }, messages: [] }, 'messages'],
   ['chat.start', { model: { runId: 'run-1' }, messages: [{ role: 'user', content: 'Hi' }], sampling: { topP: 0 } }, 'sampling.topP'],
   ['chat.cancel', {}, 'id'],
+  ['models.inspect', { dir: 'relative/model' }, 'dir'],
 ]
 
 describe('request params', () => {

@@ -108,6 +108,11 @@ export interface EngineAddon {
    * Throws with the engine's message (naming the field) for an invalid config.
    */
   describeModel(configJson: string): string
+  /**
+   * A Hugging Face model folder as the engine's import sees it, from config.json and the safetensors headers
+   * only (moe_hf_inspect's JSON). Throws when the folder is not a model folder at all.
+   */
+  inspectHf(dir: string): string
   apiVersion: number
 }
 
