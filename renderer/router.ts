@@ -2,7 +2,7 @@
 // #/compare?ids=a,b), so views are linkable, reload-safe and work the same in Electron and browser mode.
 import { computed, ref } from 'vue'
 
-export type ViewName = 'runs' | 'new' | 'run' | 'compare' | 'replay' | 'checkpoints' | 'try' | 'hardware'
+export type ViewName = 'runs' | 'models' | 'new' | 'run' | 'compare' | 'replay' | 'checkpoints' | 'try' | 'hardware'
 
 export interface Route {
   view: ViewName
@@ -10,7 +10,7 @@ export interface Route {
   query: Record<string, string>
 }
 
-const VIEWS: readonly ViewName[] = ['runs', 'new', 'run', 'compare', 'replay', 'checkpoints', 'try', 'hardware']
+const VIEWS: readonly ViewName[] = ['runs', 'models', 'new', 'run', 'compare', 'replay', 'checkpoints', 'try', 'hardware']
 
 export function parseHash(hash: string): Route {
   const [path = '', search = ''] = hash.replace(/^#\/?/, '').split('?')

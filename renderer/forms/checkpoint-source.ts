@@ -24,3 +24,18 @@ export async function findCheckpointSource(client: ApiClient, checkpointDir: str
   }
   return null
 }
+
+/** A Hugging Face model folder the engine can import: its label and its model section (models.inspect). */
+export interface ModelFolderSource {
+  label: string
+  model: RunConfig['model']
+}
+
+export async function findModelFolder(client: ApiClient, dir: string): Promise<ModelFolderSource | null> {
+  try {
+    const card = await client.invoke('models.inspect', { dir })
+    return card.model ? { label: card.label ?? card.modelType, model: card.model } : null
+  } catch {
+    return null
+  }
+}

@@ -8,7 +8,7 @@ import type { RunConfig } from '../../main/api/config'
 import type { DataPreview, Plan, RunSpec } from '../../main/api/contract'
 import { api, ApiError, type ApiClient } from '../api'
 import type { PlannedRun } from '../forms/ablation'
-import { findCheckpointSource, type CheckpointSource } from '../forms/checkpoint-source'
+import { findCheckpointSource, findModelFolder, type CheckpointSource } from '../forms/checkpoint-source'
 import { defaultDraft, draftFromConfig, withField, type ConfigDraft } from '../forms/config-draft'
 import { allFields, runConfigForm, type FormField } from '../forms/schema-fields'
 import { checkDraft, formPathOfServerIssue, placeIssues, type FieldIssue } from '../forms/validation'
@@ -27,7 +27,7 @@ export const FINETUNE_FIELD_PATHS = [
 
 export type Source =
   | { kind: 'preset'; preset: string | null }
-  | { kind: 'checkpoint'; path: string; from: CheckpointSource | null; looking: boolean }
+  | { kind: 'checkpoint'; path: string; from: CheckpointSource | null; looking: boolean; model?: string }
 
 export interface Preset {
   name: string
@@ -135,11 +135,16 @@ export const useNewRunStore = defineStore('new-run', () => {
     } catch {
       from = null
     }
+    // Not one of our runs' checkpoints: a Hugging Face folder gives the model section from its config.json.
+    const folder = from ? null : await findModelFolder(bound(), path)
     if (source.value.kind !== 'checkpoint' || source.value.path !== path) return
-    source.value = { kind: 'checkpoint', path, from, looking: false }
+    source.value = { kind: 'checkpoint', path, from, looking: false, ...(folder ? { model: folder.label } : {}) }
     if (from) {
       draft.value = draftFromConfig(from.config)
       name.value = `${from.runName} fine-tune`
+    } else if (folder) {
+      draft.value = { ...draft.value, model: structuredClone({ ...folder.model }) }
+      name.value = `${folder.label} fine-tune`
     }
   }
 

@@ -12,6 +12,7 @@ export interface ViewEntry {
 
 export const views: ViewEntry[] = [
   { name: 'runs', title: 'Runs', inNav: true, component: defineAsyncComponent(() => import('./RunsView.vue')) },
+  { name: 'models', title: 'Models', inNav: true, component: defineAsyncComponent(() => import('./ModelsView.vue')) },
   { name: 'new', title: 'New run', inNav: true, component: defineAsyncComponent(() => import('./NewRunView.vue')) },
   { name: 'compare', title: 'Compare', inNav: true, component: defineAsyncComponent(() => import('./CompareView.vue')) },
   { name: 'run', title: 'Run', inNav: false, component: defineAsyncComponent(() => import('./RunView.vue')) },
