@@ -12,6 +12,7 @@ export interface Shortcut {
 export const SHORTCUTS: readonly Shortcut[] = [
   { keys: '?', description: 'Show this help', action: { kind: 'help' } },
   { keys: 'g r', description: 'Go to Runs', action: { kind: 'go', view: 'runs' } },
+  { keys: 'g m', description: 'Go to Models', action: { kind: 'go', view: 'models' } },
   { keys: 'g n', description: 'New run', action: { kind: 'go', view: 'new' } },
   { keys: 'g c', description: 'Go to Compare', action: { kind: 'go', view: 'compare' } },
   { keys: 'g h', description: 'Go to Hardware', action: { kind: 'go', view: 'hardware' } },
