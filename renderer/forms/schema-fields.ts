@@ -12,7 +12,7 @@ export type FieldKind =
   | 'integer-or-word'
   /** A non-empty list of numbers in a range, typed as "1, 2, 4, 8". */
   | 'number-list'
-  /** A nested section (model.latent_attention, model.rope_scaling, model.router), typed as JSON. */
+  /** A nested section (model.latent_attention, model.rope_scaling, model.router): its own fields, set as a whole or unset. */
   | 'object'
 export type SectionName = 'model' | 'train' | 'offload' | 'routing_skew' | 'placement' | 'pipeline'
 
@@ -36,6 +36,8 @@ export interface FormField {
   options: string[]
   /** 'bytes' for byte counts (the *_bytes fields), entered and shown in binary units. */
   unit: 'bytes' | null
+  /** kind 'object': the nested section's fields (paths "model.router.n_group"; section and key name the parent). */
+  fields?: FormField[]
 }
 
 export interface FormSection {
@@ -84,6 +86,7 @@ function fieldShape(path: string, node: JsonSchemaNode): Pick<FormField, 'kind' 
   const plain = { options: [] as string[] }
   if (node.type === 'boolean') return { kind: 'boolean', ...bounds(node), ...plain }
   if (node.type === 'string' && Array.isArray(node.enum)) return { kind: 'enum', ...bounds(node), options: node.enum.map(String) }
+  if (node.type === 'string' && typeof node.const === 'string') return { kind: 'enum', ...bounds(node), options: [node.const] }
   if (node.type === 'integer') return { kind: 'integer', ...bounds(node), ...plain }
   if (node.type === 'number') return { kind: 'number', ...bounds(node), ...plain }
   if (node.anyOf?.length === 2) {
@@ -99,26 +102,43 @@ function fieldShape(path: string, node: JsonSchemaNode): Pick<FormField, 'kind' 
   throw new Error(`the New-run form cannot render config field "${path}" (JSON Schema ${JSON.stringify(node)})`)
 }
 
+function fieldOf(section: SectionName, key: string, path: string, node: JsonSchemaNode, required: Set<string>): FormField {
+  const field: FormField = {
+    section,
+    key,
+    path,
+    ...fieldShape(path, node),
+    description: node.description ?? null,
+    optional: !required.has(key) && node.default === undefined,
+    defaultValue: node.default,
+    unit: key.endsWith('_bytes') ? 'bytes' : null,
+  }
+  if (field.kind === 'object') {
+    const inner = new Set(node.required ?? [])
+    field.fields = Object.entries(node.properties ?? {}).map(([k, n]) => fieldOf(section, k, `${path}.${k}`, n, inner))
+  }
+  return field
+}
+
 export function sectionsFromJsonSchema(schema: JsonSchemaNode): FormSection[] {
   return (Object.keys(SECTION_TITLES) as SectionName[]).map((name) => {
     const section = schema.properties?.[name]
     if (!section?.properties) throw new Error(`the run config schema has no "${name}" section`)
     const required = new Set(section.required ?? [])
-    const fields = Object.entries(section.properties).map(([key, node]): FormField => {
-      const path = `${name}.${key}`
-      return {
-        section: name,
-        key,
-        path,
-        ...fieldShape(path, node),
-        description: node.description ?? null,
-        optional: !required.has(key) && node.default === undefined,
-        defaultValue: node.default,
-        unit: key.endsWith('_bytes') ? 'bytes' : null,
-      }
-    })
+    const fields = Object.entries(section.properties).map(([key, node]) => fieldOf(name, key, `${name}.${key}`, node, required))
     return { name, title: SECTION_TITLES[name], fields }
   })
+}
+
+/** Where a nested section starts when it is switched on: each field's default, the first option, or its minimum. */
+export function nestedStart(field: FormField): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const f of field.fields ?? []) {
+    if (f.defaultValue !== undefined) out[f.key] = structuredClone(f.defaultValue)
+    else if (f.kind === 'enum') out[f.key] = f.options[0]
+    else if (!f.optional && (f.kind === 'integer' || f.kind === 'number')) out[f.key] = Math.max(f.min ?? 1, f.integer ? 2 : 1)
+  }
+  return out
 }
 
 let runConfigSections: FormSection[] | undefined

@@ -39,7 +39,11 @@ const message = (failure: unknown) => (failure instanceof Error ? failure.messag
 
 export const useNewRunStore = defineStore('new-run', () => {
   const sections = runConfigForm()
-  const fieldPaths = [...allFields(sections).map((f) => f.path), ...SPEC_FIELD_PATHS, ...FINETUNE_FIELD_PATHS]
+  const fieldPaths = [
+    ...allFields(sections).flatMap((f) => [f.path, ...(f.fields ?? []).map((n) => n.path)]),
+    ...SPEC_FIELD_PATHS,
+    ...FINETUNE_FIELD_PATHS,
+  ]
   const method = useFinetuneMethodStore()
 
   const draft = ref<ConfigDraft>(defaultDraft(sections))

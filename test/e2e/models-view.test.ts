@@ -66,6 +66,13 @@ describe('Models view', () => {
     expect(await formInput(page, 'model.d_model').inputValue()).toBe('32')
     expect(await formInput(page, 'model.qk_norm').inputValue()).toBe('head')
     expect(await page.getByText('A Hugging Face Qwen3-MoE folder: the model fields below come from its config.json.').count()).toBe(1)
+
+    // A nested section is its own fields: switched on, it starts from its defaults and each value is an input.
+    await formInput(page, 'model.rope_scaling').check()
+    await formInput(page, 'model.rope_scaling.factor').fill('4')
+    expect(await formInput(page, 'model.rope_scaling.beta_fast').inputValue()).toBe('32')
+    expect(await formInput(page, 'model.rope_scaling.type').inputValue()).toBe('yarn')
+    await screenshot(page, 'new-run-nested')
   })
 
   it('names a missing shard and a folder that is not a model, and offers no fine-tune', async () => {

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest'
 
 import { OffloadConfigSchema, PipelineConfigSchema, PlacementConfigSchema, RoutingSkewConfigSchema, RunConfigSchema } from '../../main/api/config'
 import { defaultDraft, moeLayerCount, numberFromInput, parseNumberList, withField } from '../../renderer/forms/config-draft'
-import { allFields, rangeText, runConfigForm, sectionsFromJsonSchema, type FormField } from '../../renderer/forms/schema-fields'
+import { allFields, nestedStart, rangeText, runConfigForm, sectionsFromJsonSchema, type FormField } from '../../renderer/forms/schema-fields'
 
 const field = (path: string): FormField => {
   const found = allFields().find((f) => f.path === path)
@@ -52,10 +52,29 @@ describe('form model from the run config schema', () => {
     expect(() => sectionsFromJsonSchema(schema)).toThrow(/model\.odd/)
   })
 
-  it('types a nested section (latent attention, rope scaling, router) as one JSON field', () => {
+  it('gives a nested section (latent attention, rope scaling, router) its own generated fields', () => {
     const fields = allFields(runConfigForm())
     for (const path of ['model.latent_attention', 'model.rope_scaling', 'model.router'])
       expect(fields.find((f) => f.path === path), path).toMatchObject({ kind: 'object', optional: true })
+    const router = field('model.router')
+    expect(router.fields!.map((f) => [f.path, f.kind])).toEqual([
+      ['model.router.scoring', 'enum'], ['model.router.selection', 'enum'],
+      ['model.router.n_group', 'integer'], ['model.router.topk_group', 'integer'],
+    ])
+    expect(router.fields![1]).toMatchObject({ section: 'model', key: 'selection', options: ['plain', 'group_limited', 'noaux_tc'] })
+    const rope = field('model.rope_scaling')
+    expect(rope.fields!.find((f) => f.key === 'type')).toMatchObject({ kind: 'enum', options: ['yarn'], optional: false })
+    expect(rope.fields!.find((f) => f.key === 'truncate')).toMatchObject({ kind: 'boolean', defaultValue: true })
+    const latent = field('model.latent_attention')
+    expect(latent.fields!.map((f) => f.key)).toEqual(Object.keys(RunConfigSchema.shape.model.shape.latent_attention.unwrap().shape))
+    // Switched on, a section starts valid where the schema can say so: defaults, the first option, even rope widths.
+    expect(nestedStart(router)).toEqual({ scoring: 'softmax', selection: 'plain', n_group: 1, topk_group: 1 })
+    expect(nestedStart(rope)).toMatchObject({ type: 'yarn', factor: 1, beta_fast: 32, truncate: true })
+    const start = nestedStart(latent)
+    expect(start['qk_rope_head_dim']).toBe(2)
+    const model = { ...RunConfigSchema.parse({ model: { arch: 'mixtral' }, train: {} }).model, latent_attention: start, n_kv_heads: 4 }
+    expect(RunConfigSchema.safeParse({ model, train: {} }).success).toBe(true)
+    expect(RunConfigSchema.safeParse({ model: { arch: 'mixtral', rope_scaling: nestedStart(rope) }, train: {} }).success).toBe(true)
   })
 })
 

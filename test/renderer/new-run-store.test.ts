@@ -46,6 +46,26 @@ describe('new run store', () => {
     expect(form.planPending).toBe(false)
   })
 
+  it('places an issue of a nested section on its own field', async () => {
+    const form = useNewRunStore()
+    await form.open({}, client())
+    form.setField(field('model.router'), { scoring: 'softmax', selection: 'group_limited', n_group: 2, topk_group: 3 })
+    expect(form.issuesFor('model.router.topk_group')).toEqual(['exceeds n_group (2)'])
+    expect(form.issuesFor('model.router')).toEqual([])
+  })
+
+  it('takes the model section of a Hugging Face folder that is not a run’s checkpoint', async () => {
+    const form = useNewRunStore()
+    const model = { ...tinyConfig.model, n_layers: 5, top_k: 1 }
+    await form.open({ init: '/models/qwen3' }, client({
+      'runs.list': async () => [],
+      'models.inspect': async ({ dir }) => ({ dir, modelType: 'qwen3_moe', label: 'Qwen3-MoE', model }) as never,
+    }))
+    expect(form.source).toMatchObject({ kind: 'checkpoint', path: '/models/qwen3', from: null, model: 'Qwen3-MoE' })
+    expect(form.draft.model).toMatchObject({ n_layers: 5, top_k: 1 })
+    expect(form.name).toBe('Qwen3-MoE fine-tune')
+  })
+
   it('does not plan an invalid config, and names the field at fault', async () => {
     const fake = client()
     const form = useNewRunStore()
