@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "model/config_sections.h"
+#include "model/linear.h"
 
 namespace moe {
 namespace {
@@ -87,6 +88,10 @@ void CachedAttentionBlock::standard(Backend& be, const LayerParams& p, KvCache& 
   reserve_floats(be, q_, (size_t)n * NH * HS);
   reserve_floats(be, att_, (size_t)n * NH * HS);
   project(be, qkv_.f(), x, p.qkv_w, p.qkv_b, n, C, Q);
+  // A fine-tune's adapters (null when it has none), as the training forward adds them.
+  lora_forward(be, p.lora_q, qkv_.f(), x, n, C, NH * HS, Q);
+  lora_forward(be, p.lora_k, qkv_.f() + NH * HS, x, n, C, NKV * HS, Q);
+  lora_forward(be, p.lora_v, qkv_.f() + (NH + NKV) * HS, x, n, C, NKV * HS, Q);
   float* qkv = qkv_.f();
   float* other = qkv2_.f();
   if (f_.qk_norm != QkNorm::None) {
@@ -107,6 +112,7 @@ void CachedAttentionBlock::standard(Backend& be, const LayerParams& p, KvCache& 
   }
   cached_attention(att_.f(), q_.f(), cache, l, first, n, NH, scale_, p.window, p.attn_sinks);
   project(be, out, att_.f(), p.out_w, p.out_b, n, NH * HS, C);
+  lora_forward(be, p.lora_out, out, att_.f(), n, NH * HS, C, C);
 }
 
 void CachedAttentionBlock::latent(Backend& be, const LayerParams& p, KvCache& cache, int l, float* out,

@@ -116,6 +116,11 @@ FfnParams ExpertSlotCache::weights(int layer, int e) {
   r.b_in = move(f.b_in);
   r.w_out = move(f.w_out);
   r.b_out = move(f.b_out);
+  // A fine-tune's adapters sit inside the expert's range and came along with it.
+  auto move_lora = [&](const LoraParams& l) { return LoraParams{move(l.A), move(l.B), l.r, l.scale}; };
+  r.lora_in[0] = move_lora(f.lora_in[0]);
+  r.lora_in[1] = move_lora(f.lora_in[1]);
+  r.lora_out = move_lora(f.lora_out);
   return r;
 }
 
