@@ -71,9 +71,19 @@ def ours(cli, data, work, name, cfg):
         json.dump(cfg, f)
     proc = subprocess.Popen([cli, "train", "--config", path, "--data", data, "--out", out],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    text = proc.stdout.read()
+    # The engine writes a final checkpoint (gigabytes here) after the last step; the bench needs only the step
+    # records, which are in log.jsonl once the last step's line is printed, so the run ends there.
+    last = f"step {cfg['train']['steps']}/{cfg['train']['steps']} "
+    lines, finished = [], False
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith(last):
+            finished = True
+            proc.kill()
+            break
+    text = "".join(lines)
     _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    proc.returncode = 0 if finished else os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise RuntimeError(text.strip().splitlines()[-1] if text.strip() else f"exit {proc.returncode}")
     with open(os.path.join(out, "log.jsonl")) as f:
