@@ -316,7 +316,8 @@ def main():
     ratio = {}
     for method, _ in plan:
         o = best[("ours", method)]
-        trained = "-" if method == "esft" else f"{lora_params(a.layers):,}"
+        n = sum(len(v) for v in experts.values()) * 3 * D * F if method == "esft" else lora_params(a.layers)
+        trained = f"{n:,}"
         print(f"{method:<8}{'ours bf16':<24}{o['tok_s']:>9.1f}{trained:>16}")
         for setup in setups:
             t = best[("torch " + setup, method)]
