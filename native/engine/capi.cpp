@@ -311,6 +311,65 @@ int moe_engine_measure_experts(moe_engine* engine, const moe_expert_shares_optio
   });
 }
 
+int moe_esft_measure(const moe_esft_options* given, const char** config_out, const char** shares_out, char* err,
+                     size_t err_len) {
+  thread_local std::string config_text, shares_text;
+  try {
+    const auto o = fitted(given, "moe_esft_measure: options");
+    moe::check(o.config_json != nullptr, "moe_esft_measure: config_json is required");
+    config_text = o.config_json;
+    shares_text.clear();
+    if (config_out) *config_out = config_text.c_str();
+    if (shares_out) *shares_out = shares_text.c_str();
+    const char* init = o.init_dir && *o.init_dir ? o.init_dir : nullptr;
+    const moe::EngineConfig cfg = config_from(o.config_json, init);
+    const bool esft = cfg.finetune.enabled && cfg.finetune.method == moe::FinetuneMethod::Esft;
+    if (!o.always && (!esft || !cfg.finetune.experts.empty())) return MOE_FINISHED;
+    moe::check(o.token_file && *o.token_file, "moe_esft_measure: token_file is required (the run's training data)");
+    moe::check(o.score == MOE_SHARE_CONFIG || o.score == MOE_SHARE_GATE || o.score == MOE_SHARE_TOKENS,
+               "moe_esft_measure: score " + std::to_string(o.score) + " is not MOE_SHARE_GATE, MOE_SHARE_TOKENS or MOE_SHARE_CONFIG");
+    const moe::EsftConfig defaults = esft ? cfg.finetune.esft : moe::EsftConfig{};
+    const int batches = o.batches > 0 ? o.batches : defaults.sample_batches;
+    const double threshold = o.threshold > 0 ? o.threshold : defaults.threshold;
+    const moe::ShareScore score = o.score == MOE_SHARE_TOKENS || (o.score == MOE_SHARE_CONFIG && defaults.score == moe::EsftScore::Tokens)
+                                      ? moe::ShareScore::Tokens
+                                      : moe::ShareScore::Gate;
+    moe::check(threshold <= 1, "moe_esft_measure: threshold must be in (0, 1]");
+
+    // The base model alone: the fine-tune's own sections would refuse (no experts yet) or move experts away.
+    moe::EngineConfig base = cfg;
+    base.finetune = moe::FinetuneConfig{};
+    base.offload = moe::OffloadConfig{};
+    base.placement = moe::PlacementConfig{};
+    base.pipeline = moe::PipelineConfig{};
+    base.device_group = moe::DeviceGroupConfig{};
+    auto backend = moe::make_backend("cpu", {base.train.threads});
+    moe::Trainer trainer(base, *backend);
+    if (init) trainer.init_from(init);
+    moe::TokenData data(o.token_file);
+    data.validate_max_token(base.model.vocab_size);
+    const moe::ExpertShares shares =
+        moe::measure_expert_shares(trainer.model(), data, batches, base.train.batch_size, base.train.seq_len);
+    shares_text = moe::expert_shares_json(shares, threshold, score);
+
+    moe::json::Value root = moe::json::parse(o.config_json, "config");
+    if (esft) {
+      // The section as given (or as the init checkpoint's config carried it), with the chosen set.
+      const moe::json::Value* section = root.find("finetune");
+      moe::json::Value f = section && section->is_object() ? *section : moe::finetune_config_to_json(cfg.finetune);
+      f.set("experts", *moe::json::parse(shares_text, "measurement").find("experts"));
+      root.set("finetune", f);
+    }
+    config_text = moe::json::dump(root, 2);
+    if (config_out) *config_out = config_text.c_str();
+    if (shares_out) *shares_out = shares_text.c_str();
+    return MOE_OK;
+  } catch (const std::exception& e) {
+    copy_error(err, err_len, e.what());
+    return MOE_ERROR;
+  }
+}
+
 void moe_engine_request_stop(moe_engine* engine) { engine->control.stop(); }
 
 void moe_engine_set_paused(moe_engine* engine, int paused) { engine->control.set_paused(paused != 0); }

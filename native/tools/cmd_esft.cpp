@@ -32,23 +32,32 @@ int cmd_esft(int argc, char** argv) {
   cli::Args args(argc, argv, {"--config", "--init", "--data", "--batches", "--threshold", "--score"}, {});
   const std::string config_text = args.has("--config") ? cli::read_text(args.get("--config")) : "{}";
   const std::string init = args.get("--init");
-  const double batches = number_flag(args, "--batches", "32");
-  if (batches < 1 || batches != static_cast<double>(static_cast<int>(batches)))
+  // Left out: the config's finetune.esft (else 32 batches, 0.9, gate).
+  const double batches = args.has("--batches") ? number_flag(args, "--batches", "32") : 0;
+  if (args.has("--batches") && (batches < 1 || batches != static_cast<double>(static_cast<int>(batches))))
     throw std::runtime_error("--batches must be a whole number of at least 1");
-  const std::string score = args.get("--score", "gate");
-  if (score != "gate" && score != "tokens") throw std::runtime_error("--score " + score + ": use gate or tokens");
+  const std::string score = args.get("--score", "config");
+  if (args.has("--score") && score != "gate" && score != "tokens")
+    throw std::runtime_error("--score " + score + ": use gate or tokens");
 
-  cli::Engine engine(config_text, init);
-  if (!init.empty()) engine.check(moe_engine_init_from(engine.get(), init.c_str()));
-  moe_expert_shares_options options{};
-  options.struct_size = sizeof options;
   const std::string data = args.require("--data");
+  moe_esft_options options{};
+  options.struct_size = sizeof options;
+  options.config_json = config_text.c_str();
+  options.init_dir = init.empty() ? nullptr : init.c_str();
   options.token_file = data.c_str();
   options.batches = static_cast<int32_t>(batches);
-  options.threshold = number_flag(args, "--threshold", "0.9");
-  options.score = score == "gate" ? MOE_SHARE_GATE : MOE_SHARE_TOKENS;
-  const char* json = nullptr;
-  engine.check(moe_engine_measure_experts(engine.get(), &options, &json));
-  std::printf("%s\n", json);
+  options.threshold = args.has("--threshold") ? number_flag(args, "--threshold", "0.9") : 0;
+  if (args.has("--threshold") && !(options.threshold > 0 && options.threshold <= 1))
+    throw std::runtime_error("--threshold must be in (0, 1]");
+  options.score = score == "gate"     ? static_cast<int32_t>(MOE_SHARE_GATE)
+                  : score == "tokens" ? static_cast<int32_t>(MOE_SHARE_TOKENS)
+                                      : static_cast<int32_t>(MOE_SHARE_CONFIG);
+  options.always = 1;
+  const char* config_out = nullptr;
+  const char* shares = nullptr;
+  char err[4096];
+  if (moe_esft_measure(&options, &config_out, &shares, err, sizeof err) == MOE_ERROR) throw std::runtime_error(err);
+  std::printf("%s\n", shares);
   return 0;
 }

@@ -99,12 +99,34 @@ int cmd_train(int argc, char** argv) {
   cli::Args args(argc, argv, {"--config", "--data", "--out", "--init", "--adapter", "--resume", "--steps"},
                  {"--quiet"});
   const std::string out = args.require("--out");
-  const std::string config_text = cli::read_text(args.require("--config"));
+  std::string config_text = cli::read_text(args.require("--config"));
   if (args.has("--init") && args.has("--resume")) throw std::runtime_error("use either --init or --resume, not both");
   const long long steps = args.has("--steps") ? std::stoll(args.get("--steps")) : 0;
   if (steps < 0) throw std::runtime_error("--steps must be 0 or more");
   const std::string resume = args.has("--resume") ? resolve_checkpoint(args.get("--resume")) : "";
   const std::string source = args.has("--init") ? args.get("--init") : resume;
+
+  // ESFT without a chosen set: measure the experts on the init weights over the run's data first, and train
+  // what was chosen (a resumed run's checkpoint already holds its set).
+  std::string shares;
+  if (resume.empty()) {
+    const std::string data = args.require("--data");
+    moe_esft_options esft{};
+    esft.struct_size = sizeof esft;
+    esft.config_json = config_text.c_str();
+    esft.init_dir = args.has("--init") ? source.c_str() : nullptr;
+    esft.token_file = data.c_str();
+    esft.score = MOE_SHARE_CONFIG;
+    const char* measured_config = nullptr;
+    const char* measured = nullptr;
+    char err[4096];
+    const int status = moe_esft_measure(&esft, &measured_config, &measured, err, sizeof err);
+    if (status == MOE_ERROR) throw std::runtime_error(err);
+    if (status == MOE_OK) {
+      config_text = measured_config;
+      shares = measured;
+    }
+  }
 
   cli::Engine engine(config_text, source, out);
   if (args.has("--init")) engine.check(moe_engine_init_from(engine.get(), args.get("--init").c_str()));
@@ -116,6 +138,12 @@ int cmd_train(int argc, char** argv) {
 
   fs::create_directories(out);
   write_text_atomic(fs::path(out) / "config.json", moe_engine_config_json(engine.get()));
+  if (!shares.empty()) {
+    write_text_atomic(fs::path(out) / "expert_shares.json", shares + "\n");
+    if (!args.has("--quiet"))
+      std::printf("esft: measured the experts; the chosen set is in %s (finetune.experts), the shares in %s\n",
+                  (fs::path(out) / "config.json").string().c_str(), (fs::path(out) / "expert_shares.json").string().c_str());
+  }
   Progress progress;
   progress.engine = engine.get();
   progress.log.open(fs::path(out) / "log.jsonl", std::ios::app);

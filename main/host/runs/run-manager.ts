@@ -13,6 +13,7 @@ import type { EngineExit, EnginePort, EnginePortFactory } from '../engine/port'
 import type { FromWorker } from '../engine/worker-protocol'
 import type { Budgets } from '../planner/plan'
 import { resolveOffload } from '../planner/resolve'
+import { expertSharesFromEngine, measureJob, runMeasureWorker, type RunMeasure } from '../measure-experts'
 import { verifyCheckpoint } from '../checkpoint-verify'
 import { toRunSummary } from '../run-summary'
 import type { RunRecord } from '../store/types'
@@ -52,6 +53,8 @@ export interface RunManagerOptions {
   emit: EventSink
   /** What this machine offers the planner, which settles each new run's offload; default: its memory, no disk limit. */
   budgets?: () => Budgets
+  /** ESFT's measurement before a run whose finetune section chooses no experts; default: the engine on a worker thread. */
+  measure?: RunMeasure
   /** How often this host renews the heartbeat on the runs it owns (and looks at other hosts'); default 2 s. */
   heartbeatMs?: number
   /** A heartbeat older than this means its host (on another machine) is gone; default 30 s. */
@@ -342,6 +345,15 @@ export class RunManager {
         (truncated || dropped ? `; ${truncated} truncated and ${dropped} dropped at ${record.config.train.seq_len} tokens` : ''))
     }
     if (run.stopRequested) return this.end(run, 'stopped', null)
+    let config = record.config
+    if (!job.resumeDir && needsEsftMeasurement(config)) {
+      try {
+        config = await this.measureEsft(record, data.path)
+      } catch (e) {
+        return this.end(run, 'failed', messageOf(e))
+      }
+      if (run.stopRequested) return this.end(run, 'stopped', null)
+    }
 
     let port: EnginePort
     try {
@@ -356,7 +368,7 @@ export class RunManager {
       type: 'start',
       runId: record.id,
       runDir: record.runDir,
-      configJson: engineConfigJson(record.config, record.offload),
+      configJson: engineConfigJson(config, record.offload),
       dataPath: data.path,
       ...(data.evalPath ? { evalPath: data.evalPath } : {}),
       initDir: job.resumeDir ? undefined : (record.init ?? undefined),
@@ -364,6 +376,21 @@ export class RunManager {
       dbPath: this.options.dbPath,
     })
     if (run.paused) port.send({ type: 'pause' })
+  }
+
+  // ESFT without a chosen set: the measurement the Measure button runs (the run's data, its esft settings, the
+  // init weights), its chosen set written into the run's config and the measurement stored with the run.
+  private async measureEsft(record: RunRecord, tokenFile: string): Promise<RunRecord['config']> {
+    const params = { config: record.config, dataset: record.dataset, ...(record.init ? { init: record.init } : {}) }
+    const job = measureJob(params, tokenFile)
+    this.event(record.id, 'log', `esft: measuring the experts over ${job.batches} batches (threshold ${job.threshold}, score ${job.score})`)
+    const shares = expertSharesFromEngine(await (this.options.measure ?? runMeasureWorker)(job))
+    const config = { ...record.config, finetune: { ...record.config.finetune!, experts: shares.experts } }
+    this.store.updateRun(record.id, { config, expertShares: shares })
+    const chosen = Object.values(shares.experts).reduce((n, ids) => n + ids.length, 0)
+    this.event(record.id, 'log', `esft: ${chosen} experts chosen over ${shares.layers.length} MoE layers (finetune.experts)`)
+    this.publish(record.id)
+    return config
   }
 
   private onWorkerMessage(run: ActiveRun, msg: FromWorker): void {
@@ -478,4 +505,10 @@ export class RunManager {
     this.store.addEvent(e)
     this.options.emit('run.event', e)
   }
+}
+
+/** ESFT with no chosen experts: the run measures them before it trains (the engine refuses such a config). */
+export function needsEsftMeasurement(config: RunRecord['config']): boolean {
+  const f = config.finetune
+  return !!f && f.method === 'esft' && (!f.experts || Object.keys(f.experts).length === 0)
 }

@@ -20,8 +20,8 @@ extern "C" {
 
 /* 2: versioned structs carry struct_size (moe_step_record first). 3: moe_engine_export_hf_with.
  * 4: moe_engine_measure_experts. 5: moe_export_options.format (PEFT adapters). 6: generation sessions
- * (moe_generation_*). 7: moe_hf_inspect. */
-#define MOE_ENGINE_API_VERSION 7
+ * (moe_generation_*). 7: moe_hf_inspect. 8: moe_esft_measure. */
+#define MOE_ENGINE_API_VERSION 8
 
 typedef struct moe_engine moe_engine;
 
@@ -145,6 +145,30 @@ typedef struct moe_expert_shares_options {
   double threshold;  /* p in (0, 1] */
 } moe_expert_shares_options;
 int moe_engine_measure_experts(moe_engine* engine, const moe_expert_shares_options* options, const char** json_out);
+
+/* ESFT before a run (API version 8). An engine created with finetune.method "esft" and no finetune.experts is
+ * refused ("finetune.experts: ..."): the experts it trains are measured first. This measures them: the model of
+ * config_json with its finetune, offload, placement and pipeline sections left out (resident experts, one
+ * device), init_dir's weights when given (as moe_engine_create then moe_engine_init_from), over batches windows
+ * of token_file, as moe_engine_measure_experts. batches 0, threshold 0 and score MOE_SHARE_CONFIG take the
+ * config's finetune.esft (else 32, 0.9, gate). Unless `always`, nothing is measured when the config is not esft
+ * or already names finetune.experts.
+ * Returns MOE_OK (measured: *config_out is config_json with the chosen set in finetune.experts, *shares_out the
+ * measurement's JSON), MOE_FINISHED (nothing to measure: *config_out is config_json, *shares_out "") or MOE_ERROR
+ * (message in err). The strings stay valid until the next call on this thread. */
+enum { MOE_SHARE_CONFIG = -1 };
+typedef struct moe_esft_options {
+  uint32_t struct_size;
+  const char* config_json;
+  const char* init_dir;   /* may be NULL: the model's own initialisation from train.seed */
+  const char* token_file; /* the run's training data */
+  int32_t batches;
+  int32_t score;
+  double threshold;
+  int32_t always;
+} moe_esft_options;
+int moe_esft_measure(const moe_esft_options* options, const char** config_out, const char** shares_out, char* err,
+                     size_t err_len);
 
 void moe_engine_request_stop(moe_engine* engine);
 void moe_engine_set_paused(moe_engine* engine, int paused);

@@ -45,7 +45,22 @@ void record_offload(StepRecord& rec, const OffloadStepStats& s) {
 
 }  // namespace
 
-Trainer::Trainer(const EngineConfig& cfg, Backend& be) : cfg_(cfg), be_(be), model_(cfg_.model, be, cfg_.train.compute_dtype, cfg_.finetune), opt_(model_) {
+namespace {
+
+// ESFT trains the experts measured for it; without a chosen set the section would read as "every expert", which
+// is not what the method means, so no engine trains that way by accident.
+const EngineConfig& with_esft_experts_chosen(const EngineConfig& cfg) {
+  if (cfg.finetune.enabled && cfg.finetune.method == FinetuneMethod::Esft && cfg.finetune.experts.empty())
+    fail("finetune.experts: method \"esft\" trains the experts measured for it, and none are chosen; measure "
+         "them first (moe-engine esft, or moe-engine train, which measures before the run) and set "
+         "finetune.experts");
+  return cfg;
+}
+
+}  // namespace
+
+Trainer::Trainer(const EngineConfig& cfg, Backend& be)
+    : cfg_(with_esft_experts_chosen(cfg)), be_(be), model_(cfg_.model, be, cfg_.train.compute_dtype, cfg_.finetune), opt_(model_) {
   model_.init(cfg_.train.seed);
   if (cfg_.runs_on_devices()) {
     DeviceGroupConfig group = cfg_.device_group;
