@@ -132,12 +132,12 @@ class FailingBackend : public Backend {
     in_.matmul_forward(y, x, w, b, N, I, O);
   }
   void lora_forward(float* y, const float* x, const float* A, const float* B, int N, int I, int O, int r, float scale,
-                    int ldy) override {
-    in_.lora_forward(y, x, A, B, N, I, O, r, scale, ldy);
+                    int ldy, const LoraDropoutMask& drop) override {
+    in_.lora_forward(y, x, A, B, N, I, O, r, scale, ldy, drop);
   }
   void lora_backward(float* dx, float* dA, float* dB, const float* dy, const float* x, const float* A, const float* B,
-                     int N, int I, int O, int r, float scale, int ldy) override {
-    in_.lora_backward(dx, dA, dB, dy, x, A, B, N, I, O, r, scale, ldy);
+                     int N, int I, int O, int r, float scale, int ldy, const LoraDropoutMask& drop) override {
+    in_.lora_backward(dx, dA, dB, dy, x, A, B, N, I, O, r, scale, ldy, drop);
   }
   void matmul_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int N,
                        int I, int O) override {

@@ -145,6 +145,37 @@ TEST(a_short_lora_run_lowers_the_loss_for_every_family) {
   }
 }
 
+// LoRA dropout: a training step's masks come from the run's seed and step (two runs are bit-identical), they change
+// training (after B leaves 0), and a forward outside a training step (evaluation, generation) has no dropout: the
+// trained model's logits equal those of the same weights in a model without dropout.
+TEST(lora_dropout_is_seeded_and_off_outside_training) {
+  const std::string model = families()[1].second;
+  const EngineConfig cfg = parse_config_text(config(model, lora_section("mixtral", R"(, "train": ["router"])")), "t");
+  EngineConfig dropped = parse_config_text(config(model, R"({"method": "lora", "train": ["router"], "lora": {"rank": 4,
+      "alpha": 8, "dropout": 0.3, "targets": ["attention", "experts", "shared_experts", "dense_mlp"]}})"), "t");
+  auto be = make_backend("cpu", {2});
+  const std::vector<int32_t> in = tokens(1, 32), tg = tokens(2, 32);
+  auto run = [&](const EngineConfig& c, Trainer& t) {
+    (void)c;
+    std::vector<double> losses;
+    for (int s = 0; s < 4; ++s) {
+      t.feed_batch(in.data(), tg.data(), 2, 16);
+      losses.push_back(t.step().loss);
+    }
+    return losses;
+  };
+  Trainer plain(cfg, *be), a(dropped, *be), b(dropped, *be);
+  const std::vector<double> lp = run(cfg, plain), la = run(dropped, a), lb = run(dropped, b);
+  CHECK_MSG(la == lb, "the same seed gives the same masks");
+  CHECK_MSG(la[0] == lp[0], "B = 0: the first step's loss does not see the dropout");
+  CHECK_MSG(la.back() != lp.back(), "dropout changes training");
+
+  // Outside a step: no dropout. The same weights in the model without dropout give the same logits, bit for bit.
+  Model same(cfg.model, *be, ComputeDtype::F32, cfg.finetune);
+  std::memcpy(same.params(), a.model().params(), same.num_params() * sizeof(float));
+  CHECK_MSG(logits_of(a.model()) == logits_of(same), "evaluation must not drop");
+}
+
 double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = 0, scale = 0;
   for (float x : b) scale = std::max(scale, (double)std::fabs(x));

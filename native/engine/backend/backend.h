@@ -32,10 +32,12 @@ class Backend {
   virtual void matmul_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int N,
                                int I, int O) = 0;
   // A LoRA adapter adding scale·(x·Aᵀ)·Bᵀ onto O output columns whose rows are ldy apart (cpu/lora.h).
+  // drop: dropout on x (types.h), the same mask in both.
   virtual void lora_forward(float* y, const float* x, const float* A, const float* B, int N, int I, int O, int r,
-                            float scale, int ldy) = 0;
+                            float scale, int ldy, const LoraDropoutMask& drop) = 0;
   virtual void lora_backward(float* dx, float* dA, float* dB, const float* dy, const float* x, const float* A,
-                             const float* B, int N, int I, int O, int r, float scale, int ldy) = 0;
+                             const float* B, int N, int I, int O, int r, float scale, int ldy,
+                             const LoraDropoutMask& drop) = 0;
   virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
                                  int C) = 0;
   virtual void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T,

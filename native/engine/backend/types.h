@@ -32,6 +32,14 @@ struct DispatchPlan {
   int total_slots() const { return offsets.empty() ? 0 : offsets[E]; }
 };
 
+// LoRA dropout on the adapter's input (PEFT's nn.Dropout before lora_A): x[n, i] is kept, scaled by 1/(1 - p),
+// when random_uniform(key, kLoraDropoutStream, n·I + i) > p, else zeroed; the mask depends only on the key and the
+// element, so backward rebuilds forward's. p 0: no dropout (and no mask is made).
+struct LoraDropoutMask {
+  float p = 0.0f;
+  uint64_t key = 0;
+};
+
 // How a router turns its logits into the K experts of each token and their combine weights (one per MoE
 // layer; the model derives it from its features). Every backend's router kernel takes the whole spec.
 // Softmax: softmax over all E logits. Sigmoid: sigmoid of each logit on its own (DeepSeek-V3).

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "backend/backend.h"
+#include "core/rng.h"
 #include "model/params.h"
 
 namespace moe {
@@ -20,15 +21,21 @@ inline void linear_backward(Backend& be, float* dx, float* dw, float* db, const 
   else be.matmul_backward(dx, dw, db, dy, x, w, N, I, O);
 }
 
-// The linear's LoRA adapter, if it has one (l.A set): y's O columns (rows ldy apart) += l.scale·B·A·x.
+// The adapter's dropout mask for this step (p 0 outside a training step).
+inline LoraDropoutMask lora_dropout_mask(const LoraParams& l) {
+  if (!l.dropout || !l.dropout->active || l.dropout->p == 0) return {};
+  return {l.dropout->p, random_u64(l.dropout->seed, l.dropout->draw, l.stream)};
+}
+
+// The linear's LoRA adapter, if it has one (l.A set): y's O columns (rows ldy apart) += l.scale·B·A·d(x).
 inline void lora_forward(Backend& be, const LoraParams& l, float* y, const float* x, int N, int I, int O, int ldy) {
-  if (l.A) be.lora_forward(y, x, l.A, l.B, N, I, O, l.r, l.scale, ldy);
+  if (l.A) be.lora_forward(y, x, l.A, l.B, N, I, O, l.r, l.scale, ldy, lora_dropout_mask(l));
 }
 
 // dx += its input gradient; g's A and B (null when frozen) += theirs.
 inline void lora_backward(Backend& be, const LoraParams& l, const LoraParams& g, float* dx, const float* dy,
                           const float* x, int N, int I, int O, int ldy) {
-  if (l.A) be.lora_backward(dx, g.A, g.B, dy, x, l.A, l.B, N, I, O, l.r, l.scale, ldy);
+  if (l.A) be.lora_backward(dx, g.A, g.B, dy, x, l.A, l.B, N, I, O, l.r, l.scale, ldy, lora_dropout_mask(l));
 }
 
 }  // namespace moe

@@ -17,9 +17,27 @@ Model::Model(const ModelConfig& cfg, Backend& be, ComputeDtype dtype, const Fine
   p_ = layout_.bind(params_.f());
   g_ = trainable_.everything() ? layout_.bind(grads_.f()) : layout_.bind(grads_.f(), trainable_.grad_offsets());
   if (dtype_ == ComputeDtype::BF16) bind_bf16_weights();
+  if (finetune.uses_lora()) attach_lora_dropout(static_cast<float>(finetune.lora.dropout));
   resident_experts_ = std::make_unique<ResidentExpertAccess>(p_, g_);
   for (int l = 0; l < cfg_.n_layers; ++l)
     if (cfg_.is_moe_layer(l)) moe_layers_.push_back(std::make_unique<MoeLayer>(MoeShape::from_config(cfg_, l), l));
+}
+
+void Model::attach_lora_dropout(float p) {
+  lora_dropout_.p = p;
+  auto attach = [&](LoraParams& l) { l.dropout = &lora_dropout_; };
+  auto ffn = [&](FfnParams& f) {
+    attach(f.lora_in[0]);
+    attach(f.lora_in[1]);
+    attach(f.lora_out);
+  };
+  for (LayerParams& l : p_.layers) {
+    for (LoraParams* a : {&l.lora_q, &l.lora_k, &l.lora_v, &l.lora_out}) attach(*a);
+    ffn(l.mlp);
+    ffn(l.shared);
+    ffn(l.residual);
+    for (FfnParams& e : l.experts) ffn(e);
+  }
 }
 
 void Model::run_experts_on_devices(const PlacementConfig& placement, const PipelineConfig& pipeline,

@@ -74,6 +74,13 @@ class Model {
     routing_skew_ = skew;
     routing_draw_ = draw;
   }
+  // LoRA dropout for the training step's forward and backward numbered `draw` (active), or none (evaluation,
+  // generation, measurement).
+  void set_lora_dropout(bool active, uint64_t seed = 0, uint64_t draw = 0) {
+    lora_dropout_.active = active;
+    lora_dropout_.seed = seed;
+    lora_dropout_.draw = draw;
+  }
   // Accumulates into grads() the gradient of (loss + aux_loss) of the last forward, times loss_scale.
   void backward(float loss_scale);
 
@@ -104,6 +111,7 @@ class Model {
 
   bool latent() const { return features_.attention == AttentionKind::Latent; }
   void bind_bf16_weights();
+  void attach_lora_dropout(float p);
   void refresh_bf16_weights();
   void norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b, int N);
   void norm_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w,
@@ -137,6 +145,7 @@ class Model {
   DeviceBuffer tokens_, targets_;
   const RoutingSkew* routing_skew_ = nullptr;
   uint64_t routing_draw_ = 0;
+  LoraDropout lora_dropout_;  // every adapter's LoraParams points here
   std::vector<int32_t> skew_picks_;  // host staging of the draws, reused across layers and steps
   DeviceBuffer forced_topk_;
   std::vector<DeviceBuffer> resid_;  // resid_[l]: residual stream entering layer l; resid_[L] the output

@@ -180,9 +180,10 @@ ModelParams ParamLayout::bind_with(const Ptr& ptr) const {
     LoraParams l;
     l.A = ptr(module + ".lora_A");
     l.B = ptr(module + ".lora_B");
-    if (find(module + ".lora_A")) {
+    if (const ParamTensor* a = find(module + ".lora_A")) {
       l.r = lora_rank_;
       l.scale = lora_scale_;
+      l.stream = a->offset;
     }
     return l;
   };

@@ -34,10 +34,20 @@ struct LoraAdapter {
 };
 
 // One linear's adapter as the kernels see it (params: the weights, grads: their gradients; A null: none).
+// LoRA dropout (finetune.lora.dropout) while a training step runs; inactive otherwise, so evaluation and
+// generation see none. Each step's masks come from (seed, draw, the adapter's A offset).
+struct LoraDropout {
+  float p = 0;
+  uint64_t seed = 0, draw = 0;
+  bool active = false;
+};
+
 struct LoraParams {
   float *A = nullptr, *B = nullptr;
   int r = 0;
   float scale = 0;
+  uint64_t stream = 0;                   // the A tensor's layout offset: one mask stream per adapter
+  const LoraDropout* dropout = nullptr;  // the model's (null: none)
 };
 
 struct ExpertRange {

@@ -141,12 +141,15 @@ StepRecord Trainer::step() {
     Batch b = next_batch();
     if (cfg_.train.routing_skew.distribution != SkewDistribution::None)
       model_.set_routing_skew(&cfg_.train.routing_skew, static_cast<uint64_t>(state_.step) * A + micro);
+    // LoRA dropout's masks: this micro-batch's, the same in its forward and backward.
+    model_.set_lora_dropout(true, cfg_.train.seed, static_cast<uint64_t>(state_.step) * A + micro);
     auto tf = std::chrono::steady_clock::now();
     ForwardResult fr = model_.forward(b.inputs.data(), b.targets.data(), b.B, b.T);
     rec.forward_ms += ms_since(tf);
     auto tb = std::chrono::steady_clock::now();
     model_.backward(1.0f / A);
     rec.backward_ms += ms_since(tb);
+    model_.set_lora_dropout(false);
     rec.loss += fr.loss / A;
     rec.aux_loss += fr.aux_loss / A;
     rec.tokens += (int64_t)b.B * b.T;

@@ -65,14 +65,14 @@ class CpuBackend final : public Backend {
     cpu::matmul_backward(tp_, dx, dw, db, dy, x, w, N, I, O);
   }
   void lora_forward(float* y, const float* x, const float* A, const float* B, int N, int I, int O, int r, float scale,
-                    int ldy) override {
+                    int ldy, const LoraDropoutMask& drop) override {
     const cpu::IsaScope isa(isa_);
-    cpu::lora_forward(tp_, y, x, A, B, N, I, O, r, scale, ldy);
+    cpu::lora_forward(tp_, y, x, A, B, N, I, O, r, scale, ldy, drop);
   }
   void lora_backward(float* dx, float* dA, float* dB, const float* dy, const float* x, const float* A, const float* B,
-                     int N, int I, int O, int r, float scale, int ldy) override {
+                     int N, int I, int O, int r, float scale, int ldy, const LoraDropoutMask& drop) override {
     const cpu::IsaScope isa(isa_);
-    cpu::lora_backward(tp_, dx, dA, dB, dy, x, A, B, N, I, O, r, scale, ldy);
+    cpu::lora_backward(tp_, dx, dA, dB, dy, x, A, B, N, I, O, r, scale, ldy, drop);
   }
   void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
                          int C) override {
