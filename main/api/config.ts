@@ -2,7 +2,7 @@
 // host validates with it, and the engine receives exactly what passed. Field names match the engine's.
 import { z } from 'zod'
 
-import { FinetuneConfigSchema, type FinetuneConfig } from './finetune'
+import { FinetuneConfigSchema, resolveFinetune, type FinetuneConfig } from './finetune'
 import { FAMILY_NAMES, MODEL_FAMILIES, headSize, modelFamily, moeLayerIndexes } from './model-families'
 
 const int = (min: number, max: number) => z.number().int().min(min).max(max)
@@ -330,7 +330,29 @@ export const RunConfigSchema = z
       ctx.addIssue({ code: 'custom', path: ['train', 'min_lr'], message: 'must not exceed lr' })
     checkOffload(c, ctx)
     if (c.finetune) checkFinetuneExperts(c.model, c.finetune, ctx)
+    if (c.finetune) checkFinetuneSupported(c, c.finetune, ctx)
   })
+
+/** The engine's rule (config.cpp): a finetune section runs with resident experts on one device, for now. */
+export const FINETUNE_OFFLOAD_MESSAGE = (mode: string) =>
+  `expert offload (offload.mode "${mode}") with a finetune section is not supported yet; set offload.mode to "none"`
+export const FINETUNE_DEVICES_MESSAGE =
+  'experts on several devices or pipelined (placement.devices > 1, pipeline) with a finetune section are not supported yet; use one device and drop the pipeline section'
+
+// What the engine refuses with a fine-tune (check_finetune_supported in config.cpp), named on the finetune fields
+// the Method section shows. offload "auto" is settled by the host (planner/resolve.ts), refused there if it offloads.
+function checkFinetuneSupported(c: { model: ModelConfig; offload?: OffloadConfig; placement?: PlacementConfig; pipeline?: PipelineConfig },
+  f: FinetuneConfig, ctx: z.RefinementCtx): void {
+  const mode = c.offload?.mode ?? 'none'
+  if (mode === 'host' || mode === 'ssd') ctx.addIssue({ code: 'custom', path: ['finetune'], message: FINETUNE_OFFLOAD_MESSAGE(mode) })
+  if (runsOnDevices(c)) ctx.addIssue({ code: 'custom', path: ['finetune'], message: FINETUNE_DEVICES_MESSAGE })
+  const lora = resolveFinetune(f)?.lora
+  if (lora?.targets.includes('attention') && c.model.latent_attention)
+    ctx.addIssue({
+      code: 'custom', path: ['finetune', 'lora', 'targets'],
+      message: '"attention" adapters on latent attention (model.latent_attention) are not supported yet; target "experts", "shared_experts" or "dense_mlp"',
+    })
+}
 
 // finetune.experts names MoE layers of this model and experts each of them has, once each.
 function checkFinetuneExperts(m: ModelConfig, f: FinetuneConfig, ctx: z.RefinementCtx): void {

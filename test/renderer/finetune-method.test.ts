@@ -107,6 +107,19 @@ describe('measuring in New run', () => {
     expect(form.check.config?.finetune).toBeUndefined()
   })
 
+  it('what the engine refuses with a fine-tune lands on the Method section’s fields', async () => {
+    const offloaded = { ...tinyConfig, offload: { mode: 'host', expert_slots: 2 } }
+    const fake = fakeClient({ 'presets.list': async () => [{ name: 'tiny', description: 'demo', config: offloaded }], 'planner.plan': async () => planOf(2 ** 20) })
+    const form = useNewRunStore()
+    const method = useFinetuneMethodStore()
+    await form.open({}, fake)
+    expect(form.issuesFor('finetune')).toEqual([])
+    method.setMethod('lora')
+    expect(form.issuesFor('finetune')).toEqual(['expert offload (offload.mode "host") with a finetune section is not supported yet; set offload.mode to "none"'])
+    method.setMethod('full')
+    expect(form.issuesFor('finetune')).toEqual([])
+  })
+
   it('asks the planner to count the frozen base as bf16 when told to', async () => {
     const fake = fakeClient({ 'presets.list': async () => [{ name: 'tiny', description: 'demo', config: tinyConfig }], 'planner.plan': async () => planOf(2 ** 20) })
     const form = useNewRunStore()

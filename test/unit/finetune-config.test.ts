@@ -75,6 +75,37 @@ describe('finetune section', () => {
   })
 })
 
+describe('what the engine refuses with a fine-tune, refused here by the same field', () => {
+  const parseIssues = (config: unknown) => {
+    const r = RunConfigSchema.safeParse(config)
+    return r.success ? [] : r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`)
+  }
+  const slots = { expert_slots: 2 }
+  test('expert offload, several devices or a pipeline', () => {
+    const finetune = { method: 'lora', lora: {} }
+    expect(parseIssues({ ...base, finetune, offload: { mode: 'host', ...slots } }))
+      .toEqual(['finetune: expert offload (offload.mode "host") with a finetune section is not supported yet; set offload.mode to "none"'])
+    expect(parseIssues({ ...base, finetune, offload: { mode: 'ssd', ...slots, cache_experts: 2 } })[0]).toMatch(/^finetune: expert offload \(offload\.mode "ssd"\)/)
+    expect(parseIssues({ ...base, finetune, placement: { devices: 2 } })[0]).toMatch(/^finetune: experts on several devices or pipelined \(placement\.devices > 1, pipeline\)/)
+    expect(parseIssues({ ...base, finetune, pipeline: { partitions: 2 } })[0]).toMatch(/^finetune: experts on several devices or pipelined/)
+    // Without a finetune section, or with offload "none" / "auto" (the host settles auto), nothing is refused here.
+    expect(parseIssues({ ...base, offload: { mode: 'host', ...slots } })).toEqual([])
+    expect(parseIssues({ ...base, finetune, offload: { mode: 'auto' } })).toEqual([])
+  })
+  test('"attention" adapters on latent attention', () => {
+    const mla = { ...base, model: { ...base.model, n_kv_heads: 2,
+      latent_attention: { q_lora_rank: 0, kv_lora_rank: 4, qk_nope_head_dim: 2, qk_rope_head_dim: 2, v_head_dim: 2 } } }
+    const refused = '"attention" adapters on latent attention (model.latent_attention) are not supported yet; target "experts", "shared_experts" or "dense_mlp"'
+    // lora's default targets include attention
+    expect(parseIssues({ ...mla, finetune: { method: 'lora', lora: {} } })).toEqual([`finetune.lora.targets: ${refused}`])
+    expect(parseIssues({ ...mla, finetune: { method: 'lora', lora: { targets: ['experts', 'attention'] } } })).toEqual([`finetune.lora.targets: ${refused}`])
+    expect(parseIssues({ ...mla, finetune: { method: 'lora', lora: { targets: ['experts', 'dense_mlp'] } } })).toEqual([])
+    // esft with lora defaults to experts only
+    expect(parseIssues({ ...mla, finetune: { method: 'esft', esft: { with: 'lora' }, lora: {} } })).toEqual([])
+    expect(parseIssues({ ...base, finetune: { method: 'lora', lora: {} } })).toEqual([])
+  })
+})
+
 describe('the engine’s config', () => {
   test('gets the finetune section only when there is one', () => {
     expect(JSON.parse(engineConfigJson(RunConfigSchema.parse(base), null))).not.toHaveProperty('finetune')
