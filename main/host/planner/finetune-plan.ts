@@ -83,6 +83,26 @@ export function finetuneCounts(config: RunConfig): FinetuneCounts {
   return { trainableBase, adapters, trainable: trainableBase + adapters, frozen: base - trainableBase, base }
 }
 
+const pad16 = (n: number) => Math.ceil(n / 16) * 16
+
+/**
+ * What the engine allocates for the method's parameter state (its describe's trainable_state_bytes and
+ * frozen_bytes): a gradient and two AdamW moments (fp32) per trained float, each trained tensor (an adapter's A
+ * and B each) padded to 16 floats as the engine's packed gradient arena pads them; the frozen base in fp32.
+ */
+export function finetuneStateBytes(config: RunConfig): { trainedState: number; frozen: number } {
+  const f = resolveFinetune(config.finetune)
+  const at = expertsAt(config.model)
+  let trained = 0, frozen = 0
+  for (const t of layoutTensors(config.model)) {
+    if (tensorTrains(t, f, at)) trained += pad16(t.numel)
+    else frozen += t.numel
+    if (adapterParams(t, f, config.model, at) > 0)
+      for (const x of adaptedLinears(t, config.model)) trained += pad16(f!.lora!.rank * x.in) + pad16(x.out * f!.lora!.rank)
+  }
+  return { trainedState: 12 * trained, frozen: 4 * frozen }
+}
+
 export interface FinetunePlanOptions {
   /** Where routed experts' state lives (the plan's offload mode). */
   mode: 'none' | 'host' | 'ssd'
