@@ -5,12 +5,15 @@ import { defineStore } from 'pinia'
 import { computed, ref, shallowRef } from 'vue'
 
 import type { RunConfig } from '../../main/api/config'
-import type { Checkpoint, Params, RunSummary } from '../../main/api/contract'
+import type { Checkpoint, ExportFormat, Params, RunSummary } from '../../main/api/contract'
 import { api, type ApiClient } from '../api'
 import { detailOf } from './notices'
 
 export type ExportRequest = Params<'checkpoints.export'>
-export type ExportState = { state: 'running'; dir: string } | { state: 'done'; dir: string } | { state: 'failed'; message: string }
+export type ExportState =
+  | { state: 'running'; dir: string; format: ExportFormat }
+  | { state: 'done'; dir: string; format: ExportFormat }
+  | { state: 'failed'; message: string }
 
 export const useCheckpointsStore = defineStore('checkpoints', () => {
   const runId = ref<string | null>(null)
@@ -49,10 +52,11 @@ export const useCheckpointsStore = defineStore('checkpoints', () => {
   /** Exports and resolves to the written directory; failures are kept in the export's state and rethrown. */
   async function exportCheckpoint(request: ExportRequest, client: ApiClient = api()): Promise<string> {
     const key = exportKey(request.id, request.step)
-    exports.value[key] = { state: 'running', dir: request.dir }
+    const format = request.format ?? 'merged'
+    exports.value[key] = { state: 'running', dir: request.dir, format }
     try {
       const { dir } = await client.invoke('checkpoints.export', request)
-      exports.value[key] = { state: 'done', dir }
+      exports.value[key] = { state: 'done', dir, format }
       return dir
     } catch (failure) {
       exports.value[key] = { state: 'failed', message: detailOf(failure) }

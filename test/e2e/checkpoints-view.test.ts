@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import type { Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
-import type { RunSummary } from '../../main/api/contract'
+import { RunSpecSchema, type RunSummary } from '../../main/api/contract'
 import { launchBrowser, openApp, screenshot, startTraining, startWorkbench, tinyRunSpec, waitForStatus, waitForTestId, type Browser, type Workbench } from './harness'
 
 let wb: Workbench
@@ -78,6 +78,29 @@ describe('Checkpoints view', () => {
     await page.locator('tr[data-step="5"] [data-action="fine-tune"]').click()
     await expect.poll(() => page.url()).toContain('#/new?init=')
     expect(decodeURIComponent(new URL(page.url()).hash.split('init=')[1]!)).toBe(path)
+  })
+
+  it('exports a LoRA run’s checkpoint as its PEFT adapter by default, or merged', async () => {
+    const spec = tinyRunSpec('lora-export', { train: { steps: 4, checkpoint_every: 4 } })
+    const lora = await startTraining(wb, RunSpecSchema.parse({ ...spec, config: { ...spec.config, finetune: { method: 'lora', lora: { rank: 4 } } } }))
+    await waitForStatus(wb, lora.id, 'finished')
+    await openApp(page, wb, `#/checkpoints/${lora.id}`)
+    await waitForTestId(page, 'checkpoints-table')
+    await page.locator('tr[data-step="4"] [data-action="export"]').click()
+    const format = await waitForTestId(page, 'export-format')
+    expect(await format.inputValue()).toBe('adapter')
+    const target = wb.tempDir('moe-e2e-adapter-')
+    await page.getByLabel('Export to directory').fill(join(target, 'adapter'))
+    await page.getByRole('button', { name: 'Export', exact: true }).click()
+    const done = await waitForTestId(page, 'export-done', 60_000)
+    expect(await done.textContent()).toContain(`Exported to ${join(target, 'adapter')}: the PEFT adapter`)
+    expect(readdirSync(join(target, 'adapter')).sort()).toEqual(['adapter_config.json', 'adapter_model.safetensors'])
+    // The same checkpoint merged: a whole model.
+    await format.selectOption('merged')
+    await page.getByLabel('Export to directory').fill(join(target, 'merged'))
+    await page.getByRole('button', { name: 'Export', exact: true }).click()
+    await expect.poll(() => page.getByTestId('export-done').textContent(), { timeout: 60_000 }).toContain(`Exported to ${join(target, 'merged')}: the merged model`)
+    expect(readdirSync(join(target, 'merged'))).toContain('config.json')
   })
 
   it('ran without script errors or CSP violations', () => {

@@ -3,6 +3,8 @@ import { createPinia, setActivePinia } from 'pinia'
 import { beforeEach, describe, expect, it } from 'vitest'
 
 import { ApiError } from '../../renderer/api'
+import { RunConfigSchema } from '../../main/api/config'
+import { defaultExportFormat, exportedMessage, runHasAdapters } from '../../renderer/checkpoints/export-format'
 import { useCheckpointsStore } from '../../renderer/stores/checkpoints'
 import { useHardwareStore } from '../../renderer/stores/hardware'
 import { adviceFor, useNoticesStore } from '../../renderer/stores/notices'
@@ -29,12 +31,35 @@ describe('checkpoints store', () => {
     const client = fakeClient({ 'checkpoints.export': () => new Promise((resolve) => (finish = (dir) => resolve({ dir }))) })
     const store = useCheckpointsStore()
     const exporting = store.exportCheckpoint({ id: 'run-1', step: 20, dir: '/tmp/out', modelType: 'qwen2_moe', dtype: 'bf16' }, client)
-    expect(store.exportState('run-1', 20)).toEqual({ state: 'running', dir: '/tmp/out' })
+    expect(store.exportState('run-1', 20)).toEqual({ state: 'running', dir: '/tmp/out', format: 'merged' })
     await Promise.resolve()
     finish('/tmp/out/hf')
     await expect(exporting).resolves.toBe('/tmp/out/hf')
-    expect(store.exportState('run-1', 20)).toEqual({ state: 'done', dir: '/tmp/out/hf' })
-    expect(client.calls('checkpoints.export')[0]).toEqual({ id: 'run-1', step: 20, dir: '/tmp/out', modelType: 'qwen2_moe', dtype: 'bf16' })
+    expect(store.exportState('run-1', 20)).toEqual({ state: 'done', dir: '/tmp/out/hf', format: 'merged' })
+    expect(client.calls('checkpoints.export')[0]).toEqual({ id: 'run-1', step: 20, dir: '/tmp/out', modelType: 'qwen2_moe', dtype: 'bf16', format: 'merged' })
+  })
+
+  it('exports a LoRA run’s checkpoint as a PEFT adapter, and says what went where', async () => {
+    const client = fakeClient({ 'checkpoints.export': async (p: { dir: string }) => ({ dir: p.dir }) })
+    const store = useCheckpointsStore()
+    await store.exportCheckpoint({ id: 'run-1', step: 20, dir: '/tmp/adapter', format: 'adapter' }, client)
+    expect(client.calls('checkpoints.export')[0]).toMatchObject({ format: 'adapter' })
+    const done = store.exportState('run-1', 20)
+    expect(done).toEqual({ state: 'done', dir: '/tmp/adapter', format: 'adapter' })
+    expect(exportedMessage('/tmp/adapter', 'adapter')).toBe(
+      'Exported to /tmp/adapter: the PEFT adapter (adapter_config.json, adapter_model.safetensors); load it over the base model')
+    expect(exportedMessage('/tmp/hf', 'merged')).toBe('Exported to /tmp/hf: the merged model (config.json, safetensors weights)')
+  })
+
+  it('a LoRA run defaults to the adapter; runs without adapters export merged only', () => {
+    const model = { arch: 'mixtral', vocab_size: 16, d_model: 8, n_layers: 2, n_heads: 2, n_kv_heads: 1, max_seq_len: 8, d_ff: 4, n_experts: 4, top_k: 2 }
+    const config = (finetune: unknown) => RunConfigSchema.parse({ model, train: { batch_size: 1, seq_len: 8 }, finetune })
+    expect(defaultExportFormat(config({ method: 'lora', lora: {} }))).toBe('adapter')
+    expect(defaultExportFormat(config({ method: 'esft', experts: { 0: [1] }, esft: { with: 'lora' }, lora: {} }))).toBe('adapter')
+    for (const c of [config(undefined), config({ method: 'full' }), config({ method: 'esft', experts: { 0: [1] } }), null]) {
+      expect(defaultExportFormat(c)).toBe('merged')
+      expect(runHasAdapters(c)).toBe(false)
+    }
   })
 
   it('keeps a failed export’s message', async () => {
