@@ -34,7 +34,7 @@ describe('the measurement job', () => {
     const plain = measureJob(params(), '/x.bin')
     expect([plain.batches, plain.threshold, plain.score]).toEqual([32, 0.9, 'gate'])
     const config = RunConfigSchema.parse({ ...tinyConfig(), finetune: { method: 'esft', esft: { sample_batches: 3, threshold: 0.5, score: 'tokens' } },
-      offload: { mode: 'host', expert_slots: 2 } })
+      offload: { mode: 'auto' } })  // (host or SSD offload with a finetune section is refused by the schema)
     const fromConfig = measureJob(params({ config }), '/x.bin')
     expect([fromConfig.batches, fromConfig.threshold, fromConfig.score]).toEqual([3, 0.5, 'tokens'])
     expect(measureJob(params({ config, batches: 7, threshold: 1, score: 'gate' }), '/x.bin')).toMatchObject({ batches: 7, threshold: 1, score: 'gate' })
