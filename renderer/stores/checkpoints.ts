@@ -19,6 +19,7 @@ export const useCheckpointsStore = defineStore('checkpoints', () => {
   const runId = ref<string | null>(null)
   const summary = shallowRef<RunSummary | null>(null)
   const config = shallowRef<RunConfig | null>(null) // the run's config: its checkpoints' model
+  const init = shallowRef<string | null>(null) // the weights the run started from
   const list = shallowRef<Checkpoint[]>([])
   const loading = ref(false)
   const error = ref<string | null>(null)
@@ -34,6 +35,7 @@ export const useCheckpointsStore = defineStore('checkpoints', () => {
       if (runId.value !== id) return
       summary.value = detail.summary
       config.value = detail.config
+      init.value = detail.init
       list.value = detail.checkpoints
       error.value = null
     } catch (failure) {
@@ -64,5 +66,5 @@ export const useCheckpointsStore = defineStore('checkpoints', () => {
     }
   }
 
-  return { runId, summary, config, list, newestFirst, loading, error, exports, load, exportState, exportCheckpoint }
+  return { runId, summary, config, init, list, newestFirst, loading, error, exports, load, exportState, exportCheckpoint }
 })

@@ -4,7 +4,7 @@ import { beforeEach, describe, expect, it } from 'vitest'
 
 import { ApiError } from '../../renderer/api'
 import { RunConfigSchema } from '../../main/api/config'
-import { defaultExportFormat, exportedMessage, runHasAdapters } from '../../renderer/checkpoints/export-format'
+import { defaultExportFormat, exportedMessage, initModelType, runHasAdapters } from '../../renderer/checkpoints/export-format'
 import { useCheckpointsStore } from '../../renderer/stores/checkpoints'
 import { useHardwareStore } from '../../renderer/stores/hardware'
 import { adviceFor, useNoticesStore } from '../../renderer/stores/notices'
@@ -60,6 +60,14 @@ describe('checkpoints store', () => {
       expect(defaultExportFormat(c)).toBe('merged')
       expect(runHasAdapters(c)).toBe(false)
     }
+  })
+
+  it('defaults the export’s model type to that of the Hugging Face folder the run started from', async () => {
+    const card = (modelType: string) => async () => ({ modelType }) as never
+    expect(await initModelType(fakeClient({ 'models.inspect': card('qwen3_moe') }), '/models/qwen3')).toBe('qwen3_moe')
+    expect(await initModelType(fakeClient({ 'models.inspect': card('llama') }), '/models/llama')).toBeNull()
+    const notHf = fakeClient({ 'models.inspect': async () => Promise.reject(new Error('no config.json')) })
+    expect(await initModelType(notHf, '/runs/x/checkpoint-4')).toBeNull()
   })
 
   it('keeps a failed export’s message', async () => {

