@@ -4,7 +4,7 @@
 import { createPinia, setActivePinia } from 'pinia'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 
-import { RunConfigSchema } from '../../main/api/config'
+import { OffloadConfigSchema, RunConfigSchema } from '../../main/api/config'
 import type { ExpertShares, RunSpec } from '../../main/api/contract'
 import {
   defaultMethodDraft, finetuneSection, isChosen, methodDraftOf, shareOpacity, toggleExpert, withMethod,
@@ -108,7 +108,7 @@ describe('measuring in New run', () => {
   })
 
   it('what the engine refuses with a fine-tune lands on the Method section’s fields', async () => {
-    const offloaded = { ...tinyConfig, offload: { mode: 'host', expert_slots: 2 } }
+    const offloaded = { ...tinyConfig, offload: OffloadConfigSchema.parse({ mode: 'host', expert_slots: 2 }) }
     const fake = fakeClient({ 'presets.list': async () => [{ name: 'tiny', description: 'demo', config: offloaded }], 'planner.plan': async () => planOf(2 ** 20) })
     const form = useNewRunStore()
     const method = useFinetuneMethodStore()
