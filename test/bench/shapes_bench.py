@@ -73,9 +73,11 @@ def torch_layer(spec):
     C, E, F, K, SF, N = spec["C"], spec["E"], spec["F"], spec["K"], spec["shared_F"], spec["tokens"]
     std = 0.02
     router = torch.nn.Parameter(torch.randn(E, C) * std)
-    w_in = torch.nn.Parameter(torch.randn(E, 2 * F, C) * std)
-    w_out = torch.nn.Parameter(torch.randn(E, C, F) * std)
-    params = [router, w_in, w_out]
+    # One parameter per expert, as transformers' ModuleList of experts holds them: indexing one 3-D parameter per
+    # expert would make autograd build a whole-tensor gradient for every expert.
+    w_in = [torch.nn.Parameter(torch.randn(2 * F, C) * std) for _ in range(E)]
+    w_out = [torch.nn.Parameter(torch.randn(C, F) * std) for _ in range(E)]
+    params = [router, *w_in, *w_out]
     if SF:
         s_in = torch.nn.Parameter(torch.randn(2 * SF, C) * std)
         s_out = torch.nn.Parameter(torch.randn(C, SF) * std)
