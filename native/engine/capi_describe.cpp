@@ -1,10 +1,9 @@
 // moe_model_describe: the engine's view of a config without building an engine (no backend, no memory
 // for the model): the effective config, the model's features and parameter counts, and the families and
 // Hugging Face model types this engine knows.
-#include <algorithm>
-#include <cstring>
 #include <string>
 
+#include "capi_text.h"
 #include "core/error.h"
 #include "include/moe_engine.h"
 #include "model/config.h"
@@ -48,22 +47,14 @@ moe::json::Value describe(const char* config_json) {
   return o;
 }
 
-int64_t write_out(const std::string& text, char* out, size_t out_len) {
-  if (out && out_len > 0) {
-    const size_t n = std::min(text.size(), out_len - 1);
-    std::memcpy(out, text.data(), n);
-    out[n] = '\0';
-  }
-  return static_cast<int64_t>(text.size());
-}
 
 }  // namespace
 
 extern "C" int64_t moe_model_describe(const char* config_json, char* out, size_t out_len) {
   try {
-    return write_out(moe::json::dump(describe(config_json)), out, out_len);
+    return moe::write_c_text(moe::json::dump(describe(config_json)), out, out_len);
   } catch (const std::exception& e) {
-    write_out(e.what(), out, out_len);
+    moe::write_c_text(e.what(), out, out_len);
     return -1;
   }
 }
