@@ -465,9 +465,11 @@ void ExpertOffload::apply_adamw(const Expert& x, const ExpertState& s, const flo
 
 // Runs on whichever thread learns the gradient is complete; only touches this expert's state.
 void ExpertOffload::submit_update(int i, bool zero_grad) {
-  update_ticket_[i] = optimizer_worker_.submit([this, i, zero_grad, t = t_, lr = lr_, hp = hp_] {
-    // Without clipping the scale is exactly 1, as in the resident optimizer.
-    const double clip_scale = hp.grad_clip > 0 ? clip_scale_ : 1.0;
+  // The step's values are taken now, not when the update runs: an update of an expert the next step does not use
+  // may still be queued when that step sets its own clip scale. Without clipping the scale is exactly 1, as in
+  // the resident optimizer.
+  const double clip_scale = hp_.grad_clip > 0 ? clip_scale_ : 1.0;
+  update_ticket_[i] = optimizer_worker_.submit([this, i, zero_grad, t = t_, lr = lr_, hp = hp_, clip_scale] {
     const Expert& x = experts_[i];
     const ExpertState s = store_->acquire(i, kAllParts & ~(zero_grad ? kGrad : 0u), zero_grad ? kGrad : 0u);
     if (zero_grad) std::memset(s.g, 0, x.floats * sizeof(float));
