@@ -2,7 +2,7 @@
 // host validates with it, and the engine receives exactly what passed. Field names match the engine's.
 import { z } from 'zod'
 
-import { FinetuneConfigSchema, resolveFinetune, type FinetuneConfig } from './finetune'
+import { FinetuneConfigSchema, type FinetuneConfig } from './finetune'
 import { FAMILY_NAMES, MODEL_FAMILIES, headSize, modelFamily, moeLayerIndexes } from './model-families'
 
 const int = (min: number, max: number) => z.number().int().min(min).max(max)
@@ -346,12 +346,6 @@ function checkFinetuneSupported(c: { model: ModelConfig; offload?: OffloadConfig
   const mode = c.offload?.mode ?? 'none'
   if (mode === 'host' || mode === 'ssd') ctx.addIssue({ code: 'custom', path: ['finetune'], message: FINETUNE_OFFLOAD_MESSAGE(mode) })
   if (runsOnDevices(c)) ctx.addIssue({ code: 'custom', path: ['finetune'], message: FINETUNE_DEVICES_MESSAGE })
-  const lora = resolveFinetune(f)?.lora
-  if (lora?.targets.includes('attention') && c.model.latent_attention)
-    ctx.addIssue({
-      code: 'custom', path: ['finetune', 'lora', 'targets'],
-      message: '"attention" adapters on latent attention (model.latent_attention) are not supported yet; target "experts", "shared_experts" or "dense_mlp"',
-    })
 }
 
 // finetune.experts names MoE layers of this model and experts each of them has, once each.

@@ -2,6 +2,7 @@
 // buffer and no AdamW moments (the arenas' bytes are exactly those of the trained tensors), are never written, and
 // leave the trained tensors' gradients bit-identical to full training's; method "full" over every group trains
 // exactly like no section; a fine-tune resumes from its checkpoint bit for bit.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -105,8 +106,15 @@ TEST(finetune_errors_name_the_field) {
   // LoRA dropout is supported (test_lora, test_ops_lora): taken as given.
   CHECK(parse_config_text(config(families()[1].second, R"({"method": "lora", "lora": {"dropout": 0.1}})"), "t")
             .finetune.lora.dropout == 0.1);
-  moe_test::expect_error([&] { parse_config_text(config(deepseek, R"({"method": "lora", "lora": {}})"), "t"); },
-                         "finetune.lora.targets", "attention LoRA on latent attention");
+  // Latent attention takes attention adapters: one on each projection (q or q_a and q_b, kv_a, kv_b, out).
+  const EngineConfig mla = parse_config_text(config(deepseek, R"({"method": "lora", "lora": {}})"), "t");
+  ParamLayout mla_layout(mla.model, mla.finetune);
+  std::vector<std::string> attn;
+  for (const LoraAdapter& a : mla_layout.adapters())
+    if (a.module.rfind("layers.0.attn.", 0) == 0) attn.push_back(a.module);
+  CHECK(!attn.empty());
+  for (const std::string& want : {"attn.kv_a", "attn.kv_b", "attn.out"})
+    CHECK(std::find(attn.begin(), attn.end(), "layers.0." + std::string(want)) != attn.end());
 }
 
 TEST(every_layout_tensor_has_a_group) {

@@ -180,13 +180,12 @@ TEST(offloaded_experts_generate_the_resident_tokens) {
 }
 
 // A LoRA fine-tune of every family shape, its adapters given non-zero B so they change the logits: decode matches
-// the training forward (adapters on q/k/v/o and in the experts), and the SSD tier's slots carry each expert's
-// adapters along with its weights.
+// the training forward (adapters on every attention projection, latent attention's too, and in the experts), and
+// the SSD tier's slots carry each expert's adapters along with its weights.
 TEST(lora_fine_tunes_generate_with_their_adapters) {
   auto be = make_backend("cpu", {2});
   for (const auto& [family, model_json] : finetune_test::families()) {
-    const std::string targets = family == "deepseek" ? R"(["experts", "shared_experts", "dense_mlp"])"
-                                                     : R"(["attention", "experts", "shared_experts", "dense_mlp"])";
+    const std::string targets = R"(["attention", "experts", "shared_experts", "dense_mlp"])";
     const EngineConfig cfg = parse_config_text(
         finetune_test::config(model_json, R"({"method": "lora", "lora": {"rank": 4, "alpha": 8, "targets": )" + targets + "}}"),
         "test");

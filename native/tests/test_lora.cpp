@@ -33,10 +33,9 @@ using namespace moe;
 using finetune_test::config;
 using finetune_test::families;
 
-// Every target the family has (latent attention takes no attention adapters).
-std::string lora_section(const std::string& family, const std::string& extra = "") {
-  const std::string targets = family == "deepseek" ? R"(["experts", "shared_experts", "dense_mlp"])"
-                                                   : R"(["attention", "experts", "shared_experts", "dense_mlp"])";
+// Every target the family has (latent attention's projections included).
+std::string lora_section(const std::string& extra = "") {
+  const std::string targets = R"(["attention", "experts", "shared_experts", "dense_mlp"])";
   return R"({"method": "lora", "lora": {"rank": 4, "alpha": 8, "targets": )" + targets + "}" + extra + "}";
 }
 
@@ -60,7 +59,7 @@ std::vector<float> logits_of(Model& m) {
 
 TEST(adapters_sit_with_their_modules) {
   const EngineConfig cfg =
-      parse_config_text(config(families()[1].second, lora_section("mixtral", R"(, "experts": {"1": [2]})")), "t");
+      parse_config_text(config(families()[1].second, lora_section(R"(, "experts": {"1": [2]})")), "t");
   ParamLayout layout(cfg.model, cfg.finetune);
   for (const char* name : {"layers.0.attn.q.lora_A", "layers.0.attn.k.lora_B", "layers.1.attn.v.lora_A",
                            "layers.1.attn.out.lora_B", "layers.0.moe.experts.3.gate.lora_A",
@@ -78,9 +77,12 @@ TEST(adapters_sit_with_their_modules) {
 
 TEST(lora_gradients_match_finite_differences) {
   for (const auto& [family, model] : families()) {
-    const EngineConfig cfg = parse_config_text(config(model, lora_section(family)), "t");
+    const EngineConfig cfg = parse_config_text(config(model, lora_section()), "t");
     auto be = make_backend("cpu", {2});
-    const auto report = model_gradcheck(cfg.model, *be, 2, 8, 6, 1e-2f, 11, family == "gpt-oss", cfg.finetune);
+    // Skipped where differences at h and h/2 disagree: gpt-oss's clamp kinks, and latent attention's RMSNorm over a
+    // narrow latent, whose curvature dominates kv_a's adapter at h = 1e-2 (at smaller h float rounding does).
+    const bool skip = family == "gpt-oss" || family == "deepseek";
+    const auto report = model_gradcheck(cfg.model, *be, 2, 8, 6, 1e-2f, 11, skip, cfg.finetune);
     int adapters = 0, checked = 0;
     for (const TensorGradcheck& t : report) {
       CHECK_MSG(t.name.find(".lora_") != std::string::npos, family + ": base tensor " + t.name + " was trained");
@@ -96,7 +98,7 @@ TEST(lora_gradients_match_finite_differences) {
 TEST(fresh_adapters_give_the_base_models_logits) {
   for (const auto& [family, model] : families()) {
     const EngineConfig base_cfg = parse_config_text(config(model), "t");
-    const EngineConfig lora_cfg = parse_config_text(config(model, lora_section(family)), "t");
+    const EngineConfig lora_cfg = parse_config_text(config(model, lora_section()), "t");
     auto be = make_backend("cpu", {1});
     Model base(base_cfg.model, *be), lora(lora_cfg.model, *be, ComputeDtype::F32, lora_cfg.finetune);
     base.init(5);
@@ -111,7 +113,7 @@ TEST(fresh_adapters_give_the_base_models_logits) {
 TEST(lora_under_bf16_compute) {
   const std::string model = families()[1].second;
   const EngineConfig base_cfg = parse_config_text(config(model), "t");
-  const EngineConfig lora_cfg = parse_config_text(config(model, lora_section("mixtral")), "t");
+  const EngineConfig lora_cfg = parse_config_text(config(model, lora_section()), "t");
   auto be = make_backend("cpu", {1});
   Model base(base_cfg.model, *be, ComputeDtype::BF16), lora(lora_cfg.model, *be, ComputeDtype::BF16, lora_cfg.finetune);
   base.init(5);
@@ -131,7 +133,7 @@ TEST(lora_under_bf16_compute) {
 
 TEST(a_short_lora_run_lowers_the_loss_for_every_family) {
   for (const auto& [family, model] : families()) {
-    const EngineConfig cfg = parse_config_text(config(model, lora_section(family)), "t");
+    const EngineConfig cfg = parse_config_text(config(model, lora_section()), "t");
     auto be = make_backend("cpu", {2});
     Trainer t(cfg, *be);
     const std::vector<int32_t> in = tokens(1, 32), tg = tokens(2, 32);
@@ -150,7 +152,7 @@ TEST(a_short_lora_run_lowers_the_loss_for_every_family) {
 // trained model's logits equal those of the same weights in a model without dropout.
 TEST(lora_dropout_is_seeded_and_off_outside_training) {
   const std::string model = families()[1].second;
-  const EngineConfig cfg = parse_config_text(config(model, lora_section("mixtral", R"(, "train": ["router"])")), "t");
+  const EngineConfig cfg = parse_config_text(config(model, lora_section(R"(, "train": ["router"])")), "t");
   EngineConfig dropped = parse_config_text(config(model, R"({"method": "lora", "train": ["router"], "lora": {"rank": 4,
       "alpha": 8, "dropout": 0.3, "targets": ["attention", "experts", "shared_experts", "dense_mlp"]}})"), "t");
   auto be = make_backend("cpu", {2});
@@ -188,7 +190,7 @@ TEST(merged_export_equals_base_plus_adapter) {
                                         {"qwen3", "qwen3_moe"}}) {
     const std::string model =
         std::find_if(families().begin(), families().end(), [&](const auto& f) { return f.first == family; })->second;
-    const EngineConfig cfg = parse_config_text(config(model, lora_section(family)), "t");
+    const EngineConfig cfg = parse_config_text(config(model, lora_section()), "t");
     auto be = make_backend("cpu", {1});
     Trainer t(cfg, *be);
     const std::vector<int32_t> in = tokens(4, 32), tg = tokens(5, 32);
@@ -253,7 +255,7 @@ TEST(peft_adapter_exports_and_loads_back) {
 
 TEST(fused_expert_layouts_refuse_the_adapter_format) {
   const std::string model = families()[2].second;  // gpt-oss: only fused expert tensors
-  const EngineConfig cfg = parse_config_text(config(model, lora_section("gpt-oss")), "t");
+  const EngineConfig cfg = parse_config_text(config(model, lora_section()), "t");
   auto be = make_backend("cpu", {1});
   Model m(cfg.model, *be, ComputeDtype::F32, cfg.finetune);
   m.init(3);
@@ -270,7 +272,7 @@ TEST(fused_expert_layouts_refuse_the_adapter_format) {
 // Through the C API: describe reports the split, an older client's options (no format) export the merged model,
 // format MOE_EXPORT_ADAPTER writes the PEFT directory.
 TEST(c_api_describes_and_exports_both_formats) {
-  const std::string cfg = config(families()[1].second, lora_section("mixtral"));
+  const std::string cfg = config(families()[1].second, lora_section());
   std::vector<char> out(1 << 20);
   CHECK(moe_model_describe(cfg.c_str(), out.data(), out.size()) > 0);
   const json::Value d = json::parse(out.data(), "describe");

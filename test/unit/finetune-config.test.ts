@@ -92,17 +92,13 @@ describe('what the engine refuses with a fine-tune, refused here by the same fie
     expect(parseIssues({ ...base, offload: { mode: 'host', ...slots } })).toEqual([])
     expect(parseIssues({ ...base, finetune, offload: { mode: 'auto' } })).toEqual([])
   })
-  test('"attention" adapters on latent attention', () => {
+  test('"attention" adapters on latent attention are taken (each projection gets its own)', () => {
     const mla = { ...base, model: { ...base.model, n_kv_heads: 2,
       latent_attention: { q_lora_rank: 0, kv_lora_rank: 4, qk_nope_head_dim: 2, qk_rope_head_dim: 2, v_head_dim: 2 } } }
-    const refused = '"attention" adapters on latent attention (model.latent_attention) are not supported yet; target "experts", "shared_experts" or "dense_mlp"'
     // lora's default targets include attention
-    expect(parseIssues({ ...mla, finetune: { method: 'lora', lora: {} } })).toEqual([`finetune.lora.targets: ${refused}`])
-    expect(parseIssues({ ...mla, finetune: { method: 'lora', lora: { targets: ['experts', 'attention'] } } })).toEqual([`finetune.lora.targets: ${refused}`])
-    expect(parseIssues({ ...mla, finetune: { method: 'lora', lora: { targets: ['experts', 'dense_mlp'] } } })).toEqual([])
-    // esft with lora defaults to experts only
+    expect(parseIssues({ ...mla, finetune: { method: 'lora', lora: {} } })).toEqual([])
+    expect(parseIssues({ ...mla, finetune: { method: 'lora', lora: { targets: ['experts', 'attention'] } } })).toEqual([])
     expect(parseIssues({ ...mla, finetune: { method: 'esft', esft: { with: 'lora' }, lora: {} } })).toEqual([])
-    expect(parseIssues({ ...base, finetune: { method: 'lora', lora: {} } })).toEqual([])
   })
 })
 

@@ -35,10 +35,10 @@ const presets: [string, { model: unknown; train?: unknown }][] = readdirSync(joi
   .sort()
   .map((f) => [f.replace(/\.json$/, ''), JSON.parse(readFileSync(join(resourcesDir(), 'presets', f), 'utf8'))])
 
-// The methods for one model: attention adapters only where the engine supports them (not on latent attention).
+// The methods for one model: every LoRA target alone and all together (latent attention's projections included).
 function methods(config: RunConfig): [string, unknown][] {
   const m = config.model
-  const targets = LORA_TARGETS.filter((t) => t !== 'attention' || !m.latent_attention)
+  const targets = [...LORA_TARGETS]
   const layers = moeLayerIndexes(m)
   const expertsOf = (i: number) => (Array.isArray(m.n_experts) ? m.n_experts[i]! : m.n_experts)
   // A hand-made set: the first and last expert of every other MoE layer (the rest train all of theirs).

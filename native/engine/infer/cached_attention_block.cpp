@@ -126,12 +126,15 @@ void CachedAttentionBlock::latent(Backend& be, const LayerParams& p, KvCache& ca
   reserve_floats(be, rstd_, n);
   if (qr == 0) {
     project(be, q_.f(), x, m.q_w, nullptr, n, C, NH * D);
+    lora_forward(be, p.lora_q, q_.f(), x, n, C, NH * D, NH * D);
   } else {
     reserve_floats(be, q_a_, (size_t)n * qr);
     reserve_floats(be, q_an_, (size_t)n * qr);
     project(be, q_a_.f(), x, m.q_a_w, nullptr, n, C, qr);
+    lora_forward(be, m.lora_q_a, q_a_.f(), x, n, C, qr, qr);
     be.rmsnorm_forward(q_an_.f(), rstd_.f(), q_a_.f(), m.q_a_norm_w, n, qr, kLatentNormEps);
     project(be, q_.f(), q_an_.f(), m.q_b_w, nullptr, n, qr, NH * D);
+    lora_forward(be, m.lora_q_b, q_.f(), q_an_.f(), n, qr, NH * D, NH * D);
   }
   reserve_floats(be, ckv_, (size_t)n * kvr);
   reserve_floats(be, ckvn_, (size_t)n * kvr);
@@ -141,9 +144,12 @@ void CachedAttentionBlock::latent(Backend& be, const LayerParams& p, KvCache& ca
   reserve_floats(be, qkv_, (size_t)n * NH * D);
   reserve_floats(be, att_, (size_t)n * NH * dv);
   project(be, ckv_.f(), x, m.kv_a_w, nullptr, n, C, kvr);
+  lora_forward(be, m.lora_kv_a, ckv_.f(), x, n, C, kvr, kvr);
   project(be, kpe_.f(), x, m.kv_a_w + (size_t)kvr * C, nullptr, n, C, dr);
+  lora_forward(be, lora_rows_from(m.lora_kv_a, kvr), kpe_.f(), x, n, C, dr, dr);
   be.rmsnorm_forward(ckvn_.f(), rstd_.f(), ckv_.f(), m.kv_a_norm_w, n, kvr, kLatentNormEps);
   project(be, kv_.f(), ckvn_.f(), m.kv_b_w, nullptr, n, kvr, NH * KV);
+  lora_forward(be, m.lora_kv_b, kv_.f(), ckvn_.f(), n, kvr, NH * KV, NH * KV);
   for (int i = 0; i < n; ++i) {
     const int t = first + i;
     float* pe = pe_.f() + (size_t)i * PE;
@@ -165,6 +171,7 @@ void CachedAttentionBlock::latent(Backend& be, const LayerParams& p, KvCache& ca
   }
   cached_attention(att_.f(), qkv_.f(), cache, l, first, n, NH, scale_, 0, nullptr);
   project(be, out, att_.f(), p.out_w, nullptr, n, NH * dv, C);
+  lora_forward(be, p.lora_out, out, att_.f(), n, NH * dv, C, C);
 }
 
 }  // namespace moe

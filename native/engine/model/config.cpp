@@ -455,9 +455,6 @@ void check_finetune_supported(const EngineConfig& c) {
   if (c.placement.devices > 1 || c.pipeline.engaged())
     fail("finetune: experts on several devices or pipelined (placement.devices > 1, pipeline) with a finetune "
          "section are not supported yet; use one device and drop the pipeline section");
-  if (c.finetune.uses_lora() && c.finetune.lora.targets_has(LoraTarget::Attention) && c.model.latent.enabled())
-    fail("finetune.lora.targets: \"attention\" adapters on latent attention (model.latent_attention) are not "
-         "supported yet; target \"experts\", \"shared_experts\" or \"dense_mlp\"");
 }
 
 }  // namespace

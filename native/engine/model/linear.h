@@ -27,6 +27,14 @@ inline LoraDropoutMask lora_dropout_mask(const LoraParams& l) {
   return {l.dropout->p, random_u64(l.dropout->seed, l.dropout->draw, l.stream)};
 }
 
+// The adapter restricted to its output rows from `row0` on: the same A (and dropout mask), B's later rows (a linear
+// the engine computes as two products, like latent attention's kv_a).
+inline LoraParams lora_rows_from(const LoraParams& l, int row0) {
+  LoraParams t = l;
+  if (t.B) t.B += (size_t)row0 * t.r;
+  return t;
+}
+
 // The linear's LoRA adapter, if it has one (l.A set): y's O columns (rows ldy apart) += l.scale·B·A·d(x).
 inline void lora_forward(Backend& be, const LoraParams& l, float* y, const float* x, int N, int I, int O, int ldy) {
   if (l.A) be.lora_forward(y, x, l.A, l.B, N, I, O, l.r, l.scale, ldy, lora_dropout_mask(l));

@@ -97,18 +97,24 @@ void MlaBlock::forward(Backend& be, const LayerParams& p, MlaActs& a, float* out
   const MlaParams& m = p.mla;
   if (qr_ == 0) {
     linear_forward(be, a.q.f(), x, m.q_w, m.q_w_bf16, nullptr, N, C, NH * D);
+    lora_forward(be, p.lora_q, a.q.f(), x, N, C, NH * D, NH * D);
   } else {
     linear_forward(be, a.q_a.f(), x, m.q_a_w, m.q_a_w_bf16, nullptr, N, C, qr_);
+    lora_forward(be, m.lora_q_a, a.q_a.f(), x, N, C, qr_, qr_);
     be.rmsnorm_forward(a.q_an.f(), a.q_a_rstd.f(), a.q_a.f(), m.q_a_norm_w, N, qr_, kLatentNormEps);
     linear_forward(be, a.q.f(), a.q_an.f(), m.q_b_w, m.q_b_w_bf16, nullptr, N, qr_, NH * D);
+    lora_forward(be, m.lora_q_b, a.q.f(), a.q_an.f(), N, qr_, NH * D, NH * D);
   }
   // kv_a's rows are the latent (kv_lora_rank) then the rope key (dr): two products on the two row blocks.
   const size_t kpe_at = (size_t)kvr_ * C;
   linear_forward(be, a.ckv.f(), x, m.kv_a_w, m.kv_a_w_bf16, nullptr, N, C, kvr_);
+  lora_forward(be, m.lora_kv_a, a.ckv.f(), x, N, C, kvr_, kvr_);
   linear_forward(be, a.kpe.f(), x, m.kv_a_w + kpe_at, m.kv_a_w_bf16 ? m.kv_a_w_bf16 + kpe_at : nullptr, nullptr, N,
                  C, dr);
+  lora_forward(be, lora_rows_from(m.lora_kv_a, kvr_), a.kpe.f(), x, N, C, dr, dr);
   be.rmsnorm_forward(a.ckvn.f(), a.ckv_rstd.f(), a.ckv.f(), m.kv_a_norm_w, N, kvr_, kLatentNormEps);
   linear_forward(be, a.kv.f(), a.ckvn.f(), m.kv_b_w, m.kv_b_w_bf16, nullptr, N, kvr_, NH * (dn + dv));
+  lora_forward(be, m.lora_kv_b, a.kv.f(), a.ckvn.f(), N, kvr_, NH * (dn + dv), NH * (dn + dv));
 
   const int PE = (NH + 1) * dr, KV = dn + dv;
   const float* q = a.q.f();
@@ -144,6 +150,7 @@ void MlaBlock::forward(Backend& be, const LayerParams& p, MlaActs& a, float* out
     for (int h = 0; h < NH; ++h)
       std::copy_n(a.att.f() + ((size_t)n * NH + h) * HS, dv, a.att_v.f() + ((size_t)n * NH + h) * dv);
   linear_forward(be, out, a.att_v.f(), p.out_w, p.out_w_bf16, nullptr, N, NH * dv, C);
+  lora_forward(be, p.lora_out, out, a.att_v.f(), N, NH * dv, C, C);
 }
 
 void MlaBlock::backward(Backend& be, const LayerParams& p, const LayerParams& g, MlaActs& a, MlaScratch& s,
@@ -153,6 +160,7 @@ void MlaBlock::backward(Backend& be, const LayerParams& p, const LayerParams& g,
   const MlaParams& gm = g.mla;
   be.zero(datt, (size_t)N * NH * dv * sizeof(float));
   linear_backward(be, datt, g.out_w, nullptr, dout, a.att_v.f(), p.out_w, p.out_w_bf16, N, NH * dv, C);
+  lora_backward(be, p.lora_out, g.lora_out, datt, dout, a.att_v.f(), N, NH * dv, C, C);
   float* dpad = s.datt_pad.f();
   std::fill_n(dpad, (size_t)N * NH * HS, 0.0f);
   for (int n = 0; n < N; ++n)
@@ -192,20 +200,26 @@ void MlaBlock::backward(Backend& be, const LayerParams& p, const LayerParams& g,
 
   s.dckvn.zero();
   linear_backward(be, s.dckvn.f(), gm.kv_b_w, nullptr, dkv, a.ckvn.f(), m.kv_b_w, m.kv_b_w_bf16, N, kvr_, NH * KV);
+  lora_backward(be, m.lora_kv_b, gm.lora_kv_b, s.dckvn.f(), dkv, a.ckvn.f(), N, kvr_, NH * KV, NH * KV);
   s.dckv.zero();
   be.rmsnorm_backward(s.dckv.f(), gm.kv_a_norm_w, s.dckvn.f(), a.ckv.f(), m.kv_a_norm_w, a.ckv_rstd.f(), N, kvr_);
   const size_t kpe_at = (size_t)kvr_ * C;
   linear_backward(be, dx, gm.kv_a_w, nullptr, s.dckv.f(), x, m.kv_a_w, m.kv_a_w_bf16, N, C, kvr_);
+  lora_backward(be, m.lora_kv_a, gm.lora_kv_a, dx, s.dckv.f(), x, N, C, kvr_, kvr_);
   linear_backward(be, dx, gm.kv_a_w ? gm.kv_a_w + kpe_at : nullptr, nullptr, s.dkpe.f(), x, m.kv_a_w + kpe_at,
                   m.kv_a_w_bf16 ? m.kv_a_w_bf16 + kpe_at : nullptr, N, C, dr);
+  lora_backward(be, lora_rows_from(m.lora_kv_a, kvr_), lora_rows_from(gm.lora_kv_a, kvr_), dx, s.dkpe.f(), x, N, C, dr, dr);
   if (qr_ == 0) {
     linear_backward(be, dx, gm.q_w, nullptr, dq, x, m.q_w, m.q_w_bf16, N, C, NH * D);
+    lora_backward(be, p.lora_q, g.lora_q, dx, dq, x, N, C, NH * D, NH * D);
   } else {
     s.dq_an.zero();
     linear_backward(be, s.dq_an.f(), gm.q_b_w, nullptr, dq, a.q_an.f(), m.q_b_w, m.q_b_w_bf16, N, qr_, NH * D);
+    lora_backward(be, m.lora_q_b, gm.lora_q_b, s.dq_an.f(), dq, a.q_an.f(), N, qr_, NH * D, NH * D);
     s.dq_a.zero();
     be.rmsnorm_backward(s.dq_a.f(), gm.q_a_norm_w, s.dq_an.f(), a.q_a.f(), m.q_a_norm_w, a.q_a_rstd.f(), N, qr_);
     linear_backward(be, dx, gm.q_a_w, nullptr, s.dq_a.f(), x, m.q_a_w, m.q_a_w_bf16, N, C, qr_);
+    lora_backward(be, m.lora_q_a, gm.lora_q_a, dx, s.dq_a.f(), x, N, C, qr_, qr_);
   }
 }
 

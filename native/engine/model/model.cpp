@@ -32,7 +32,9 @@ void Model::attach_lora_dropout(float p) {
     attach(f.lora_out);
   };
   for (LayerParams& l : p_.layers) {
-    for (LoraParams* a : {&l.lora_q, &l.lora_k, &l.lora_v, &l.lora_out}) attach(*a);
+    for (LoraParams* a : {&l.lora_q, &l.lora_k, &l.lora_v, &l.lora_out, &l.mla.lora_q_a, &l.mla.lora_q_b,
+                          &l.mla.lora_kv_a, &l.mla.lora_kv_b})
+      attach(*a);
     ffn(l.mlp);
     ffn(l.shared);
     ffn(l.residual);

@@ -42,11 +42,15 @@ ParamLayout::ParamLayout(const ModelConfig& cfg, const FinetuneConfig& finetune)
     if (features_.has_out_bias()) add(p + "attn.out.bias", {C}, 0);
     // gpt-oss initialises its sinks like its weights (normal, initializer_range).
     if (features_.attention_sinks) add(p + "attn.sinks", {cfg.n_heads}, std);
-    if (targets(LoraTarget::Attention) && features_.attention != AttentionKind::Latent) {
-      const int64_t HS = cfg.head_size(), q = cfg.n_heads * HS, kv = cfg.n_kv_heads * HS;
-      add_lora(p + "attn.q", p + "attn.qkv.weight", 0, q);
-      add_lora(p + "attn.k", p + "attn.qkv.weight", q, kv);
-      add_lora(p + "attn.v", p + "attn.qkv.weight", q + kv, kv);
+    if (targets(LoraTarget::Attention)) {
+      if (features_.attention == AttentionKind::Latent) {
+        add_latent_attention_lora(p);
+      } else {
+        const int64_t HS = cfg.head_size(), q = cfg.n_heads * HS, kv = cfg.n_kv_heads * HS;
+        add_lora(p + "attn.q", p + "attn.qkv.weight", 0, q);
+        add_lora(p + "attn.k", p + "attn.qkv.weight", q, kv);
+        add_lora(p + "attn.v", p + "attn.qkv.weight", q + kv, kv);
+      }
       add_lora(p + "attn.out", p + "attn.out.weight", 0, C);
     }
     add(p + "norm2.weight", {C}, 0, true);
@@ -107,6 +111,15 @@ void ParamLayout::add_latent_attention(const std::string& p) {
   add(p + "attn.kv_a.weight", {a.kv_lora_rank + a.qk_rope_head_dim, C}, std);
   add(p + "attn.kv_a_norm.weight", {a.kv_lora_rank}, 0, true);
   add(p + "attn.kv_b.weight", {NH * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank}, std);
+}
+
+// One adapter per latent-attention projection, as PEFT adapts each of DeepSeek's Linears (q_proj or q_a_proj and
+// q_b_proj, kv_a_proj_with_mqa whole, kv_b_proj); kv_a's adapter spans both its latent and rope-key rows.
+void ParamLayout::add_latent_attention_lora(const std::string& p) {
+  for (const char* m : {"attn.q", "attn.q_a", "attn.q_b", "attn.kv_a", "attn.kv_b"}) {
+    const std::string base = p + m + ".weight";
+    if (const ParamTensor* t = find(base)) add_lora(p + m, base, 0, t->shape[0]);
+  }
 }
 
 void ParamLayout::add_ffn(const std::string& prefix, int F, float out_std, bool lora) {
@@ -226,6 +239,10 @@ ModelParams ParamLayout::bind_with(const Ptr& ptr) const {
     lp.mla.kv_a_w = ptr(p + "attn.kv_a.weight");
     lp.mla.kv_a_norm_w = ptr(p + "attn.kv_a_norm.weight");
     lp.mla.kv_b_w = ptr(p + "attn.kv_b.weight");
+    lp.mla.lora_q_a = lora(p + "attn.q_a");
+    lp.mla.lora_q_b = lora(p + "attn.q_b");
+    lp.mla.lora_kv_a = lora(p + "attn.kv_a");
+    lp.mla.lora_kv_b = lora(p + "attn.kv_b");
     lp.out_b = ptr(p + "attn.out.bias");
     lp.attn_sinks = ptr(p + "attn.sinks");
     lp.window = cfg_.window_at(l);

@@ -71,6 +71,8 @@ struct MlaParams {
   float *kv_a_w = nullptr, *kv_a_norm_w = nullptr, *kv_b_w = nullptr;
   const uint16_t *q_w_bf16 = nullptr, *q_a_w_bf16 = nullptr, *q_b_w_bf16 = nullptr, *kv_a_w_bf16 = nullptr,
                  *kv_b_w_bf16 = nullptr;
+  // LoRA on q_a, q_b, kv_a (its latent and rope-key rows together) and kv_b; q_w's adapter is the layer's lora_q.
+  LoraParams lora_q_a, lora_q_b, lora_kv_a, lora_kv_b;
 };
 
 struct LayerParams {
@@ -121,6 +123,7 @@ class ParamLayout {
   void add(const std::string& name, std::vector<int64_t> shape, float init_std, bool init_one = false);
   void add_ffn(const std::string& prefix, int F, float out_std, bool lora = false);
   void add_lora(const std::string& module, const std::string& base, int64_t row0, int64_t rows);
+  void add_latent_attention_lora(const std::string& prefix);
   void add_latent_attention(const std::string& prefix);
   template <typename Ptr>
   ModelParams bind_with(const Ptr& ptr) const;

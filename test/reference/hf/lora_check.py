@@ -29,7 +29,7 @@ RANK, ALPHA = 4, 8.0
 # The Hugging Face modules each LoRA target adapts (per-expert layouts; gpt_oss stores experts fused, so only its
 # attention takes adapters in PEFT's format).
 PATTERNS = {
-    "attention": r"\.self_attn\.(q_proj|k_proj|v_proj|o_proj)\.weight$",
+    "attention": r"\.self_attn\.(q_proj|k_proj|v_proj|o_proj|q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj)\.weight$",
     "experts": r"\.experts\.\d+\.[a-z0-9_]+\.weight$",
     "shared_experts": r"\.(shared_expert|shared_experts)\.(gate_proj|up_proj|down_proj)\.weight$",
     "dense_mlp": r"^model\.layers\.\d+\.mlp\.(gate_proj|up_proj|down_proj)\.weight$",
@@ -39,8 +39,6 @@ PATTERNS = {
 def targets_for(model_type):
     if model_type == "gpt_oss":
         return ["attention"]
-    if model_type.startswith("deepseek"):
-        return ["experts", "shared_experts", "dense_mlp"]  # attention adapters on latent attention: refused
     return ["attention", "experts", "shared_experts", "dense_mlp"]
 
 
