@@ -12,6 +12,7 @@
 #include "backend/cpu/convert_bf16.h"
 #include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/gemm_bf16_kernels.h"
+#include "backend/cpu/gemm_driver.h"
 #include "core/half.h"
 #include "testing.h"
 
@@ -181,13 +182,8 @@ TEST(sgemm_bf16_rows_independent_of_partition) {
 // hidden under C: scale 1e-19 puts products and partial sums around FLT_MIN (flushing observable), and the
 // "denormal" operands put denormal A values against B values of 1e34 at every 5th k (reading them as zero is
 // observable: they would otherwise contribute about 1e-5).
-TEST(sgemm_bf16_portable_matches_avx512_bit_for_bit) {
-  if (!has_avx512_bf16()) {
-    std::printf("  (skipped: this CPU has no AVX512_BF16; the portable kernels ran everywhere)\n");
-    return;
-  }
+void expect_same_bits_as_portable(const moe::cpu::gemm_bf16::Kernels& fast) {
   ThreadPool tp(2);
-  const auto& fast = moe::cpu::gemm_bf16::avx512_kernels();
   const auto& portable = moe::cpu::gemm_bf16::portable_kernels();
   int n = 0;
   for (int variant = 0; variant < 4; ++variant)
@@ -211,9 +207,28 @@ TEST(sgemm_bf16_portable_matches_avx512_bit_for_bit) {
         for (int b16 = 0; b16 < 2; ++b16) {
           const std::vector<float> got = run_with(fast, tp, o, alpha, beta, b16);
           CHECK_MSG(bits_equal(got, run_with(portable, tp, o, alpha, beta, b16)),
-                    shape_name(o) + " variant " + std::to_string(variant) + (b16 ? " bf16 B" : " fp32 B"));
+                    std::string(fast.name) + ": " + shape_name(o) + " variant " + std::to_string(variant) +
+                        (b16 ? " bf16 B" : " fp32 B"));
         }
       }
+}
+
+TEST(sgemm_bf16_portable_matches_avx512_bit_for_bit) {
+  if (!has_avx512_bf16()) {
+    std::printf("  (skipped: this CPU has no AVX512_BF16; the portable kernels ran everywhere)\n");
+    return;
+  }
+  expect_same_bits_as_portable(moe::cpu::gemm_bf16::avx512_kernels());
+}
+
+// The FMA kernels are vdpbf16ps bit for bit too: on ordinary values by their arithmetic, and in the denormal range
+// (the same variants) through their exact fallback.
+TEST(sgemm_bf16_portable_matches_avx512_fma_bit_for_bit) {
+  if (!moe::cpu::gemm_driver::cpu_features().avx512) {
+    std::printf("  (skipped: this CPU has no AVX-512; the portable kernels ran)\n");
+    return;
+  }
+  expect_same_bits_as_portable(moe::cpu::gemm_bf16::avx512_fma_kernels());
 }
 
 TEST(to_bf16_matches_scalar_rounding) {

@@ -23,8 +23,9 @@ constexpr int kNcMax = 384;               // B block (256 pairs x 384 = 384 KiB)
 constexpr int kMcMax = 1024;              // rows of A packed at once (1 MiB of pairs)
 
 const Kernels& kernels() {
-  static const Kernels& native =
-      gemm_driver::cpu_features().avx512_bf16 ? gemm_bf16::avx512_kernels() : gemm_bf16::portable_kernels();
+  static const Kernels& native = gemm_driver::cpu_features().avx512_bf16 ? gemm_bf16::avx512_kernels()
+                                 : gemm_driver::cpu_features().avx512    ? gemm_bf16::avx512_fma_kernels()
+                                                                         : gemm_bf16::portable_kernels();
   return gemm_driver::for_calling_thread(native, gemm_bf16::portable_kernels());
 }
 

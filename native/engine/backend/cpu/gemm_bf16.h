@@ -1,6 +1,6 @@
 // bf16 GEMM with fp32 accumulation: the operands are rounded to bf16 (round-to-nearest-even, exactly as
-// moe::f32_to_bf16) and multiplied with AVX512_BF16's vdpbf16ps where the CPU has it, or with a portable
-// kernel that computes the same bits everywhere else.
+// moe::f32_to_bf16) and multiplied with AVX512_BF16's vdpbf16ps where the CPU has it, with fp32 FMAs giving the
+// same bits on other AVX-512 CPUs, or with a portable kernel that computes the same bits everywhere else.
 //   C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C     (row-major; beta == 0 ignores C's contents)
 //   op(A) = A [M,K] (lda >= K), or Aᵀ of A stored [K,M] (lda >= M) when trans_a; A is fp32, rounded while packing.
 //   op(B) = B [K,N] (ldb >= N), or Bᵀ of B stored [N,K] (ldb >= K) when trans_b; B is either stored as bf16 bit
@@ -23,7 +23,8 @@ void sgemm_bf16(ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K,
 void sgemm_bf16(ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
                 const float* B, int ldb, float beta, float* C, int ldc);
 
-// Which kernel sgemm_bf16 uses on this machine under the calling thread's ISA choice: "avx512_bf16" or "portable".
+// Which kernel sgemm_bf16 uses on this machine under the calling thread's ISA choice: "avx512_bf16", "avx512_fma"
+// or "portable".
 const char* sgemm_bf16_isa();
 
 }  // namespace moe::cpu

@@ -1,4 +1,5 @@
-// Internal interface between the sgemm_bf16 driver (gemm_bf16.cpp) and its kernels (AVX512_BF16 and portable).
+// Internal interface between the sgemm_bf16 driver (gemm_bf16.cpp) and its kernels (AVX512_BF16, AVX-512 FMA and
+// portable).
 // Operands are packed as k pairs: one 32-bit word holds the bf16 of k = 2p in its low half and of k = 2p+1 in its
 // high half (zero past K), which is the operand layout of vdpbf16ps.
 //   A panel of `rows` rows:  a[p*rows + i] = pair p of op(A) row i            (tight, no padding in M)
@@ -27,8 +28,13 @@ struct Kernels {
                 float beta, bool load_c);
 };
 
-const Kernels& avx512_kernels();
+const Kernels& avx512_kernels();      // vdpbf16ps (AVX512_BF16)
+const Kernels& avx512_fma_kernels();  // the same bits on AVX-512 fp32 FMAs, for CPUs without AVX512_BF16
 const Kernels& portable_kernels();
+
+// One C element's accumulator by the exact per-element sequence of gemm_bf16.h, scalar: `pairs` pair words of its
+// packed A row (stride sa between pairs) and B column (stride sb).
+float dot_pairs(const uint32_t* a, int64_t sa, const uint32_t* b, int64_t sb, int pairs);
 
 // sgemm_bf16 (same contract as gemm_bf16.h) on an explicit kernel family; tests compare the families bit for bit.
 void sgemm_with(const Kernels& kern, ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K, float alpha,

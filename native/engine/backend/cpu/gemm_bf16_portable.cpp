@@ -55,12 +55,7 @@ int kernel(int mr, int cols, int pairs, const uint32_t* a, const uint32_t* b, fl
   const int n = cols < kNR ? cols : kNR;
   for (int i = 0; i < mr; ++i)
     for (int j = 0; j < n; ++j) {
-      float acc = 0.0f;
-      for (int p = 0; p < pairs; ++p) {
-        const uint32_t x = a[p * mr + i], y = b[p * kNR + j];
-        acc = dot_step(acc, static_cast<uint16_t>(x >> 16), static_cast<uint16_t>(y >> 16));
-        acc = dot_step(acc, static_cast<uint16_t>(x), static_cast<uint16_t>(y));
-      }
+      const float acc = dot_pairs(a + i, mr, b + j, kNR, pairs);
       float& out = c[i * ldc + j];
       out = load_c ? std::fma(alpha, acc, beta * out) : alpha * acc;
     }
@@ -68,6 +63,16 @@ int kernel(int mr, int cols, int pairs, const uint32_t* a, const uint32_t* b, fl
 }
 
 }  // namespace
+
+float dot_pairs(const uint32_t* a, int64_t sa, const uint32_t* b, int64_t sb, int pairs) {
+  float acc = 0.0f;
+  for (int p = 0; p < pairs; ++p) {
+    const uint32_t x = a[p * sa], y = b[p * sb];
+    acc = dot_step(acc, static_cast<uint16_t>(x >> 16), static_cast<uint16_t>(y >> 16));
+    acc = dot_step(acc, static_cast<uint16_t>(x), static_cast<uint16_t>(y));
+  }
+  return acc;
+}
 
 const Kernels& portable_kernels() {
   static const Kernels k{"portable", &pack_a, &pack_b<uint16_t>, &pack_b<float>, &kernel};
