@@ -330,7 +330,7 @@ export const RunConfigSchema = z
       ctx.addIssue({ code: 'custom', path: ['train', 'min_lr'], message: 'must not exceed lr' })
     checkOffload(c, ctx)
     if (c.finetune) checkFinetuneExperts(c.model, c.finetune, ctx)
-    if (c.finetune) checkFinetuneSupported(c, c.finetune, ctx)
+    if (c.finetune) checkFinetuneSupported(c, ctx)
   })
 
 /** The engine's rule (config.cpp): a finetune section runs with resident experts on one device, for now. */
@@ -342,7 +342,7 @@ export const FINETUNE_DEVICES_MESSAGE =
 // What the engine refuses with a fine-tune (check_finetune_supported in config.cpp), named on the finetune fields
 // the Method section shows. offload "auto" is settled by the host (planner/resolve.ts), refused there if it offloads.
 function checkFinetuneSupported(c: { model: ModelConfig; offload?: OffloadConfig; placement?: PlacementConfig; pipeline?: PipelineConfig },
-  f: FinetuneConfig, ctx: z.RefinementCtx): void {
+  ctx: z.RefinementCtx): void {
   const mode = c.offload?.mode ?? 'none'
   if (mode === 'host' || mode === 'ssd') ctx.addIssue({ code: 'custom', path: ['finetune'], message: FINETUNE_OFFLOAD_MESSAGE(mode) })
   if (runsOnDevices(c)) ctx.addIssue({ code: 'custom', path: ['finetune'], message: FINETUNE_DEVICES_MESSAGE })
