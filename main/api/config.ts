@@ -122,8 +122,8 @@ export const TrainConfigSchema = z
       .enum(['pause', 'stop', 'skip'])
       .default('pause')
       .describe('At a step whose loss or gradient norm is NaN or infinite: pause the run, stop it, or skip that update and go on (resident experts only)'),
-    backend: z.string().min(1).optional()
-      .describe('Compute backend of the engine (default cpu; the engine lists the built ones and refuses one it does not know)'),
+    backend: z.enum(['cpu', 'cuda']).optional()
+      .describe('Compute backend of the engine (default cpu); cuda needs a build with CUDA and a GPU, and trains once its self-test has passed on the machine'),
     allow_unvalidated_backend: z.boolean().optional()
       .describe('Train on a backend other than cpu even though its self-test (moe-engine-dev selftest --backend NAME) has not passed on this machine'),
     compute_dtype: z.enum(['fp32', 'bf16']).default('fp32')
