@@ -1,6 +1,7 @@
 // The CUDA kernels' launchers. Semantics are those documented on the CPU kernels of the same name
 // (backend/cpu/*.h); every pointer here is one the device can dereference (Stage, runtime.h, provides them).
-// Launchers only enqueue work on the stream; the backend waits. Deviations from the CPU's bits are noted here.
+// Launchers only enqueue work on the stream; the backend waits. Deviations from the CPU's bits are noted here and
+// on the kernels' files.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -123,8 +124,8 @@ void combine_backward(cudaStream_t s, float* dys, float* dtopk_w, const float* d
                       const float* topk_w, const PlanView& plan, int C);
 
 void adamw_update(cudaStream_t s, float* p, const float* grad, float* m, float* v, int64_t n, const AdamWParams& hp);
-// Σ x² in double: fixed chunks of kSumSquaresChunk elements, each reduced in a fixed tree, then the chunks in
-// order into out[0]. partial holds sum_squares_chunks(n) doubles.
+// Σ x² in double, the CPU's bits (cpu/adamw.h): chunks of kSumSquaresChunk elements, each over 16 index-mod-16
+// lanes added in lane order, then the chunks in order into out[0]. partial holds sum_squares_chunks(n) doubles.
 constexpr int64_t kSumSquaresChunk = 65536;
 inline int64_t sum_squares_chunks(int64_t n) { return (n + kSumSquaresChunk - 1) / kSumSquaresChunk; }
 void sum_squares(cudaStream_t s, double* out, double* partial, const float* x, int64_t n);
