@@ -2,7 +2,8 @@
 # Validates the CUDA backend on a machine with an NVIDIA GPU (sm_90: H100 / H200), nvcc and PyTorch with CUDA in
 # python3; no Node needed. Run from the repository root of any copy:   bash test/gpu/validate.sh
 #   1. configure and build the native engine with CUDA (-DCMAKE_CUDA_ARCHITECTURES=90) in native/build-gpu
-#   2. the op tests (every op on every usable backend, cuda included, against the CPU reference)
+#   2. the op tests (every op on every usable backend, cuda included, against the CPU reference and double
+#      references, finite differences, += semantics, and run-to-run bit-identity)
 #   3. moe-engine-dev selftest --backend cuda: whole-model gradients by finite differences for every family;
 #      a pass is recorded in $MOE_WORKBENCH_HOME/validated-backends.json (default ~/.moe-workbench)
 #   4. training on cuda with experts offloaded to host memory against resident training: the same losses
@@ -30,7 +31,9 @@ command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 cmake -S native -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$LOG/configure.txt"
 grep -q "CUDA backend enabled" "$LOG/configure.txt" || { echo "nvcc was not found: the CUDA backend is not built"; false; }
-tests=$(cd native/tests && ls test_ops_*.cpp test_backend_*.cpp test_gemm*.cpp | sed 's/\.cpp$//')
+# The test programs that run every usable registered backend (ops_checks.h), and the registry's own.
+tests=$( (cd native/tests && grep -l "for_each_backend\|backends_under_test" test_*.cpp; ls test_backend_*.cpp) |
+  sed 's/\.cpp$//' | sort -u)
 timeout 420 cmake --build "$BUILD" -j"$JOBS" --target moe-engine moe-engine-dev $tests >"$LOG/build.txt" 2>&1 ||
   { tail -30 "$LOG/build.txt"; false; }
 echo "built: $BUILD (moe-engine, moe-engine-dev, $(echo $tests | wc -w) test programs)"
