@@ -12,6 +12,8 @@ namespace moe::cuda {
 
 constexpr int kThreads = 256;  // block size of the elementwise and row kernels
 
+// Blocks for n items of per_block each, capped for the grid-stride loops (MOE_CUDA_FOR); kernels without such a
+// loop take their grid from sizes that stay far below the cap.
 inline unsigned blocks_for(int64_t n, int per_block = kThreads) {
   const int64_t b = (n + per_block - 1) / per_block;
   return static_cast<unsigned>(b < 1 ? 1 : (b > 1048576 ? 1048576 : b));
@@ -74,13 +76,13 @@ class DeviceScratch {
   T* p_ = nullptr;
 };
 
-constexpr int kColumnRows = 256;  // rows per partial of the column reduction
+constexpr int kColumnRows = 256;  // rows per partial of the column reduction (more past 65535 partials)
 
 template <class Term>
-__global__ void column_partials_kernel(float* partial, Term term, int N, int C) {
+__global__ void column_partials_kernel(float* partial, Term term, int N, int C, int rows) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
-  const int n0 = blockIdx.y * kColumnRows, n1 = min(N, n0 + kColumnRows);
+  const int n0 = blockIdx.y * rows, n1 = min(N, n0 + rows);
   float acc = 0.0f;
   for (int n = n0; n < n1; ++n) acc += term(n, c);
   partial[(int64_t)blockIdx.y * C + c] = acc;
@@ -95,14 +97,16 @@ __global__ void column_finish_kernel(float* out, const float* partial, int chunk
   out[c] += acc;
 }
 
-// out[c] += Σ_n term(n, c) for c in [0, C): partial sums over fixed 256-row chunks in ascending row order, then the
-// chunks in ascending order. Coalesced over columns; deterministic for given N and C.
+// out[c] += Σ_n term(n, c) for c in [0, C): partial sums over fixed row chunks (256 rows, more when N needs over
+// 65535 chunks) in ascending row order, then the chunks in ascending order. Coalesced over columns; deterministic
+// for given N and C.
 template <class Term>
 void column_reduce(cudaStream_t s, float* out, Term term, int N, int C) {
   if (N <= 0 || C <= 0 || out == nullptr) return;
-  const int chunks = (N + kColumnRows - 1) / kColumnRows;
+  const int rows = N / kColumnRows < 65535 ? kColumnRows : (N + 65534) / 65535;
+  const int chunks = (N + rows - 1) / rows;
   DeviceScratch<float> partial(s, (size_t)chunks * C);
-  column_partials_kernel<<<dim3(blocks_for(C), chunks), kThreads, 0, s>>>(partial.get(), term, N, C);
+  column_partials_kernel<<<dim3(blocks_for(C), chunks), kThreads, 0, s>>>(partial.get(), term, N, C, rows);
   column_finish_kernel<><<<blocks_for(C), kThreads, 0, s>>>(out, partial.get(), chunks, C);
 }
 

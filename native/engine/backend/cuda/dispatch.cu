@@ -52,19 +52,20 @@ __global__ void combine_backward_dys_kernel(float* dys, const float* dy, const f
   }
 }
 
-// Warp per assignment (n, k): dtopk_w[n, k] += dy[n]·ys[slot].
+// Warp per assignment (n, k), striding over the grid: dtopk_w[n, k] += dy[n]·ys[slot].
 __global__ void combine_backward_dw_kernel(float* dtopk_w, const float* dy, const float* ys, const int32_t* assign,
                                            int64_t NK, int K, int C) {
-  const int64_t a = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
-  if (a >= NK) return;
-  const int32_t slot = assign[a];
-  if (slot < 0) return;
-  const float* g = dy + (a / K) * C;
-  const float* v = ys + (int64_t)slot * C;
-  float s = 0.0f;
-  for (int c = threadIdx.x % 32; c < C; c += 32) s += g[c] * v[c];
-  s = warp_sum(s);
-  if (threadIdx.x % 32 == 0) dtopk_w[a] += s;
+  const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+  for (int64_t a = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32; a < NK; a += warps) {
+    const int32_t slot = assign[a];
+    if (slot < 0) continue;
+    const float* g = dy + (a / K) * C;
+    const float* v = ys + (int64_t)slot * C;
+    float s = 0.0f;
+    for (int c = threadIdx.x % 32; c < C; c += 32) s += g[c] * v[c];
+    s = warp_sum(s);
+    if (threadIdx.x % 32 == 0) dtopk_w[a] += s;
+  }
 }
 
 }  // namespace
