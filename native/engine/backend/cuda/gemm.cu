@@ -5,6 +5,7 @@
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/gemm_tile.cuh"
 #include "backend/cuda/kernels.h"
+#include "core/error.h"
 
 namespace moe::cuda {
 namespace {
@@ -63,6 +64,8 @@ __global__ void __launch_bounds__(256) sgemm_kernel(int M, int N, int K, float a
 void sgemm(cudaStream_t s, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
            const float* B, int ldb, float beta, float* C, int ldc) {
   if (M <= 0 || N <= 0) return;
+  check((M + kTile - 1) / kTile <= 65535,
+        "cuda gemm: " + std::to_string(M) + " rows exceed one call's grid (65535 tiles of " + std::to_string(kTile) + ")");
   const dim3 grid((N + kTile - 1) / kTile, (M + kTile - 1) / kTile);
   if (!trans_a && !trans_b) sgemm_kernel<false, false><<<grid, 256, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   else if (!trans_a && trans_b) sgemm_kernel<false, true><<<grid, 256, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -7,6 +7,7 @@
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/gemm_tile.cuh"
 #include "backend/cuda/kernels.h"
+#include "core/error.h"
 
 namespace moe::cuda {
 namespace {
@@ -79,6 +80,8 @@ template <class BT>
 void launch(cudaStream_t s, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const BT* B,
             int ldb, float beta, float* C, int ldc) {
   if (M <= 0 || N <= 0) return;
+  check((M + kTile - 1) / kTile <= 65535,
+        "cuda gemm: " + std::to_string(M) + " rows exceed one call's grid (65535 tiles of " + std::to_string(kTile) + ")");
   const dim3 grid((N + kTile - 1) / kTile, (M + kTile - 1) / kTile), block(kWarps * 32);
   if (!ta && !tb) sgemm_bf16_kernel<false, false, BT><<<grid, block, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   else if (!ta && tb) sgemm_bf16_kernel<false, true, BT><<<grid, block, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
