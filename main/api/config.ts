@@ -122,6 +122,10 @@ export const TrainConfigSchema = z
       .enum(['pause', 'stop', 'skip'])
       .default('pause')
       .describe('At a step whose loss or gradient norm is NaN or infinite: pause the run, stop it, or skip that update and go on (resident experts only)'),
+    backend: z.enum(['cpu', 'cuda']).optional()
+      .describe('Compute backend of the engine (default cpu); cuda needs a build with CUDA and a GPU, and trains once its self-test has passed on the machine'),
+    allow_unvalidated_backend: z.boolean().optional()
+      .describe('Train on a backend other than cpu even though its self-test (moe-engine-dev selftest --backend NAME) has not passed on this machine'),
     compute_dtype: z.enum(['fp32', 'bf16']).default('fp32')
       .describe('GEMM precision: fp32, or bf16 operands with fp32 accumulation (fp32 master weights and AdamW)'),
     balance_bias_rate: z.number().min(0).max(1).optional()

@@ -13,6 +13,7 @@
 #include "include/moe_engine.h"
 #include "telemetry/step_record_capi.h"
 #include "train/checkpoint_checksums.h"
+#include "train/compute_backend.h"
 #include "train/expert_shares.h"
 #include "train/hf_interchange.h"
 #include "train/lora_adapter.h"
@@ -94,7 +95,7 @@ moe_engine* moe_engine_create(const char* config_json, const char* init_dir, cha
   try {
     auto engine = std::make_unique<moe_engine>();
     moe::EngineConfig cfg = config_from(config_json, init_dir);
-    engine->backend = moe::make_backend("cpu", {cfg.train.threads});
+    engine->backend = moe::make_compute_backend(cfg.train);
     engine->backend_name = engine->backend->name();
     engine->backend_description = engine->backend->describe();
     engine->trainer = std::make_unique<moe::Trainer>(cfg, *engine->backend);
@@ -343,7 +344,7 @@ int moe_esft_measure(const moe_esft_options* given, const char** config_out, con
     base.placement = moe::PlacementConfig{};
     base.pipeline = moe::PipelineConfig{};
     base.device_group = moe::DeviceGroupConfig{};
-    auto backend = moe::make_backend("cpu", {base.train.threads});
+    auto backend = moe::make_compute_backend(base.train);
     moe::Trainer trainer(base, *backend);
     if (init) trainer.init_from(init);
     moe::TokenData data(o.token_file);

@@ -2,8 +2,25 @@
 #include <string>
 
 #include "backend/registry.h"
+#include "backend/validation.h"
+#include "core/error.h"
 #include "core/json.h"
 #include "include/moe_engine.h"
+
+namespace {
+
+// Whether the backend passed its self-test on the device it would run on here (backend/validation.h): "" for
+// "cpu" (always allowed) and for a backend this machine cannot run.
+std::string validation(const moe::BackendInfo& b) {
+  if (b.name == "cpu" || !b.usable) return "";
+  try {
+    return moe::validation_status_here(b.name, moe::make_backend(b.name)->device());
+  } catch (const moe::EngineError& e) {
+    return std::string("unknown: ") + e.what();
+  }
+}
+
+}  // namespace
 
 extern "C" const char* moe_engine_list_backends(void) {
   static const std::string text = [] {
@@ -14,6 +31,7 @@ extern "C" const char* moe_engine_list_backends(void) {
       o.set("description", moe::json::Value::of(b.description));
       o.set("usable", moe::json::Value::of(b.usable));
       o.set("why_not", moe::json::Value::of(b.why_not));
+      o.set("validation", moe::json::Value::of(validation(b)));
       all.push(std::move(o));
     }
     return moe::json::dump(all);

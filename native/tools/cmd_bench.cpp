@@ -206,6 +206,7 @@ int cmd_bench(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (!std::strcmp(argv[i], "--bf16")) return cmd_bench_bf16(argc, argv);
     else if (!std::strcmp(argv[i], "--layer")) return cmd_bench_layer(argc, argv);
+    else if (!std::strcmp(argv[i], "--backend")) return cmd_bench_backend(argc, argv);
   try {
     const Options o = parse(argc, argv);
     moe::ThreadPool tp(o.threads);

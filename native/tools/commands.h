@@ -6,6 +6,7 @@ int cmd_forward(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_bench_bf16(int argc, char** argv);
 int cmd_bench_layer(int argc, char** argv);
+int cmd_bench_backend(int argc, char** argv);
 int cmd_selftest(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_export(int argc, char** argv);

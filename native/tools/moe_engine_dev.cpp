@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
       "  bench    --bf16 [--gemm] [--train] [--threads N] [--steps N] [--rounds N] [--config C.json] [--json]\n"
       "  bench    --layer --C N --E N --F N --K N [--shared-F N] [--tokens N] [--dtype fp32|bf16] [--gemm]\n"
       "           [--no-optimizer] [--threads N] [--json]\n"
-      "  selftest [--backend cpu|cuda]\n";
+      "  bench    --backend NAME --gemm [--shapes T×I×O,...] [--json]\n"
+      "  selftest [--backend cpu|cuda] [--threads N]\n";
   static const Command commands[] = {
       {"forward", cmd_forward}, {"tokenize", cmd_tokenize}, {"bench", cmd_bench}, {"selftest", cmd_selftest}};
   return run_command("moe-engine-dev", usage, commands, argc, argv);

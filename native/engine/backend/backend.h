@@ -19,6 +19,10 @@ class Backend {
   // One line for logs and the UI: the backend, its threads or device, and the kernels it dispatched to.
   virtual std::string describe() const = 0;
   virtual int threads() const = 0;
+  // The device it computes on, as validation records name it (backend/validation.h); empty for the host.
+  virtual std::string device() const { return ""; }
+  // The software under that device ("driver 13.0, runtime 13.0"), for the same records; empty for the host.
+  virtual std::string versions() const { return ""; }
 
   // Memory. Returned blocks are 64-byte aligned.
   virtual void* alloc(MemKind kind, size_t bytes) = 0;

@@ -6,13 +6,21 @@ namespace moe {
 
 // Each backend defines its entry beside its implementation.
 const BackendEntry& cpu_backend_entry();
+#if defined(MOE_HAVE_CUDA)
+const BackendEntry& cuda_backend_entry();
+#endif
 
 namespace {
 
 // Listed here rather than through static constructors: the engine is a static library, and the linker drops
 // an object file that nothing references, registration and all.
 const std::vector<const BackendEntry*>& entries() {
-  static const std::vector<const BackendEntry*> all = {&cpu_backend_entry()};
+  static const std::vector<const BackendEntry*> all = {
+      &cpu_backend_entry(),
+#if defined(MOE_HAVE_CUDA)
+      &cuda_backend_entry(),
+#endif
+  };
   return all;
 }
 
@@ -20,6 +28,10 @@ std::string names() {
   std::string s;
   for (const BackendEntry* e : entries()) s += (s.empty() ? "\"" : ", \"") + std::string(e->name) + "\"";
   return s;
+}
+
+[[noreturn]] void unknown(const std::string& field, const std::string& name) {
+  fail(field + ": no backend named \"" + name + "\" in this build; registered: " + names());
 }
 
 }  // namespace
@@ -33,6 +45,12 @@ std::vector<BackendInfo> list_backends() {
   return out;
 }
 
+void check_backend_name(const std::string& field, const std::string& name) {
+  for (const BackendEntry* e : entries())
+    if (name == e->name) return;
+  unknown(field, name);
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options) {
   for (const BackendEntry* e : entries()) {
     if (name != e->name) continue;
@@ -40,7 +58,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOpti
     check(why.empty(), "backend \"" + name + "\" cannot run on this machine: " + why);
     return e->make(options);
   }
-  fail("backend: no backend named \"" + name + "\" in this build; registered: " + names());
+  unknown("backend", name);
 }
 
 }  // namespace moe

@@ -33,6 +33,9 @@ struct BackendEntry {
 // Every registered backend, usable or not, in registration order.
 std::vector<BackendInfo> list_backends();
 
+// Fails naming `field` and the registered backends unless one is called name.
+void check_backend_name(const std::string& field, const std::string& name);
+
 // A new backend of that name. Fails naming the registered backends when none has that name, and saying why when
 // the backend cannot run on this machine.
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options = {});

@@ -179,8 +179,10 @@ void moe_engine_set_paused(moe_engine* engine, int paused);
  * file and both checksums otherwise. Loading a checkpoint verifies the files it reads the same way. */
 int moe_checkpoint_verify(const char* dir, char* err, size_t err_len);
 
-/* The backends built into this library, as a JSON array of {"name", "description", "usable", "why_not"} (why_not
- * is empty for a usable one). The string is static. */
+/* The backends built into this library, as a JSON array of {"name", "description", "usable", "why_not",
+ * "validation"} (why_not is empty for a usable one; validation says "validated on <device> (<date>)" or "not
+ * validated on <device>" for a usable backend other than "cpu", which train.backend may name only once it is
+ * validated: see docs/cuda.md). The string is static. */
 const char* moe_engine_list_backends(void);
 
 /* ---- Options structs and the training loop ----

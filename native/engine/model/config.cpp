@@ -3,6 +3,7 @@
 #include <cmath>
 #include <set>
 
+#include "backend/registry.h"
 #include "core/error.h"
 #include "model/features.h"
 
@@ -263,6 +264,11 @@ TrainConfig parse_train_config(const json::Value& obj) {
     else if (policy->string == "skip") t.on_nonfinite = NonFinitePolicy::Skip;
     else fail("train.on_nonfinite: \"" + policy->string + "\" is not supported; use \"pause\", \"stop\" or \"skip\"");
   }
+  if (const json::Value* backend = r.get("backend", json::Type::String)) {
+    check_backend_name("train.backend", backend->string);
+    t.backend = backend->string;
+  }
+  t.allow_unvalidated_backend = r.boolean("allow_unvalidated_backend", t.allow_unvalidated_backend);
   t.balance_bias_rate = r.number("balance_bias_rate", t.balance_bias_rate, 0.0, 1.0);
   t.eval_every = r.integer("eval_every", t.eval_every, 0, 1 << 30);
   t.eval_batches = r.integer("eval_batches", t.eval_batches, 1, 1 << 16);
@@ -588,6 +594,9 @@ json::Value train_config_to_json(const TrainConfig& t) {
   if (t.compute_dtype != ComputeDtype::F32) o.set("compute_dtype", Value::of(compute_dtype_name(t.compute_dtype)));
   if (t.on_nonfinite != NonFinitePolicy::Pause) o.set("on_nonfinite", Value::of(nonfinite_policy_name(t.on_nonfinite)));
   if (t.balance_bias_rate > 0) o.set("balance_bias_rate", Value::of(t.balance_bias_rate));
+  // Written only when not the defaults, so CPU runs keep exactly the config.json they always had.
+  if (t.backend != "cpu") o.set("backend", Value::of(t.backend));
+  if (t.allow_unvalidated_backend) o.set("allow_unvalidated_backend", Value::of(true));
   // Written only when on, so configs without evaluation stay as they were.
   if (t.eval_every > 0) {
     o.set("eval_every", Value::of(t.eval_every));

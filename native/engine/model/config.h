@@ -96,6 +96,10 @@ struct TrainConfig {
   int threads = 2, checkpoint_every = 0;
   ComputeDtype compute_dtype = ComputeDtype::F32;
   NonFinitePolicy on_nonfinite = NonFinitePolicy::Pause;
+  // The registered backend (backend/registry.h) the model computes on. One other than "cpu" trains only once its
+  // self-test has passed on this machine (backend/validation.h) or with allow_unvalidated_backend.
+  std::string backend = "cpu";
+  bool allow_unvalidated_backend = false;
   // Held-out loss every eval_every steps (and at the last), over eval_batches batches of the evaluation data
   // (moe_engine_set_eval_data); 0: never.
   int eval_every = 0, eval_batches = 4;

@@ -52,17 +52,7 @@ double chunk_sum_squares_scalar(const float* x, int64_t n) {
 
 void adamw_update(ThreadPool& tp, float* p, const float* grad, float* m, float* v, int64_t n, const AdamWParams& hp) {
   if (n <= 0) return;
-  const double b1 = hp.beta1, b2 = hp.beta2;
-  const double bias1 = 1.0 - std::pow(b1, hp.step), bias2 = 1.0 - std::pow(b2, hp.step);
-  const Consts c{hp.grad_scale,
-                 hp.beta1,
-                 static_cast<float>(1.0 - b1),
-                 hp.beta2,
-                 static_cast<float>(1.0 - b2),
-                 static_cast<float>(1.0 - double(hp.lr) * hp.weight_decay),
-                 static_cast<float>(-double(hp.lr) / bias1),
-                 static_cast<float>(std::sqrt(bias2)),
-                 hp.eps};
+  const Consts c = adamw_detail::fold(hp);
   const auto kernel = use_avx512() ? &adamw_detail::update_avx512 : &update_scalar;
   const int64_t units = (n + 15) / 16;
   tp.parallel_for(

@@ -34,6 +34,12 @@
 namespace moe {
 namespace {
 
+#if defined(MOE_HAVE_CUDA)
+constexpr const char* kGpuNote = "; the CUDA backend is built too";
+#else
+constexpr const char* kGpuNote = "; no GPU backend in this build";
+#endif
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend(int threads, cpu::Isa isa) : tp_(threads), isa_(isa) {}
@@ -41,7 +47,7 @@ class CpuBackend final : public Backend {
   std::string describe() const override {
     const cpu::IsaScope isa(isa_);
     return "cpu (" + std::to_string(tp_.threads()) + " threads; sgemm " + cpu::sgemm_isa() + ", bf16 gemm " +
-           cpu::sgemm_bf16_isa() + "; no GPU backend in this build)";
+           cpu::sgemm_bf16_isa() + kGpuNote + ")";
   }
   int threads() const override { return tp_.threads(); }
 

@@ -8,6 +8,10 @@
 
 namespace moe::cpu {
 
+// Fails unless N >= 0, 0 < K <= E and a grouped selection's n_group / topk_group fit E (every backend's router
+// checks its arguments with this).
+void check_router_args(int N, int E, int K, const RouterSpec& spec);
+
 // probs[N,E] = softmax(logits), or sigmoid(logits) with sigmoid scoring; topk_idx[N,K] the K experts of largest
 // probs + spec.selection_bias (plain; grouped selections as RouterSpec says) in descending order (ties: lower
 // index first); topk_w[N,K] their probabilities (never biased), renormalised to sum 1 when

@@ -1,0 +1,146 @@
+// The CUDA backend's device, stream and memory, and its registry entry. The op overrides live in cuda_ops.cpp and
+// cuda_ops_moe.cpp. The runtime is linked statically, so a machine without the NVIDIA driver loads the engine
+// and merely finds this backend unusable.
+#include "backend/cuda/cuda_backend.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/runtime.h"
+#include "backend/validation.h"
+#include "core/error.h"
+#include "core/host_memory.h"
+
+namespace moe {
+
+using cuda::cuda_check;
+
+namespace {
+
+std::string gib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", (double)bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+std::string compute_capability(const cudaDeviceProp& p) {
+  return std::to_string(p.major) + "." + std::to_string(p.minor);
+}
+
+std::string cuda_unusable_reason() {
+  static const std::string why = [] {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) return std::string("no CUDA device: ") + cudaGetErrorString(err);
+    if (count == 0) return std::string("no CUDA device");
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return std::string("CUDA device 0 could not be queried");
+    // The bf16 GEMM uses WMMA bf16 fragments, which need compute capability 8.0.
+    if (p.major < 8)
+      return std::string(p.name) + " has compute capability " + compute_capability(p) + "; this backend needs 8.0+";
+    const cudaError_t load = cuda::kernels_loadable();
+    if (load != cudaSuccess) {
+      cudaGetLastError();
+      return std::string(p.name) + " (compute capability " + compute_capability(p) +
+             ") cannot run this build's kernels: " + cudaGetErrorString(load) +
+             "; rebuild with CMAKE_CUDA_ARCHITECTURES naming it";
+    }
+    return std::string();
+  }();
+  return why;
+}
+
+std::unique_ptr<Backend> make_cuda(const BackendOptions& o) { return std::make_unique<CudaBackend>(o); }
+
+}  // namespace
+
+CudaBackend::CudaBackend(const BackendOptions& options) : threads_(options.threads < 1 ? 1 : options.threads) {
+  cuda_check(cudaSetDevice(device_), "selecting device 0");
+  cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating the stream");
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+}
+
+std::string CudaBackend::device() const {
+  cudaDeviceProp p{};
+  cuda_check(cudaGetDeviceProperties(&p, device_), "device properties");
+  return p.name;
+}
+
+std::string CudaBackend::versions() const {
+  return "driver " + cuda::driver_version() + ", runtime " + cuda::runtime_version();
+}
+
+std::string CudaBackend::describe() const {
+  cudaDeviceProp p{};
+  cuda_check(cudaGetDeviceProperties(&p, device_), "device properties");
+  return "cuda (" + std::string(p.name) + ", compute capability " + compute_capability(p) + ", " +
+         gib(p.totalGlobalMem) + "; " + versions() + "; gemm fp32 tiled SIMT, bf16 WMMA tensor cores; every op synchronous; " +
+         validation_status_here("cuda", p.name) + ")";
+}
+
+void* CudaBackend::alloc(MemKind kind, size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  switch (kind) {
+    case MemKind::Device:
+      // Managed, so the host code that reads results in place (losses, plans, checkpoints) still can.
+      cuda_check(cudaMallocManaged(&p, bytes, cudaMemAttachGlobal), "allocating device memory");
+      return p;
+    case MemKind::PinnedHost:
+      cuda_check(cudaMallocHost(&p, bytes), "allocating pinned host memory");
+      return p;
+    case MemKind::PageableHost:
+      p = host_alloc(bytes);
+      check(p != nullptr, "out of host memory allocating " + std::to_string(bytes) + " bytes");
+      return p;
+  }
+  return nullptr;
+}
+
+void CudaBackend::release(MemKind kind, void* ptr) {
+  if (!ptr) return;
+  switch (kind) {
+    case MemKind::Device:
+      cuda_check(cudaFree(ptr), "freeing device memory");
+      return;
+    case MemKind::PinnedHost:
+      cuda_check(cudaFreeHost(ptr), "freeing pinned host memory");
+      return;
+    case MemKind::PageableHost:
+      host_free(ptr);
+      return;
+  }
+}
+
+void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "copy");
+  cuda_check(cudaStreamSynchronize(stream_), "copy");
+}
+
+void CudaBackend::zero(void* ptr, size_t bytes) {
+  if (bytes == 0) return;
+  if (void* d = cuda::device_view(ptr)) {
+    cuda_check(cudaMemsetAsync(d, 0, bytes, stream_), "zero");
+    cuda_check(cudaStreamSynchronize(stream_), "zero");
+  } else {
+    std::memset(ptr, 0, bytes);
+  }
+}
+
+void CudaBackend::synchronize() { cuda_check(cudaStreamSynchronize(stream_), "synchronize"); }
+
+const BackendEntry& cuda_backend_entry() {
+  static const BackendEntry entry{"cuda", "NVIDIA GPU through CUDA, kernels of our own", &cuda_unusable_reason,
+                                  &make_cuda};
+  return entry;
+}
+
+}  // namespace moe

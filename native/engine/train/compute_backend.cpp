@@ -1,0 +1,19 @@
+#include "train/compute_backend.h"
+
+#include "backend/registry.h"
+#include "backend/validation.h"
+#include "core/error.h"
+
+namespace moe {
+
+std::unique_ptr<Backend> make_compute_backend(const TrainConfig& train) {
+  check_backend_name("train.backend", train.backend);
+  std::unique_ptr<Backend> be = make_backend(train.backend, {train.threads});
+  if (train.backend != "cpu" && !train.allow_unvalidated_backend) {
+    const std::string why = validation_refusal(train.backend, be->device(), false, read_validations(validation_file()));
+    check(why.empty(), why);
+  }
+  return be;
+}
+
+}  // namespace moe

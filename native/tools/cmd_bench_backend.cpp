@@ -1,0 +1,110 @@
+// moe-engine-dev bench --backend NAME --gemm: the linear layer's GEMM through a registered backend (its own
+// kernels, on its own device memory) on expert-shaped problems, fp32 and bf16 weights, GFLOP/s as the median of
+// repeated calls after a warm-up. Each call returns with its result ready (the backend contract), so the times
+// are wall times of whole calls.
+//   --shapes T×I×O,...  tokens × in × out (default: two square-ish ones, then OLMoE's and Qwen3-30B-A3B's expert
+//                       up and down projections at their typical tokens per expert)
+//   --json              one JSON object per shape
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/registry.h"
+#include "bench_timing.h"
+#include "commands.h"
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace {
+
+struct Shape {
+  std::string name;
+  int tokens, in, out;
+};
+
+std::vector<Shape> default_shapes() {
+  return {{"2048x2048x1024", 2048, 2048, 1024}, {"4096x2048x1024", 4096, 2048, 1024},
+          {"olmoe_up", 512, 2048, 2048},         {"olmoe_down", 512, 1024, 2048},
+          {"qwen3_up", 256, 2048, 1536},         {"qwen3_down", 256, 768, 2048}};
+}
+
+std::vector<Shape> parse_shapes(const std::string& list) {
+  std::vector<Shape> out;
+  size_t at = 0;
+  while (at < list.size()) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    const std::string s = list.substr(at, end - at);
+    Shape sh{s, 0, 0, 0};
+    moe::check(std::sscanf(s.c_str(), "%dx%dx%d", &sh.tokens, &sh.in, &sh.out) == 3 && sh.tokens > 0 && sh.in > 0 &&
+                   sh.out > 0,
+               "bench: --shapes wants T×I×O items like 512x2048x1024, got '" + s + "'");
+    out.push_back(sh);
+    at = end + 1;
+  }
+  return out;
+}
+
+// A device buffer of the backend, filled from the host with uniform values in [-1, 1).
+struct Buffer {
+  moe::Backend& be;
+  void* p;
+  Buffer(moe::Backend& b, size_t bytes) : be(b), p(b.alloc(moe::MemKind::Device, bytes)) {}
+  ~Buffer() { be.release(moe::MemKind::Device, p); }
+  float* f() const { return static_cast<float*>(p); }
+  void fill(size_t n, uint64_t stream) {
+    std::vector<float> h(n);
+    for (size_t i = 0; i < n; ++i) h[i] = 2.0f * moe::random_uniform(7, stream, i) - 1.0f;
+    be.copy(p, h.data(), n * sizeof(float));
+  }
+};
+
+void bench_shape(moe::Backend& be, const Shape& s, bool json) {
+  const size_t nx = (size_t)s.tokens * s.in, nw = (size_t)s.out * s.in, ny = (size_t)s.tokens * s.out;
+  Buffer x(be, nx * 4), w(be, nw * 4), wb(be, nw * 2), y(be, ny * 4);
+  x.fill(nx, 1);
+  w.fill(nw, 2);
+  be.to_bf16(static_cast<uint16_t*>(wb.p), w.f(), (int64_t)nw);
+  const double flops = 2.0 * s.tokens * (double)s.in * s.out;
+  const double fp32 = flops / bench::time_median([&] {
+    be.matmul_forward(y.f(), x.f(), w.f(), nullptr, s.tokens, s.in, s.out);
+  }) / 1e9;
+  const double bf16 = flops / bench::time_median([&] {
+    be.matmul_forward_bf16(y.f(), x.f(), static_cast<const uint16_t*>(wb.p), nullptr, s.tokens, s.in, s.out);
+  }) / 1e9;
+  if (json)
+    std::printf("{\"bench\":\"backend_gemm\",\"backend\":\"%s\",\"shape\":\"%s\",\"tokens\":%d,\"in\":%d,\"out\":%d,"
+                "\"fp32_gflops\":%.6g,\"bf16_gflops\":%.6g}\n",
+                be.name().c_str(), s.name.c_str(), s.tokens, s.in, s.out, fp32, bf16);
+  else
+    std::printf("%-16s %5d x %5d x %5d   fp32 %9.1f GFLOP/s   bf16 %9.1f GFLOP/s\n", s.name.c_str(), s.tokens, s.in,
+                s.out, fp32, bf16);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int cmd_bench_backend(int argc, char** argv) {
+  try {
+    std::string backend, shapes;
+    bool json = false, gemm = false;
+    int threads = 2;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--backend" && i + 1 < argc) backend = argv[++i];
+      else if (a == "--shapes" && i + 1 < argc) shapes = argv[++i];
+      else if (a == "--threads" && i + 1 < argc) threads = std::stoi(argv[++i]);
+      else if (a == "--gemm") gemm = true;
+      else if (a == "--json") json = true;
+      else moe::fail("bench --backend: unknown argument '" + a + "' (expected --gemm, --shapes, --threads, --json)");
+    }
+    moe::check(gemm, "bench --backend: only --gemm is measured through a backend");
+    auto be = moe::make_backend(backend, {threads});
+    if (!json) std::printf("%s\n", be->describe().c_str());
+    for (const Shape& s : shapes.empty() ? default_shapes() : parse_shapes(shapes)) bench_shape(*be, s, json);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moe-engine-dev bench: %s\n", e.what());
+    return 2;
+  }
+}
