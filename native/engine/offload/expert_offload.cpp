@@ -210,12 +210,19 @@ void ExpertOffload::experts_from_arenas() {
       for (const TrainedTensor& t : x.trained)
         std::memcpy(trained.data() + t.grad_at, w + t.at, t.t->numel * sizeof(float));
     ssd_->store(i, {w, trained.data(), g, m, v});
-    release_pages(w, x.floats);
-    for (float* p : {g, m, v})
-      if (x.grad_floats) release_pages(p, x.grad_floats);
   }
+  release_arena_experts();
   ssd_->flush();
   ssd_->take_stats();  // start-up traffic is not a step's
+}
+
+void ExpertOffload::release_arena_experts() {
+  if (!ssd_) return;
+  for (const Expert& x : experts_) {
+    release_pages(params_ + x.begin, x.floats);
+    if (x.grad_floats)
+      for (float* p : {grads_, optimizer_.m(), optimizer_.v()}) release_pages(p + x.grad_begin, x.grad_floats);
+  }
 }
 
 void ExpertOffload::zero_expert_grads() {

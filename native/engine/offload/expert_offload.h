@@ -96,6 +96,9 @@ class ExpertOffload final : public ExpertAccess {
   // tier, whose master copy is the arenas.
   void experts_to_arenas();
   void experts_from_arenas();
+  // SSD tier: hands the arenas' expert pages back after experts_to_arenas() when nothing changed them (a
+  // checkpoint written): the store still holds that state, so nothing is written again.
+  void release_arena_experts();
   // Zeroes every expert's gradient (a gradient pass outside training starts from zero, as resident's does).
   void zero_expert_grads();
 
