@@ -1,26 +1,12 @@
 #include "infer/expert_slots.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
-#include <filesystem>
-
-#include <unistd.h>
 
 #include "core/error.h"
 #include "offload/ssd_store.h"
 
 namespace moe {
-namespace {
-
-std::string fresh_ssd_dir() {
-  static std::atomic<int> counter{0};
-  return (std::filesystem::temp_directory_path() /
-          ("moe-generate-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
-      .string();
-}
-
-}  // namespace
 
 ExpertSlotCache::ExpertSlotCache(Backend& be, const ParamLayout& layout, const ModelParams& params, float* arena,
                                  ExpertHome home, int slots, const OffloadConfig& ssd)
@@ -47,7 +33,7 @@ ExpertSlotCache::ExpertSlotCache(Backend& be, const ParamLayout& layout, const M
   host_tier_ = std::make_unique<MemoryTier>("host", be_, MemKind::PinnedHost, 0);
   ssd_tier_ = std::make_unique<MemoryTier>("ssd", be_, MemKind::PageableHost, 0);
   const int entries = ssd.cache_experts > 0 ? ssd.cache_experts : 4;
-  auto store = std::make_unique<SsdExpertStore>(ssd.ssd_dir.empty() ? fresh_ssd_dir() : ssd.ssd_dir, sizes, entries,
+  auto store = std::make_unique<SsdExpertStore>(ssd.ssd_dir.empty() ? SsdExpertStore::fresh_dir("moe-generate") : ssd.ssd_dir, sizes, entries,
                                                 ssd, *host_tier_, *ssd_tier_);
   for (size_t i = 0; i < experts_.size(); ++i) store->store(static_cast<int>(i), {arena_ + experts_[i].begin});
   store->flush();

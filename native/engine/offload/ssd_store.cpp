@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -123,6 +124,13 @@ size_t SsdExpertStore::file_bytes(const std::vector<ExpertSizes>& sizes) {
     total += sum(b);
   }
   return total;
+}
+
+std::string SsdExpertStore::fresh_dir(const std::string& prefix) {
+  static std::atomic<int> counter{0};
+  return (std::filesystem::temp_directory_path() /
+          (prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
+      .string();
 }
 
 ExpertState SsdExpertStore::parts(int i, float* buf) const {

@@ -56,6 +56,8 @@ class SsdExpertStore final : public ExpertStore {
   // Bytes of one cache entry (it holds any expert's record) and of the whole file, for these expert sizes.
   static size_t record_bytes(const std::vector<ExpertSizes>& sizes);
   static size_t file_bytes(const std::vector<ExpertSizes>& sizes);
+  // A directory name of its own under the system's temporary directory: prefix-PID-N.
+  static std::string fresh_dir(const std::string& prefix);
 
   int entries() const { return static_cast<int>(entries_.size()); }
   bool direct_io() const { return direct_; }
