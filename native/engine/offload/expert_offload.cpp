@@ -150,8 +150,15 @@ void ExpertOffload::charge_activations() {
 // Weights change between steps (updates) and on loads: no slot's contents may be reused across them, except a
 // frozen expert's between steps.
 void ExpertOffload::forget_slot_contents(bool all) {
-  for (Slot& s : slots_)
-    if (all || s.holds < 0 || experts_[s.holds].grad_floats > 0) s.holds = -1;
+  for (Slot& s : slots_) {
+    if (all || s.holds < 0) s.holds = -1;
+    else if (experts_[s.holds].split) s.trained_stale = true;
+    else if (experts_[s.holds].grad_floats > 0) s.holds = -1;
+  }
+}
+
+bool ExpertOffload::base_in_slot(int i) const {
+  return std::any_of(slots_.begin(), slots_.end(), [&](const Slot& s) { return s.holds == i && s.trained_stale; });
 }
 
 // Between steps (evaluation, C API gradients): no pins, every slot streams, and no update ever starts, so a
@@ -256,7 +263,10 @@ void ExpertOffload::issue(int i) {
   }
   Slot& s = slots_[x.slot];
   const bool weights_up = s.holds != i;
+  // Only the trained tensors changed since the slot took this expert's frozen base.
+  const bool trained_up = !weights_up && s.trained_stale;
   s.holds = i;
+  s.trained_stale = false;
   const size_t bytes = x.floats * sizeof(float), grad_bytes = x.grad_floats * sizeof(float);
   // The gradient buffer starts as the host gradient of earlier micro-batches, or zero (pinned experts keep
   // theirs in the slot until the last micro-batch).
@@ -264,18 +274,17 @@ void ExpertOffload::issue(int i) {
   const bool grad_zero = pinned || (pass_ == ExpertPass::Backward && !x.grad_down);
   float *w_dst = s.w.f(), *g_dst = s.g.f();
   auto upload = [=, this] {
-    if (weights_up || grad_up) {
+    if (weights_up || trained_up || grad_up) {
       // The next use of an expert waits for its last update (no staleness); other experts' updates run on.
       optimizer_worker_.wait(update_ticket_[i]);
       const Expert& x = experts_[i];
-      const ExpertState host = store_->acquire(i, (weights_up ? weight_parts(x) : 0u) | (grad_up ? kGrad : 0u));
+      const unsigned parts = weights_up ? weight_parts(x) : trained_up ? updated_weights(x) : 0u;
+      const ExpertState host = store_->acquire(i, parts | (grad_up ? kGrad : 0u));
       const auto t0 = Clock::now();
-      if (weights_up) {
-        std::memcpy(w_dst, host.w, bytes);
-        if (host.t)  // the trained tensors' current weights, kept apart from the frozen base
-          for (const TrainedTensor& t : x.trained)
-            std::memcpy(w_dst + t.at, host.t + t.grad_at, t.t->numel * sizeof(float));
-      }
+      if (weights_up) std::memcpy(w_dst, host.w, bytes);
+      if ((weights_up && host.t) || trained_up)  // the trained tensors' current weights (apart, or in place)
+        for (const TrainedTensor& t : x.trained)
+          std::memcpy(w_dst + t.at, host.t ? host.t + t.grad_at : host.w + t.at, t.t->numel * sizeof(float));
       if (grad_up) std::memcpy(g_dst, host.g, grad_bytes);
       add_upload_time(ms_between(t0, Clock::now()));
       store_->release(i, 0);
@@ -293,8 +302,8 @@ void ExpertOffload::issue(int i) {
   } else {
     s.ticket = copy_worker_.submit(upload);
   }
-  stats_.bytes_h2d += static_cast<int64_t>((weights_up ? bytes : 0) + (grad_up ? grad_bytes : 0));
-  if (weights_up) ++stats_.uploads[x.moe_layer][x.e];
+  stats_.bytes_h2d += static_cast<int64_t>((weights_up ? bytes : trained_up ? grad_bytes : 0) + (grad_up ? grad_bytes : 0));
+  if (weights_up || trained_up) ++stats_.uploads[x.moe_layer][x.e];
 }
 
 void ExpertOffload::add_upload_time(double ms) { upload_ns_ += static_cast<int64_t>(ms * 1e6); }

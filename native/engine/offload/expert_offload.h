@@ -114,6 +114,7 @@ class ExpertOffload final : public ExpertAccess {
     uint64_t ticket = 0;  // the upload that filled it
     int holds = -1;       // the expert whose weights it still holds (within a step weights change only by an
                           // expert's update, which starts after its last use of the step)
+    bool trained_stale = false;  // holds a split expert's frozen base, but its trained tensors from before an update
   };
   // A trained tensor of an expert: at its layout offset and its packed (gradient) offset, both from the
   // expert's start.
@@ -141,13 +142,16 @@ class ExpertOffload final : public ExpertAccess {
   static unsigned updated_weights(const Expert& x) { return x.split ? kTrained : kWeights; }
   void make_store(const OffloadConfig& cfg, const std::vector<ExpertSizes>& sizes, size_t host_floats);
   void enter_idle();
-  // Slots holding a frozen expert keep it across steps (its weights never change) unless `all`.
+  // Slots holding a frozen expert keep it across steps (its weights never change), and a split expert's frozen
+  // base (only its trained tensors are uploaded again), unless `all`.
   void forget_slot_contents(bool all);
+  // Whether a slot still holds expert i's frozen base with stale trained tensors.
+  bool base_in_slot(int i) const;
   void issue_ahead();
   void issue(int id);
   void release(int id);
   void prefetch_for(int layer, ExpertPass pass);
-  void prefetch_weights(int id) { store_->prefetch(id, weight_parts(experts_[id])); }
+  void prefetch_weights(int id) { store_->prefetch(id, base_in_slot(id) ? kTrained : weight_parts(experts_[id])); }
   void download_grad(int id, bool final, bool then_update);
   struct UpdateStep {
     int t;
