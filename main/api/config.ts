@@ -337,18 +337,14 @@ export const RunConfigSchema = z
     if (c.finetune) checkFinetuneSupported(c, ctx)
   })
 
-/** The engine's rule (config.cpp): a finetune section runs with resident experts on one device, for now. */
-export const FINETUNE_OFFLOAD_MESSAGE = (mode: string) =>
-  `expert offload (offload.mode "${mode}") with a finetune section is not supported yet; set offload.mode to "none"`
+/** The engine's rule (config.cpp): a finetune section runs its experts on one device, for now (offloaded or not). */
 export const FINETUNE_DEVICES_MESSAGE =
   'experts on several devices or pipelined (placement.devices > 1, pipeline) with a finetune section are not supported yet; use one device and drop the pipeline section'
 
 // What the engine refuses with a fine-tune (check_finetune_supported in config.cpp), named on the finetune fields
-// the Method section shows. offload "auto" is settled by the host (planner/resolve.ts), refused there if it offloads.
-function checkFinetuneSupported(c: { model: ModelConfig; offload?: OffloadConfig; placement?: PlacementConfig; pipeline?: PipelineConfig },
+// the Method section shows. Expert offload (host, SSD, auto) runs with any finetune section.
+function checkFinetuneSupported(c: { model: ModelConfig; placement?: PlacementConfig; pipeline?: PipelineConfig },
   ctx: z.RefinementCtx): void {
-  const mode = c.offload?.mode ?? 'none'
-  if (mode === 'host' || mode === 'ssd') ctx.addIssue({ code: 'custom', path: ['finetune'], message: FINETUNE_OFFLOAD_MESSAGE(mode) })
   if (runsOnDevices(c)) ctx.addIssue({ code: 'custom', path: ['finetune'], message: FINETUNE_DEVICES_MESSAGE })
 }
 

@@ -1,7 +1,10 @@
 // Shared by the offload tests: a small MoE config with an optional "offload" section, skewed token batches,
 // and 20-step runs whose losses, gradient norms, weights and AdamW moments are compared bit for bit.
 #pragma once
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -84,10 +87,39 @@ inline Run train(const Variant& v, int steps = 20) {
     r.grad_norms.push_back(r.records.back().grad_norm);
   }
   t.experts_to_arenas();
-  const size_t n = t.model().num_params();
+  const size_t n = t.model().num_params(), g = t.model().num_grads();  // moments: trained tensors only
   r.params.assign(t.model().params(), t.model().params() + n);
-  r.m.assign(t.optimizer().m(), t.optimizer().m() + n);
-  r.v.assign(t.optimizer().v(), t.optimizer().v() + n);
+  r.m.assign(t.optimizer().m(), t.optimizer().m() + g);
+  r.v.assign(t.optimizer().v(), t.optimizer().v() + g);
+  return r;
+}
+
+// `before` steps, a checkpoint, and `after` steps of a fresh trainer resumed from it: the resumed steps' losses
+// and the final weights and moments.
+inline Run resumed(const Variant& v, int before, int after) {
+  // Per process: two copies of a test running at once must not share a checkpoint directory.
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("moe_test_offload_ckpt_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  auto be = moe::make_backend("cpu", {1});
+  moe::EngineConfig cfg = moe::parse_config_text(config(v), "test");
+  {
+    moe::Trainer first(cfg, *be);
+    feed(first, before * v.grad_accum);
+    for (int s = 0; s < before; ++s) first.step();
+    first.save_checkpoint(dir);
+  }
+  moe::Trainer second(cfg, *be);
+  second.resume_from(dir);
+  feed(second, after * v.grad_accum, before * v.grad_accum);
+  Run r;
+  for (int s = 0; s < after; ++s) r.losses.push_back(second.step().loss);
+  second.experts_to_arenas();
+  const size_t n = second.model().num_params(), g = second.model().num_grads();
+  r.params.assign(second.model().params(), second.model().params() + n);
+  r.m.assign(second.optimizer().m(), second.optimizer().m() + g);
+  r.v.assign(second.optimizer().v(), second.optimizer().v() + g);
+  std::filesystem::remove_all(dir);
   return r;
 }
 
@@ -97,6 +129,18 @@ inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) 
 
 inline bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+// Resumes `o` after 4 of 8 steps: "" when its losses, weights and moments are the uninterrupted run's, else what
+// differs.
+inline std::string resume_mismatch(const Variant& o, const Run& uninterrupted) {
+  const Run r = resumed(o, 4, 4);
+  std::vector<double> losses(uninterrupted.losses.begin(), uninterrupted.losses.begin() + 4);
+  losses.insert(losses.end(), r.losses.begin(), r.losses.end());
+  if (!same_bits(losses, uninterrupted.losses)) return "losses differ";
+  if (!same_bits(r.params, uninterrupted.params)) return "weights differ";
+  if (!same_bits(r.m, uninterrupted.m) || !same_bits(r.v, uninterrupted.v)) return "moments differ";
+  return "";
 }
 
 inline std::string describe(const Variant& v, double pin, int lookahead) {

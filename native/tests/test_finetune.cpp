@@ -100,9 +100,10 @@ TEST(finetune_errors_name_the_field) {
                          "finetune.experts.0", "a dense layer");
   moe_test::expect_error([&] { parse_config_text(config(deepseek, R"({"method": "full", "experts": {"1": [4]}})"), "t"); },
                          "finetune.experts.1", "an expert that does not exist");
+  // Expert offload works with a fine-tune (test_offload_finetune).
   std::string offloaded = config(families()[1].second, R"({"method": "full"})");
   offloaded.insert(offloaded.size() - 1, R"(, "offload": )" + offload_test::host_offload(0.25, 1));
-  moe_test::expect_error([&] { parse_config_text(offloaded, "t"); }, "offload.mode", "finetune with offload");
+  CHECK(parse_config_text(offloaded, "t").offload.mode == OffloadMode::Host);
   // LoRA dropout is supported (test_lora, test_ops_lora): taken as given.
   CHECK(parse_config_text(config(families()[1].second, R"({"method": "lora", "lora": {"dropout": 0.1}})"), "t")
             .finetune.lora.dropout == 0.1);

@@ -1,6 +1,6 @@
 // Killing the engine mid-step (SIGKILL, no chance to clean up) and resuming from the run directory gives the
-// losses of an uninterrupted run, on the host and the SSD tier: checkpoints are atomic and hold the settled
-// expert state, and the resumed run rebuilds its SSD file from them.
+// losses of an uninterrupted run, on the host and the SSD tier (and a LoRA fine-tune on the SSD tier): checkpoints
+// are atomic and hold the settled expert state, and the resumed run rebuilds its SSD file from them.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +12,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/json.h"
@@ -68,11 +69,12 @@ std::map<int, std::vector<double>> losses(const std::string& log) {
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
-std::string config(const std::string& offload) {
+// finetune: a "finetune" section, or empty.
+std::string config(const std::string& offload, const std::string& finetune) {
   return R"({"model": {"arch": "mixtral", "vocab_size": 256, "d_model": 128, "n_layers": 2, "n_heads": 4,
     "max_seq_len": 64, "d_ff": 256, "n_experts": 8, "top_k": 2},
   "train": {"batch_size": 4, "seq_len": 64, "steps": 8, "checkpoint_every": 4, "warmup_steps": 2, "threads": 2},
-  "offload": )" + offload + "}";
+  "offload": )" + offload + (finetune.empty() ? "" : R"(, "finetune": )" + finetune) + "}";
 }
 
 }  // namespace
@@ -87,11 +89,13 @@ TEST(killed_mid_step_then_resumed_gives_the_same_losses) {
                              "/resources/corpus/python-tutorial.txt";
   const std::string data = (work / "tokens.bin").string();
   CHECK(wait_exit(spawn({dev_cli, "tokenize", "--bytes", corpus, "--out", data}, (work / "tok.txt").string())) == 0);
-  for (const std::string offload :
-       {std::string(R"({"mode": "host", "expert_slots": 3})"),
-        std::string(R"({"mode": "ssd", "expert_slots": 3, "cache_experts": 5})")}) {
+  const std::string ssd = R"({"mode": "ssd", "expert_slots": 3, "cache_experts": 5})";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"mode": "host", "expert_slots": 3})", ""}, {ssd, ""},
+      {ssd, R"({"method": "lora", "lora": {"rank": 4, "alpha": 8}})"}};
+  for (const auto& [offload, finetune] : cases) {
     const std::string cfg = (work / "config.json").string();
-    write(cfg, config(offload));
+    write(cfg, config(offload, finetune));
     const std::string whole = (work / "whole").string(), killed = (work / "killed").string();
     fs::remove_all(whole);
     fs::remove_all(killed);
@@ -118,7 +122,7 @@ TEST(killed_mid_step_then_resumed_gives_the_same_losses) {
     for (const auto& [step, values] : got)
       for (double loss : values)
         CHECK_MSG(expected.count(step) && loss == expected.at(step)[0],
-                  offload + ": step " + std::to_string(step) + " loss differs after the kill and resume");
+                  offload + finetune + ": step " + std::to_string(step) + " loss differs after the kill and resume");
   }
   fs::remove_all(work);
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 
@@ -25,6 +26,16 @@ void on_signal(int) {
 }
 
 namespace fs = std::filesystem;
+
+// A run killed while writing a step's line leaves part of it: the resumed run appends after the last whole line.
+void drop_partial_line(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.empty() || text.back() == '\n') return;
+  const size_t keep = text.rfind('\n');
+  std::error_code ec;
+  fs::resize_file(path, keep == std::string::npos ? 0 : keep + 1, ec);
+}
 
 void write_text_atomic(const fs::path& path, const std::string& text) {
   const fs::path tmp = path.string() + ".tmp";
@@ -146,6 +157,7 @@ int cmd_train(int argc, char** argv) {
   }
   Progress progress;
   progress.engine = engine.get();
+  drop_partial_line(fs::path(out) / "log.jsonl");
   progress.log.open(fs::path(out) / "log.jsonl", std::ios::app);
   progress.quiet = args.has("--quiet");
   if (!progress.quiet)

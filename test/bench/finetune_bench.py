@@ -21,8 +21,9 @@ against the faster of the two.
 Peak RSS of our LoRA run (wait4's ru_maxrss) against the planned bytes of a full fine-tune of the same config:
 16 bytes per parameter (fp32 weight, gradient, two AdamW moments) plus saved activations and backward scratch,
 computed here with main/host/planner/activations.ts's formula for this shape.
-LoRA with experts in the SSD tier: measured only if the engine accepts a finetune section with offload; otherwise
-reported as na with the engine's message.
+LoRA with every expert in the SSD tier (a host cache smaller than the experts) against resident LoRA, both fp32;
+na with the engine's message if the engine refuses the run. The SSD run's step breakdown (stall, upload, SSD reads,
+bytes read and written, medians after the first step) is printed beside it.
 Ends with: BENCH finetune lora_vs_torch=R esft_vs_torch=R lora_rss_vs_full_plan=R lora_ssd_vs_resident=R|na
 """
 import argparse
@@ -91,7 +92,10 @@ def ours(cli, data, work, name, cfg):
     subprocess.run(["rm", "-rf", out], check=True)
     params = next((int(l.split()[2]) for l in text.splitlines() if l.startswith("moe-engine train:")), 0)
     tok_s = statistics.median(r["tokens"] / r["step_ms"] * 1e3 for r in recs[1:])
-    return {"tok_s": tok_s, "rss": usage.ru_maxrss * 1024, "params": params, "loss": [r["loss"] for r in recs]}
+    where = {k: statistics.median(r.get(k) or 0 for r in recs[1:])
+             for k in ("step_ms", "stall_ms", "upload_ms", "ssd_read_ms", "bytes_ssd_read", "bytes_ssd_write")}
+    return {"tok_s": tok_s, "rss": usage.ru_maxrss * 1024, "params": params, "loss": [r["loss"] for r in recs],
+            "where": where}
 
 
 def torch_child(a, method, setup, experts):
@@ -338,7 +342,11 @@ def main():
     if ssd_ratio is None:
         print(f"lora_ssd_vs_resident: not measured: the engine refuses LoRA with experts in the SSD tier: {ssd_note}")
     else:
-        print(f"LoRA, experts in the SSD tier (fp32) vs resident fp32: {ssd_ratio:.2f}")
+        w = ssd["where"]
+        print(f"LoRA, experts in the SSD tier (fp32) vs resident fp32: {ssd_ratio:.2f} (per step: {w['step_ms']:.0f} ms, "
+              f"stall {w['stall_ms']:.0f} ms, upload {w['upload_ms']:.0f} ms, SSD reads {w['ssd_read_ms']:.0f} ms, "
+              f"{w['bytes_ssd_read'] / 1e9:.2f} GB read, {w['bytes_ssd_write'] / 1e6:.1f} MB written; "
+              f"same losses: {ssd['loss'] == resident['loss']})")
     ssd_text = "na" if ssd_ratio is None else f"{ssd_ratio:.2f}"
     print(f"BENCH finetune lora_vs_torch={ratio['lora']:.2f} esft_vs_torch={ratio['esft']:.2f} "
           f"lora_rss_vs_full_plan={lora['rss'] / plan_bytes:.2f} lora_ssd_vs_resident={ssd_text}")

@@ -4,7 +4,7 @@
 import { createPinia, setActivePinia } from 'pinia'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 
-import { OffloadConfigSchema, RunConfigSchema } from '../../main/api/config'
+import { FINETUNE_DEVICES_MESSAGE, OffloadConfigSchema, PlacementConfigSchema, RunConfigSchema } from '../../main/api/config'
 import type { ExpertShares, RunSpec } from '../../main/api/contract'
 import {
   defaultMethodDraft, finetuneSection, isChosen, methodDraftOf, shareOpacity, toggleExpert, withMethod,
@@ -107,16 +107,23 @@ describe('measuring in New run', () => {
     expect(form.check.config?.finetune).toBeUndefined()
   })
 
-  it('what the engine refuses with a fine-tune lands on the Method section’s fields', async () => {
+  it('what the engine refuses with a fine-tune lands on the Method section’s fields; offload is not refused', async () => {
     const offloaded = { ...tinyConfig, offload: OffloadConfigSchema.parse({ mode: 'host', expert_slots: 2 }) }
-    const fake = fakeClient({ 'presets.list': async () => [{ name: 'tiny', description: 'demo', config: offloaded }], 'planner.plan': async () => planOf(2 ** 20) })
+    const onDevices = { ...tinyConfig, placement: PlacementConfigSchema.parse({ devices: 2 }) }
+    const fake = fakeClient({
+      'presets.list': async () => [{ name: 'tiny', description: 'demo', config: onDevices }, { name: 'offloaded', description: 'demo', config: offloaded }],
+      'planner.plan': async () => planOf(2 ** 20),
+    })
     const form = useNewRunStore()
     const method = useFinetuneMethodStore()
     await form.open({}, fake)
     expect(form.issuesFor('finetune')).toEqual([])
     method.setMethod('lora')
-    expect(form.issuesFor('finetune')).toEqual(['expert offload (offload.mode "host") with a finetune section is not supported yet; set offload.mode to "none"'])
+    expect(form.issuesFor('finetune')).toEqual([FINETUNE_DEVICES_MESSAGE])
     method.setMethod('full')
+    expect(form.issuesFor('finetune')).toEqual([])
+    form.applyPreset('offloaded')
+    method.setMethod('lora')
     expect(form.issuesFor('finetune')).toEqual([])
   })
 

@@ -81,14 +81,13 @@ describe('what the engine refuses with a fine-tune, refused here by the same fie
     return r.success ? [] : r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`)
   }
   const slots = { expert_slots: 2 }
-  test('expert offload, several devices or a pipeline', () => {
+  test('several devices or a pipeline; expert offload runs', () => {
     const finetune = { method: 'lora', lora: {} }
-    expect(parseIssues({ ...base, finetune, offload: { mode: 'host', ...slots } }))
-      .toEqual(['finetune: expert offload (offload.mode "host") with a finetune section is not supported yet; set offload.mode to "none"'])
-    expect(parseIssues({ ...base, finetune, offload: { mode: 'ssd', ...slots, cache_experts: 2 } })[0]).toMatch(/^finetune: expert offload \(offload\.mode "ssd"\)/)
+    expect(parseIssues({ ...base, finetune, offload: { mode: 'host', ...slots } })).toEqual([])
+    expect(parseIssues({ ...base, finetune, offload: { mode: 'ssd', ...slots, cache_experts: 4 } })).toEqual([])
     expect(parseIssues({ ...base, finetune, placement: { devices: 2 } })[0]).toMatch(/^finetune: experts on several devices or pipelined \(placement\.devices > 1, pipeline\)/)
     expect(parseIssues({ ...base, finetune, pipeline: { partitions: 2 } })[0]).toMatch(/^finetune: experts on several devices or pipelined/)
-    // Without a finetune section, or with offload "none" / "auto" (the host settles auto), nothing is refused here.
+    // Without a finetune section, or with any offload mode, nothing is refused here.
     expect(parseIssues({ ...base, offload: { mode: 'host', ...slots } })).toEqual([])
     expect(parseIssues({ ...base, finetune, offload: { mode: 'auto' } })).toEqual([])
   })

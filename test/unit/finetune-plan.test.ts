@@ -92,6 +92,31 @@ describe('memory verdict', () => {
     ])
   })
 
+  // An expert: base 96 floats (384 B); its LoRA adapters (gate, up, down at rank 2, A and B each padded to 16)
+  // 96 floats. Dense trained part: the attention adapters, 128 padded floats per layer.
+  test('the offload verdict books a frozen expert base as weights only, in every tier', () => {
+    const budgets = { device: 1 << 30, host: 1 << 30, ssd: null }
+    const offloaded = (finetune: unknown, offload: object): RunConfig =>
+      RunConfigSchema.parse({ model, train: { batch_size: 1, seq_len: 8 }, finetune, offload })
+    const lora = { method: 'lora', lora: { rank: 2 } }
+    const host = planRun(offloaded(lora, { mode: 'host', expert_slots: 2 }), budgets)
+    const tier = (p: typeof host, name: string) => p.tiers.find((t) => t.tier === name)!
+    // Slots: weights 192 floats + gradient 96 floats each; dense: 1024 B of trained adapters.
+    expect(tier(host, 'device')).toMatchObject({ grads: 1024 + 2 * 384, optimizer: 2 * 1024 })
+    expect(tier(host, 'host')).toMatchObject({ params: 8 * 768, grads: 8 * 384, optimizer: 8 * 768, total: 8 * 1920 })
+    // SSD: weights, the adapters kept apart, gradient and two moments, one 4 KiB part each.
+    const ssd = planRun(offloaded(lora, { mode: 'ssd', expert_slots: 2, cache_experts: 4 }), budgets)
+    expect(tier(ssd, 'ssd').total).toBe(8 * 5 * 4096)
+    expect(tier(ssd, 'host').total).toBe(4 * 5 * 4096)
+    // ESFT: the chosen expert trains whole; the other seven are one weights part each.
+    const esft = planRun(offloaded({ method: 'esft', experts: { 0: [1], 1: [] } }, { mode: 'ssd', expert_slots: 2, cache_experts: 4 }), budgets)
+    expect(tier(esft, 'ssd').total).toBe(7 * 4096 + 4 * 4096)
+    const esftHost = planRun(offloaded({ method: 'esft', experts: { 0: [1], 1: [] } }, { mode: 'host', expert_slots: 2 }), budgets)
+    expect(tier(esftHost, 'host')).toMatchObject({ params: 8 * 384, grads: 384, optimizer: 768 })
+    // A full run keeps 4 copies of every expert.
+    expect(tier(planRun(offloaded(null, { mode: 'host', expert_slots: 2 }), budgets), 'host').total).toBe(4 * 8 * 384)
+  })
+
   test('the plan carries the verdict only with a finetune section', () => {
     const budgets = { device: 1 << 30, host: 1 << 30, ssd: null }
     expect(planRun(config(null), budgets).finetune).toBeNull()

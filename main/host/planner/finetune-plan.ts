@@ -103,6 +103,44 @@ export function finetuneStateBytes(config: RunConfig): { trainedState: number; f
   return { trainedState: 12 * trained, frozen: 4 * frozen }
 }
 
+/** One routed expert's floats as the engine lays them out under a section: weights (its adapters included) and
+ * trained (its gradient and each moment); split: trained and frozen tensors both (the SSD keeps the trained apart). */
+export interface ExpertFloats {
+  weights: number
+  trained: number
+  split: boolean
+}
+
+/**
+ * The floats of the engine's arenas under the section, each tensor (an adapter's A and B each) padded to 16: the
+ * non-expert weights and trained floats, and per routed expert (the expert offload's homes and slots).
+ */
+export function stateFloats(config: RunConfig): { dense: { weights: number; trained: number }; experts: ExpertFloats[] } {
+  const f = resolveFinetune(config.finetune)
+  const at = expertsAt(config.model)
+  const dense = { weights: 0, trained: 0 }
+  const experts = new Map<string, ExpertFloats>()
+  for (const t of layoutTensors(config.model)) {
+    const trains = tensorTrains(t, f, at)
+    let adapters = 0
+    if (adapterParams(t, f, config.model, at) > 0)
+      for (const x of adaptedLinears(t, config.model)) adapters += pad16(f!.lora!.rank * x.in) + pad16(x.out * f!.lora!.rank)
+    const weights = pad16(t.numel) + adapters, trained = (trains ? pad16(t.numel) : 0) + adapters
+    if (t.expert === null) {
+      dense.weights += weights
+      dense.trained += trained
+      continue
+    }
+    const key = `${t.layer}:${t.expert}`
+    const x = experts.get(key) ?? { weights: 0, trained: 0, split: false }
+    x.split ||= !trains  // a frozen base tensor; split only once something trains too (below)
+    x.weights += weights
+    x.trained += trained
+    experts.set(key, x)
+  }
+  return { dense, experts: [...experts.values()].map((x) => ({ ...x, split: x.split && x.trained > 0 })) }
+}
+
 export interface FinetunePlanOptions {
   /** Where routed experts' state lives (the plan's offload mode). */
   mode: 'none' | 'host' | 'ssd'

@@ -41,6 +41,10 @@ export function planFormulas({ model, offload, sizes: s, mode, slots, cacheExper
     `e = 4 B × (${tensors}), each tensor padded to 16 floats = ${n(s.expert)} B (the largest routed expert)`,
     `all experts = Σ e over ${n(s.experts)} routed experts = ${binaryBytes(s.allExperts)}; D = 4 B × all parameters − all experts = ${binaryBytes(s.dense)}`,
   ]
+  if (s.denseTrained !== s.dense || s.expertTrained !== s.expert)
+    lines.push(`finetune: a frozen tensor keeps its weights only (no gradient, no moments), offloaded or not: D trains ${binaryBytes(s.denseTrained)}, ` +
+      `all experts train ${binaryBytes(s.allExpertsTrained)}; a slot = e + the largest expert's trained part (${n(s.expertTrained)} B); ` +
+      'a record = weights + 3 × trained part (+ the trained weights apart when the expert also has frozen tensors), each part 4 KiB aligned')
   const act = `activations ${binaryBytes(s.activations)} + buffers ${binaryBytes(s.buffers)}`
   if (mode === 'none') {
     lines.push(`device = 4 × (D + all experts) + activations + buffers = ${total('device')} (${act}; MPipeMoE eqs. 1–3)`)

@@ -9,7 +9,7 @@ import { finetuneVerdict } from './finetune-plan'
 import { countParams } from './param-count'
 import {
   deviceFixed, emptyTier, hostTierOfHostMode, hostTierOfSsdMode, offloadedDevice, residentDevice, sizesOf,
-  slotsFor, ssdTier, type Sizes, type TierBytes,
+  slotBytes, slotsFor, ssdTier, type Sizes, type TierBytes,
 } from './tiers'
 
 /** What the machine offers when the config sets no budget (ssd: free disk, null when unknown). */
@@ -60,7 +60,7 @@ function offloadedDeviceTier(s: Sizes, o: OffloadConfig, b: Budgets, minSlots: n
   const least = Math.min(minSlots, s.experts)
   if (o.expert_slots === null && slots < least) {
     const what = `the dense state, activations, buffers and ${slotsText(least)}`
-    return { device, slots, short: [{ tier: 'device', needed: deviceFixed(s) + least * 2 * s.expert, budget: b.device, what }] }
+    return { device, slots, short: [{ tier: 'device', needed: deviceFixed(s) + least * slotBytes(s), budget: b.device, what }] }
   }
   const what = `the dense state, activations, buffers and ${slotsText(slots)}`
   return { device, slots, short: device.total > b.device ? [{ tier: 'device', needed: device.total, budget: b.device, what }] : [] }
@@ -116,7 +116,7 @@ const fitsIn = (c: Candidate) => c.short.length === 0 && c.problems.length === 0
 
 function explicitText(c: Candidate, s: Sizes): string {
   if (fitsIn(c)) return fitText(c, s)
-  const hint = c.mode === 'none' ? `; or offload the experts (offload.mode auto): their state is ${binaryBytes(4 * s.allExperts)}` : ''
+  const hint = c.mode === 'none' ? `; or offload the experts (offload.mode auto): their state is ${binaryBytes(s.allExperts + 3 * s.allExpertsTrained)}` : ''
   return `${c.mode}: does not fit: ${[...c.problems, ...c.short.map(shortText)].join('; ')}${hint}`
 }
 

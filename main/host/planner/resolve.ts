@@ -1,7 +1,7 @@
 // Before a run's engine starts, the host settles its offload: "auto" becomes the mode the planner
 // picks for this machine, and the decision (mode, budgets, slots, cache entries, why) is kept with the
 // run so its page can say "auto → host" and a restart trains the same way.
-import { FINETUNE_OFFLOAD_MESSAGE, OFFLOAD_DEVICES_MESSAGE, OffloadConfigSchema, runsOnDevices, type RunConfig } from '../../api/config'
+import { OFFLOAD_DEVICES_MESSAGE, OffloadConfigSchema, runsOnDevices, type RunConfig } from '../../api/config'
 import { ApiInputError, type Hardware, type ResolvedOffload } from '../../api/contract'
 import { planRun, type Budgets } from './plan'
 
@@ -35,8 +35,6 @@ export function resolveOffload(config: RunConfig, machine: Budgets): ResolvedOff
     throw new ApiInputError('runs.create', [
       { path: 'spec.config.placement.devices', message: `offload auto → ${plan.mode}: ${OFFLOAD_DEVICES_MESSAGE}` },
     ])
-  if (plan.mode !== 'none' && config.finetune)
-    throw new ApiInputError('runs.create', [{ path: 'spec.config.finetune', message: `offload auto → ${plan.mode}: ${FINETUNE_OFFLOAD_MESSAGE(plan.mode)}` }])
   const budget = (tier: string) => plan.tiers.find((t) => t.tier === tier)?.budget ?? null
   return {
     requested: plan.requested,

@@ -1,9 +1,11 @@
 // Bytes per tier for each placement of expert state, as the engine books them
 // (native/engine/offload/expert_offload.cpp and ssd_store.cpp). Every state is fp32: parameters,
-// gradients and two AdamW moments, so a parameter costs 4 copies × 4 bytes wherever it lives.
+// gradients and two AdamW moments, so a trained parameter costs 4 copies × 4 bytes wherever it lives; under a
+// finetune section a frozen one costs its weights alone (no gradient, no moments), also for offloaded experts.
 import type { RunConfig } from '../../api/config'
 import type { Plan } from '../../api/contract'
 import { activationFloats } from './activations'
+import { stateFloats } from './finetune-plan'
 import { countParams } from './param-count'
 
 export type TierBytes = Plan['tiers'][number]
@@ -15,31 +17,74 @@ export const SSD_ALIGN = 4096
 export interface Sizes {
   /** One copy of the non-expert parameters (the arena minus every expert range). */
   dense: number
-  /** One copy of the largest routed expert: a slot or a cache entry holds this much per state. */
+  /** The trained part of `dense`: its gradient and each moment (= dense without a finetune section). */
+  denseTrained: number
+  /** The largest routed expert's weights: a slot's weights buffer. */
   expert: number
-  /** One copy of every routed expert. */
+  /** The largest routed expert's trained part: a slot's gradient buffer (= expert without a finetune section). */
+  expertTrained: number
+  /** One copy of every routed expert's weights. */
   allExperts: number
+  /** Every routed expert's trained part: the gradients, and each moment, of the expert homes. */
+  allExpertsTrained: number
   /** Routed experts over all MoE layers. */
   experts: number
-  /** One SSD record, which is also one host cache entry: 4 parts of the largest expert, each rounded up to SSD_ALIGN. */
+  /** One host cache entry: the largest record's parts (weights, trained weights kept apart, gradient, 2 moments), each rounded up to SSD_ALIGN. */
   record: number
+  /** The SSD file: every expert's record, each part sized for that expert. */
+  ssdFile: number
   activations: number
   buffers: number
 }
 
+const aligned = (bytes: number) => Math.ceil(bytes / SSD_ALIGN) * SSD_ALIGN
+
+/** One expert's record parts in bytes: weights, its trained weights kept apart (split experts only), gradient. */
+const recordParts = (weights: number, trained: number, split: boolean) =>
+  ({ weights: aligned(weights), apart: split ? aligned(trained) : 0, grad: aligned(trained) })
+const recordBytes = (p: ReturnType<typeof recordParts>) => p.weights + p.apart + 3 * p.grad
+
 export function sizesOf(config: RunConfig): Sizes {
-  const counts = countParams(config.model)
   const { saved, scratch } = activationFloats(config)
+  const common = { activations: saved * F32, buffers: scratch * F32 }
+  if (config.finetune) {
+    const { dense, experts } = stateFloats(config)
+    const bytes = experts.map((x) => ({ w: x.weights * F32, t: x.trained * F32, split: x.split }))
+    const largest = { weights: 0, apart: 0, grad: 0 }
+    for (const x of bytes) {
+      const p = recordParts(x.w, x.t, x.split)
+      largest.weights = Math.max(largest.weights, p.weights)
+      largest.apart = Math.max(largest.apart, p.apart)
+      largest.grad = Math.max(largest.grad, p.grad)
+    }
+    return {
+      dense: dense.weights * F32,
+      denseTrained: dense.trained * F32,
+      expert: Math.max(0, ...bytes.map((x) => x.w)),
+      expertTrained: Math.max(0, ...bytes.map((x) => x.t)),
+      allExperts: bytes.reduce((s, x) => s + x.w, 0),
+      allExpertsTrained: bytes.reduce((s, x) => s + x.t, 0),
+      experts: bytes.length,
+      record: recordBytes(largest),
+      ssdFile: bytes.reduce((s, x) => s + recordBytes(recordParts(x.w, x.t, x.split)), 0),
+      ...common,
+    }
+  }
+  const counts = countParams(config.model)
   const perExpert = counts.padded.perExpert.flatMap((floats, l) => new Array<number>(counts.expertsPerLayer[l]!).fill(floats * F32))
   const expert = Math.max(0, ...perExpert)
+  const record = 4 * aligned(expert)
   return {
     dense: counts.padded.dense * F32,
+    denseTrained: counts.padded.dense * F32,
     expert,
+    expertTrained: expert,
     allExperts: counts.padded.experts * F32,
+    allExpertsTrained: counts.padded.experts * F32,
     experts: perExpert.length,
-    record: 4 * Math.ceil(expert / SSD_ALIGN) * SSD_ALIGN,
-    activations: saved * F32,
-    buffers: scratch * F32,
+    record,
+    ssdFile: perExpert.length * record,
+    ...common,
   }
 }
 
@@ -51,44 +96,55 @@ function tier(name: TierBytes['tier'], parts: Omit<TierBytes, 'tier' | 'total' |
 export const emptyTier = (name: TierBytes['tier'], budget: number | null): TierBytes =>
   tier(name, { params: 0, grads: 0, optimizer: 0, activations: 0, buffers: 0 }, budget)
 
-/** Everything on the device: every parameter's four states, activations and buffers. */
+/** Everything on the device: every parameter's weights, the trained ones' gradient and moments, activations and buffers. */
 export function residentDevice(s: Sizes, budget: number): TierBytes {
-  const params = s.dense + s.allExperts
-  return tier('device', { params, grads: params, optimizer: 2 * params, activations: s.activations, buffers: s.buffers }, budget)
+  const params = s.dense + s.allExperts, trained = s.denseTrained + s.allExpertsTrained
+  return tier('device', { params, grads: trained, optimizer: 2 * trained, activations: s.activations, buffers: s.buffers }, budget)
 }
 
-/** The dense state, activations and buffers, and `slots` expert slots (weights + gradient buffer each). */
+/** One expert slot: weights + gradient buffer (the trained part only). */
+export const slotBytes = (s: Sizes) => s.expert + s.expertTrained
+
+/** The dense state, activations and buffers, and `slots` expert slots. */
 export function offloadedDevice(s: Sizes, slots: number, budget: number): TierBytes {
-  const slotBytes = slots * s.expert
   return tier(
     'device',
-    { params: s.dense + slotBytes, grads: s.dense + slotBytes, optimizer: 2 * s.dense, activations: s.activations, buffers: s.buffers },
+    {
+      params: s.dense + slots * s.expert, grads: s.denseTrained + slots * s.expertTrained, optimizer: 2 * s.denseTrained,
+      activations: s.activations, buffers: s.buffers,
+    },
     budget,
   )
 }
 
 /** What the device holds besides the slots. */
-export const deviceFixed = (s: Sizes) => 4 * s.dense + s.activations + s.buffers
+export const deviceFixed = (s: Sizes) => s.dense + 3 * s.denseTrained + s.activations + s.buffers
 
 /** Slots a device budget holds after its fixed part, at most one per expert (the engine's cap). */
 export function slotsFor(s: Sizes, budget: number): number {
-  return Math.min(s.experts, Math.max(0, Math.floor((budget - deviceFixed(s)) / (2 * s.expert))))
+  return Math.min(s.experts, Math.max(0, Math.floor((budget - deviceFixed(s)) / slotBytes(s))))
 }
 
-/** Host mode: every expert's four states; delayed updates also keep every expert's pending gradient. */
+/** Host mode: every expert's weights and its trained part's gradient and moments; delayed updates also keep every
+ * expert's pending gradient. */
 export function hostTierOfHostMode(s: Sizes, delayed: boolean, budget: number): TierBytes {
-  const a = s.allExperts
-  return tier('host', { params: a, grads: delayed ? 2 * a : a, optimizer: 2 * a, activations: 0, buffers: 0 }, budget)
+  const t = s.allExpertsTrained
+  return tier('host', { params: s.allExperts, grads: delayed ? 2 * t : t, optimizer: 2 * t, activations: 0, buffers: 0 }, budget)
 }
 
 /** SSD mode: `entries` cache entries of one record each. */
 export function hostTierOfSsdMode(s: Sizes, entries: number, budget: number): TierBytes {
-  const part = (entries * s.record) / 4
-  return tier('host', { params: part, grads: part, optimizer: 2 * part, activations: 0, buffers: 0 }, budget)
+  const ratio = s.allExperts + 3 * s.allExpertsTrained
+  const bytes = entries * s.record
+  // Booked in proportion to what the records hold (full training: a quarter each to weights and gradient).
+  const grads = ratio > 0 ? (bytes * s.allExpertsTrained) / ratio : 0
+  return tier('host', { params: bytes - 3 * grads, grads, optimizer: 2 * grads, activations: 0, buffers: 0 }, budget)
 }
 
-/** SSD mode: one record per expert; the parts' alignment padding is booked as buffers. */
+/** SSD mode: one record per expert; the parts' alignment padding (and trained weights kept apart) is booked as buffers. */
 export function ssdTier(s: Sizes, budget: number | null): TierBytes {
-  const a = s.allExperts
-  return tier('ssd', { params: a, grads: a, optimizer: 2 * a, activations: 0, buffers: s.experts * s.record - 4 * a }, budget)
+  const t = s.allExpertsTrained
+  return tier('ssd', {
+    params: s.allExperts, grads: t, optimizer: 2 * t, activations: 0, buffers: s.ssdFile - s.allExperts - 3 * t,
+  }, budget)
 }

@@ -1,26 +1,12 @@
 #include "infer/expert_slots.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
-#include <filesystem>
-
-#include <unistd.h>
 
 #include "core/error.h"
 #include "offload/ssd_store.h"
 
 namespace moe {
-namespace {
-
-std::string fresh_ssd_dir() {
-  static std::atomic<int> counter{0};
-  return (std::filesystem::temp_directory_path() /
-          ("moe-generate-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
-      .string();
-}
-
-}  // namespace
 
 ExpertSlotCache::ExpertSlotCache(Backend& be, const ParamLayout& layout, const ModelParams& params, float* arena,
                                  ExpertHome home, int slots, const OffloadConfig& ssd)
@@ -30,9 +16,9 @@ ExpertSlotCache::ExpertSlotCache(Backend& be, const ParamLayout& layout, const M
   for (int i = static_cast<int>(experts_.size()) - 1; i >= 0; --i) layer_base_[experts_[i].layer] = i;
   where_.assign(experts_.size(), -1);
   size_t largest = 0;
-  std::vector<size_t> sizes;
+  std::vector<ExpertSizes> sizes;
   for (const ExpertRange& r : experts_) {
-    sizes.push_back(r.end - r.begin);
+    sizes.push_back({r.end - r.begin, 0, 0});
     largest = std::max(largest, r.end - r.begin);
   }
   slots_.resize(std::min<size_t>(slots, std::max<size_t>(experts_.size(), 1)));
@@ -40,19 +26,16 @@ ExpertSlotCache::ExpertSlotCache(Backend& be, const ParamLayout& layout, const M
   if (home_ == ExpertHome::Host) {
     std::vector<size_t> begins;
     for (const ExpertRange& r : experts_) begins.push_back(r.begin);
-    store_ = std::make_unique<ArenaExpertStore>(arena_, arena_, arena_, arena_, std::move(begins));
+    store_ = std::make_unique<ArenaExpertStore>(arena_, arena_, arena_, arena_, begins, begins);
     return;
   }
-  // The SSD record also holds a gradient and two moments (the store serves training too); generation writes
-  // zeros there and never reads them.
+  // Generation trains nothing: each record is the expert's weights alone.
   host_tier_ = std::make_unique<MemoryTier>("host", be_, MemKind::PinnedHost, 0);
   ssd_tier_ = std::make_unique<MemoryTier>("ssd", be_, MemKind::PageableHost, 0);
   const int entries = ssd.cache_experts > 0 ? ssd.cache_experts : 4;
-  auto store = std::make_unique<SsdExpertStore>(ssd.ssd_dir.empty() ? fresh_ssd_dir() : ssd.ssd_dir, sizes, entries,
+  auto store = std::make_unique<SsdExpertStore>(ssd.ssd_dir.empty() ? SsdExpertStore::fresh_dir("moe-generate") : ssd.ssd_dir, sizes, entries,
                                                 ssd, *host_tier_, *ssd_tier_);
-  const std::vector<float> zeros(largest, 0.0f);
-  for (size_t i = 0; i < experts_.size(); ++i)
-    store->store(static_cast<int>(i), arena_ + experts_[i].begin, zeros.data(), zeros.data(), zeros.data());
+  for (size_t i = 0; i < experts_.size(); ++i) store->store(static_cast<int>(i), {arena_ + experts_[i].begin});
   store->flush();
   store->take_stats();
   store_ = std::move(store);

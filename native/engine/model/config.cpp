@@ -455,9 +455,6 @@ namespace {
 // What a fine-tune cannot run with yet, refused by name rather than run approximately.
 void check_finetune_supported(const EngineConfig& c) {
   if (!c.finetune.enabled) return;
-  if (c.offload.mode != OffloadMode::None)
-    fail("finetune: expert offload (offload.mode \"" + std::string(offload_mode_name(c.offload.mode)) +
-         "\") with a finetune section is not supported yet; set offload.mode to \"none\"");
   if (c.placement.devices > 1 || c.pipeline.engaged())
     fail("finetune: experts on several devices or pipelined (placement.devices > 1, pipeline) with a finetune "
          "section are not supported yet; use one device and drop the pipeline section");

@@ -122,13 +122,12 @@ void Model::init(uint64_t seed) {
 void Model::zero_grads() { grads_.zero(); }
 
 void Model::zero_dense_grads() {
-  check(trainable_.everything(), "zero_dense_grads: expert offload needs every tensor trained");
   size_t from = 0;
-  for (const ExpertRange& r : layout_.expert_ranges()) {
+  for (const ExpertRange& r : trainable_.grad_expert_ranges()) {
     be_.zero(grads_.f() + from, (r.begin - from) * sizeof(float));
     from = r.end;
   }
-  be_.zero(grads_.f() + from, (layout_.total() - from) * sizeof(float));
+  be_.zero(grads_.f() + from, (trainable_.grad_total() - from) * sizeof(float));
 }
 
 void Model::set_expert_access(ExpertAccess* access) {

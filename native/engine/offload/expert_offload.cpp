@@ -4,11 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <thread>
-
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "core/error.h"
 
@@ -19,28 +15,6 @@ using Clock = std::chrono::steady_clock;
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-// Hands the whole pages inside [p, p + bytes) back to the OS (they read as zeros afterwards) and zeroes the
-// partial pages at the ends, which neighbouring tensors share.
-void release_pages(float* p, size_t floats) {
-  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(p), end = begin + floats * sizeof(float);
-  const uintptr_t inner_begin = (begin + page - 1) / page * page, inner_end = end / page * page;
-  if (inner_end <= inner_begin) {
-    std::memset(p, 0, floats * sizeof(float));
-    return;
-  }
-  std::memset(p, 0, inner_begin - begin);
-  std::memset(reinterpret_cast<void*>(inner_end), 0, end - inner_end);
-  ::madvise(reinterpret_cast<void*>(inner_begin), inner_end - inner_begin, MADV_DONTNEED);
-}
-
-std::string default_ssd_dir() {
-  static std::atomic<int> counter{0};
-  return (std::filesystem::temp_directory_path() /
-          ("moe-offload-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
-      .string();
 }
 
 }  // namespace
@@ -66,13 +40,14 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
   const ModelConfig& mc = model.config();
   const ParamLayout& layout = model.layout();
   check(!layout.expert_ranges().empty(), "offload.mode: expert offload needs routed experts; this model has none");
-  // Expert state moves as one block in the parameters' layout: the gradient and moments must share it.
-  check(model.trainable().everything(), "offload.mode: expert offload trains every parameter for now (no finetune section)");
+  const TrainableSet& trainable = model.trainable();
   layer_base_.assign(mc.n_layers, -1);
   std::vector<int> experts_per_layer;
-  std::vector<size_t> sizes;
-  size_t all_experts = 0;
-  for (const ExpertRange& r : layout.expert_ranges()) {
+  std::vector<ExpertSizes> sizes;
+  size_t all_weights = 0, all_grads = 0;
+  for (size_t k = 0; k < layout.expert_ranges().size(); ++k) {
+    const ExpertRange& r = layout.expert_ranges()[k];
+    const ExpertRange& g = trainable.grad_expert_ranges()[k];
     if (layer_base_[r.layer] < 0) {
       layer_base_[r.layer] = static_cast<int>(experts_.size());
       experts_per_layer.push_back(mc.experts_at(r.layer));
@@ -84,20 +59,31 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
     x.e = r.expert;
     x.begin = r.begin;
     x.floats = r.end - r.begin;
-    x.pending_at = all_experts;
-    for (const ParamTensor& t : layout.tensors())
-      if (t.offset >= r.begin && t.offset < r.end) x.tensors.push_back(&t);
+    x.grad_begin = g.begin;
+    x.grad_floats = g.end - g.begin;
+    x.pending_at = all_grads;
+    bool frozen_tensor = false;
+    for (size_t i = 0; i < layout.tensors().size(); ++i) {
+      const ParamTensor& t = layout.tensors()[i];
+      if (t.offset < r.begin || t.offset >= r.end) continue;
+      if (trainable.trains(i)) x.trained.push_back({&t, t.offset - r.begin, trainable.grad_offset(i) - g.begin});
+      else frozen_tensor = true;
+    }
+    x.split = frozen_tensor && !x.trained.empty();
+    sizes.push_back({x.floats, x.split ? x.grad_floats : 0, x.grad_floats});
+    expert_floats_ = std::max(expert_floats_, x.floats);
+    grad_floats_ = std::max(grad_floats_, x.grad_floats);
+    all_weights += x.floats;
+    all_grads += x.grad_floats;
     experts_.push_back(std::move(x));
-    expert_floats_ = std::max(expert_floats_, r.end - r.begin);
-    all_experts += r.end - r.begin;
-    sizes.push_back(r.end - r.begin);
   }
   forward_order_.resize(moe_model_layers_.size());
   sum_squares_.assign(experts_.size(), 0.0);
-  const size_t expert_state = expert_floats_ * sizeof(float);
+  const size_t slot_w = expert_floats_ * sizeof(float), slot_g = grad_floats_ * sizeof(float);
 
-  // Device tier: the non-expert parameters, their gradients and moments, the activations, then the slots.
-  const size_t dense = 4 * (layout.total() - all_experts) * sizeof(float);
+  // Device tier: the non-expert parameters, the trained ones' gradients and moments, the activations, then the
+  // slots (a slot's gradient buffer holds only trained tensors).
+  const size_t dense = ((layout.total() - all_weights) + 3 * (model.num_grads() - all_grads)) * sizeof(float);
   device_.charge(dense, "the non-expert parameters, gradients and AdamW moments");
   model.reserve_activations(B, T);
   charge_activations();
@@ -105,17 +91,17 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
   if (n_slots == 0) {
     const size_t used = device_.current();
     const size_t left = static_cast<size_t>(cfg.device_budget_bytes) > used ? cfg.device_budget_bytes - used : 0;
-    n_slots = static_cast<int>(left / (2 * expert_state));
+    n_slots = static_cast<int>(left / (slot_w + slot_g));
     check(n_slots >= 1, "device tier: offload.device_budget_bytes " + std::to_string(cfg.device_budget_bytes) +
                             " leaves " + std::to_string(left) + " bytes after the non-expert state (" +
                             std::to_string(dense) + ") and the activations (" + std::to_string(activations_charged_) +
-                            "); one expert slot (weights + gradient) needs " + std::to_string(2 * expert_state));
+                            "); one expert slot (weights + gradient) needs " + std::to_string(slot_w + slot_g));
   }
   n_slots = std::min<int>(n_slots, static_cast<int>(experts_.size()));
   for (int s = 0; s < n_slots; ++s) {
     Slot slot;
-    slot.w = TierBlock(device_, expert_state, "expert slot " + std::to_string(s) + " (weights)");
-    slot.g = TierBlock(device_, expert_state, "expert slot " + std::to_string(s) + " (gradient)");
+    slot.w = TierBlock(device_, slot_w, "expert slot " + std::to_string(s) + " (weights)");
+    slot.g = TierBlock(device_, slot_g, "expert slot " + std::to_string(s) + " (gradient)");
     slots_.push_back(std::move(slot));
   }
   // At least one slot streams; the rest up to pin_fraction are reserved for pinned experts.
@@ -123,78 +109,22 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
   if (cfg.pin_policy == PinPolicy::None) pin_slots_ = 0;
   pins_ = PinSelector(cfg.pin_policy, pin_slots_, experts_per_layer);
 
-  make_store(cfg, sizes, all_experts);
+  make_store(cfg, sizes, all_weights + 3 * all_grads);
   if (cfg.optimizer == ExpertOptimizer::Delayed)
-    pending_ = TierBlock(host_, all_experts * sizeof(float), "the experts' pending (previous step's) gradients");
+    pending_ = TierBlock(host_, all_grads * sizeof(float), "the experts' pending (previous step's) gradients");
   // Sizes the per-step bookkeeping, then waits idle: passes before the first step (evaluation) work too.
   begin_step(0, 0.0, TrainConfig{});
   enter_idle();
 }
 
-void ExpertOffload::make_store(const OffloadConfig& cfg, const std::vector<size_t>& sizes, size_t all_experts) {
-  if (cfg.mode != OffloadMode::Ssd) {
-    // Host tier: each expert's master weights, gradient and two AdamW moments (the arenas' expert ranges).
-    host_.charge(4 * all_experts * sizeof(float), "the experts' master weights, gradients and AdamW moments");
-    std::vector<size_t> begins;
-    for (const Expert& x : experts_) begins.push_back(x.begin);
-    store_ = std::make_unique<ArenaExpertStore>(params_, grads_, optimizer_.m(), optimizer_.v(), std::move(begins));
-    return;
-  }
-  int entries = cfg.cache_experts;
-  if (entries == 0) {
-    const size_t record = SsdExpertStore::record_bytes(sizes);
-    entries = static_cast<int>(static_cast<size_t>(cfg.host_budget_bytes) / record);
-    check(entries >= 4, "host tier: offload.host_budget_bytes " + std::to_string(cfg.host_budget_bytes) +
-                            " holds " + std::to_string(entries) + " cached experts of " + std::to_string(record) +
-                            " bytes (weights, gradient, moments); the SSD tier needs at least 4, i.e. " +
-                            std::to_string(4 * record) + " bytes");
-  }
-  auto ssd = std::make_unique<SsdExpertStore>(cfg.ssd_dir.empty() ? default_ssd_dir() : cfg.ssd_dir, sizes, entries,
-                                              cfg, host_, ssd_tier_);
-  ssd->set_next_use([this](int i) { return next_use(i); });
-  ssd_ = ssd.get();
-  store_ = std::move(ssd);
-  experts_from_arenas();
-}
-
+// ascends after a backward, is treated as the next forward): an expert of the layer in hand or one the sweep has
+// passed is next needed in the following sweep.
 ExpertOffload::~ExpertOffload() { settle(); }
 
 void ExpertOffload::settle() {
   copy_worker_.drain();
   optimizer_worker_.drain();
   if (ssd_) ssd_->flush();
-}
-
-void ExpertOffload::experts_to_arenas() {
-  settle();
-  if (!ssd_) return;
-  for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
-    const size_t b = experts_[i].begin;
-    ssd_->load(i, params_ + b, grads_ + b, optimizer_.m() + b, optimizer_.v() + b);
-  }
-}
-
-void ExpertOffload::experts_from_arenas() {
-  settle();
-  forget_slot_contents();
-  if (!ssd_) return;
-  for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
-    const Expert& x = experts_[i];
-    float *w = params_ + x.begin, *g = grads_ + x.begin, *m = optimizer_.m() + x.begin, *v = optimizer_.v() + x.begin;
-    ssd_->store(i, w, g, m, v);
-    for (float* p : {w, g, m, v}) release_pages(p, x.floats);
-  }
-  ssd_->flush();
-  ssd_->take_stats();  // start-up traffic is not a step's
-}
-
-void ExpertOffload::zero_expert_grads() {
-  settle();
-  for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
-    ExpertState s = store_->acquire(i, 0, kGrad);
-    std::memset(s.g, 0, experts_[i].floats * sizeof(float));
-    store_->release(i, kGrad);
-  }
 }
 
 // Sweeps alternate direction (forward ascends the MoE layers, backward descends; the optimizer's sweep, which
@@ -217,16 +147,25 @@ void ExpertOffload::charge_activations() {
   activations_charged_ = now;
 }
 
-// Weights change between steps (updates) and on loads: no slot's contents may be reused across them.
-void ExpertOffload::forget_slot_contents() {
-  for (Slot& s : slots_) s.holds = -1;
+// Weights change between steps (updates) and on loads: no slot's contents may be reused across them, except a
+// frozen expert's between steps.
+void ExpertOffload::forget_slot_contents(bool all) {
+  for (Slot& s : slots_) {
+    if (all || s.holds < 0) s.holds = -1;
+    else if (experts_[s.holds].split) s.trained_stale = true;
+    else if (experts_[s.holds].grad_floats > 0) s.holds = -1;
+  }
+}
+
+bool ExpertOffload::base_in_slot(int i) const {
+  return std::any_of(slots_.begin(), slots_.end(), [&](const Slot& s) { return s.holds == i && s.trained_stale; });
 }
 
 // Between steps (evaluation, C API gradients): no pins, every slot streams, and no update ever starts, so a
 // pass outside training computes what resident training would.
 void ExpertOffload::enter_idle() {
   in_step_ = false;
-  forget_slot_contents();
+  forget_slot_contents(false);
   free_.clear();
   for (Expert& x : experts_) {
     x.slot = x.pin_slot = -1;
@@ -237,7 +176,7 @@ void ExpertOffload::enter_idle() {
 
 void ExpertOffload::begin_step(int t, double lr, const TrainConfig& hp) {
   in_step_ = true;
-  forget_slot_contents();
+  forget_slot_contents(false);
   t_ = t;
   lr_ = lr;
   hp_ = hp;
@@ -286,16 +225,16 @@ void ExpertOffload::plan(int layer, ExpertPass pass, const std::vector<int>& exp
 // than the cache holds beside what the workers have in hand.
 void ExpertOffload::prefetch_for(int layer, ExpertPass pass) {
   int budget = cache_entries() - std::max(1, cfg_.lookahead) - 3;
-  for (size_t k = next_issue_; k < order_.size() && budget > 0; ++k, --budget) store_->prefetch(order_[k], kWeights);
+  for (size_t k = next_issue_; k < order_.size() && budget > 0; ++k, --budget) prefetch_weights(order_[k]);
   const int moe = model_.config().moe_index(layer);
   const int next = pass == ExpertPass::Forward ? moe + 1 : moe - 1;
   if (next < 0 || next >= static_cast<int>(moe_model_layers_.size())) return;
   const int next_layer = moe_model_layers_[next];
   const std::vector<int>& likely = forward_order_[next];
   if (pass == ExpertPass::Forward)
-    for (size_t k = 0; k < likely.size() && budget > 0; ++k, --budget) store_->prefetch(id(next_layer, likely[k]), kWeights);
+    for (size_t k = 0; k < likely.size() && budget > 0; ++k, --budget) prefetch_weights(id(next_layer, likely[k]));
   else
-    for (size_t k = likely.size(); k-- > 0 && budget > 0; --budget) store_->prefetch(id(next_layer, likely[k]), kWeights);
+    for (size_t k = likely.size(); k-- > 0 && budget > 0; --budget) prefetch_weights(id(next_layer, likely[k]));
 }
 
 // Issues uploads in compute order while the lookahead window has room and a slot is free.
@@ -324,25 +263,33 @@ void ExpertOffload::issue(int i) {
   }
   Slot& s = slots_[x.slot];
   const bool weights_up = s.holds != i;
+  // Only the trained tensors changed since the slot took this expert's frozen base.
+  const bool trained_up = !weights_up && s.trained_stale;
   s.holds = i;
-  const size_t bytes = x.floats * sizeof(float);
+  s.trained_stale = false;
+  const size_t bytes = x.floats * sizeof(float), grad_bytes = x.grad_floats * sizeof(float);
   // The gradient buffer starts as the host gradient of earlier micro-batches, or zero (pinned experts keep
   // theirs in the slot until the last micro-batch).
   const bool grad_up = pass_ == ExpertPass::Backward && !pinned && x.grad_down;
   const bool grad_zero = pinned || (pass_ == ExpertPass::Backward && !x.grad_down);
   float *w_dst = s.w.f(), *g_dst = s.g.f();
   auto upload = [=, this] {
-    if (weights_up || grad_up) {
+    if (weights_up || trained_up || grad_up) {
       // The next use of an expert waits for its last update (no staleness); other experts' updates run on.
       optimizer_worker_.wait(update_ticket_[i]);
-      const ExpertState host = store_->acquire(i, (weights_up ? kWeights : 0u) | (grad_up ? kGrad : 0u));
+      const Expert& x = experts_[i];
+      const unsigned parts = weights_up ? weight_parts(x) : trained_up ? updated_weights(x) : 0u;
+      const ExpertState host = store_->acquire(i, parts | (grad_up ? kGrad : 0u));
       const auto t0 = Clock::now();
       if (weights_up) std::memcpy(w_dst, host.w, bytes);
-      if (grad_up) std::memcpy(g_dst, host.g, bytes);
+      if ((weights_up && host.t) || trained_up)  // the trained tensors' current weights (apart, or in place)
+        for (const TrainedTensor& t : x.trained)
+          std::memcpy(w_dst + t.at, host.t ? host.t + t.grad_at : host.w + t.at, t.t->numel * sizeof(float));
+      if (grad_up) std::memcpy(g_dst, host.g, grad_bytes);
       add_upload_time(ms_between(t0, Clock::now()));
       store_->release(i, 0);
     }
-    if (grad_zero) std::memset(g_dst, 0, bytes);
+    if (grad_zero) std::memset(g_dst, 0, grad_bytes);
   };
   if (inline_copies_) {
     // The compute thread copies: nothing is hidden, so the whole time counts as a stall. Downloads queued on
@@ -355,19 +302,26 @@ void ExpertOffload::issue(int i) {
   } else {
     s.ticket = copy_worker_.submit(upload);
   }
-  stats_.bytes_h2d += static_cast<int64_t>(bytes * ((weights_up ? 1 : 0) + (grad_up ? 1 : 0)));
-  if (weights_up) ++stats_.uploads[x.moe_layer][x.e];
+  stats_.bytes_h2d += static_cast<int64_t>((weights_up ? bytes : trained_up ? grad_bytes : 0) + (grad_up ? grad_bytes : 0));
+  if (weights_up || trained_up) ++stats_.uploads[x.moe_layer][x.e];
 }
 
 void ExpertOffload::add_upload_time(double ms) { upload_ns_ += static_cast<int64_t>(ms * 1e6); }
 
-FfnParams ExpertOffload::rebase(const FfnParams& f, const float* arena, const Expert& x, float* slot) const {
-  auto move = [&](float* p) { return p ? slot + (p - (arena + x.begin)) : nullptr; };
-  FfnParams r;
+// The same pointers, moved from an expert's start in an arena to its slot (null stays null: a frozen tensor's
+// gradient).
+FfnParams ExpertOffload::rebase(const FfnParams& f, const float* from, float* to) {
+  auto move = [&](float* p) { return p ? to + (p - from) : nullptr; };
+  FfnParams r = f;
+  r.w_in_bf16 = r.w_out_bf16 = nullptr;
   r.w_in = move(f.w_in);
   r.b_in = move(f.b_in);
   r.w_out = move(f.w_out);
   r.b_out = move(f.b_out);
+  for (LoraParams* l : {&r.lora_in[0], &r.lora_in[1], &r.lora_out}) {
+    l->A = move(l->A);
+    l->B = move(l->B);
+  }
   return r;
 }
 
@@ -381,12 +335,12 @@ FfnParams ExpertOffload::weights(int layer, int e) {
     copy_worker_.wait(s.ticket);
     stats_.stall_ms += ms_between(t0, Clock::now());
   }
-  return rebase(model_.param_ptrs().layers[layer].experts[e], params_, experts_[i], s.w.f());
+  return rebase(model_.param_ptrs().layers[layer].experts[e], params_ + experts_[i].begin, s.w.f());
 }
 
 FfnParams ExpertOffload::grads(int layer, int e) {
   const Expert& x = experts_[id(layer, e)];
-  return rebase(model_.grad_ptrs().layers[layer].experts[e], grads_, x, slots_[x.slot].g.f());
+  return rebase(model_.grad_ptrs().layers[layer].experts[e], grads_ + x.grad_begin, slots_[x.slot].g.f());
 }
 
 void ExpertOffload::release(int i) {
@@ -415,10 +369,12 @@ void ExpertOffload::done_backward(int layer, int e) {
   const int i = id(layer, e);
   Expert& x = experts_[i];
   const bool final = in_step_ && last_micro_;
-  // A pinned expert's gradient waits in its slot for the step's last backward (or finish_gradients()).
-  if (x.pin_slot < 0 || last_micro_)
-    download_grad(i, final, final && cfg_.optimizer != ExpertOptimizer::Layer && updates_at_backward());
-  else x.grad_in_slot = true;
+  // A frozen expert has no gradient: nothing goes down and it is never updated.
+  if (x.grad_floats > 0) {
+    if (x.pin_slot < 0 || last_micro_)
+      download_grad(i, final, final && cfg_.optimizer != ExpertOptimizer::Layer && updates_at_backward());
+    else x.grad_in_slot = true;
+  }
   release(i);
 }
 
@@ -426,12 +382,12 @@ void ExpertOffload::done_backward(int layer, int e) {
 // the expert's update right after.
 void ExpertOffload::download_grad(int i, bool final, bool then_update) {
   Expert& x = experts_[i];
-  const size_t bytes = x.floats * sizeof(float);
+  const size_t bytes = x.grad_floats * sizeof(float);
   const float* src = slots_[x.slot].g.f();
   copy_worker_.submit([=, this] {
     const ExpertState host = store_->acquire(i, 0, kGrad);
     std::memcpy(host.g, src, bytes);
-    if (final) sum_squares_[i] = host_compute_.norms->sum_squares(host.g, static_cast<int64_t>(experts_[i].floats));
+    if (final) sum_squares_[i] = host_compute_.norms->sum_squares(host.g, static_cast<int64_t>(experts_[i].grad_floats));
     store_->release(i, kGrad);
     if (then_update) {
       if (cfg_.optimizer == ExpertOptimizer::Delayed) submit_delayed_update(i, false);
@@ -453,13 +409,15 @@ void ExpertOffload::update_layer(int layer) {
   }
 }
 
-// The resident optimizer's AdamW, tensor by tensor, on one expert's host state with the given gradient.
+// The resident optimizer's AdamW, trained tensor by trained tensor, on one expert's host state with the given
+// gradient (packed); the weights are where the store keeps them (apart, or in place).
 void ExpertOffload::apply_adamw(const Expert& x, const ExpertState& s, const float* grad, const UpdateStep& step,
                                 const TrainConfig& hp) {
-  for (const ParamTensor* pt : x.tensors) {
-    const size_t at = pt->offset - x.begin;
-    host_compute_.updates->adamw_update(s.w + at, grad + at, s.m + at, s.v + at, static_cast<int64_t>(pt->numel),
-                                        adamw_params(step.t, step.lr, hp, step.clip_scale, pt->decay));
+  for (const TrainedTensor& t : x.trained) {
+    float* w = s.t ? s.t + t.grad_at : s.w + t.at;
+    host_compute_.updates->adamw_update(w, grad + t.grad_at, s.m + t.grad_at, s.v + t.grad_at,
+                                        static_cast<int64_t>(t.t->numel),
+                                        adamw_params(step.t, step.lr, hp, step.clip_scale, t.t->decay));
   }
 }
 
@@ -471,11 +429,12 @@ void ExpertOffload::submit_update(int i, bool zero_grad) {
   const double clip_scale = hp_.grad_clip > 0 ? clip_scale_ : 1.0;
   update_ticket_[i] = optimizer_worker_.submit([this, i, zero_grad, t = t_, lr = lr_, hp = hp_, clip_scale] {
     const Expert& x = experts_[i];
-    const ExpertState s = store_->acquire(i, kAllParts & ~(zero_grad ? kGrad : 0u), zero_grad ? kGrad : 0u);
-    if (zero_grad) std::memset(s.g, 0, x.floats * sizeof(float));
+    const unsigned parts = updated_weights(x) | kMoment1 | kMoment2;
+    const ExpertState s = store_->acquire(i, parts | (zero_grad ? 0u : kGrad), zero_grad ? kGrad : 0u);
+    if (zero_grad) std::memset(s.g, 0, x.grad_floats * sizeof(float));
     apply_adamw(x, s, s.g, UpdateStep{t, lr, clip_scale}, hp);
     // The gradient has been applied: its file copy may stay stale (docs/offload.md, "SSD tier").
-    store_->release(i, kWeights | kMoment1 | kMoment2, kGrad);
+    store_->release(i, parts, kGrad);
   });
 }
 
@@ -486,11 +445,12 @@ void ExpertOffload::submit_delayed_update(int i, bool zero_grad) {
       [this, i, zero_grad, valid = pending_valid_, t = pending_t_, lr = pending_lr_, scale = pending_scale_, hp = hp_] {
         const Expert& x = experts_[i];
         float* pending = pending_.f() + x.pending_at;
-        const ExpertState s = store_->acquire(i, kAllParts);
-        if (zero_grad) std::memset(s.g, 0, x.floats * sizeof(float));
+        const unsigned parts = updated_weights(x) | kGrad | kMoment1 | kMoment2;
+        const ExpertState s = store_->acquire(i, parts);
+        if (zero_grad) std::memset(s.g, 0, x.grad_floats * sizeof(float));
         if (valid) apply_adamw(x, s, pending, UpdateStep{t, lr, scale}, hp);
-        std::memcpy(pending, s.g, x.floats * sizeof(float));
-        store_->release(i, kAllParts);
+        std::memcpy(pending, s.g, x.grad_floats * sizeof(float));
+        store_->release(i, parts);
       });
 }
 
@@ -503,12 +463,12 @@ void ExpertOffload::finish_gradients() {
   // in earlier micro-batches), else zero (it computed nothing; its update zeroes the stale host gradient).
   for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
     if (sum_squares_[i] >= 0) continue;
-    if (!experts_[i].grad_down) {
+    if (!experts_[i].grad_down || experts_[i].grad_floats == 0) {
       sum_squares_[i] = 0.0;
       continue;
     }
     const ExpertState s = store_->acquire(i, kGrad);
-    sum_squares_[i] = host_compute_.norms->sum_squares(s.g, static_cast<int64_t>(experts_[i].floats));
+    sum_squares_[i] = host_compute_.norms->sum_squares(s.g, static_cast<int64_t>(experts_[i].grad_floats));
     store_->release(i, 0);
   }
 }
@@ -520,8 +480,8 @@ void ExpertOffload::start_expert_updates(double clip_scale) {
   int budget = ssd_ && cfg_.prefetch ? cache_entries() - 3 : 0;
   for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
     Expert& x = experts_[i];
-    if (x.updated) continue;
-    if (budget-- > 0) store_->prefetch(i, x.grad_down ? kAllParts : kWeights | kMoment1 | kMoment2);
+    if (x.updated || x.grad_floats == 0) continue;  // frozen experts are never updated
+    if (budget-- > 0) store_->prefetch(i, updated_weights(x) | kMoment1 | kMoment2 | (x.grad_down ? kGrad : 0u));
     x.updated = true;
     if (cfg_.optimizer == ExpertOptimizer::Delayed) submit_delayed_update(i, !x.grad_down);
     else submit_update(i, !x.grad_down);

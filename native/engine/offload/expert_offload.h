@@ -17,6 +17,10 @@
 //     applies the previous step's gradient instead (one step stale, an ablation baseline).
 //   * SSD tier: plan() prefetches the pass's experts and the next MoE layer's (forward: the experts it used
 //     last time; backward: the ones its forward used) into the host cache.
+//   * a fine-tune (Model::trainable()): gradient and moments exist for trained tensors only, packed as the
+//     model's gradient arena packs them; a frozen expert is uploaded read-only (no gradient bytes, no update, no
+//     write-back), and an expert with trained and frozen tensors (LoRA adapters on a frozen base) moves and
+//     writes back only its trained part after the update.
 // The copies and kernels are the ones resident training runs on the same values in the same order, so losses
 // and weights are bit-identical to resident training (except `delayed`).
 #pragma once
@@ -68,7 +72,8 @@ class ExpertOffload final : public ExpertAccess {
   int slots() const { return static_cast<int>(slots_.size()); }
   int pin_slots() const { return pin_slots_; }
   int cache_entries() const { return ssd_ ? ssd_->entries() : 0; }
-  size_t expert_bytes() const { return expert_floats_ * sizeof(float); }
+  size_t expert_bytes() const { return expert_floats_ * sizeof(float); }     // the largest expert's weights
+  size_t expert_grad_bytes() const { return grad_floats_ * sizeof(float); }  // ... and its trained part
   const MemoryTier& device_tier() const { return device_; }
   const MemoryTier& host_tier() const { return host_; }
   const MemoryTier& ssd_tier() const { return ssd_tier_; }
@@ -91,6 +96,9 @@ class ExpertOffload final : public ExpertAccess {
   // tier, whose master copy is the arenas.
   void experts_to_arenas();
   void experts_from_arenas();
+  // SSD tier: hands the arenas' expert pages back after experts_to_arenas() when nothing changed them (a
+  // checkpoint written): the store still holds that state, so nothing is written again.
+  void release_arena_experts();
   // Zeroes every expert's gradient (a gradient pass outside training starts from zero, as resident's does).
   void zero_expert_grads();
 
@@ -106,12 +114,21 @@ class ExpertOffload final : public ExpertAccess {
     uint64_t ticket = 0;  // the upload that filled it
     int holds = -1;       // the expert whose weights it still holds (within a step weights change only by an
                           // expert's update, which starts after its last use of the step)
+    bool trained_stale = false;  // holds a split expert's frozen base, but its trained tensors from before an update
+  };
+  // A trained tensor of an expert: at its layout offset and its packed (gradient) offset, both from the
+  // expert's start.
+  struct TrainedTensor {
+    const ParamTensor* t;
+    size_t at, grad_at;
   };
   struct Expert {
     int layer = 0, moe_layer = 0, e = 0;
-    size_t begin = 0, floats = 0;             // its range in the arenas
+    size_t begin = 0, floats = 0;             // its range in the parameter arena
+    size_t grad_begin = 0, grad_floats = 0;   // its range in the packed gradient and moment arenas (0: frozen)
+    bool split = false;                       // trained and frozen tensors both (the SSD keeps the trained apart)
     size_t pending_at = 0;                    // `delayed`: its place in pending_
-    std::vector<const ParamTensor*> tensors;  // its tensors, for the optimizer
+    std::vector<TrainedTensor> trained;       // for the optimizer
     int slot = -1;                            // occupied slot, -1 when only on the host
     int pin_slot = -1;                        // its reserved slot this step, -1 when not pinned
     bool grad_down = false;     // the host gradient holds this step's earlier micro-batches
@@ -120,13 +137,21 @@ class ExpertOffload final : public ExpertAccess {
   };
 
   int id(int layer, int e) const { return layer_base_[layer] + e; }
-  void make_store(const OffloadConfig& cfg, const std::vector<size_t>& sizes, size_t all_experts);
+  // The parts an upload of x's weights reads, and the part an update of x's weights changes.
+  static unsigned weight_parts(const Expert& x) { return kWeights | (x.split ? kTrained : 0u); }
+  static unsigned updated_weights(const Expert& x) { return x.split ? kTrained : kWeights; }
+  void make_store(const OffloadConfig& cfg, const std::vector<ExpertSizes>& sizes, size_t host_floats);
   void enter_idle();
-  void forget_slot_contents();
+  // Slots holding a frozen expert keep it across steps (its weights never change), and a split expert's frozen
+  // base (only its trained tensors are uploaded again), unless `all`.
+  void forget_slot_contents(bool all);
+  // Whether a slot still holds expert i's frozen base with stale trained tensors.
+  bool base_in_slot(int i) const;
   void issue_ahead();
   void issue(int id);
   void release(int id);
   void prefetch_for(int layer, ExpertPass pass);
+  void prefetch_weights(int id) { store_->prefetch(id, base_in_slot(id) ? kTrained : weight_parts(experts_[id])); }
   void download_grad(int id, bool final, bool then_update);
   struct UpdateStep {
     int t;
@@ -138,7 +163,7 @@ class ExpertOffload final : public ExpertAccess {
   void submit_delayed_update(int id, bool zero_grad);
   void update_layer(int layer);
   bool updates_at_backward() const;
-  FfnParams rebase(const FfnParams& f, const float* arena, const Expert& x, float* slot) const;
+  static FfnParams rebase(const FfnParams& f, const float* from, float* to);
   void add_upload_time(double ms);
   void charge_activations();
 
@@ -149,7 +174,8 @@ class ExpertOffload final : public ExpertAccess {
   MemoryTier device_, host_, ssd_tier_;
   std::unique_ptr<ExpertStore> store_;
   SsdExpertStore* ssd_ = nullptr;  // store_ when the home is the SSD tier
-  size_t expert_floats_ = 0;       // the largest expert
+  size_t expert_floats_ = 0;       // the largest expert's weights
+  size_t grad_floats_ = 0;         // the largest expert's gradient (trained tensors)
   size_t activations_charged_ = 0;
   std::vector<int> layer_base_;  // model layer -> first expert id (-1: dense layer)
   std::vector<int> moe_model_layers_;

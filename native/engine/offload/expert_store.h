@@ -1,5 +1,6 @@
 // Where the host-side master state of every routed expert lives: fp32 weights, gradient and the two AdamW
-// moments. ExpertOffload reaches that state only through this interface, so the host tier (the arenas' expert
+// moments (gradient and moments only for the expert's trained tensors, packed as Model::trainable() packs them;
+// a frozen expert has none). ExpertOffload reaches that state only through this interface, so the host tier (the arenas' expert
 // ranges) and the SSD tier (files behind a host cache) are interchangeable. Experts are numbered in arena
 // order (ParamLayout::expert_ranges()). Implementations are thread-safe: the copy worker, the optimizer
 // worker and the compute thread acquire concurrently; ordering between them is the caller's (tickets).
@@ -10,17 +11,27 @@
 
 namespace moe {
 
+// w: the weights in layout order. t: the trained tensors' weights kept apart, packed like g (null when w holds
+// them: the host tier, or an expert whose tensors all train or all are frozen); where t is set, w's copies of
+// the trained tensors are stale.
 struct ExpertState {
-  float *w = nullptr, *g = nullptr, *m = nullptr, *v = nullptr;
+  float *w = nullptr, *t = nullptr, *g = nullptr, *m = nullptr, *v = nullptr;
+};
+
+// Floats of one expert's parts: weights (layout order), trained weights kept apart (0: none), and the gradient
+// and each moment (trained tensors packed; 0 for a frozen expert).
+struct ExpertSizes {
+  size_t weights = 0, trained = 0, grads = 0;
 };
 
 // Parts of an expert's state, as bits: what a caller reads, overwrites whole, or changed.
-enum ExpertPart : unsigned { kWeights = 1, kGrad = 2, kMoment1 = 4, kMoment2 = 8, kAllParts = 15 };
+enum ExpertPart : unsigned { kWeights = 1, kGrad = 2, kMoment1 = 4, kMoment2 = 8, kTrained = 16, kAllParts = 31 };
 
 // Measured since the last take_stats().
 struct ExpertStoreStats {
   int64_t hits = 0, misses = 0;
   int64_t bytes_read = 0, bytes_written = 0;
+  int64_t weight_bytes_written = 0;  // the part of bytes_written that wrote weights parts back
   double io_ms = 0;               // time spent in file reads and writes
   double read_ms = 0;             // the reads' part of it
   double prefetch_lead_ms = 0;    // mean time a prefetched expert waited in the cache before its first use
@@ -43,21 +54,23 @@ class ExpertStore {
   virtual ExpertStoreStats take_stats() { return {}; }
 };
 
-// The host tier: every expert's state is its range of the model's and optimizer's arenas.
+// The host tier: every expert's state is its range of the model's arena (weights) and of the packed gradient and
+// optimizer arenas.
 class ArenaExpertStore final : public ExpertStore {
  public:
-  // begins: each expert's float offset in the arenas.
-  ArenaExpertStore(float* params, float* grads, float* m, float* v, std::vector<size_t> begins)
-      : p_(params), g_(grads), m_(m), v_(v), begins_(std::move(begins)) {}
+  // begins: each expert's float offset in the parameter arena; grad_begins: in the packed arenas.
+  ArenaExpertStore(float* params, float* grads, float* m, float* v, std::vector<size_t> begins,
+                   std::vector<size_t> grad_begins)
+      : p_(params), g_(grads), m_(m), v_(v), begins_(std::move(begins)), grad_begins_(std::move(grad_begins)) {}
   ExpertState acquire(int i, unsigned, unsigned) override {
-    const size_t b = begins_[i];
-    return {p_ + b, g_ + b, m_ + b, v_ + b};
+    const size_t b = grad_begins_[i];
+    return {p_ + begins_[i], nullptr, g_ + b, m_ + b, v_ + b};
   }
   void release(int, unsigned, unsigned) override {}
 
  private:
   float *p_, *g_, *m_, *v_;
-  std::vector<size_t> begins_;
+  std::vector<size_t> begins_, grad_begins_;
 };
 
 }  // namespace moe

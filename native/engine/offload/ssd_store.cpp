@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -23,9 +24,32 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+// The parts in file order: weights, trained weights, gradient, moments (so an upload's weights + trained
+// weights and an update's trained weights + gradient + moments are each one run).
+constexpr unsigned kFileOrder[5] = {kWeights, kTrained, kGrad, kMoment1, kMoment2};
+
+// Bytes of each part of a record with these sizes, in file order, 4 KiB aligned.
+void part_bytes(const ExpertSizes& s, size_t out[5]) {
+  out[0] = round_up(s.weights * sizeof(float), kAlign);
+  out[1] = round_up(s.trained * sizeof(float), kAlign);
+  out[2] = out[3] = out[4] = round_up(s.grads * sizeof(float), kAlign);
+}
+
+ExpertSizes largest(const std::vector<ExpertSizes>& sizes) {
+  ExpertSizes l;
+  for (const ExpertSizes& s : sizes) {
+    l.weights = std::max(l.weights, s.weights);
+    l.trained = std::max(l.trained, s.trained);
+    l.grads = std::max(l.grads, s.grads);
+  }
+  return l;
+}
+
+size_t sum(const size_t b[5]) { return b[0] + b[1] + b[2] + b[3] + b[4]; }
+
 }  // namespace
 
-SsdExpertStore::SsdExpertStore(const std::string& dir, const std::vector<size_t>& sizes, int entries,
+SsdExpertStore::SsdExpertStore(const std::string& dir, const std::vector<ExpertSizes>& sizes, int entries,
                                const OffloadConfig& cfg, MemoryTier& host, MemoryTier& ssd)
     : dir_(dir),
       sizes_(sizes),
@@ -39,7 +63,17 @@ SsdExpertStore::SsdExpertStore(const std::string& dir, const std::vector<size_t>
   check(entries >= 4, "offload.cache_experts: the SSD tier's host cache needs at least 4 entries (the copy, "
                       "optimizer and prefetch workers and the compute thread each hold one), got " +
                           std::to_string(entries));
-  part_bytes_ = record_bytes(sizes_) / 4;
+  size_t entry_parts[5];
+  part_bytes(largest(sizes_), entry_parts);
+  for (int k = 1; k < 5; ++k) buf_at_[k] = buf_at_[k - 1] + entry_parts[k - 1];
+  entry_bytes_ = sum(entry_parts);
+  size_t at = 0;
+  for (const ExpertSizes& x : sizes_) {
+    record_at_.push_back(at);
+    size_t b[5];
+    part_bytes(x, b);
+    at += sum(b);
+  }
   std::error_code ec;
   made_dir_ = std::filesystem::create_directories(dir_, ec);
   check(!ec, "offload.ssd_dir: cannot create " + dir_ + ": " + ec.message());
@@ -50,15 +84,15 @@ SsdExpertStore::SsdExpertStore(const std::string& dir, const std::vector<size_t>
   direct_ = fd_ >= 0;
   if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
   check(fd_ >= 0, "offload.ssd_dir: cannot create " + path_ + ": " + std::strerror(errno));
-  const size_t file_bytes = sizes_.size() * 4 * part_bytes_;
-  ssd_.charge(file_bytes, "every expert's weights, gradient and AdamW moments");
+  const size_t file_bytes = at;
+  ssd_.charge(file_bytes, "every expert's weights, and the trained tensors' gradient and AdamW moments");
   check(::ftruncate(fd_, static_cast<off_t>(file_bytes)) == 0,
         path_ + ": cannot size the expert file to " + std::to_string(file_bytes) + " bytes: " + std::strerror(errno));
   entries = std::min<int>(entries, static_cast<int>(sizes_.size()));
   entries_.resize(entries);
   for (int e = 0; e < entries; ++e) {
-    host_.charge(4 * part_bytes_, "host cache entry " + std::to_string(e) + " (an expert's state)");
-    entries_[e].buf = static_cast<float*>(std::aligned_alloc(kAlign, 4 * part_bytes_));
+    host_.charge(entry_bytes_, "host cache entry " + std::to_string(e) + " (an expert's state)");
+    entries_[e].buf = static_cast<float*>(std::aligned_alloc(kAlign, std::max(entry_bytes_, kAlign)));
     check(entries_[e].buf != nullptr, "out of host memory for the SSD tier's cache");
   }
 }
@@ -67,38 +101,67 @@ SsdExpertStore::~SsdExpertStore() {
   io_worker_.drain();
   for (Entry& x : entries_) {
     std::free(x.buf);
-    host_.uncharge(4 * part_bytes_);
+    host_.uncharge(entry_bytes_);
   }
-  ssd_.uncharge(sizes_.size() * 4 * part_bytes_);
+  ssd_.uncharge(file_bytes(sizes_));
   if (fd_ >= 0) ::close(fd_);
   std::error_code ec;
   std::filesystem::remove(path_, ec);
   if (made_dir_) std::filesystem::remove(dir_, ec);
 }
 
-size_t SsdExpertStore::record_bytes(const std::vector<size_t>& sizes) {
-  size_t largest = 0;
-  for (size_t n : sizes) largest = std::max(largest, n);
-  return 4 * round_up(largest * sizeof(float), kAlign);
+size_t SsdExpertStore::record_bytes(const std::vector<ExpertSizes>& sizes) {
+  size_t b[5];
+  part_bytes(largest(sizes), b);
+  return sum(b);
 }
 
-ExpertState SsdExpertStore::parts(float* buf) const {
-  const size_t stride = part_bytes_ / sizeof(float);
-  return {buf, buf + stride, buf + 2 * stride, buf + 3 * stride};
+size_t SsdExpertStore::file_bytes(const std::vector<ExpertSizes>& sizes) {
+  size_t total = 0;
+  for (const ExpertSizes& x : sizes) {
+    size_t b[5];
+    part_bytes(x, b);
+    total += sum(b);
+  }
+  return total;
 }
 
-size_t SsdExpertStore::transfer(int i, float* buf, unsigned parts, bool write) {
+std::string SsdExpertStore::fresh_dir(const std::string& prefix) {
+  static std::atomic<int> counter{0};
+  return (std::filesystem::temp_directory_path() /
+          (prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
+      .string();
+}
+
+ExpertState SsdExpertStore::parts(int i, float* buf) const {
+  auto at = [&](int k) { return buf + buf_at_[k] / sizeof(float); };
+  return {at(0), sizes_[i].trained ? at(1) : nullptr, at(2), at(3), at(4)};
+}
+
+size_t SsdExpertStore::transfer(int i, float* buf, unsigned parts, bool write, size_t* weights_bytes) {
+  // The requests: each wanted part that has bytes, merged with the previous one where both the file and the
+  // entry continue it.
+  struct Run {
+    size_t file, entry, bytes;
+  };
+  std::vector<Run> runs;
+  size_t b[5];
+  part_bytes(sizes_[i], b);
+  size_t file_at = record_at_[i];
+  for (int k = 0; k < 5; file_at += b[k], ++k) {
+    if (!(parts & kFileOrder[k]) || b[k] == 0) continue;
+    if (weights_bytes && kFileOrder[k] == kWeights) *weights_bytes += b[k];
+    if (!runs.empty() && runs.back().file + runs.back().bytes == file_at &&
+        runs.back().entry + runs.back().bytes == buf_at_[k])
+      runs.back().bytes += b[k];
+    else
+      runs.push_back({file_at, buf_at_[k], b[k]});
+  }
   size_t moved = 0;
-  for (int p = 0; p < 4;) {
-    if (!(parts & (1u << p))) {
-      ++p;
-      continue;
-    }
-    int q = p;
-    while (q < 4 && (parts & (1u << q))) ++q;
-    const size_t bytes = (q - p) * part_bytes_;
-    const off_t at = static_cast<off_t>((static_cast<size_t>(i) * 4 + p) * part_bytes_);
-    char* data = reinterpret_cast<char*>(buf) + p * part_bytes_;
+  for (const Run& r : runs) {
+    const size_t bytes = r.bytes;
+    const off_t at = static_cast<off_t>(r.file);
+    char* data = reinterpret_cast<char*>(buf) + r.entry;
     for (size_t done = 0; done < bytes;) {
       const ssize_t n = write ? ::pwrite(fd_, data + done, bytes - done, at + static_cast<off_t>(done))
                               : ::pread(fd_, data + done, bytes - done, at + static_cast<off_t>(done));
@@ -110,7 +173,6 @@ size_t SsdExpertStore::transfer(int i, float* buf, unsigned parts, bool write) {
       done += static_cast<size_t>(n);
     }
     moved += bytes;
-    p = q;
   }
   return moved;
 }
@@ -158,9 +220,11 @@ void SsdExpertStore::transfer_unlocked(std::unique_lock<std::mutex>& lock, int e
   Entry& x = entries_[e];
   lock.unlock();
   const auto t0 = Clock::now();
-  const size_t bytes = transfer(x.expert, x.buf, parts, write);
+  size_t weights = 0;
+  const size_t bytes = transfer(x.expert, x.buf, parts, write, &weights);
   const double ms = ms_between(t0, Clock::now());
   lock.lock();
+  if (write) stats_.weight_bytes_written += static_cast<int64_t>(weights);
   stats_.io_ms += ms;
   (write ? stats_.bytes_written : stats_.bytes_read) += static_cast<int64_t>(bytes);
   if (!write) stats_.read_ms += ms;
@@ -250,7 +314,7 @@ ExpertState SsdExpertStore::acquire(int i, unsigned need, unsigned overwrite) {
       ++lead_count_;
       x.was_prefetched = false;
     }
-    return parts(x.buf);
+    return parts(i, x.buf);
   }
 }
 
@@ -292,23 +356,31 @@ void SsdExpertStore::flush() {
   }
 }
 
-void SsdExpertStore::store(int i, const float* w, const float* g, const float* m, const float* v) {
+namespace {
+
+// Copies every part of one expert's state that has floats, from one ExpertState to another.
+void copy_parts(const ExpertSizes& n, const ExpertState& to, const ExpertState& from) {
+  auto copy = [](float* dst, const float* src, size_t floats) {
+    if (floats) std::memcpy(dst, src, floats * sizeof(float));
+  };
+  copy(to.w, from.w, n.weights);
+  copy(to.t, from.t, n.trained);
+  copy(to.g, from.g, n.grads);
+  copy(to.m, from.m, n.grads);
+  copy(to.v, from.v, n.grads);
+}
+
+}  // namespace
+
+void SsdExpertStore::store(int i, const ExpertState& from) {
   const ExpertState s = acquire(i, 0, kAllParts);
-  const size_t bytes = sizes_[i] * sizeof(float);
-  std::memcpy(s.w, w, bytes);
-  std::memcpy(s.g, g, bytes);
-  std::memcpy(s.m, m, bytes);
-  std::memcpy(s.v, v, bytes);
+  copy_parts(sizes_[i], s, from);
   release(i, kAllParts);
 }
 
-void SsdExpertStore::load(int i, float* w, float* g, float* m, float* v) {
+void SsdExpertStore::load(int i, const ExpertState& to) {
   const ExpertState s = acquire(i, kAllParts);
-  const size_t bytes = sizes_[i] * sizeof(float);
-  std::memcpy(w, s.w, bytes);
-  std::memcpy(g, s.g, bytes);
-  std::memcpy(m, s.m, bytes);
-  std::memcpy(v, s.v, bytes);
+  copy_parts(sizes_[i], to, s);
   release(i, 0);
 }
 

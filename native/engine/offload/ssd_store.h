@@ -1,9 +1,11 @@
 // The SSD tier (ES-MoE §4.3, MoESys §III-B): every expert's state is one record of a file in the run
-// directory — weights, gradient, first and second moment, each part 4 KiB aligned — read and written with
+// directory — weights, trained weights kept apart, gradient, first and second moment, each part 4 KiB aligned
+// and sized for that expert (a frozen expert's record is its weights alone) — read and written with
 // direct (unbuffered) I/O where the file system allows it, and reached only through a host cache of
 // `entries` records charged to the host tier. An entry tracks which parts it holds and which changed, so an
 // upload reads only the weights, a gradient download reads nothing, and only changed parts are written back
-// (adjacent parts in one request). Eviction picks an entry nobody holds:
+// (adjacent parts in one request): a fine-tune whose trained tensors are kept apart never writes the frozen
+// weights back. Eviction picks an entry nobody holds:
 //   * LRU: the least recently released (ES-MoE).
 //   * LFU (MoESys Algorithm 2): each cached expert counts its hits; every `decay_every` requests all counts
 //     are multiplied by `decay`; the victim is the entry with the fewest hits among those with at least
@@ -31,8 +33,8 @@ namespace moe {
 
 class SsdExpertStore final : public ExpertStore {
  public:
-  // sizes: floats per expert. dir is created if needed; the file is removed on destruction.
-  SsdExpertStore(const std::string& dir, const std::vector<size_t>& sizes, int entries, const OffloadConfig& cfg,
+  // sizes: floats per expert and part. dir is created if needed; the file is removed on destruction.
+  SsdExpertStore(const std::string& dir, const std::vector<ExpertSizes>& sizes, int entries, const OffloadConfig& cfg,
                  MemoryTier& host, MemoryTier& ssd);
   ~SsdExpertStore() override;
 
@@ -45,14 +47,17 @@ class SsdExpertStore final : public ExpertStore {
   void flush() override;
   ExpertStoreStats take_stats() override;
 
-  // Writes an expert's whole state straight to its record (initial state, state loaded from a checkpoint);
-  // a cached copy is dropped.
-  void store(int i, const float* w, const float* g, const float* m, const float* v);
+  // Writes an expert's whole state (each part its size in floats; parts of size 0 may be null) to its record
+  // (initial state, state loaded from a checkpoint).
+  void store(int i, const ExpertState& from);
   // Copies an expert's current state out (checkpoints, tensor reads).
-  void load(int i, float* w, float* g, float* m, float* v);
+  void load(int i, const ExpertState& to);
 
-  // Bytes of one expert's record (and of one cache entry) for these expert sizes.
-  static size_t record_bytes(const std::vector<size_t>& sizes);
+  // Bytes of one cache entry (it holds any expert's record) and of the whole file, for these expert sizes.
+  static size_t record_bytes(const std::vector<ExpertSizes>& sizes);
+  static size_t file_bytes(const std::vector<ExpertSizes>& sizes);
+  // A directory name of its own under the system's temporary directory: prefix-PID-N.
+  static std::string fresh_dir(const std::string& prefix);
 
   int entries() const { return static_cast<int>(entries_.size()); }
   bool direct_io() const { return direct_; }
@@ -80,15 +85,18 @@ class SsdExpertStore final : public ExpertStore {
   void transfer_unlocked(std::unique_lock<std::mutex>& lock, int e, unsigned parts, bool write);
   void note_request();
   // Reads or writes the given parts of expert i's record, one request per run of adjacent parts.
-  size_t transfer(int i, float* buf, unsigned parts, bool write);
-  ExpertState parts(float* buf) const;
+  // weights_bytes: adds the bytes of the weights part moved.
+  size_t transfer(int i, float* buf, unsigned parts, bool write, size_t* weights_bytes = nullptr);
+  ExpertState parts(int i, float* buf) const;
 
   std::string dir_, path_;
   bool made_dir_ = false;
   int fd_ = -1;
   bool direct_ = false;
-  std::vector<size_t> sizes_;
-  size_t part_bytes_ = 0;  // each of w, g, m, v, rounded up to 4 KiB
+  std::vector<ExpertSizes> sizes_;
+  std::vector<size_t> record_at_;  // each expert's record's byte offset in the file
+  size_t entry_bytes_ = 0;
+  size_t buf_at_[5] = {};          // each part's byte offset in a cache entry, in file order
   CachePolicy policy_;
   double threshold_, decay_;
   int decay_every_;

@@ -277,10 +277,10 @@ void Trainer::save_checkpoint(const std::string& dir) {
   try {
     moe::save_checkpoint(dir, cfg_, model_, &opt_, &state_);
   } catch (...) {
-    if (offload_) offload_->experts_from_arenas();  // the experts go back to their tier whatever the outcome
+    if (offload_) offload_->release_arena_experts();  // their tier still holds them, unchanged
     throw;
   }
-  if (offload_) offload_->experts_from_arenas();
+  if (offload_) offload_->release_arena_experts();
 }
 
 }  // namespace moe

@@ -1,0 +1,116 @@
+// The experts' home tier (ExpertOffload's part that concerns where the master state lives): the store of the host
+// or SSD tier, and moving expert state between the model's arenas and the SSD tier.
+#include "offload/expert_offload.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace moe {
+namespace {
+
+// Hands the whole pages inside [p, p + bytes) back to the OS (they read as zeros afterwards) and zeroes the
+// partial pages at the ends, which neighbouring tensors share.
+void release_pages(float* p, size_t floats) {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p), end = begin + floats * sizeof(float);
+  const uintptr_t inner_begin = (begin + page - 1) / page * page, inner_end = end / page * page;
+  if (inner_end <= inner_begin) {
+    std::memset(p, 0, floats * sizeof(float));
+    return;
+  }
+  std::memset(p, 0, inner_begin - begin);
+  std::memset(reinterpret_cast<void*>(inner_end), 0, end - inner_end);
+  ::madvise(reinterpret_cast<void*>(inner_begin), inner_end - inner_begin, MADV_DONTNEED);
+}
+
+}  // namespace
+
+void ExpertOffload::make_store(const OffloadConfig& cfg, const std::vector<ExpertSizes>& sizes, size_t host_floats) {
+  if (cfg.mode != OffloadMode::Ssd) {
+    // Host tier: each expert's master weights, and its trained tensors' gradient and two AdamW moments (the
+    // expert ranges of the parameter arena and of the packed gradient and moment arenas).
+    host_.charge(host_floats * sizeof(float), "the experts' master weights, gradients and AdamW moments");
+    std::vector<size_t> begins, grad_begins;
+    for (const Expert& x : experts_) {
+      begins.push_back(x.begin);
+      grad_begins.push_back(x.grad_begin);
+    }
+    store_ = std::make_unique<ArenaExpertStore>(params_, grads_, optimizer_.m(), optimizer_.v(), std::move(begins),
+                                                std::move(grad_begins));
+    return;
+  }
+  int entries = cfg.cache_experts;
+  if (entries == 0) {
+    const size_t record = SsdExpertStore::record_bytes(sizes);
+    entries = static_cast<int>(static_cast<size_t>(cfg.host_budget_bytes) / record);
+    check(entries >= 4, "host tier: offload.host_budget_bytes " + std::to_string(cfg.host_budget_bytes) +
+                            " holds " + std::to_string(entries) + " cached experts of " + std::to_string(record) +
+                            " bytes (weights, and the trained tensors' gradient and moments); the SSD tier needs at least 4, i.e. " +
+                            std::to_string(4 * record) + " bytes");
+  }
+  auto ssd = std::make_unique<SsdExpertStore>(cfg.ssd_dir.empty() ? SsdExpertStore::fresh_dir("moe-offload") : cfg.ssd_dir, sizes, entries,
+                                              cfg, host_, ssd_tier_);
+  ssd->set_next_use([this](int i) { return next_use(i); });
+  ssd_ = ssd.get();
+  store_ = std::move(ssd);
+  experts_from_arenas();
+}
+
+// The SSD record keeps a split expert's trained weights packed apart (t); the arenas hold them in place.
+void ExpertOffload::experts_to_arenas() {
+  settle();
+  if (!ssd_) return;
+  std::vector<float> trained(grad_floats_);
+  for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
+    const Expert& x = experts_[i];
+    const size_t g = x.grad_begin;
+    ssd_->load(i, {params_ + x.begin, trained.data(), grads_ + g, optimizer_.m() + g, optimizer_.v() + g});
+    if (x.split)
+      for (const TrainedTensor& t : x.trained)
+        std::memcpy(params_ + x.begin + t.at, trained.data() + t.grad_at, t.t->numel * sizeof(float));
+  }
+}
+
+void ExpertOffload::experts_from_arenas() {
+  settle();
+  forget_slot_contents(true);
+  if (!ssd_) return;
+  std::vector<float> trained(grad_floats_, 0.0f);
+  for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
+    const Expert& x = experts_[i];
+    float *w = params_ + x.begin, *g = grads_ + x.grad_begin, *m = optimizer_.m() + x.grad_begin,
+          *v = optimizer_.v() + x.grad_begin;
+    if (x.split)
+      for (const TrainedTensor& t : x.trained)
+        std::memcpy(trained.data() + t.grad_at, w + t.at, t.t->numel * sizeof(float));
+    ssd_->store(i, {w, trained.data(), g, m, v});
+  }
+  release_arena_experts();
+  ssd_->flush();
+  ssd_->take_stats();  // start-up traffic is not a step's
+}
+
+void ExpertOffload::release_arena_experts() {
+  if (!ssd_) return;
+  for (const Expert& x : experts_) {
+    release_pages(params_ + x.begin, x.floats);
+    if (x.grad_floats)
+      for (float* p : {grads_, optimizer_.m(), optimizer_.v()}) release_pages(p + x.grad_begin, x.grad_floats);
+  }
+}
+
+void ExpertOffload::zero_expert_grads() {
+  settle();
+  for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
+    if (experts_[i].grad_floats == 0) continue;  // frozen: no gradient
+    ExpertState s = store_->acquire(i, 0, kGrad);
+    std::memset(s.g, 0, experts_[i].grad_floats * sizeof(float));
+    store_->release(i, kGrad);
+  }
+}
+
+}  // namespace moe

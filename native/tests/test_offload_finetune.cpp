@@ -1,0 +1,186 @@
+// Expert offload with a fine-tune: LoRA (router frozen), ESFT (a chosen set, fully and with LoRA) and a
+// frozen-router full fine-tune train bit for bit as their resident runs on the host and the SSD tier, and the
+// tiers hold for a frozen expert its weights alone (no gradient, no moments, no write-back).
+#include <string>
+#include <vector>
+
+#include "backend/registry.h"
+#include "offload_fixture.h"
+#include "testing.h"
+#include "train/trainer.h"
+
+using namespace offload_test;
+
+namespace {
+
+struct Finetune {
+  const char* name;
+  std::string section;
+};
+
+const std::vector<Finetune>& finetunes() {
+  static const std::vector<Finetune> all = {
+      {"lora", R"({"method": "lora", "lora": {"rank": 4, "alpha": 8, "dropout": 0.1}})"},
+      {"esft", R"({"method": "esft", "experts": {"0": [1, 5], "1": [2]}})"},
+      {"esft lora", R"({"method": "esft", "experts": {"0": [1, 5], "1": [2]}, "esft": {"with": "lora"},
+                         "lora": {"rank": 4, "alpha": 8}})"},
+      {"frozen router", R"({"method": "full", "train": ["embeddings", "attention", "norms", "experts", "lm_head"]})"},
+  };
+  return all;
+}
+
+Variant with_finetune(const Variant& v, const Finetune& f) {
+  Variant o = v;
+  o.sections += R"(, "finetune": )" + f.section;
+  return o;
+}
+
+void check_same(const Run& off, const Run& resident, const std::string& what) {
+  CHECK_MSG(same_bits(off.losses, resident.losses), what + ": losses differ");
+  CHECK_MSG(same_bits(off.grad_norms, resident.grad_norms), what + ": grad norms differ");
+  CHECK_MSG(same_bits(off.params, resident.params), what + ": weights differ");
+  CHECK_MSG(same_bits(off.m, resident.m) && same_bits(off.v, resident.v), what + ": moments differ");
+}
+
+size_t round4k(size_t floats) { return (floats * sizeof(float) + 4095) / 4096 * 4096; }
+
+}  // namespace
+
+// The equivalence matrix's fine-tuning columns: every exact strategy reproduces resident fine-tuning.
+TEST(offloaded_finetune_is_bit_identical_to_resident) {
+  for (const Finetune& f : finetunes())
+    for (double clip : {0.0, 1.0}) {
+      Variant v = with_finetune(Variant{"mixtral", false, clip}, f);
+      const Run resident = train(v);
+      for (bool ssd : {false, true})
+        for (const char* optimizer : {"expert", "layer"})
+          for (const char* stream : {"worker", "inline"})
+            for (double pin : {0.0, 0.5})
+              for (int lookahead : {1, 2}) {
+                Variant o = v;
+                const std::string opt =
+                    std::string(R"(, "optimizer": ")") + optimizer + R"(", "copy_stream": ")" + stream + "\"";
+                o.offload = ssd ? ssd_offload(pin, lookahead, opt) : host_offload(pin, lookahead, 4, opt);
+                check_same(train(o), resident, std::string(f.name) + (ssd ? " ssd " : " host ") + optimizer + " " +
+                                                   stream + " " + describe(v, pin, lookahead));
+              }
+    }
+}
+
+// The other architecture (expert biases), capacity routing, the ablation without overlap and LFU eviction.
+TEST(offloaded_finetune_is_exact_for_biases_capacity_and_no_overlap) {
+  for (const Finetune& f : finetunes()) {
+    Variant v = with_finetune(Variant{"gpt-moe", true, 1.0}, f);
+    const Run resident = train(v);
+    Variant host = v, ssd = v;
+    host.offload = host_offload(0.25, 2, 4, R"(, "optimizer_overlap": false)");
+    ssd.offload = ssd_offload(0.25, 2, R"(, "cache_policy": "lfu", "optimizer_overlap": false)");
+    check_same(train(host), resident, std::string(f.name) + " gpt-moe host, no overlap");
+    check_same(train(ssd), resident, std::string(f.name) + " gpt-moe ssd lfu, no overlap");
+  }
+}
+
+// Each tier holds what the fine-tune needs: a slot's gradient buffer is the largest trained part, the host tier
+// an expert's weights plus 3 × its trained part, the SSD file the same in 4 KiB-aligned parts (a trained part
+// kept apart from a frozen base once more); a frozen expert: its weights alone.
+TEST(finetune_offload_books_frozen_experts_as_weights_only) {
+  for (const Finetune& f : {finetunes()[0], finetunes()[1]}) {
+    Variant v = with_finetune(Variant{}, f);
+    moe::EngineConfig rcfg = moe::parse_config_text(config(v), "test");
+    auto be = moe::make_backend("cpu", {1});
+    moe::Trainer resident(rcfg, *be);
+    const moe::ParamLayout& layout = resident.model().layout();
+    const moe::TrainableSet& ts = resident.model().trainable();
+    size_t weights = 0, grads = 0, largest_w = 0, largest_g = 0, largest_t = 0, file = 0, frozen = 0;
+    for (size_t k = 0; k < layout.expert_ranges().size(); ++k) {
+      const moe::ExpertRange& r = layout.expert_ranges()[k];
+      const moe::ExpertRange& g = ts.grad_expert_ranges()[k];
+      size_t trained = 0;
+      bool has_frozen = false;
+      for (size_t i = 0; i < layout.tensors().size(); ++i) {
+        const moe::ParamTensor& t = layout.tensors()[i];
+        if (t.offset < r.begin || t.offset >= r.end) continue;
+        if (ts.trains(i)) trained += (t.numel + 15) / 16 * 16;
+        else has_frozen = true;
+      }
+      CHECK(trained == g.end - g.begin);  // the packed arena's range is exactly the trained tensors
+      frozen += trained == 0;
+      weights += r.end - r.begin;
+      grads += trained;
+      largest_w = std::max(largest_w, r.end - r.begin);
+      largest_g = std::max(largest_g, trained);
+      if (has_frozen) largest_t = std::max(largest_t, trained);
+      file += round4k(r.end - r.begin) + (has_frozen && trained ? round4k(trained) : 0) + 3 * round4k(trained);
+    }
+    if (std::string(f.name) == "esft") {
+      CHECK(frozen == 13 && largest_t == 0);  // 16 experts, 3 chosen: trained whole
+    } else {
+      CHECK(frozen == 0 && largest_t == largest_g && largest_g < largest_w / 3);  // every expert has adapters
+    }
+    for (bool ssd : {false, true}) {
+      Variant o = v;
+      o.offload = ssd ? ssd_offload(0.25, 1) : host_offload(0.25, 1, 4);
+      moe::EngineConfig cfg = moe::parse_config_text(config(o), "test");
+      moe::Trainer t(cfg, *be);
+      const moe::ExpertOffload& off = *t.offload();
+      const std::string what = std::string(f.name) + (ssd ? " ssd" : " host");
+      CHECK_MSG(off.expert_bytes() == largest_w * 4 && off.expert_grad_bytes() == largest_g * 4, what);
+      // Device: dense parameters, the trained dense tensors' gradient and moments, activations, 4 slots.
+      const size_t dense_w = layout.total() - weights, dense_g = t.model().num_grads() - grads;
+      const size_t device = (dense_w + 3 * dense_g) * 4 + t.model().activation_bytes() + 4 * (largest_w + largest_g) * 4;
+      CHECK_MSG(off.device_tier().current() == device, what + ": device tier bytes");
+      if (!ssd) {
+        CHECK_MSG(off.host_tier().current() == (weights + 3 * grads) * 4, what + ": host tier bytes");
+      } else {
+        CHECK_MSG(off.ssd_tier().current() == file, what + ": SSD file bytes");
+        CHECK_MSG(off.host_tier().current() == static_cast<size_t>(off.cache_entries()) *
+                                                  (round4k(largest_w) + round4k(largest_t) + 3 * round4k(largest_g)),
+                  what + ": host cache bytes");
+      }
+    }
+  }
+}
+
+// LoRA on the SSD tier: the frozen base is read, never written back; only the adapters' state is.
+TEST(lora_on_the_ssd_never_writes_frozen_weights_back) {
+  Variant v = with_finetune(Variant{}, finetunes()[0]);
+  v.offload = ssd_offload(0.25, 1, "", 4);
+  const Run r = train(v, 6);
+  int64_t written = 0, read = 0;
+  for (const moe::StepRecord& rec : r.records) {
+    written += rec.bytes_ssd_write;
+    read += rec.bytes_ssd_read;
+  }
+  CHECK(read > 0 && written > 0);
+  // Full training on the same tier writes weights back; a LoRA run writes only trained parts.
+  auto weight_bytes_written = [](const Variant& o) {
+    moe::EngineConfig cfg = moe::parse_config_text(config(o), "test");
+    auto be = moe::make_backend("cpu", {1});
+    moe::Trainer t(cfg, *be);
+    feed(t, 8);
+    int64_t bytes = 0;
+    for (int s = 0; s < 4; ++s) {
+      t.step();
+      bytes += t.offload()->last_step_stats().store.weight_bytes_written;
+    }
+    return bytes;
+  };
+  CHECK(weight_bytes_written(v) == 0);
+  Variant full = v;
+  full.sections.clear();
+  CHECK(weight_bytes_written(full) > 0);
+}
+
+// A checkpoint of an offloaded LoRA run resumes (offloaded) exactly like an uninterrupted resident LoRA run.
+TEST(offloaded_lora_checkpoint_resumes_exactly) {
+  const Variant v = with_finetune(Variant{}, finetunes()[0]);
+  const Run resident = train(v, 8);
+  for (const std::string& offload : {host_offload(0.25, 2), ssd_offload(0.25, 2)}) {
+    Variant o = v;
+    o.offload = offload;
+    const std::string diff = resume_mismatch(o, resident);
+    CHECK_MSG(diff.empty(), offload + ": " + diff);
+  }
+}
+
+TEST_MAIN()
