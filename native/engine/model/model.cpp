@@ -96,20 +96,24 @@ void Model::bind_bf16_weights() {
   }
   // Tensors are laid out in order, 16-float aligned: adjacent ones (an expert's matrices, consecutive experts)
   // merge into one range.
-  for (const ParamTensor& t : layout_.tensors()) {
+  auto extend = [](std::vector<std::pair<size_t, size_t>>& ranges, size_t offset, size_t floats) {
+    if (!ranges.empty() && ranges.back().first + ranges.back().second == offset) ranges.back().second += floats;
+    else ranges.emplace_back(offset, floats);
+  };
+  for (size_t i = 0; i < layout_.tensors().size(); ++i) {
+    const ParamTensor& t = layout_.tensors()[i];
     if (!offsets.count(t.offset)) continue;
     const size_t padded = (t.numel + 15) / 16 * 16;
-    if (!bf16_ranges_.empty() && bf16_ranges_.back().first + bf16_ranges_.back().second == t.offset)
-      bf16_ranges_.back().second += padded;
-    else
-      bf16_ranges_.emplace_back(t.offset, padded);
+    extend(bf16_ranges_, t.offset, padded);
+    if (trainable_.trains(i)) extend(bf16_trained_ranges_, t.offset, padded);
   }
 }
 
 void Model::refresh_bf16_weights() {
-  for (auto [offset, count] : bf16_ranges_)
+  const bool all = bf16_stale_;
+  for (auto [offset, count] : all ? bf16_ranges_ : bf16_trained_ranges_)
     be_.to_bf16(params_bf16_.u16() + offset, params_.f() + offset, static_cast<int64_t>(count));
-  bf16_stale_ = false;
+  bf16_stale_ = bf16_trained_stale_ = false;
 }
 
 void Model::init(uint64_t seed) {
@@ -216,7 +220,7 @@ ForwardResult Model::forward(const int32_t* inputs, const int32_t* targets, int 
     if (inputs[i] < 0 || inputs[i] >= V)
       fail("token " + std::to_string(inputs[i]) + " at position " + std::to_string(i) +
            " is outside the vocabulary [0, " + std::to_string(V) + ")");
-  if (dtype_ == ComputeDtype::BF16 && bf16_stale_) refresh_bf16_weights();
+  if (dtype_ == ComputeDtype::BF16 && (bf16_stale_ || bf16_trained_stale_)) refresh_bf16_weights();
   be_.copy(tokens_.i32(), inputs, N * sizeof(int32_t));
   be_.embedding_forward(resid_[0].f(), tokens_.i32(), p_.wte, p_.wpe, B, T, C);
 

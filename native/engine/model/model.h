@@ -46,6 +46,12 @@ class Model {
     bf16_stale_ = true;
     return params_.f();
   }
+  // The optimizer's writes: only trained tensors change, so only their bf16 copies go stale (a LoRA run's frozen
+  // base is converted once, not every step).
+  float* params_for_update() {
+    bf16_trained_stale_ = true;
+    return params_.f();
+  }
   // The gradient arena: trained tensors only, packed in layout order (trainable().grad_offset(i)); with
   // everything trained it has the parameters' layout.
   float* grads() { return grads_.f(); }
@@ -133,8 +139,8 @@ class Model {
   // bf16 compute: copies in the fp32 arena's layout (only the linear weights are filled), and the merged
   // (offset, count) ranges they occupy.
   DeviceBuffer params_bf16_;
-  std::vector<std::pair<size_t, size_t>> bf16_ranges_;
-  bool bf16_stale_ = true;
+  std::vector<std::pair<size_t, size_t>> bf16_ranges_, bf16_trained_ranges_;  // (offset, floats), merged
+  bool bf16_stale_ = true, bf16_trained_stale_ = false;
   std::vector<std::unique_ptr<MoeLayer>> moe_layers_;
   std::unique_ptr<DeviceGroup> device_group_;
   std::vector<std::unique_ptr<DeviceExperts>> device_experts_;  // [MoE layer]

@@ -58,7 +58,7 @@ OptimizerStepInfo AdamWOptimizer::norm_and_clip(const TrainConfig& hp, const Exp
 
 void AdamWOptimizer::update(int t, double lr, const TrainConfig& hp, double clip_scale, bool skip_experts) {
   Backend& be = model_.backend();
-  float *p = model_.params(), *g = model_.grads();
+  float *p = model_.params_for_update(), *g = model_.grads();
   const std::vector<ParamTensor>& tensors = model_.layout().tensors();
   const TrainableSet& trainable = model_.trainable();
   for (size_t i = 0; i < tensors.size(); ++i) {
