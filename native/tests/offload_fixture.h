@@ -143,6 +143,18 @@ inline std::string resume_mismatch(const Variant& o, const Run& uninterrupted) {
   return "";
 }
 
+// `v` trained 8 steps resident, against the same run resumed after 4 steps with host and with SSD offload (pin
+// 0.25, lookahead 2): "" when both match it, else which offload and what differs.
+inline std::string offloaded_resume_mismatch(const Variant& v) {
+  const Run resident = train(v, 8);
+  for (const std::string& offload : {host_offload(0.25, 2), ssd_offload(0.25, 2)}) {
+    Variant o = v;
+    o.offload = offload;
+    if (const std::string diff = resume_mismatch(o, resident); !diff.empty()) return offload + ": " + diff;
+  }
+  return "";
+}
+
 inline std::string describe(const Variant& v, double pin, int lookahead) {
   return v.arch + (v.capacity ? " capacity" : " dropless") + " clip " + std::to_string(v.grad_clip) + " pin " +
          std::to_string(pin) + " lookahead " + std::to_string(lookahead);

@@ -7,7 +7,7 @@
 namespace moe {
 
 std::unique_ptr<Backend> make_compute_backend(const TrainConfig& train) {
-  check_backend_name("train.backend", train.backend);
+  // The name was checked when the config was parsed (train.backend); make_backend names the registered ones too.
   std::unique_ptr<Backend> be = make_backend(train.backend, {train.threads});
   if (train.backend != "cpu" && !train.allow_unvalidated_backend) {
     const std::string why = validation_refusal(train.backend, be->device(), false, read_validations(validation_file()));
