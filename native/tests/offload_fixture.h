@@ -25,6 +25,7 @@ struct Variant {
   std::string layers = R"("n_layers": 2, "n_experts": [8, 8])";
   int threads = 1;
   std::string sections;  // more top-level sections ("placement", "pipeline", "routing_skew"), each after a comma
+  std::string init;      // a checkpoint the run starts from (Trainer::init_from), empty: the seed's weights
 };
 
 inline std::string config(const Variant& v) {
@@ -78,6 +79,7 @@ inline Run train(const Variant& v, int steps = 20) {
   moe::EngineConfig cfg = moe::parse_config_text(config(v), "test");
   auto be = moe::make_backend("cpu", {v.threads});
   moe::Trainer t(cfg, *be);
+  if (!v.init.empty()) t.init_from(v.init);
   feed(t, steps * v.grad_accum);
   Run r;
   for (int s = 0; s < steps; ++s) {

@@ -1,6 +1,10 @@
 // Expert offload with a fine-tune: LoRA (router frozen), ESFT (a chosen set, fully and with LoRA) and a
 // frozen-router full fine-tune train bit for bit as their resident runs on the host and the SSD tier, and the
 // tiers hold for a frozen expert its weights alone (no gradient, no moments, no write-back).
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -169,6 +173,40 @@ TEST(lora_on_the_ssd_never_writes_frozen_weights_back) {
   Variant full = v;
   full.sections.clear();
   CHECK(weight_bytes_written(full) > 0);
+}
+
+// A fine-tune from a bf16 checkpoint (as every released MoE is): the SSD tier keeps the frozen base as bf16
+// values in half the bytes, and the run stays bit-identical to resident LoRA.
+TEST(lora_over_a_bf16_base_reads_half_the_bytes_and_stays_exact) {
+  Variant v = with_finetune(Variant{}, finetunes()[0]);
+  v.init = (std::filesystem::temp_directory_path() / ("moe_test_bf16_base_" + std::to_string(::getpid()))).string();
+  {
+    auto be = moe::make_backend("cpu", {1});
+    moe::Trainer t(moe::parse_config_text(config(v), "test"), *be);
+    float* p = t.model().params();
+    for (size_t j = 0; j < t.model().num_params(); ++j) {
+      uint32_t bits;
+      std::memcpy(&bits, p + j, 4);
+      bits &= 0xFFFF0000u;  // the weights a bf16 checkpoint gives
+      std::memcpy(p + j, &bits, 4);
+    }
+    t.save_checkpoint(v.init);
+  }
+  const Run resident = train(v, 6);
+  Variant ssd = v, plain = with_finetune(Variant{}, finetunes()[0]);
+  ssd.offload = plain.offload = ssd_offload(0.25, 1, "", 4);
+  const Run compact = train(ssd, 6), whole = train(plain, 6);
+  check_same(compact, resident, "lora from a bf16 base, ssd");
+  int64_t read_compact = 0, read_whole = 0;
+  for (int s = 1; s < 6; ++s) {
+    read_compact += compact.records[s].bytes_ssd_read;
+    read_whole += whole.records[s].bytes_ssd_read;
+  }
+  // Records here are a few KiB: a read of weights and adapters is 2 + 1 pages compact against 3 + 1 whole, and
+  // some reads take the adapters alone (the store's own test counts the halves exactly).
+  CHECK_MSG(read_compact > 0 && read_compact * 10 < read_whole * 9,
+            "bytes read " + std::to_string(read_compact) + " vs " + std::to_string(read_whole));
+  std::filesystem::remove_all(v.init);
 }
 
 // A checkpoint of an offloaded LoRA run resumes (offloaded) exactly like an uninterrupted resident LoRA run.

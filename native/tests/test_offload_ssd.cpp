@@ -5,12 +5,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "backend/registry.h"
+#include "offload/ssd_store.h"
 #include "offload_fixture.h"
 #include "testing.h"
 
@@ -106,6 +109,49 @@ TEST(ssd_cache_counts_its_traffic) {
       CHECK(r.peak_ssd_bytes == static_cast<int64_t>(off.ssd_tier().current()) && r.peak_ssd_bytes > 0);
       CHECK(r.expert_tiers[0][0] == 2);
     }
+  }
+}
+
+// Weights that are all bf16 values go to the SSD as their high halves: a read moves half the bytes and gives
+// back the same floats; once a write-back holds other floats, the record is whole again.
+TEST(ssd_keeps_bf16_exact_weights_in_half_the_bytes) {
+  auto be = moe::make_backend("cpu", {1});
+  moe::MemoryTier host("host", *be, moe::MemKind::PageableHost, 0), ssd("ssd", *be, moe::MemKind::PageableHost, 0);
+  const size_t n = 5000;  // not a multiple of the 4 KiB alignment, in floats or in halves
+  moe::SsdExpertStore store(moe::SsdExpertStore::fresh_dir("moe-test-compact"), {{n, 0, 0}, {n, 0, 0}, {n, 0, 0},
+                                                                                  {n, 0, 0}, {n, 0, 0}},
+                            4, moe::OffloadConfig{}, host, ssd);
+  std::vector<float> exact(n), trained(n), back(n);
+  for (size_t j = 0; j < n; ++j) {
+    const float x = moe::random_uniform(3, 0, j) * 2 - 1;
+    uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    bits &= 0xFFFF0000u;
+    std::memcpy(&exact[j], &bits, 4);
+    trained[j] = x == 0 ? 1e-3f : x;  // low halves not all zero
+  }
+  exact[7] = -0.0f;  // signs and zeros survive
+  for (int i = 0; i < 5; ++i) store.store(i, {i == 4 ? trained.data() : exact.data()});
+  store.flush();
+  store.take_stats();
+  const size_t half = (n * 2 + 4095) / 4096 * 4096, whole = (n * 4 + 4095) / 4096 * 4096;
+  for (int i = 0; i < 5; ++i) {  // 4 entries: expert 0 was evicted by expert 4's store, so every read below misses
+    store.load(i, {back.data()});
+    CHECK(std::memcmp(back.data(), i == 4 ? trained.data() : exact.data(), n * 4) == 0);
+  }
+  moe::ExpertStoreStats st = store.take_stats();
+  CHECK(st.bytes_read == static_cast<int64_t>(4 * half + whole));
+  // Trained floats written back over a compact record make it whole; bf16 values make it compact again.
+  for (int round = 0; round < 2; ++round) {
+    const std::vector<float>& w = round == 0 ? trained : exact;
+    moe::ExpertState s = store.acquire(0, moe::kWeights);
+    std::memcpy(s.w, w.data(), n * 4);
+    store.release(0, moe::kWeights);
+    for (int i = 1; i < 5; ++i) store.load(i, {back.data()});  // evicts expert 0: written back
+    store.take_stats();
+    store.load(0, {back.data()});
+    CHECK(std::memcmp(back.data(), w.data(), n * 4) == 0);
+    CHECK(store.take_stats().bytes_read == static_cast<int64_t>(round == 0 ? whole : half));
   }
 }
 

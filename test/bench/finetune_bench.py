@@ -21,7 +21,8 @@ against the faster of the two.
 Peak RSS of our LoRA run (wait4's ru_maxrss) against the planned bytes of a full fine-tune of the same config:
 16 bytes per parameter (fp32 weight, gradient, two AdamW moments) plus saved activations and backward scratch,
 computed here with main/host/planner/activations.ts's formula for this shape.
-LoRA with every expert in the SSD tier (a host cache smaller than the experts) against resident LoRA, both fp32;
+LoRA with every expert in the SSD tier (a host cache smaller than the experts) against resident LoRA, both fp32 and
+both from the same bf16 Hugging Face folder (as a released checkpoint is, so the frozen base holds bf16 values);
 na with the engine's message if the engine refuses the run. The SSD run's step breakdown (stall, upload, SSD reads,
 bytes read and written, medians after the first step) is printed beside it.
 Ends with: BENCH finetune lora_vs_torch=R esft_vs_torch=R lora_rss_vs_full_plan=R lora_ssd_vs_resident=R|na
@@ -64,13 +65,15 @@ def lora_section():
     return {"method": "lora", "lora": {"rank": RANK, "alpha": ALPHA, "targets": ["attention", "experts"]}}
 
 
-def ours(cli, data, work, name, cfg):
-    """Runs `moe-engine train`; returns (median tokens/s after the first step, peak RSS bytes, parameters line)."""
+def ours(cli, data, work, name, cfg, init=None):
+    """Runs `moe-engine train` (from the weights in `init`, else the seed's); returns median tokens/s after the
+    first step, peak RSS bytes, the parameters line, the losses and the step breakdown."""
     path = os.path.join(work, name + ".json")
     out = os.path.join(work, name)
     with open(path, "w") as f:
         json.dump(cfg, f)
-    proc = subprocess.Popen([cli, "train", "--config", path, "--data", data, "--out", out],
+    proc = subprocess.Popen([cli, "train", "--config", path, "--data", data, "--out", out] +
+                            (["--init", init] if init else []),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     # The engine writes a final checkpoint (gigabytes here) after the last step; the bench needs only the step
     # records, which are in log.jsonl once the last step's line is printed, so the run ends there.
@@ -96,6 +99,51 @@ def ours(cli, data, work, name, cfg):
              for k in ("step_ms", "stall_ms", "upload_ms", "ssd_read_ms", "bytes_ssd_read", "bytes_ssd_write")}
     return {"tok_s": tok_s, "rss": usage.ru_maxrss * 1024, "params": params, "loss": [r["loss"] for r in recs],
             "where": where}
+
+
+def bf16_base(a, work):
+    """The bench model as a released MoE checkpoint is: a Hugging Face folder in bf16 (the seed's weights after one
+    LoRA step, exported merged by the engine), so that a fine-tune's frozen base holds bf16 values."""
+    cfg = run_config(a, lora_section(), 1, None, "fp32")
+    path, run, hf = (os.path.join(work, n) for n in ("base.json", "base-run", "base-hf"))
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    subprocess.run([a.cli, "train", "--config", path, "--data", a.data, "--out", run, "--quiet"], check=True,
+                   capture_output=True)
+    subprocess.run([a.cli, "export", "--checkpoint", os.path.join(run, "checkpoint-1"), "--out", hf, "--model-type",
+                    "olmoe", "--bf16"], check=True, capture_output=True)
+    subprocess.run(["rm", "-rf", run], check=True)
+    return hf
+
+
+def ssd_part(a, work):
+    """LoRA with the experts in the SSD tier (offload computes in fp32, so against resident fp32 LoRA), both from a
+    bf16 checkpoint as a user's fine-tune starts. Returns (SSD run, resident run) or the engine's refusal."""
+    offload = {"mode": "ssd", "expert_slots": 16, "cache_experts": a.ssd_cache, "lookahead": 2}
+    try:
+        print("== LoRA from a bf16 checkpoint: experts in the SSD tier (fp32) and resident fp32", flush=True)
+        base = bf16_base(a, work)
+        ssd = ours(a.cli, a.data, work, "lora-ssd", run_config(a, lora_section(), a.steps, offload, "fp32"), base)
+        resident = ours(a.cli, a.data, work, "lora-fp32", run_config(a, lora_section(), a.steps, None, "fp32"), base)
+        return ssd, resident
+    except (RuntimeError, subprocess.CalledProcessError) as err:
+        return str(err)
+
+
+def print_ssd(a, runs):
+    """Prints the SSD run against the resident one; returns the ratio's text for the BENCH line."""
+    if isinstance(runs, str):
+        print(f"lora_ssd_vs_resident: not measured: the engine refuses LoRA with experts in the SSD tier: {runs}")
+        return "na"
+    ssd, resident = runs
+    ratio = ssd["tok_s"] / resident["tok_s"]
+    w = ssd["where"]
+    print(f"LoRA from a bf16 checkpoint, experts in the SSD tier (host cache {a.ssd_cache} of {E * a.layers} experts, "
+          f"fp32) vs resident fp32: {ratio:.2f} (per step: {w['step_ms']:.0f} ms against resident "
+          f"{resident['where']['step_ms']:.0f} ms, stall {w['stall_ms']:.0f} ms, upload {w['upload_ms']:.0f} ms, "
+          f"SSD reads {w['ssd_read_ms']:.0f} ms, {w['bytes_ssd_read'] / 1e9:.2f} GB read, "
+          f"{w['bytes_ssd_write'] / 1e6:.1f} MB written; same losses: {ssd['loss'] == resident['loss']})")
+    return f"{ratio:.2f}"
 
 
 def torch_child(a, method, setup, experts):
@@ -262,6 +310,8 @@ def main():
     ap.add_argument("--esft-threshold", type=float, default=0.9)
     ap.add_argument("--esft-batches", type=int, default=4)
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--ssd-cache", type=int, default=32, help="host cache entries of the SSD run (of 64 per layer)")
+    ap.add_argument("--ssd-only", action="store_true", help="only the SSD run and its resident run (no BENCH line)")
     ap.add_argument("--torch", choices=["lora", "esft"])
     ap.add_argument("--setup", choices=["fp32", "bf16_autocast"])
     ap.add_argument("--experts", default="{}")
@@ -271,6 +321,10 @@ def main():
     if not 1 <= a.layers <= 4:
         sys.exit("--layers: 1 to 4")
     work = tempfile.mkdtemp(dir=a.workdir)
+    if a.ssd_only:
+        print_ssd(a, ssd_part(a, work))
+        subprocess.run(["rm", "-rf", work], check=True)
+        return None
 
     # ESFT's chosen experts: the engine's measurement over the bench data with the same (fresh, seed 7) model.
     esft_cfg = run_config(a, lora_section(), a.steps)
@@ -302,16 +356,7 @@ def main():
                 print(f"== round {rnd + 1}/{a.rounds} {method}: PyTorch {setup}", flush=True)
                 keep(("torch " + setup, method), torch_child(a, method, setup, experts))
 
-    # LoRA with the experts in the SSD tier (offload computes in fp32, so against resident fp32 LoRA).
-    ssd_note, ssd_ratio = None, None
-    offload = {"mode": "ssd", "expert_slots": 16, "cache_experts": 32, "lookahead": 2}
-    try:
-        print("== LoRA with experts in the SSD tier (fp32) and resident fp32", flush=True)
-        ssd = ours(a.cli, a.data, work, "lora-ssd", run_config(a, lora_section(), a.steps, offload, "fp32"))
-        resident = ours(a.cli, a.data, work, "lora-fp32", run_config(a, lora_section(), a.steps, None, "fp32"))
-        ssd_ratio = ssd["tok_s"] / resident["tok_s"]
-    except RuntimeError as err:
-        ssd_note = str(err)
+    ssd = ssd_part(a, work)
     subprocess.run(["rm", "-rf", work], check=True)
 
     print(f"\nmodel: {json.dumps(model_config(a.layers, a.seq))}\nbatch {a.batch} x {a.seq} tokens per step, "
@@ -339,15 +384,7 @@ def main():
     print(f"\nLoRA peak RSS {lora['rss'] / 1e9:.2f} GB (frozen fp32 masters: {4 * params / 1e9:.2f} GB); full fine-tune "
           f"planned {plan_bytes / 1e9:.2f} GB (16 bytes x {params:,} parameters + activations and scratch as "
           f"main/host/planner/activations.ts)")
-    if ssd_ratio is None:
-        print(f"lora_ssd_vs_resident: not measured: the engine refuses LoRA with experts in the SSD tier: {ssd_note}")
-    else:
-        w = ssd["where"]
-        print(f"LoRA, experts in the SSD tier (fp32) vs resident fp32: {ssd_ratio:.2f} (per step: {w['step_ms']:.0f} ms, "
-              f"stall {w['stall_ms']:.0f} ms, upload {w['upload_ms']:.0f} ms, SSD reads {w['ssd_read_ms']:.0f} ms, "
-              f"{w['bytes_ssd_read'] / 1e9:.2f} GB read, {w['bytes_ssd_write'] / 1e6:.1f} MB written; "
-              f"same losses: {ssd['loss'] == resident['loss']})")
-    ssd_text = "na" if ssd_ratio is None else f"{ssd_ratio:.2f}"
+    ssd_text = print_ssd(a, ssd)
     print(f"BENCH finetune lora_vs_torch={ratio['lora']:.2f} esft_vs_torch={ratio['esft']:.2f} "
           f"lora_rss_vs_full_plan={lora['rss'] / plan_bytes:.2f} lora_ssd_vs_resident={ssd_text}")
 

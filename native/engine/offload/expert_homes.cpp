@@ -84,9 +84,14 @@ void ExpertOffload::experts_from_arenas() {
     const Expert& x = experts_[i];
     float *w = params_ + x.begin, *g = grads_ + x.grad_begin, *m = optimizer_.m() + x.grad_begin,
           *v = optimizer_.v() + x.grad_begin;
+    // w's copies of a split expert's trained tensors are stale once t holds them; zeroed, they leave a frozen
+    // base from a bf16 checkpoint all bf16 values, which the SSD keeps in half the bytes. (The arena's expert
+    // ranges are released right after.)
     if (x.split)
-      for (const TrainedTensor& t : x.trained)
+      for (const TrainedTensor& t : x.trained) {
         std::memcpy(trained.data() + t.grad_at, w + t.at, t.t->numel * sizeof(float));
+        std::memset(w + t.at, 0, t.t->numel * sizeof(float));
+      }
     ssd_->store(i, {w, trained.data(), g, m, v});
   }
   release_arena_experts();

@@ -47,6 +47,32 @@ ExpertSizes largest(const std::vector<ExpertSizes>& sizes) {
 
 size_t sum(const size_t b[5]) { return b[0] + b[1] + b[2] + b[3] + b[4]; }
 
+// Compact weights: when every float of an expert's weights is a bf16 value widened (its low 16 bits zero, as
+// every weight loaded from a bf16 checkpoint and never trained is), the record holds just the high halves, so
+// reads of a fine-tune's frozen base move half the bytes and give back the same floats bit for bit.
+bool bf16_exact(const float* w, size_t n) {
+  const uint32_t* bits = reinterpret_cast<const uint32_t*>(w);
+  uint32_t low = 0;
+  for (size_t j = 0; j < n; ++j) {
+    low |= bits[j] & 0xFFFFu;
+    if ((j & 4095) == 4095 && low) return false;  // trained weights fail within the first block
+  }
+  return low == 0;
+}
+
+void narrow(const float* w, uint16_t* out, size_t n) {
+  const uint32_t* bits = reinterpret_cast<const uint32_t*>(w);
+  for (size_t j = 0; j < n; ++j) out[j] = static_cast<uint16_t>(bits[j] >> 16);
+}
+
+// Widens n high halves at the start of buf into n floats in place: descending, each float lands on halves
+// already read.
+void widen_in_place(float* buf, size_t n) {
+  const uint16_t* half = reinterpret_cast<const uint16_t*>(buf);
+  uint32_t* bits = reinterpret_cast<uint32_t*>(buf);
+  for (size_t j = n; j-- > 0;) bits[j] = static_cast<uint32_t>(half[j]) << 16;
+}
+
 }  // namespace
 
 SsdExpertStore::SsdExpertStore(const std::string& dir, const std::vector<ExpertSizes>& sizes, int entries,
@@ -59,7 +85,8 @@ SsdExpertStore::SsdExpertStore(const std::string& dir, const std::vector<ExpertS
       decay_every_(cfg.lfu_decay_every),
       host_(host),
       ssd_(ssd),
-      where_(sizes.size(), -1) {
+      where_(sizes.size(), -1),
+      compact_(sizes.size(), 0) {
   check(entries >= 4, "offload.cache_experts: the SSD tier's host cache needs at least 4 entries (the copy, "
                       "optimizer and prefetch workers and the compute thread each hold one), got " +
                           std::to_string(entries));
@@ -148,33 +175,63 @@ size_t SsdExpertStore::transfer(int i, float* buf, unsigned parts, bool write, s
   size_t b[5];
   part_bytes(sizes_[i], b);
   size_t file_at = record_at_[i];
+  size_t moved = 0;
+  if ((parts & kWeights) && b[0]) {
+    moved += transfer_weights(i, buf, write);
+    if (weights_bytes) *weights_bytes += moved;
+    parts &= ~kWeights;
+  }
   for (int k = 0; k < 5; file_at += b[k], ++k) {
     if (!(parts & kFileOrder[k]) || b[k] == 0) continue;
-    if (weights_bytes && kFileOrder[k] == kWeights) *weights_bytes += b[k];
     if (!runs.empty() && runs.back().file + runs.back().bytes == file_at &&
         runs.back().entry + runs.back().bytes == buf_at_[k])
       runs.back().bytes += b[k];
     else
       runs.push_back({file_at, buf_at_[k], b[k]});
   }
-  size_t moved = 0;
   for (const Run& r : runs) {
-    const size_t bytes = r.bytes;
-    const off_t at = static_cast<off_t>(r.file);
-    char* data = reinterpret_cast<char*>(buf) + r.entry;
-    for (size_t done = 0; done < bytes;) {
-      const ssize_t n = write ? ::pwrite(fd_, data + done, bytes - done, at + static_cast<off_t>(done))
-                              : ::pread(fd_, data + done, bytes - done, at + static_cast<off_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      check(n > 0, path_ + (write ? ": writing" : ": reading") + " expert " + std::to_string(i) +
-                       " at byte offset " + std::to_string(at + static_cast<off_t>(done)) + " failed: " +
-                       (n == 0 ? std::string("unexpected end of file") : std::strerror(errno)) +
-                       (write ? " (is the disk full?)" : ""));
-      done += static_cast<size_t>(n);
-    }
-    moved += bytes;
+    move_bytes(i, reinterpret_cast<char*>(buf) + r.entry, r.file, r.bytes, write);
+    moved += r.bytes;
   }
   return moved;
+}
+
+// The weights part on its own request: compact (high halves, rounded up to the alignment) when every float is
+// bf16-exact, else whole. The compaction is decided at each write, so weights that train go back to floats.
+size_t SsdExpertStore::transfer_weights(int i, float* buf, bool write) {
+  const size_t n = sizes_[i].weights, at = record_at_[i];
+  const size_t compact = round_up(n * sizeof(uint16_t), kAlign), whole = round_up(n * sizeof(float), kAlign);
+  if (!write) {
+    move_bytes(i, reinterpret_cast<char*>(buf), at, compact_[i] ? compact : whole, false);
+    if (compact_[i]) widen_in_place(buf, n);
+    return compact_[i] ? compact : whole;
+  }
+  if (!bf16_exact(buf, n)) {
+    move_bytes(i, reinterpret_cast<char*>(buf), at, whole, true);
+    compact_[i] = 0;
+    return whole;
+  }
+  std::unique_ptr<void, decltype(&std::free)> halves(std::aligned_alloc(kAlign, compact), &std::free);
+  check(halves != nullptr, "out of host memory for the SSD tier's write of expert " + std::to_string(i));
+  std::memset(static_cast<char*>(halves.get()) + n * sizeof(uint16_t), 0, compact - n * sizeof(uint16_t));
+  narrow(buf, static_cast<uint16_t*>(halves.get()), n);
+  move_bytes(i, static_cast<char*>(halves.get()), at, compact, true);
+  compact_[i] = 1;
+  return compact;
+}
+
+void SsdExpertStore::move_bytes(int i, char* data, size_t file_at, size_t bytes, bool write) {
+  const off_t at = static_cast<off_t>(file_at);
+  for (size_t done = 0; done < bytes;) {
+    const ssize_t n = write ? ::pwrite(fd_, data + done, bytes - done, at + static_cast<off_t>(done))
+                            : ::pread(fd_, data + done, bytes - done, at + static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    check(n > 0, path_ + (write ? ": writing" : ": reading") + " expert " + std::to_string(i) + " at byte offset " +
+                     std::to_string(at + static_cast<off_t>(done)) + " failed: " +
+                     (n == 0 ? std::string("unexpected end of file") : std::strerror(errno)) +
+                     (write ? " (is the disk full?)" : ""));
+    done += static_cast<size_t>(n);
+  }
 }
 
 void SsdExpertStore::note_request() {

@@ -5,7 +5,8 @@
 // `entries` records charged to the host tier. An entry tracks which parts it holds and which changed, so an
 // upload reads only the weights, a gradient download reads nothing, and only changed parts are written back
 // (adjacent parts in one request): a fine-tune whose trained tensors are kept apart never writes the frozen
-// weights back. Eviction picks an entry nobody holds:
+// weights back. Weights that are all bf16 values (a fine-tune's frozen base loaded from a bf16 checkpoint) are
+// kept as their high halves, so their reads move half the bytes. Eviction picks an entry nobody holds:
 //   * LRU: the least recently released (ES-MoE).
 //   * LFU (MoESys Algorithm 2): each cached expert counts its hits; every `decay_every` requests all counts
 //     are multiplied by `decay`; the victim is the entry with the fewest hits among those with at least
@@ -87,6 +88,8 @@ class SsdExpertStore final : public ExpertStore {
   // Reads or writes the given parts of expert i's record, one request per run of adjacent parts.
   // weights_bytes: adds the bytes of the weights part moved.
   size_t transfer(int i, float* buf, unsigned parts, bool write, size_t* weights_bytes = nullptr);
+  size_t transfer_weights(int i, float* buf, bool write);
+  void move_bytes(int i, char* data, size_t file_at, size_t bytes, bool write);
   ExpertState parts(int i, float* buf) const;
 
   std::string dir_, path_;
@@ -107,6 +110,9 @@ class SsdExpertStore final : public ExpertStore {
   std::condition_variable changed_;
   std::vector<Entry> entries_;
   std::vector<int> where_;  // expert -> entry, -1 when not cached
+  // Per expert: its record's weights are compact (bf16 high halves). Each expert's element is touched only by
+  // the one transfer that holds its entry busy.
+  std::vector<uint8_t> compact_;
   uint64_t clock_ = 0;
   int requests_ = 0;
   ExpertStoreStats stats_;
