@@ -85,8 +85,9 @@ TEST(offloaded_finetune_is_exact_for_biases_capacity_and_no_overlap) {
 }
 
 // Each tier holds what the fine-tune needs: a slot's gradient buffer is the largest trained part, the host tier
-// an expert's weights plus 3 × its trained part, the SSD file the same in 4 KiB-aligned parts (a trained part
-// kept apart from a frozen base once more); a frozen expert: its weights alone.
+// an expert's weights plus 3 × its trained part, the SSD file the same in 4 KiB-aligned parts, except that
+// adapters on a frozen base keep their weights, gradient and moments in host memory beside the cache; a frozen
+// expert: its weights alone.
 TEST(finetune_offload_books_frozen_experts_as_weights_only) {
   for (const Finetune& f : {finetunes()[0], finetunes()[1]}) {
     Variant v = with_finetune(Variant{}, f);
@@ -95,7 +96,8 @@ TEST(finetune_offload_books_frozen_experts_as_weights_only) {
     moe::Trainer resident(rcfg, *be);
     const moe::ParamLayout& layout = resident.model().layout();
     const moe::TrainableSet& ts = resident.model().trainable();
-    size_t weights = 0, grads = 0, largest_w = 0, largest_g = 0, largest_t = 0, file = 0, frozen = 0;
+    size_t weights = 0, grads = 0, largest_w = 0, largest_g = 0, largest_t = 0, file = 0, frozen = 0, side = 0,
+           largest_whole = 0;
     for (size_t k = 0; k < layout.expert_ranges().size(); ++k) {
       const moe::ExpertRange& r = layout.expert_ranges()[k];
       const moe::ExpertRange& g = ts.grad_expert_ranges()[k];
@@ -114,7 +116,11 @@ TEST(finetune_offload_books_frozen_experts_as_weights_only) {
       largest_w = std::max(largest_w, r.end - r.begin);
       largest_g = std::max(largest_g, trained);
       if (has_frozen) largest_t = std::max(largest_t, trained);
-      file += round4k(r.end - r.begin) + (has_frozen && trained ? round4k(trained) : 0) + 3 * round4k(trained);
+      // A split expert (adapters on a frozen base) keeps its trained part, gradient and moments in host memory.
+      const bool split = has_frozen && trained;
+      file += round4k(r.end - r.begin) + (split ? 0 : 3 * round4k(trained));
+      side += split ? 4 * trained : 0;
+      if (!split) largest_whole = std::max(largest_whole, trained);
     }
     if (std::string(f.name) == "esft") {
       CHECK(frozen == 13 && largest_t == 0);  // 16 experts, 3 chosen: trained whole
@@ -137,15 +143,17 @@ TEST(finetune_offload_books_frozen_experts_as_weights_only) {
         CHECK_MSG(off.host_tier().current() == (weights + 3 * grads) * 4, what + ": host tier bytes");
       } else {
         CHECK_MSG(off.ssd_tier().current() == file, what + ": SSD file bytes");
-        CHECK_MSG(off.host_tier().current() == static_cast<size_t>(off.cache_entries()) *
-                                                  (round4k(largest_w) + round4k(largest_t) + 3 * round4k(largest_g)),
+        CHECK_MSG(off.host_tier().current() ==
+                      static_cast<size_t>(off.cache_entries()) * (round4k(largest_w) + 3 * round4k(largest_whole)) +
+                          side * 4,
                   what + ": host cache bytes");
       }
     }
   }
 }
 
-// LoRA on the SSD tier: the frozen base is read, never written back; only the adapters' state is.
+// LoRA on the SSD tier: the frozen base is read, never written back, and the adapters' state stays in host
+// memory, so a step writes nothing.
 TEST(lora_on_the_ssd_never_writes_frozen_weights_back) {
   Variant v = with_finetune(Variant{}, finetunes()[0]);
   v.offload = ssd_offload(0.25, 1, "", 4);
@@ -155,8 +163,8 @@ TEST(lora_on_the_ssd_never_writes_frozen_weights_back) {
     written += rec.bytes_ssd_write;
     read += rec.bytes_ssd_read;
   }
-  CHECK(read > 0 && written > 0);
-  // Full training on the same tier writes weights back; a LoRA run writes only trained parts.
+  CHECK(read > 0 && written == 0);
+  // Full training on the same tier writes weights back; a LoRA run writes none.
   auto weight_bytes_written = [](const Variant& o) {
     moe::EngineConfig cfg = moe::parse_config_text(config(o), "test");
     auto be = moe::make_backend("cpu", {1});
@@ -206,6 +214,24 @@ TEST(lora_over_a_bf16_base_reads_half_the_bytes_and_stays_exact) {
   // some reads take the adapters alone (the store's own test counts the halves exactly).
   CHECK_MSG(read_compact > 0 && read_compact * 10 < read_whole * 9,
             "bytes read " + std::to_string(read_compact) + " vs " + std::to_string(read_whole));
+  // Next-use eviction lets entries go whose frozen base sits in a slot to its next use, so the cache and the
+  // slots hold different experts: one MoE layer of 16, a cache of 8, every expert in every pass.
+  int64_t reads[2];
+  for (int k = 0; k < 2; ++k) {
+    Variant one = ssd;
+    one.layers = R"("n_layers": 1, "n_experts": [16])";
+    one.grad_accum = 1;
+    one.init.clear();  // the checkpoint above is of two layers
+    Variant res = one;
+    res.offload.clear();
+    one.offload = ssd_offload(0.0, 1, k ? R"(, "cache_policy": "next-use")" : R"(, "cache_policy": "lru")", 8);
+    const Run run = train(one, 6);
+    check_same(run, train(res, 6), std::string("one layer, bf16 base, ssd ") + (k ? "next-use" : "lru"));
+    reads[k] = 0;
+    for (int s = 1; s < 6; ++s) reads[k] += run.records[s].bytes_ssd_read;
+  }
+  CHECK_MSG(reads[1] * 4 < reads[0] * 3, "next-use read " + std::to_string(reads[1]) + " bytes, LRU " +
+                                            std::to_string(reads[0]));
   std::filesystem::remove_all(v.init);
 }
 

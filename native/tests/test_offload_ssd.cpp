@@ -146,7 +146,7 @@ TEST(ssd_keeps_bf16_exact_weights_in_half_the_bytes) {
     const std::vector<float>& w = round == 0 ? trained : exact;
     moe::ExpertState s = store.acquire(0, moe::kWeights);
     std::memcpy(s.w, w.data(), n * 4);
-    store.release(0, moe::kWeights);
+    store.release(0, moe::kWeights, moe::kWeights, 0);
     for (int i = 1; i < 5; ++i) store.load(i, {back.data()});  // evicts expert 0: written back
     store.take_stats();
     store.load(0, {back.data()});

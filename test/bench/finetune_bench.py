@@ -119,7 +119,8 @@ def bf16_base(a, work):
 def ssd_part(a, work):
     """LoRA with the experts in the SSD tier (offload computes in fp32, so against resident fp32 LoRA), both from a
     bf16 checkpoint as a user's fine-tune starts. Returns (SSD run, resident run) or the engine's refusal."""
-    offload = {"mode": "ssd", "expert_slots": 16, "cache_experts": a.ssd_cache, "lookahead": 2}
+    offload = {"mode": "ssd", "expert_slots": 16, "cache_experts": a.ssd_cache, "lookahead": 2,
+               "cache_policy": a.ssd_policy}
     try:
         print("== LoRA from a bf16 checkpoint: experts in the SSD tier (fp32) and resident fp32", flush=True)
         base = bf16_base(a, work)
@@ -139,7 +140,7 @@ def print_ssd(a, runs):
     ratio = ssd["tok_s"] / resident["tok_s"]
     w = ssd["where"]
     print(f"LoRA from a bf16 checkpoint, experts in the SSD tier (host cache {a.ssd_cache} of {E * a.layers} experts, "
-          f"fp32) vs resident fp32: {ratio:.2f} (per step: {w['step_ms']:.0f} ms against resident "
+          f"{a.ssd_policy} eviction, fp32) vs resident fp32: {ratio:.2f} (per step: {w['step_ms']:.0f} ms against resident "
           f"{resident['where']['step_ms']:.0f} ms, stall {w['stall_ms']:.0f} ms, upload {w['upload_ms']:.0f} ms, "
           f"SSD reads {w['ssd_read_ms']:.0f} ms, {w['bytes_ssd_read'] / 1e9:.2f} GB read, "
           f"{w['bytes_ssd_write'] / 1e6:.1f} MB written; same losses: {ssd['loss'] == resident['loss']})")
@@ -311,6 +312,7 @@ def main():
     ap.add_argument("--esft-batches", type=int, default=4)
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--ssd-cache", type=int, default=32, help="host cache entries of the SSD run (of 64 per layer)")
+    ap.add_argument("--ssd-policy", default="next-use", choices=["lru", "lfu", "next-use"])
     ap.add_argument("--ssd-only", action="store_true", help="only the SSD run and its resident run (no BENCH line)")
     ap.add_argument("--torch", choices=["lora", "esft"])
     ap.add_argument("--setup", choices=["fp32", "bf16_autocast"])

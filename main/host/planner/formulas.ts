@@ -44,7 +44,8 @@ export function planFormulas({ model, offload, sizes: s, mode, slots, cacheExper
   if (s.denseTrained !== s.dense || s.expertTrained !== s.expert)
     lines.push(`finetune: a frozen tensor keeps its weights only (no gradient, no moments), offloaded or not: D trains ${binaryBytes(s.denseTrained)}, ` +
       `all experts train ${binaryBytes(s.allExpertsTrained)}; a slot = e + the largest expert's trained part (${n(s.expertTrained)} B); ` +
-      'a record = weights + 3 × trained part (+ the trained weights apart when the expert also has frozen tensors), each part 4 KiB aligned')
+      'a record = weights + 3 × trained part, each part 4 KiB aligned; an expert that also has frozen tensors (LoRA adapters on a frozen ' +
+      'base) keeps its trained part’s weights, gradient and moments in host memory beside the cache, its record is its weights')
   const act = `activations ${binaryBytes(s.activations)} + buffers ${binaryBytes(s.buffers)}`
   if (mode === 'none') {
     lines.push(`device = 4 × (D + all experts) + activations + buffers = ${total('device')} (${act}; MPipeMoE eqs. 1–3)`)
@@ -59,9 +60,10 @@ export function planFormulas({ model, offload, sizes: s, mode, slots, cacheExper
     return lines
   }
   const record = `record = 4 × ⌈e / ${SSD_ALIGN}⌉ × ${SSD_ALIGN} = ${n(s.record)} B`
-  lines.push(`host = cache entries × record = ${cacheExperts} × ${binaryBytes(s.record)} = ${total('host')} (${record}: weights, gradient, 2 moments)`)
+  const side = s.sideTrained > 0 ? ` + 4 × adapters’ trained part ${binaryBytes(s.sideTrained)}` : ''
+  lines.push(`host = cache entries × record${side ? ' + 4 × adapters' : ''} = ${cacheExperts} × ${binaryBytes(s.record)}${side} = ${total('host')} (${record}: weights, gradient, 2 moments)`)
   if (offload.cache_experts === null)
-    lines.push(`cache entries = min(experts, ⌊host budget / record⌋) = ${cacheExperts}, at least max(lookahead + 2, 4) = ${minCache}`)
+    lines.push(`cache entries = min(experts, ⌊(host budget${side ? ' − 4 × adapters' : ''}) / record⌋) = ${cacheExperts}, at least max(lookahead + 2, 4) = ${minCache}`)
   lines.push(`ssd = experts × record = ${n(s.experts)} × ${binaryBytes(s.record)} = ${total('ssd')} (MoESys eq. 1 SSD tier, plus gradients)`)
   return lines
 }

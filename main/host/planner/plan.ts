@@ -9,7 +9,7 @@ import { finetuneVerdict } from './finetune-plan'
 import { countParams } from './param-count'
 import {
   deviceFixed, emptyTier, hostTierOfHostMode, hostTierOfSsdMode, offloadedDevice, residentDevice, sizesOf,
-  slotBytes, slotsFor, ssdTier, type Sizes, type TierBytes,
+  sideBytes, slotBytes, slotsFor, ssdTier, type Sizes, type TierBytes,
 } from './tiers'
 
 /** What the machine offers when the config sets no budget (ssd: free disk, null when unknown). */
@@ -80,14 +80,14 @@ function hostMode(s: Sizes, o: OffloadConfig, b: Budgets, minSlots: number): Can
 function ssdMode(s: Sizes, o: OffloadConfig, b: Budgets, minSlots: number): Candidate {
   const { device, slots, short } = offloadedDeviceTier(s, o, b, minSlots)
   // The engine checks the entries asked for (or the budget holds), then allocates at most one per expert.
-  const asked = o.cache_experts ?? Math.floor(b.host / s.record)
+  const asked = o.cache_experts ?? Math.floor(Math.max(0, b.host - sideBytes(s)) / s.record)
   const entries = Math.min(asked, s.experts)
   const host = hostTierOfSsdMode(s, entries, b.host)
   const least = minCacheEntries(o)
   const problems: string[] = []
   if (asked >= least && host.total > b.host) short.push({ tier: 'host', needed: host.total, budget: b.host, what: `${entries} cache entries` })
   else if (asked < least && o.cache_experts === null)
-    short.push({ tier: 'host', needed: least * s.record, budget: b.host, what: `${least} cache entries (max(lookahead + 2, 4))` })
+    short.push({ tier: 'host', needed: sideBytes(s) + least * s.record, budget: b.host, what: `${least} cache entries (max(lookahead + 2, 4))` })
   else if (asked < least) problems.push(`offload.cache_experts ${asked} is below the ${least} entries the SSD tier needs (max(lookahead + 2, 4))`)
   const ssd = ssdTier(s, b.ssd)
   if (b.ssd !== null && ssd.total > b.ssd)

@@ -29,20 +29,24 @@ export interface Sizes {
   allExpertsTrained: number
   /** Routed experts over all MoE layers. */
   experts: number
-  /** One host cache entry: the largest record's parts (weights, trained weights kept apart, gradient, 2 moments), each rounded up to SSD_ALIGN. */
+  /** One host cache entry: the largest record's parts (weights, gradient, 2 moments), each rounded up to SSD_ALIGN. */
   record: number
   /** The SSD file: every expert's record, each part sized for that expert. */
   ssdFile: number
+  /** SSD mode: the trained part of the experts that also have frozen tensors (LoRA adapters on a frozen base), whose
+   * weights, gradient and moments stay in host memory beside the cache (4 copies). */
+  sideTrained: number
   activations: number
   buffers: number
 }
 
 const aligned = (bytes: number) => Math.ceil(bytes / SSD_ALIGN) * SSD_ALIGN
 
-/** One expert's record parts in bytes: weights, its trained weights kept apart (split experts only), gradient. */
+/** One expert's record parts in bytes: weights and gradient (also each moment's size); an expert with trained and
+ * frozen tensors keeps its trained part in host memory, so its record is its weights. */
 const recordParts = (weights: number, trained: number, split: boolean) =>
-  ({ weights: aligned(weights), apart: split ? aligned(trained) : 0, grad: aligned(trained) })
-const recordBytes = (p: ReturnType<typeof recordParts>) => p.weights + p.apart + 3 * p.grad
+  ({ weights: aligned(weights), grad: split ? 0 : aligned(trained) })
+const recordBytes = (p: ReturnType<typeof recordParts>) => p.weights + 3 * p.grad
 
 export function sizesOf(config: RunConfig): Sizes {
   const { saved, scratch } = activationFloats(config)
@@ -50,11 +54,10 @@ export function sizesOf(config: RunConfig): Sizes {
   if (config.finetune) {
     const { dense, experts } = stateFloats(config)
     const bytes = experts.map((x) => ({ w: x.weights * F32, t: x.trained * F32, split: x.split }))
-    const largest = { weights: 0, apart: 0, grad: 0 }
+    const largest = { weights: 0, grad: 0 }
     for (const x of bytes) {
       const p = recordParts(x.w, x.t, x.split)
       largest.weights = Math.max(largest.weights, p.weights)
-      largest.apart = Math.max(largest.apart, p.apart)
       largest.grad = Math.max(largest.grad, p.grad)
     }
     return {
@@ -67,6 +70,7 @@ export function sizesOf(config: RunConfig): Sizes {
       experts: bytes.length,
       record: recordBytes(largest),
       ssdFile: bytes.reduce((s, x) => s + recordBytes(recordParts(x.w, x.t, x.split)), 0),
+      sideTrained: bytes.reduce((s, x) => s + (x.split ? x.t : 0), 0),
       ...common,
     }
   }
@@ -84,6 +88,7 @@ export function sizesOf(config: RunConfig): Sizes {
     experts: perExpert.length,
     record,
     ssdFile: perExpert.length * record,
+    sideTrained: 0,
     ...common,
   }
 }
@@ -132,18 +137,23 @@ export function hostTierOfHostMode(s: Sizes, delayed: boolean, budget: number): 
   return tier('host', { params: s.allExperts, grads: delayed ? 2 * t : t, optimizer: 2 * t, activations: 0, buffers: 0 }, budget)
 }
 
-/** SSD mode: `entries` cache entries of one record each. */
+/** SSD mode: `entries` cache entries of one record each, and the adapters' state kept beside them. */
 export function hostTierOfSsdMode(s: Sizes, entries: number, budget: number): TierBytes {
-  const ratio = s.allExperts + 3 * s.allExpertsTrained
+  const inFile = s.allExpertsTrained - s.sideTrained
+  const ratio = s.allExperts + 3 * inFile
   const bytes = entries * s.record
   // Booked in proportion to what the records hold (full training: a quarter each to weights and gradient).
-  const grads = ratio > 0 ? (bytes * s.allExpertsTrained) / ratio : 0
-  return tier('host', { params: bytes - 3 * grads, grads, optimizer: 2 * grads, activations: 0, buffers: 0 }, budget)
+  const grads = ratio > 0 ? (bytes * inFile) / ratio : 0
+  const side = s.sideTrained
+  return tier('host', { params: bytes - 3 * grads + side, grads: grads + side, optimizer: 2 * (grads + side), activations: 0, buffers: 0 }, budget)
 }
 
-/** SSD mode: one record per expert; the parts' alignment padding (and trained weights kept apart) is booked as buffers. */
+/** SSD mode: the host bytes besides the cache entries (the adapters' weights, gradient and moments). */
+export const sideBytes = (s: Sizes) => 4 * s.sideTrained
+
+/** SSD mode: one record per expert; the parts' alignment padding is booked as buffers. */
 export function ssdTier(s: Sizes, budget: number | null): TierBytes {
-  const t = s.allExpertsTrained
+  const t = s.allExpertsTrained - s.sideTrained
   return tier('ssd', {
     params: s.allExperts, grads: t, optimizer: 2 * t, activations: 0, buffers: s.ssdFile - s.allExperts - 3 * t,
   }, budget)

@@ -84,7 +84,7 @@ FfnParams ExpertSlotCache::weights(int layer, int e) {
     const size_t floats = experts_[i].end - experts_[i].begin;
     const ExpertState state = store_->acquire(i, kWeights);
     be_.copy(slots_[s].w.f(), state.w, floats * sizeof(float));
-    store_->release(i, 0);
+    store_->release(i, kWeights, 0, 0);
     stats_.bytes_uploaded += static_cast<int64_t>(floats * sizeof(float));
     slots_[s].holds = i;
     where_[i] = s;

@@ -45,12 +45,14 @@ void ExpertOffload::make_store(const OffloadConfig& cfg, const std::vector<Exper
   }
   int entries = cfg.cache_experts;
   if (entries == 0) {
-    const size_t record = SsdExpertStore::record_bytes(sizes);
-    entries = static_cast<int>(static_cast<size_t>(cfg.host_budget_bytes) / record);
+    const size_t record = SsdExpertStore::record_bytes(sizes), side = SsdExpertStore::side_bytes(sizes);
+    const size_t budget = static_cast<size_t>(cfg.host_budget_bytes);
+    entries = static_cast<int>((budget > side ? budget - side : 0) / record);
     check(entries >= 4, "host tier: offload.host_budget_bytes " + std::to_string(cfg.host_budget_bytes) +
                             " holds " + std::to_string(entries) + " cached experts of " + std::to_string(record) +
-                            " bytes (weights, and the trained tensors' gradient and moments); the SSD tier needs at least 4, i.e. " +
-                            std::to_string(4 * record) + " bytes");
+                            " bytes (weights, and the trained tensors' gradient and moments) beside " +
+                            std::to_string(side) + " bytes of adapters' state; the SSD tier needs at least 4, i.e. " +
+                            std::to_string(side + 4 * record) + " bytes");
   }
   auto ssd = std::make_unique<SsdExpertStore>(cfg.ssd_dir.empty() ? SsdExpertStore::fresh_dir("moe-offload") : cfg.ssd_dir, sizes, entries,
                                               cfg, host_, ssd_tier_);
@@ -114,7 +116,7 @@ void ExpertOffload::zero_expert_grads() {
     if (experts_[i].grad_floats == 0) continue;  // frozen: no gradient
     ExpertState s = store_->acquire(i, 0, kGrad);
     std::memset(s.g, 0, experts_[i].grad_floats * sizeof(float));
-    store_->release(i, kGrad);
+    store_->release(i, kGrad, kGrad, 0);
   }
 }
 

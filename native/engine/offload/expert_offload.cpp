@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "core/error.h"
@@ -32,6 +33,7 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
       ssd_tier_("ssd", model.backend(), MemKind::PageableHost, 0),
       pins_(cfg.pin_policy, 0, {}),
       update_ticket_(std::make_unique<std::atomic<uint64_t>[]>(model.layout().expert_ranges().size())),
+      in_slot_(std::make_unique<std::atomic<bool>[]>(model.layout().expert_ranges().size())),
       host_compute_(std::move(host)) {
   // A copy worker competing with compute threads that take every core hides nothing and slows their barriers.
   inline_copies_ = cfg.copy_stream == CopyStream::Inline ||
@@ -131,6 +133,10 @@ void ExpertOffload::settle() {
 // ascends after a backward, is treated as the next forward): an expert of the layer in hand or one the sweep has
 // passed is next needed in the following sweep.
 int64_t ExpertOffload::next_use(int expert) const {
+  // An expert whose frozen weights sit in a slot they keep until its next use (the pass's last experts at the
+  // turn from forward to backward, a frozen base across steps, pinned experts) is next uploaded from the slot,
+  // not from the cache: its entry goes first, so the cache and the slots hold different experts.
+  if (in_slot_[expert].load(std::memory_order_relaxed)) return std::numeric_limits<int64_t>::max();
   const int64_t sweep = sweep_.load(std::memory_order_relaxed);
   const int L = static_cast<int>(moe_model_layers_.size());
   const int cur = static_cast<int>(sweep / 2), layer = experts_[expert].moe_layer;
@@ -151,10 +157,30 @@ void ExpertOffload::charge_activations() {
 // frozen expert's between steps.
 void ExpertOffload::forget_slot_contents(bool all) {
   for (Slot& s : slots_) {
+    const int was = s.holds;
     if (all || s.holds < 0) s.holds = -1;
     else if (experts_[s.holds].split) s.trained_stale = true;
     else if (experts_[s.holds].grad_floats > 0) s.holds = -1;
+    if (s.holds != was) note_slot_holder(was, -1);
   }
+}
+
+// Only a frozen base counts: an expert that trains whole needs its entry's weights for its update.
+void ExpertOffload::note_slot_holder(int was, int holder) {
+  if (was >= 0) in_slot_[was].store(false, std::memory_order_relaxed);
+  if (holder >= 0 && (experts_[holder].grad_floats == 0 || experts_[holder].split))
+    in_slot_[holder].store(true, std::memory_order_relaxed);
+}
+
+// Reads ahead what an upload of expert id will read: nothing while a slot holds its weights, its trained
+// tensors alone while a slot holds its frozen base.
+void ExpertOffload::prefetch_weights(int id) {
+  for (const Slot& s : slots_)
+    if (s.holds == id) {
+      if (s.trained_stale) store_->prefetch(id, kTrained);
+      return;
+    }
+  store_->prefetch(id, weight_parts(experts_[id]));
 }
 
 bool ExpertOffload::base_in_slot(int i) const {
@@ -214,6 +240,7 @@ void ExpertOffload::plan(int layer, ExpertPass pass, const std::vector<int>& exp
   order_.clear();
   for (int e : experts) order_.push_back(id(layer, e));
   cursor_ = next_issue_ = 0;
+  keep_from_ = order_.size() - std::min(order_.size(), free_.size());  // every streaming slot is free here
   const int moe = model_.config().moe_index(layer);
   if (pass == ExpertPass::Forward) forward_order_[moe] = experts;
   sweep_.store(int64_t{moe} * 2 + (pass == ExpertPass::Backward ? 1 : 0), std::memory_order_relaxed);
@@ -265,6 +292,10 @@ void ExpertOffload::issue(int i) {
   const bool weights_up = s.holds != i;
   // Only the trained tensors changed since the slot took this expert's frozen base.
   const bool trained_up = !weights_up && s.trained_stale;
+  if (weights_up) note_slot_holder(s.holds, -1);
+  // The upload below marks i once the slot holds it, if the slot keeps it to its next use: a pinned slot, or a
+  // streaming one that no later upload of this pass takes (the pass's last experts).
+  const bool kept = pinned || next_issue_ - 1 >= keep_from_;
   s.holds = i;
   s.trained_stale = false;
   const size_t bytes = x.floats * sizeof(float), grad_bytes = x.grad_floats * sizeof(float);
@@ -287,7 +318,8 @@ void ExpertOffload::issue(int i) {
           std::memcpy(w_dst + t.at, host.t ? host.t + t.grad_at : host.w + t.at, t.t->numel * sizeof(float));
       if (grad_up) std::memcpy(g_dst, host.g, grad_bytes);
       add_upload_time(ms_between(t0, Clock::now()));
-      store_->release(i, 0);
+      store_->release(i, parts | (grad_up ? kGrad : 0u), 0, 0);
+      if (weights_up && kept) note_slot_holder(-1, i);
     }
     if (grad_zero) std::memset(g_dst, 0, grad_bytes);
   };
@@ -388,7 +420,7 @@ void ExpertOffload::download_grad(int i, bool final, bool then_update) {
     const ExpertState host = store_->acquire(i, 0, kGrad);
     std::memcpy(host.g, src, bytes);
     if (final) sum_squares_[i] = host_compute_.norms->sum_squares(host.g, static_cast<int64_t>(experts_[i].grad_floats));
-    store_->release(i, kGrad);
+    store_->release(i, kGrad, kGrad, 0);
     if (then_update) {
       if (cfg_.optimizer == ExpertOptimizer::Delayed) submit_delayed_update(i, false);
       else submit_update(i, false);
@@ -434,7 +466,7 @@ void ExpertOffload::submit_update(int i, bool zero_grad) {
     if (zero_grad) std::memset(s.g, 0, x.grad_floats * sizeof(float));
     apply_adamw(x, s, s.g, UpdateStep{t, lr, clip_scale}, hp);
     // The gradient has been applied: its file copy may stay stale (docs/offload.md, "SSD tier").
-    store_->release(i, parts, kGrad);
+    store_->release(i, parts | kGrad, parts, kGrad);
   });
 }
 
@@ -450,7 +482,7 @@ void ExpertOffload::submit_delayed_update(int i, bool zero_grad) {
         if (zero_grad) std::memset(s.g, 0, x.grad_floats * sizeof(float));
         if (valid) apply_adamw(x, s, pending, UpdateStep{t, lr, scale}, hp);
         std::memcpy(pending, s.g, x.grad_floats * sizeof(float));
-        store_->release(i, parts);
+        store_->release(i, parts, parts, 0);
       });
 }
 
@@ -469,7 +501,7 @@ void ExpertOffload::finish_gradients() {
     }
     const ExpertState s = store_->acquire(i, kGrad);
     sum_squares_[i] = host_compute_.norms->sum_squares(s.g, static_cast<int64_t>(experts_[i].grad_floats));
-    store_->release(i, 0);
+    store_->release(i, kGrad, 0, 0);
   }
 }
 

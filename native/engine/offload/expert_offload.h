@@ -151,7 +151,9 @@ class ExpertOffload final : public ExpertAccess {
   void issue(int id);
   void release(int id);
   void prefetch_for(int layer, ExpertPass pass);
-  void prefetch_weights(int id) { store_->prefetch(id, base_in_slot(id) ? kTrained : weight_parts(experts_[id])); }
+  void prefetch_weights(int id);
+  // A slot now holds `holder`'s weights in place of `was`'s (-1: none), for the next-use eviction.
+  void note_slot_holder(int was, int holder);
   void download_grad(int id, bool final, bool then_update);
   struct UpdateStep {
     int t;
@@ -196,6 +198,7 @@ class ExpertOffload final : public ExpertAccess {
   ExpertPass pass_ = ExpertPass::Forward;
   std::vector<int> order_;
   size_t cursor_ = 0, next_issue_ = 0;
+  size_t keep_from_ = 0;  // the pass's experts from here on stay in their streaming slots to its end
   bool last_micro_ = true;
 
   // Current step (in_step_ false: a pass outside training, which never updates experts).
@@ -208,6 +211,9 @@ class ExpertOffload final : public ExpertAccess {
   std::atomic<int64_t> upload_ns_{0};
   std::vector<double> sum_squares_;  // per expert: its final gradient's squared norm this step
   std::unique_ptr<std::atomic<uint64_t>[]> update_ticket_;  // per expert: its latest update on optimizer_worker_
+  // Per expert: a slot holds its weights (its upload finished), so its cache entry's weights are not needed
+  // while that lasts; read by the next-use eviction on the store's threads.
+  std::unique_ptr<std::atomic<bool>[]> in_slot_;
 
   // `delayed`: each expert's gradient of the previous step, applied with that step's hyper-parameters.
   TierBlock pending_;

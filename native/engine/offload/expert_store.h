@@ -44,9 +44,10 @@ class ExpertStore {
   // Blocks until the `need` parts of expert i's state are in host memory; they stay there until the matching
   // release(). Parts in `overwrite` are handed out unread: the caller writes them whole before reading them.
   virtual ExpertState acquire(int i, unsigned need, unsigned overwrite = 0) = 0;
-  // dirty: the parts the caller changed (they must reach the SSD before the entry is reused). consumed: parts
-  // nobody needs any more (a gradient its update has applied), which need not be written back.
-  virtual void release(int i, unsigned dirty, unsigned consumed = 0) = 0;
+  // held: the parts the matching acquire() asked for (need | overwrite). dirty: the parts the caller changed
+  // (they must reach the SSD before the entry is reused). consumed: parts nobody needs any more (a gradient its
+  // update has applied), which need not be written back.
+  virtual void release(int i, unsigned held, unsigned dirty, unsigned consumed) = 0;
   // A hint that these parts of expert i are needed soon; never blocks and never evicts an entry in use.
   virtual void prefetch(int /*i*/, unsigned /*parts*/) {}
   // Waits for background reads and writes every changed entry back.
@@ -66,7 +67,7 @@ class ArenaExpertStore final : public ExpertStore {
     const size_t b = grad_begins_[i];
     return {p_ + begins_[i], nullptr, g_ + b, m_ + b, v_ + b};
   }
-  void release(int, unsigned, unsigned) override {}
+  void release(int, unsigned, unsigned, unsigned) override {}
 
  private:
   float *p_, *g_, *m_, *v_;

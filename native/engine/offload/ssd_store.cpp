@@ -35,9 +35,17 @@ void part_bytes(const ExpertSizes& s, size_t out[5]) {
   out[2] = out[3] = out[4] = round_up(s.grads * sizeof(float), kAlign);
 }
 
+// A split expert (trained tensors kept apart from a frozen base: LoRA adapters) keeps its trained part, gradient
+// and moments in host memory; its record and its cache entries hold the frozen weights alone.
+bool has_side(const ExpertSizes& s) { return s.trained > 0; }
+ExpertSizes in_file(const ExpertSizes& s) { return has_side(s) ? ExpertSizes{s.weights, 0, 0} : s; }
+size_t side_floats(const ExpertSizes& s) { return has_side(s) ? s.trained + 3 * s.grads : 0; }
+constexpr unsigned kSideParts = kTrained | kGrad | kMoment1 | kMoment2;
+
 ExpertSizes largest(const std::vector<ExpertSizes>& sizes) {
   ExpertSizes l;
-  for (const ExpertSizes& s : sizes) {
+  for (const ExpertSizes& x : sizes) {
+    const ExpertSizes s = in_file(x);
     l.weights = std::max(l.weights, s.weights);
     l.trained = std::max(l.trained, s.trained);
     l.grads = std::max(l.grads, s.grads);
@@ -98,7 +106,7 @@ SsdExpertStore::SsdExpertStore(const std::string& dir, const std::vector<ExpertS
   for (const ExpertSizes& x : sizes_) {
     record_at_.push_back(at);
     size_t b[5];
-    part_bytes(x, b);
+    part_bytes(in_file(x), b);
     at += sum(b);
   }
   std::error_code ec;
@@ -117,6 +125,15 @@ SsdExpertStore::SsdExpertStore(const std::string& dir, const std::vector<ExpertS
         path_ + ": cannot size the expert file to " + std::to_string(file_bytes) + " bytes: " + std::strerror(errno));
   entries = std::min<int>(entries, static_cast<int>(sizes_.size()));
   entries_.resize(entries);
+  const size_t side = side_bytes(sizes_);
+  if (side) {
+    host_.charge(side, "the adapters' weights, gradients and AdamW moments (kept in host memory)");
+    side_block_ = static_cast<float*>(std::aligned_alloc(kAlign, round_up(side, kAlign)));
+    check(side_block_ != nullptr, "out of host memory for the adapters' state");
+    std::memset(side_block_, 0, side);
+  }
+  for (size_t i = 0, at = 0; i < sizes_.size(); at += side_floats(sizes_[i]), ++i)
+    side_.push_back(has_side(sizes_[i]) ? side_block_ + at : nullptr);
   for (int e = 0; e < entries; ++e) {
     host_.charge(entry_bytes_, "host cache entry " + std::to_string(e) + " (an expert's state)");
     entries_[e].buf = static_cast<float*>(std::aligned_alloc(kAlign, std::max(entry_bytes_, kAlign)));
@@ -130,6 +147,8 @@ SsdExpertStore::~SsdExpertStore() {
     std::free(x.buf);
     host_.uncharge(entry_bytes_);
   }
+  std::free(side_block_);
+  host_.uncharge(side_bytes(sizes_));
   ssd_.uncharge(file_bytes(sizes_));
   if (fd_ >= 0) ::close(fd_);
   std::error_code ec;
@@ -147,10 +166,16 @@ size_t SsdExpertStore::file_bytes(const std::vector<ExpertSizes>& sizes) {
   size_t total = 0;
   for (const ExpertSizes& x : sizes) {
     size_t b[5];
-    part_bytes(x, b);
+    part_bytes(in_file(x), b);
     total += sum(b);
   }
   return total;
+}
+
+size_t SsdExpertStore::side_bytes(const std::vector<ExpertSizes>& sizes) {
+  size_t floats = 0;
+  for (const ExpertSizes& x : sizes) floats += side_floats(x);
+  return floats * sizeof(float);
 }
 
 std::string SsdExpertStore::fresh_dir(const std::string& prefix) {
@@ -161,6 +186,10 @@ std::string SsdExpertStore::fresh_dir(const std::string& prefix) {
 }
 
 ExpertState SsdExpertStore::parts(int i, float* buf) const {
+  if (float* side = side_[i]) {
+    const size_t t = sizes_[i].trained, g = sizes_[i].grads;
+    return {buf ? buf + buf_at_[0] / sizeof(float) : nullptr, side, side + t, side + t + g, side + t + 2 * g};
+  }
   auto at = [&](int k) { return buf + buf_at_[k] / sizeof(float); };
   return {at(0), sizes_[i].trained ? at(1) : nullptr, at(2), at(3), at(4)};
 }
@@ -173,7 +202,7 @@ size_t SsdExpertStore::transfer(int i, float* buf, unsigned parts, bool write, s
   };
   std::vector<Run> runs;
   size_t b[5];
-  part_bytes(sizes_[i], b);
+  part_bytes(in_file(sizes_[i]), b);
   size_t file_at = record_at_[i];
   size_t moved = 0;
   if ((parts & kWeights) && b[0]) {
@@ -342,6 +371,11 @@ int SsdExpertStore::claim(std::unique_lock<std::mutex>& lock, int i, bool wait) 
 }
 
 ExpertState SsdExpertStore::acquire(int i, unsigned need, unsigned overwrite) {
+  if (side_[i]) {  // the side parts are always at hand; only the weights go through the cache
+    need &= ~kSideParts;
+    overwrite &= ~kSideParts;
+    if (!need && !overwrite) return parts(i, nullptr);
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   note_request();
   for (;;) {
@@ -375,7 +409,12 @@ ExpertState SsdExpertStore::acquire(int i, unsigned need, unsigned overwrite) {
   }
 }
 
-void SsdExpertStore::release(int i, unsigned dirty, unsigned consumed) {
+void SsdExpertStore::release(int i, unsigned held, unsigned dirty, unsigned consumed) {
+  if (side_[i]) {
+    held &= ~kSideParts;
+    dirty &= ~kSideParts;
+    if (!held) return;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   Entry& x = entries_[where_[i]];
   --x.refs;
@@ -385,6 +424,8 @@ void SsdExpertStore::release(int i, unsigned dirty, unsigned consumed) {
 }
 
 void SsdExpertStore::prefetch(int i, unsigned parts) {
+  if (side_[i]) parts &= ~kSideParts;
+  if (!parts) return;
   io_worker_.submit([this, i, parts] {
     std::unique_lock<std::mutex> lock(mutex_);
     int e = where_[i];
@@ -432,13 +473,13 @@ void copy_parts(const ExpertSizes& n, const ExpertState& to, const ExpertState& 
 void SsdExpertStore::store(int i, const ExpertState& from) {
   const ExpertState s = acquire(i, 0, kAllParts);
   copy_parts(sizes_[i], s, from);
-  release(i, kAllParts);
+  release(i, kAllParts, kAllParts, 0);
 }
 
 void SsdExpertStore::load(int i, const ExpertState& to) {
   const ExpertState s = acquire(i, kAllParts);
   copy_parts(sizes_[i], to, s);
-  release(i, 0);
+  release(i, kAllParts, 0, 0);
 }
 
 ExpertStoreStats SsdExpertStore::take_stats() {

@@ -1,8 +1,10 @@
 // The SSD tier (ES-MoE §4.3, MoESys §III-B): every expert's state is one record of a file in the run
-// directory — weights, trained weights kept apart, gradient, first and second moment, each part 4 KiB aligned
-// and sized for that expert (a frozen expert's record is its weights alone) — read and written with
-// direct (unbuffered) I/O where the file system allows it, and reached only through a host cache of
-// `entries` records charged to the host tier. An entry tracks which parts it holds and which changed, so an
+// directory — weights, gradient, first and second moment, each part 4 KiB aligned and sized for that expert (a
+// frozen expert's record is its weights alone). An expert with trained tensors on a frozen base (LoRA adapters)
+// keeps the trained part, its gradient and moments in host memory, a few percent of its weights, so the
+// optimizer never waits on the disk and the cache holds frozen bases only; its record is its weights. Records
+// are read and written with direct (unbuffered) I/O where the file system allows it, and reached only through a
+// host cache of `entries` records charged to the host tier. An entry tracks which parts it holds and which changed, so an
 // upload reads only the weights, a gradient download reads nothing, and only changed parts are written back
 // (adjacent parts in one request): a fine-tune whose trained tensors are kept apart never writes the frozen
 // weights back. Weights that are all bf16 values (a fine-tune's frozen base loaded from a bf16 checkpoint) are
@@ -43,7 +45,7 @@ class SsdExpertStore final : public ExpertStore {
   void set_next_use(std::function<int64_t(int expert)> next_use) { next_use_ = std::move(next_use); }
 
   ExpertState acquire(int i, unsigned need, unsigned overwrite = 0) override;
-  void release(int i, unsigned dirty, unsigned consumed = 0) override;
+  void release(int i, unsigned held, unsigned dirty, unsigned consumed) override;
   void prefetch(int i, unsigned parts) override;
   void flush() override;
   ExpertStoreStats take_stats() override;
@@ -57,6 +59,8 @@ class SsdExpertStore final : public ExpertStore {
   // Bytes of one cache entry (it holds any expert's record) and of the whole file, for these expert sizes.
   static size_t record_bytes(const std::vector<ExpertSizes>& sizes);
   static size_t file_bytes(const std::vector<ExpertSizes>& sizes);
+  // Host bytes of the split experts' trained parts, gradients and moments (held beside the cache).
+  static size_t side_bytes(const std::vector<ExpertSizes>& sizes);
   // A directory name of its own under the system's temporary directory: prefix-PID-N.
   static std::string fresh_dir(const std::string& prefix);
 
@@ -113,6 +117,8 @@ class SsdExpertStore final : public ExpertStore {
   // Per expert: its record's weights are compact (bf16 high halves). Each expert's element is touched only by
   // the one transfer that holds its entry busy.
   std::vector<uint8_t> compact_;
+  float* side_block_ = nullptr;  // the split experts' side parts, one block
+  std::vector<float*> side_;     // per expert: its trained part, then gradient and moments; null: none
   uint64_t clock_ = 0;
   int requests_ = 0;
   ExpertStoreStats stats_;
