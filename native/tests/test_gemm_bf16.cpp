@@ -14,110 +14,20 @@
 #include "backend/cpu/gemm_bf16_kernels.h"
 #include "backend/cpu/gemm_driver.h"
 #include "core/half.h"
+#include "gemm_bf16_checks.h"
 #include "testing.h"
 
 using moe::ThreadPool;
 using moe::cpu::sgemm_bf16;
 
-namespace {
+using namespace gemm_bf16_checks;
 
-struct Operands {
-  bool ta, tb;
-  int M, N, K, lda, ldb, ldc;
-  std::vector<float> A, B, C;
-  std::vector<uint16_t> B16;  // B rounded to bf16, as a weight copy would hold it
-};
-
-Operands make(bool ta, bool tb, int M, int N, int K, int pad, uint64_t stream, float scale = 1.0f) {
-  Operands o{ta, tb, M, N, K, (ta ? M : K) + pad, (tb ? K : N) + 2 * pad, N + 3 * pad, {}, {}, {}, {}};
-  o.A = moe_test::random_vector(size_t(ta ? K : M) * o.lda, stream * 3 + 0, scale);
-  o.B = moe_test::random_vector(size_t(tb ? N : K) * o.ldb, stream * 3 + 1, scale);
-  o.C = moe_test::random_vector(size_t(M) * o.ldc, stream * 3 + 2);
-  o.B16.resize(o.B.size());
-  for (size_t i = 0; i < o.B.size(); ++i) o.B16[i] = moe::f32_to_bf16(o.B[i]);
-  return o;
-}
-
-double rounded(float x) { return moe::bf16_to_f32(moe::f32_to_bf16(x)); }
-double a_at(const Operands& o, int i, int k) {
-  return rounded(o.ta ? o.A[size_t(k) * o.lda + i] : o.A[size_t(i) * o.lda + k]);
-}
-double b_at(const Operands& o, int k, int j) {
-  return rounded(o.tb ? o.B[size_t(j) * o.ldb + k] : o.B[size_t(k) * o.ldb + j]);
-}
-
-bool bits_equal(const std::vector<float>& x, const std::vector<float>& y) {
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
-}
-
-std::string shape_name(const Operands& o) {
-  return std::string("ta=") + (o.ta ? "1" : "0") + " tb=" + (o.tb ? "1" : "0") + " M=" + std::to_string(o.M) +
-         " N=" + std::to_string(o.N) + " K=" + std::to_string(o.K);
-}
-
-// The full product with B from its bf16 copy (b16) or rounded from fp32 while packing.
-std::vector<float> run(ThreadPool& tp, const Operands& o, float alpha, float beta, bool b16) {
-  std::vector<float> C = o.C;
-  if (b16)
-    sgemm_bf16(tp, o.ta, o.tb, o.M, o.N, o.K, alpha, o.A.data(), o.lda, o.B16.data(), o.ldb, beta, C.data(), o.ldc);
-  else
-    sgemm_bf16(tp, o.ta, o.tb, o.M, o.N, o.K, alpha, o.A.data(), o.lda, o.B.data(), o.ldb, beta, C.data(), o.ldc);
-  return C;
-}
-
-std::vector<float> run_with(const moe::cpu::gemm_bf16::Kernels& kern, ThreadPool& tp, const Operands& o, float alpha,
-                            float beta, bool b16) {
-  std::vector<float> C = o.C;
-  moe::cpu::gemm_bf16::sgemm_with(kern, tp, o.ta, o.tb, o.M, o.N, o.K, alpha, o.A.data(), o.lda,
-                                  b16 ? o.B16.data() : nullptr, b16 ? nullptr : o.B.data(), o.ldb, beta, C.data(),
-                                  o.ldc);
-  return C;
-}
-
-bool has_avx512_bf16() { return std::string(moe::cpu::sgemm_bf16_isa()) == "avx512_bf16"; }
-
-}  // namespace
-
-// Every element within the fp32 accumulation bound (K + 2 roundings of at most 2^-24 of Σ|terms|) of the exact
-// product of the bf16-rounded operands: far tighter than bf16's own 2^-9, so an operand left unrounded (or rounded
-// the wrong way) fails.
+// Every element within the fp32 accumulation bound of the exact product of the bf16-rounded operands.
 TEST(sgemm_bf16_matches_double_reference_on_rounded_operands) {
   ThreadPool tp(2);
-  const int sizes[] = {1, 2, 7, 17, 33, 100, 257};
-  const int ks[] = {1, 2, 3, 31, 64, 257, 600, 1100};
-  const float alphas[] = {1.0f, 0.5f, -1.25f};
-  const float betas[] = {0.0f, 1.0f, -0.5f};
-  int cases = 0;
-  for (int ta = 0; ta < 2; ++ta)
-    for (int tb = 0; tb < 2; ++tb)
-      for (int mi = 0; mi < 7; ++mi)
-        for (int ki = 0; ki < 8; ++ki) {
-          const int M = sizes[mi], N = sizes[(mi + ki + 2 * ta + tb) % 7], K = ks[ki];
-          const Operands o = make(ta, tb, M, N, K, (mi + ki) % 3, 100 + cases);
-          const float alpha = alphas[cases % 3], beta = betas[(cases / 3) % 3];
-          const bool b16 = cases % 2 == 0;
-          const std::vector<float> C = run(tp, o, alpha, beta, b16);
-          double worst = 0;
-          for (int i = 0; i < M; ++i)
-            for (int j = 0; j < N; ++j) {
-              double exact = 0, magnitude = 0;
-              for (int k = 0; k < K; ++k) {
-                exact += a_at(o, i, k) * b_at(o, k, j);
-                magnitude += std::fabs(a_at(o, i, k) * b_at(o, k, j));
-              }
-              const double c0 = o.C[size_t(i) * o.ldc + j];
-              const double ref = alpha * exact + beta * c0;
-              const double bound = (K + 2) * 0x1p-24 * (std::fabs(alpha) * magnitude + std::fabs(beta * c0)) + 1e-30;
-              worst = std::fmax(worst, std::fabs(C[size_t(i) * o.ldc + j] - ref) / bound);
-            }
-          CHECK_MSG(worst <= 1.0, shape_name(o) + (b16 ? " bf16 B" : " fp32 B") + ": error " + std::to_string(worst) +
-                                      " x the fp32 accumulation bound");
-          // Padding columns of C are never written.
-          for (int i = 0; i < M; ++i)
-            for (int j = N; j < o.ldc; ++j)
-              CHECK(std::memcmp(&C[size_t(i) * o.ldc + j], &o.C[size_t(i) * o.ldc + j], sizeof(float)) == 0);
-          ++cases;
-        }
+  const std::vector<int> sizes = {1, 2, 7, 17, 33, 100, 257};
+  expect_within_bound("", sizes, sizes, {1, 2, 3, 31, 64, 257, 600, 1100}, 100,
+                      [&](const Operands& o, float a, float b, bool b16) { return run(tp, o, a, b, b16); });
 }
 
 TEST(sgemm_bf16_fp32_b_equals_its_bf16_copy) {
@@ -214,7 +124,7 @@ void expect_same_bits_as_portable(const moe::cpu::gemm_bf16::Kernels& fast) {
 }
 
 TEST(sgemm_bf16_portable_matches_avx512_bit_for_bit) {
-  if (!has_avx512_bf16()) {
+  if (!moe::cpu::gemm_driver::cpu_features().avx512_bf16) {
     std::printf("  (skipped: this CPU has no AVX512_BF16; the portable kernels ran everywhere)\n");
     return;
   }

@@ -47,7 +47,7 @@ class CpuBackend final : public Backend {
   std::string describe() const override {
     const cpu::IsaScope isa(isa_);
     return "cpu (" + std::to_string(tp_.threads()) + " threads; sgemm " + cpu::sgemm_isa() + ", bf16 gemm " +
-           cpu::sgemm_bf16_isa() + kGpuNote + ")";
+           cpu::sgemm_bf16_kernel() + kGpuNote + ")";
   }
   int threads() const override { return tp_.threads(); }
 

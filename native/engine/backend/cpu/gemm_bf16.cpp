@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cpu/amx_support.h"
 #include "backend/cpu/gemm_bf16_kernels.h"
 #include "backend/cpu/gemm_driver.h"
 #include "backend/cpu/pack_buffer.h"
@@ -15,17 +16,17 @@ namespace moe::cpu {
 namespace {
 
 using gemm_bf16::Kernels;
-using gemm_bf16::kMRMax;
 using gemm_bf16::kNR;
 
-constexpr int kKcMax = 512;               // A panel (14 x 256 pairs = 14 KiB) stays in L1; must be even
+constexpr int kKcMax = 512;               // A panel (14 x 256 pairs = 14 KiB; AMX 32 rows, 32 KiB) stays in L1; even
 constexpr int kNcMax = 384;               // B block (256 pairs x 384 = 384 KiB) stays in L2
 constexpr int kMcMax = 1024;              // rows of A packed at once (1 MiB of pairs)
 
 const Kernels& kernels() {
-  static const Kernels& native = gemm_driver::cpu_features().avx512_bf16 ? gemm_bf16::avx512_kernels()
-                                 : gemm_driver::cpu_features().avx512    ? gemm_bf16::avx512_fma_kernels()
-                                                                         : gemm_bf16::portable_kernels();
+  static const Kernels& native = amx_support().usable                     ? gemm_bf16::amx_kernels()
+                                 : gemm_driver::cpu_features().avx512_bf16 ? gemm_bf16::avx512_kernels()
+                                 : gemm_driver::cpu_features().avx512      ? gemm_bf16::avx512_fma_kernels()
+                                                                           : gemm_bf16::portable_kernels();
   return gemm_driver::for_calling_thread(native, gemm_bf16::portable_kernels());
 }
 
@@ -44,8 +45,8 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
   uint32_t* ap = tl_pack_a.get(static_cast<size_t>(pairs_max) * std::min(m1 - m0, kMcMax));
   for (int mc = m0; mc < m1; mc += kMcMax) {
     const int rows = std::min(kMcMax, m1 - mc);
-    // Balanced panel heights: 64 rows become 13,13,13,13,12 rather than 14x4 + 8.
-    const int panels = (rows + kMRMax - 1) / kMRMax;
+    // Balanced panel heights: 64 rows become 13,13,13,13,12 rather than 14x4 + 8 (for mr_max 14).
+    const int panels = (rows + kern.mr_max - 1) / kern.mr_max;
     auto panel_row = [&](int ip) { return rows * ip / panels; };
     for (int k0 = 0; k0 < p.K; k0 += p.kc) {
       const int kc = std::min(p.kc, p.K - k0), pairs = (kc + 1) / 2;
@@ -109,5 +110,12 @@ void sgemm_bf16(ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K,
 }
 
 const char* sgemm_bf16_isa() { return kernels().name; }
+
+std::string sgemm_bf16_kernel() {
+  const AmxSupport& amx = amx_support();
+  std::string s = kernels().name;
+  if (amx.cpu_has_amx && !amx.usable && current_isa() == Isa::Native) s += " (AMX not used: " + amx.reason + ")";
+  return s;
+}
 
 }  // namespace moe::cpu

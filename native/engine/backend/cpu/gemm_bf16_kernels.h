@@ -1,10 +1,13 @@
-// Internal interface between the sgemm_bf16 driver (gemm_bf16.cpp) and its kernels (AVX512_BF16, AVX-512 FMA and
-// portable).
+// Internal interface between the sgemm_bf16 driver (gemm_bf16.cpp) and its kernels (AMX, AVX512_BF16, AVX-512 FMA
+// and portable).
 // Operands are packed as k pairs: one 32-bit word holds the bf16 of k = 2p in its low half and of k = 2p+1 in its
-// high half (zero past K), which is the operand layout of vdpbf16ps.
+// high half (zero past K), which is the operand layout of vdpbf16ps and TDPBF16PS.
 //   A panel of `rows` rows:  a[p*rows + i] = pair p of op(A) row i            (tight, no padding in M)
+//                            (the AMX family: a[i*pairs + p], tile rows; the driver only relies on a panel of
+//                            `rows` rows taking rows*pairs words)
 //   B panel of width kNR:    b[p*kNR + j] = pair p of op(B) column j, zero for columns past the matrix
-// Both kernel families pack identical words and run the per-element sequence documented in gemm_bf16.h.
+// The vector and portable families pack identical words and run the per-element sequence documented in
+// gemm_bf16.h; the AMX family runs TDPBF16PS's sequence (gemm_bf16_amx_emulated.cpp spells it out).
 #pragma once
 #include <cstdint>
 
@@ -13,10 +16,11 @@
 namespace moe::cpu::gemm_bf16 {
 
 constexpr int kNR = 32;     // packed B panel width (two zmm of fp32 accumulators)
-constexpr int kMRMax = 14;  // tallest A panel
+constexpr int kMRMax = 14;  // tallest A panel of the vector and portable families
 
 struct Kernels {
   const char* name;
+  int mr_max;  // tallest A panel the kernel takes
   // Pack rows [0, rows) x k in [0, kc) of op(A) (fp32), starting at `a` (already offset to the panel origin).
   void (*pack_a)(bool trans, const float* a, int64_t lda, int rows, int kc, uint32_t* dst);
   // Pack k in [0, kc) x columns [0, cols) of op(B), cols <= kNR, zero-padding to kNR columns.
@@ -31,6 +35,13 @@ struct Kernels {
 const Kernels& avx512_kernels();      // vdpbf16ps (AVX512_BF16)
 const Kernels& avx512_fma_kernels();  // the same bits on AVX-512 fp32 FMAs, for CPUs without AVX512_BF16
 const Kernels& portable_kernels();
+const Kernels& amx_kernels();           // TDPBF16PS tiles (AMX-BF16); only where amx_support().usable
+// The AMX family's kernel on a software emulation of the tile instructions: tests only, never dispatched.
+const Kernels& amx_emulated_kernels();
+
+// acc + x·y for two bf16 as vdpbf16ps and TDPBF16PS compute each product step: denormal inputs read as zero, the
+// exact sum rounded once to fp32 (nearest even), a denormal result flushed to a zero of its sign.
+float dpbf16_step(float acc, uint16_t x, uint16_t y);
 
 // One C element's accumulator by the exact per-element sequence of gemm_bf16.h, scalar: `pairs` pair words of its
 // packed A row (stride sa between pairs) and B column (stride sb).

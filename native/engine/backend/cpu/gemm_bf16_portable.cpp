@@ -43,13 +43,6 @@ void pack_b(bool trans, const T* b, int64_t ldb, int kc, int cols, uint32_t* dst
 // bf16 as vdpbf16ps reads it: denormals are zero (keeping the sign).
 float operand(uint16_t h) { return (h & 0x7F80u) ? bf16_to_f32(h) : ((h & 0x8000u) ? -0.0f : 0.0f); }
 
-// acc + x·y rounded once to fp32, a denormal result flushed to zero. The bf16 product is exact in double and the
-// double sum exact or within an ulp far below fp32's half-ulp, so rounding it to float equals rounding the exact sum.
-float dot_step(float acc, uint16_t x, uint16_t y) {
-  float r = static_cast<float>(static_cast<double>(acc) + static_cast<double>(operand(x)) * operand(y));
-  return std::fabs(r) < FLT_MIN ? std::copysign(0.0f, r) : r;
-}
-
 int kernel(int mr, int cols, int pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, float alpha,
            float beta, bool load_c) {
   const int n = cols < kNR ? cols : kNR;
@@ -64,18 +57,25 @@ int kernel(int mr, int cols, int pairs, const uint32_t* a, const uint32_t* b, fl
 
 }  // namespace
 
+// The bf16 product is exact in double and the double sum exact or within an ulp far below fp32's half-ulp, so
+// rounding it to float equals rounding the exact sum.
+float dpbf16_step(float acc, uint16_t x, uint16_t y) {
+  float r = static_cast<float>(static_cast<double>(acc) + static_cast<double>(operand(x)) * operand(y));
+  return std::fabs(r) < FLT_MIN ? std::copysign(0.0f, r) : r;
+}
+
 float dot_pairs(const uint32_t* a, int64_t sa, const uint32_t* b, int64_t sb, int pairs) {
   float acc = 0.0f;
   for (int p = 0; p < pairs; ++p) {
     const uint32_t x = a[p * sa], y = b[p * sb];
-    acc = dot_step(acc, static_cast<uint16_t>(x >> 16), static_cast<uint16_t>(y >> 16));
-    acc = dot_step(acc, static_cast<uint16_t>(x), static_cast<uint16_t>(y));
+    acc = dpbf16_step(acc, static_cast<uint16_t>(x >> 16), static_cast<uint16_t>(y >> 16));
+    acc = dpbf16_step(acc, static_cast<uint16_t>(x), static_cast<uint16_t>(y));
   }
   return acc;
 }
 
 const Kernels& portable_kernels() {
-  static const Kernels k{"portable", &pack_a, &pack_b<uint16_t>, &pack_b<float>, &kernel};
+  static const Kernels k{"portable", kMRMax, &pack_a, &pack_b<uint16_t>, &pack_b<float>, &kernel};
   return k;
 }
 
