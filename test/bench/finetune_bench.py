@@ -64,8 +64,9 @@ def lora_section():
     return {"method": "lora", "lora": {"rank": RANK, "alpha": ALPHA, "targets": ["attention", "experts"]}}
 
 
-def ours(cli, data, work, name, cfg):
-    """Runs `moe-engine train`; returns (median tokens/s after the first step, peak RSS bytes, parameters line)."""
+def train_records(cli, data, work, name, cfg):
+    """Runs `moe-engine train` up to its last step; returns (log.jsonl's step records, the CLI's output, wait4's
+    resource usage)."""
     path = os.path.join(work, name + ".json")
     out = os.path.join(work, name)
     with open(path, "w") as f:
@@ -90,6 +91,12 @@ def ours(cli, data, work, name, cfg):
     with open(os.path.join(out, "log.jsonl")) as f:
         recs = [json.loads(line) for line in f if line.strip()]
     subprocess.run(["rm", "-rf", out], check=True)
+    return recs, text, usage
+
+
+def ours(cli, data, work, name, cfg):
+    """Runs `moe-engine train`; returns (median tokens/s after the first step, peak RSS bytes, parameters line)."""
+    recs, text, usage = train_records(cli, data, work, name, cfg)
     params = next((int(l.split()[2]) for l in text.splitlines() if l.startswith("moe-engine train:")), 0)
     tok_s = statistics.median(r["tokens"] / r["step_ms"] * 1e3 for r in recs[1:])
     where = {k: statistics.median(r.get(k) or 0 for r in recs[1:])
