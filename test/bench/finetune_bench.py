@@ -65,9 +65,9 @@ def lora_section():
     return {"method": "lora", "lora": {"rank": RANK, "alpha": ALPHA, "targets": ["attention", "experts"]}}
 
 
-def ours(cli, data, work, name, cfg, init=None):
-    """Runs `moe-engine train` (from the weights in `init`, else the seed's); returns median tokens/s after the
-    first step, peak RSS bytes, the parameters line, the losses and the step breakdown."""
+def train_records(cli, data, work, name, cfg, init=None):
+    """Runs `moe-engine train` (from the weights in `init`, else the seed's) up to its last step; returns
+    (log.jsonl's step records, the CLI's output, wait4's resource usage)."""
     path = os.path.join(work, name + ".json")
     out = os.path.join(work, name)
     with open(path, "w") as f:
@@ -93,6 +93,13 @@ def ours(cli, data, work, name, cfg, init=None):
     with open(os.path.join(out, "log.jsonl")) as f:
         recs = [json.loads(line) for line in f if line.strip()]
     subprocess.run(["rm", "-rf", out], check=True)
+    return recs, text, usage
+
+
+def ours(cli, data, work, name, cfg, init=None):
+    """Runs `moe-engine train`; returns median tokens/s after the first step, peak RSS bytes, the parameters line,
+    the losses and the step breakdown."""
+    recs, text, usage = train_records(cli, data, work, name, cfg, init)
     params = next((int(l.split()[2]) for l in text.splitlines() if l.startswith("moe-engine train:")), 0)
     tok_s = statistics.median(r["tokens"] / r["step_ms"] * 1e3 for r in recs[1:])
     where = {k: statistics.median(r.get(k) or 0 for r in recs[1:])

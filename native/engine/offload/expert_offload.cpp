@@ -248,20 +248,37 @@ void ExpertOffload::plan(int layer, ExpertPass pass, const std::vector<int>& exp
   if (ssd_ && cfg_.prefetch) prefetch_for(layer, pass);
 }
 
-// Reads ahead into the host cache: the rest of this pass, then the next MoE layer's likely experts, no more
-// than the cache holds beside what the workers have in hand.
+// Reads ahead into the host cache: the rest of this pass, then the next MoE layer's likely experts. A lead goes
+// out now and every expert the pass finishes sends one more (release()), so the reads keep the disk busy through
+// the whole pass instead of stopping after the first batch.
 void ExpertOffload::prefetch_for(int layer, ExpertPass pass) {
-  int budget = cache_entries() - std::max(1, cfg_.lookahead) - 3;
-  for (size_t k = next_issue_; k < order_.size() && budget > 0; ++k, --budget) prefetch_weights(order_[k]);
+  ahead_.clear();
+  ahead_sent_ = 0;
+  const size_t lead = prefetch_lead();
+  if (lead == 0) return;
+  ahead_.assign(order_.begin() + static_cast<std::ptrdiff_t>(next_issue_), order_.end());
   const int moe = model_.config().moe_index(layer);
   const int next = pass == ExpertPass::Forward ? moe + 1 : moe - 1;
-  if (next < 0 || next >= static_cast<int>(moe_model_layers_.size())) return;
-  const int next_layer = moe_model_layers_[next];
-  const std::vector<int>& likely = forward_order_[next];
-  if (pass == ExpertPass::Forward)
-    for (size_t k = 0; k < likely.size() && budget > 0; ++k, --budget) prefetch_weights(id(next_layer, likely[k]));
-  else
-    for (size_t k = likely.size(); k-- > 0 && budget > 0; --budget) prefetch_weights(id(next_layer, likely[k]));
+  if (next >= 0 && next < static_cast<int>(moe_model_layers_.size())) {
+    const int next_layer = moe_model_layers_[next];
+    const std::vector<int>& likely = forward_order_[next];
+    if (pass == ExpertPass::Forward)
+      for (int e : likely) ahead_.push_back(id(next_layer, e));
+    else
+      for (size_t k = likely.size(); k-- > 0;) ahead_.push_back(id(next_layer, likely[k]));
+  }
+  send_prefetches(lead);
+}
+
+// Half of what the cache holds beside the workers' entries: with one read sent per finished expert, the entries
+// read ahead stay younger than the ones a sweep has finished with, so LRU evicts those and not the reads ahead.
+size_t ExpertOffload::prefetch_lead() const {
+  const int room = cache_entries() - std::max(1, cfg_.lookahead) - 3;
+  return room > 0 ? static_cast<size_t>(std::max(1, room / 2)) : 0;
+}
+
+void ExpertOffload::send_prefetches(size_t n) {
+  for (; n > 0 && ahead_sent_ < ahead_.size(); --n) prefetch_weights(ahead_[ahead_sent_++]);
 }
 
 // Issues uploads in compute order while the lookahead window has room and a slot is free.
@@ -383,6 +400,7 @@ void ExpertOffload::release(int i) {
   }
   ++cursor_;
   issue_ahead();
+  send_prefetches(1);
   if (cursor_ == order_.size() && pass_ == ExpertPass::Backward && in_step_ && last_micro_ &&
       cfg_.optimizer == ExpertOptimizer::Layer && updates_at_backward())
     update_layer(layer_);
@@ -454,12 +472,13 @@ void ExpertOffload::apply_adamw(const Expert& x, const ExpertState& s, const flo
 }
 
 // Runs on whichever thread learns the gradient is complete; only touches this expert's state.
-void ExpertOffload::submit_update(int i, bool zero_grad) {
+void ExpertOffload::submit_update(int i, bool zero_grad, int ahead, unsigned ahead_parts) {
   // The step's values are taken now, not when the update runs: an update of an expert the next step does not use
   // may still be queued when that step sets its own clip scale. Without clipping the scale is exactly 1, as in
   // the resident optimizer.
   const double clip_scale = hp_.grad_clip > 0 ? clip_scale_ : 1.0;
-  update_ticket_[i] = optimizer_worker_.submit([this, i, zero_grad, t = t_, lr = lr_, hp = hp_, clip_scale] {
+  update_ticket_[i] = optimizer_worker_.submit([=, this, t = t_, lr = lr_, hp = hp_] {
+    if (ahead >= 0) store_->prefetch(ahead, ahead_parts);
     const Expert& x = experts_[i];
     const unsigned parts = updated_weights(x) | kMoment1 | kMoment2;
     const ExpertState s = store_->acquire(i, parts | (zero_grad ? 0u : kGrad), zero_grad ? kGrad : 0u);
@@ -508,14 +527,22 @@ void ExpertOffload::finish_gradients() {
 void ExpertOffload::start_expert_updates(double clip_scale) {
   clip_scale_ = clip_scale;
   sweep_.store(0, std::memory_order_relaxed);
-  // SSD tier: read the updates' state ahead of the optimizer worker, in its order, as far as the cache allows.
-  int budget = ssd_ && cfg_.prefetch ? cache_entries() - 3 : 0;
-  for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
+  std::vector<int> order;
+  for (int i = 0; i < static_cast<int>(experts_.size()); ++i)
+    if (!experts_[i].updated && experts_[i].grad_floats > 0) order.push_back(i);  // frozen experts are never updated
+  // SSD tier: read the updates' state ahead of the optimizer worker, in its order, and keep that lead while they
+  // run (each update's start asks for the one `ahead` places on): the reads, and the write-backs their entries
+  // need, then run on the prefetch worker beside the updates' compute instead of between them on the optimizer
+  // worker.
+  const size_t ahead = ssd_ && cfg_.prefetch ? prefetch_lead() : 0;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const int i = order[k];
     Expert& x = experts_[i];
-    if (x.updated || x.grad_floats == 0) continue;  // frozen experts are never updated
-    if (budget-- > 0) store_->prefetch(i, updated_weights(x) | kMoment1 | kMoment2 | (x.grad_down ? kGrad : 0u));
+    if (k < ahead) store_->prefetch(i, update_parts(x));
     x.updated = true;
+    const int next = k + ahead < order.size() ? order[k + ahead] : -1;
     if (cfg_.optimizer == ExpertOptimizer::Delayed) submit_delayed_update(i, !x.grad_down);
+    else if (ahead > 0 && next >= 0) submit_update(i, !x.grad_down, next, update_parts(experts_[next]));
     else submit_update(i, !x.grad_down);
   }
 }

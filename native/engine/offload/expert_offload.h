@@ -15,8 +15,10 @@
 //     (layer), or — with clipping, for both — once the global norm is known; the updates run on into the next
 //     step and an expert's next upload waits for its own update only, so no step sees stale weights. `delayed`
 //     applies the previous step's gradient instead (one step stale, an ablation baseline).
-//   * SSD tier: plan() prefetches the pass's experts and the next MoE layer's (forward: the experts it used
-//     last time; backward: the ones its forward used) into the host cache.
+//   * SSD tier: the pass's experts and the next MoE layer's (forward: the experts it used last time; backward:
+//     the ones its forward used) are prefetched into the host cache in that order, a fixed lead ahead of the
+//     expert computing (plan() sends the lead, each finished expert one more); the updates after backward are
+//     read ahead the same way.
 //   * a fine-tune (Model::trainable()): gradient and moments exist for trained tensors only, packed as the
 //     model's gradient arena packs them; a frozen expert is uploaded read-only (no gradient bytes, no update, no
 //     write-back), and an expert with trained and frozen tensors (LoRA adapters on a frozen base) moves and
@@ -151,6 +153,10 @@ class ExpertOffload final : public ExpertAccess {
   void issue(int id);
   void release(int id);
   void prefetch_for(int layer, ExpertPass pass);
+  // SSD tier: how many experts a sweep reads ahead of the one computing (0: none).
+  size_t prefetch_lead() const;
+  // Hands up to n more of ahead_ to the prefetch worker.
+  void send_prefetches(size_t n);
   void prefetch_weights(int id);
   // A slot now holds `holder`'s weights in place of `was`'s (-1: none), for the next-use eviction.
   void note_slot_holder(int was, int holder);
@@ -161,7 +167,13 @@ class ExpertOffload final : public ExpertAccess {
   };
   void apply_adamw(const Expert& x, const ExpertState& s, const float* grad, const UpdateStep& step,
                    const TrainConfig& hp);
-  void submit_update(int id, bool zero_grad);
+  // The parts an update of x reads (the gradient only when its download happened this step).
+  static unsigned update_parts(const Expert& x) {
+    return updated_weights(x) | kMoment1 | kMoment2 | (x.grad_down ? kGrad : 0u);
+  }
+  // ahead (SSD tier, -1: none): an expert whose update comes later; the update's start asks the store to read
+  // ahead_parts of it.
+  void submit_update(int id, bool zero_grad, int ahead = -1, unsigned ahead_parts = 0);
   void submit_delayed_update(int id, bool zero_grad);
   void update_layer(int layer);
   bool updates_at_backward() const;
@@ -199,6 +211,8 @@ class ExpertOffload final : public ExpertAccess {
   std::vector<int> order_;
   size_t cursor_ = 0, next_issue_ = 0;
   size_t keep_from_ = 0;  // the pass's experts from here on stay in their streaming slots to its end
+  std::vector<int> ahead_;  // SSD tier: the experts wanted next (this pass's rest, the next MoE layer's likely ones)
+  size_t ahead_sent_ = 0;   // how many of them went to the prefetch worker
   bool last_micro_ = true;
 
   // Current step (in_step_ false: a pass outside training, which never updates experts).
