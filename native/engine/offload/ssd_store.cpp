@@ -24,15 +24,15 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-// The parts in file order: weights, trained weights, gradient, moments (so an upload's weights + trained
-// weights and an update's trained weights + gradient + moments are each one run).
-constexpr unsigned kFileOrder[5] = {kWeights, kTrained, kGrad, kMoment1, kMoment2};
+// The parts of a record in file order: weights, gradient, moments (an update's gradient + moments are one run).
+// A trained part kept apart from a frozen base never reaches the file (see in_file below).
+constexpr int kParts = 4;
+constexpr unsigned kFileOrder[kParts] = {kWeights, kGrad, kMoment1, kMoment2};
 
 // Bytes of each part of a record with these sizes, in file order, 4 KiB aligned.
-void part_bytes(const ExpertSizes& s, size_t out[5]) {
+void part_bytes(const ExpertSizes& s, size_t out[kParts]) {
   out[0] = round_up(s.weights * sizeof(float), kAlign);
-  out[1] = round_up(s.trained * sizeof(float), kAlign);
-  out[2] = out[3] = out[4] = round_up(s.grads * sizeof(float), kAlign);
+  out[1] = out[2] = out[3] = round_up(s.grads * sizeof(float), kAlign);
 }
 
 // A split expert (trained tensors kept apart from a frozen base: LoRA adapters) keeps its trained part, gradient
@@ -47,13 +47,12 @@ ExpertSizes largest(const std::vector<ExpertSizes>& sizes) {
   for (const ExpertSizes& x : sizes) {
     const ExpertSizes s = in_file(x);
     l.weights = std::max(l.weights, s.weights);
-    l.trained = std::max(l.trained, s.trained);
     l.grads = std::max(l.grads, s.grads);
   }
   return l;
 }
 
-size_t sum(const size_t b[5]) { return b[0] + b[1] + b[2] + b[3] + b[4]; }
+size_t sum(const size_t b[kParts]) { return b[0] + b[1] + b[2] + b[3]; }
 
 // Compact weights: when every float of an expert's weights is a bf16 value widened (its low 16 bits zero, as
 // every weight loaded from a bf16 checkpoint and never trained is), the record holds just the high halves, so
@@ -98,14 +97,14 @@ SsdExpertStore::SsdExpertStore(const std::string& dir, const std::vector<ExpertS
   check(entries >= 4, "offload.cache_experts: the SSD tier's host cache needs at least 4 entries (the copy, "
                       "optimizer and prefetch workers and the compute thread each hold one), got " +
                           std::to_string(entries));
-  size_t entry_parts[5];
+  size_t entry_parts[kParts];
   part_bytes(largest(sizes_), entry_parts);
-  for (int k = 1; k < 5; ++k) buf_at_[k] = buf_at_[k - 1] + entry_parts[k - 1];
+  for (int k = 1; k < kParts; ++k) buf_at_[k] = buf_at_[k - 1] + entry_parts[k - 1];
   entry_bytes_ = sum(entry_parts);
   size_t at = 0;
   for (const ExpertSizes& x : sizes_) {
     record_at_.push_back(at);
-    size_t b[5];
+    size_t b[kParts];
     part_bytes(in_file(x), b);
     at += sum(b);
   }
@@ -157,7 +156,7 @@ SsdExpertStore::~SsdExpertStore() {
 }
 
 size_t SsdExpertStore::record_bytes(const std::vector<ExpertSizes>& sizes) {
-  size_t b[5];
+  size_t b[kParts];
   part_bytes(largest(sizes), b);
   return sum(b);
 }
@@ -165,7 +164,7 @@ size_t SsdExpertStore::record_bytes(const std::vector<ExpertSizes>& sizes) {
 size_t SsdExpertStore::file_bytes(const std::vector<ExpertSizes>& sizes) {
   size_t total = 0;
   for (const ExpertSizes& x : sizes) {
-    size_t b[5];
+    size_t b[kParts];
     part_bytes(in_file(x), b);
     total += sum(b);
   }
@@ -191,7 +190,7 @@ ExpertState SsdExpertStore::parts(int i, float* buf) const {
     return {buf ? buf + buf_at_[0] / sizeof(float) : nullptr, side, side + t, side + t + g, side + t + 2 * g};
   }
   auto at = [&](int k) { return buf + buf_at_[k] / sizeof(float); };
-  return {at(0), sizes_[i].trained ? at(1) : nullptr, at(2), at(3), at(4)};
+  return {at(0), nullptr, at(1), at(2), at(3)};
 }
 
 size_t SsdExpertStore::transfer(int i, float* buf, unsigned parts, bool write, size_t* weights_bytes) {
@@ -201,7 +200,7 @@ size_t SsdExpertStore::transfer(int i, float* buf, unsigned parts, bool write, s
     size_t file, entry, bytes;
   };
   std::vector<Run> runs;
-  size_t b[5];
+  size_t b[kParts];
   part_bytes(in_file(sizes_[i]), b);
   size_t file_at = record_at_[i];
   size_t moved = 0;
@@ -210,7 +209,7 @@ size_t SsdExpertStore::transfer(int i, float* buf, unsigned parts, bool write, s
     if (weights_bytes) *weights_bytes += moved;
     parts &= ~kWeights;
   }
-  for (int k = 0; k < 5; file_at += b[k], ++k) {
+  for (int k = 0; k < kParts; file_at += b[k], ++k) {
     if (!(parts & kFileOrder[k]) || b[k] == 0) continue;
     if (!runs.empty() && runs.back().file + runs.back().bytes == file_at &&
         runs.back().entry + runs.back().bytes == buf_at_[k])

@@ -103,7 +103,7 @@ class SsdExpertStore final : public ExpertStore {
   std::vector<ExpertSizes> sizes_;
   std::vector<size_t> record_at_;  // each expert's record's byte offset in the file
   size_t entry_bytes_ = 0;
-  size_t buf_at_[5] = {};          // each part's byte offset in a cache entry, in file order
+  size_t buf_at_[4] = {};          // each part's byte offset in a cache entry: weights, gradient, 2 moments
   CachePolicy policy_;
   double threshold_, decay_;
   int decay_every_;
