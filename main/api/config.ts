@@ -152,8 +152,8 @@ export const OffloadConfigSchema = z
       .describe('Host AdamW per expert as its gradient lands, per layer, or delayed: ZeRO-Offload-style one-step-stale expert updates (ablation baseline, not exact)'),
     optimizer_overlap: z.boolean().default(true)
       .describe('Expert updates overlap the rest of the step; false: they run after the step and are waited for (ablation)'),
-    copy_stream: z.enum(['auto', 'worker', 'inline']).default('auto')
-      .describe('Where uploads run: a copy worker overlapping compute, or inline on the compute thread; auto: inline for the host tier when the compute threads take every core (a worker would only compete with them), else the worker'),
+    copy_stream: z.enum(['auto', 'worker', 'inline', 'mapped']).default('auto')
+      .describe('Where uploads run: a copy worker overlapping compute, inline on the compute thread, or nowhere (mapped: on the cpu backend the experts compute on their host copies in place and only gradients move); auto: mapped for the SSD tier on the cpu backend when the cache holds lookahead + 3 entries, inline for the host tier when the compute threads take every core (a worker would only compete with them), else the worker'),
     host_budget_bytes: z.number().int().positive().nullable().default(null)
       .describe('Host tier budget; null: the machine’s memory (SSD mode: sizes the cache when cache_experts is null)'),
     cache_policy: z.enum(['lru', 'lfu', 'next-use']).default('lru')

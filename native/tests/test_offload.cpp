@@ -26,7 +26,7 @@ TEST(offloaded_training_is_bit_identical_to_resident) {
         const Run resident = train(v);
         for (bool ssd : {false, true})
           for (const char* optimizer : {"expert", "layer"})
-            for (const char* stream : {"worker", "inline"})
+            for (const char* stream : {"worker", "inline", "mapped"})
               for (double pin : {0.0, 0.25, 0.5})
                 for (int lookahead : {1, 2}) {
                   Variant o = v;
@@ -197,7 +197,44 @@ TEST(offload_config_is_validated_by_field) {
   CHECK(error_of(R"({"mode": "host", "expert_slots": 2, "lookahead": 65})").find("offload.lookahead") == 0);
   CHECK(error_of(R"({"mode": "host"})").find("offload.expert_slots") == 0);
   CHECK(error_of(R"({"mode": "host", "expert_slots": 2, "pin_policy": "lru"})").find("offload.pin_policy") == 0);
+  CHECK(error_of(R"({"mode": "host", "expert_slots": 2, "copy_stream": "mmap"})").find("offload.copy_stream") == 0);
   CHECK(error_of(R"({"mode": "none"})").empty());
+}
+
+// Mapped slots: the experts compute on their host copies, so no weight byte moves to the device tier (with one
+// micro-batch nothing moves up at all) and a slot books its gradient buffer alone; the cache must hold the
+// lookahead window beside the workers' entries.
+TEST(mapped_slots_move_no_weights) {
+  for (const char* stream : {"auto", "mapped", "worker"}) {
+    Variant v;
+    v.grad_accum = 1;
+    v.offload = ssd_offload(0.25, 1, std::string(R"(, "copy_stream": ")") + stream + "\"");
+    moe::EngineConfig cfg = moe::parse_config_text(config(v), "test");
+    auto be = moe::make_backend("cpu", {1});
+    moe::Trainer t(cfg, *be);
+    feed(t, 3);
+    const bool mapped = std::string(stream) != "worker";  // auto maps the SSD tier on the cpu backend
+    for (int s = 0; s < 3; ++s) {
+      const moe::StepRecord r = t.step();
+      CHECK_MSG(mapped ? r.bytes_h2d == 0 : r.bytes_h2d > 0, std::string(stream) + ": bytes up");
+      CHECK_MSG(r.bytes_d2h > 0, std::string(stream) + ": gradients down");
+    }
+    static size_t mapped_device = 0;
+    const size_t device = t.offload()->device_tier().current();
+    if (!mapped) CHECK(device == mapped_device + 4 * t.offload()->expert_bytes());  // 4 slots' weights
+    else mapped_device = device;
+  }
+  std::string message;
+  try {
+    Variant v;
+    v.offload = ssd_offload(0.0, 2, R"(, "copy_stream": "mapped")", 4);
+    auto be = moe::make_backend("cpu", {1});
+    moe::Trainer t(moe::parse_config_text(config(v), "test"), *be);
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  CHECK_MSG(message.find("offload.cache_experts") == 0 && message.find("at least 5") != std::string::npos,
+            "message: " + message);
 }
 
 // The C API hands the offload measurements, tiers and pins out with each step.

@@ -58,7 +58,7 @@ TEST(offloaded_finetune_is_bit_identical_to_resident) {
       const Run resident = train(v);
       for (bool ssd : {false, true})
         for (const char* optimizer : {"expert", "layer"})
-          for (const char* stream : {"worker", "inline"})
+          for (const char* stream : {"worker", "inline", "mapped"})
             for (double pin : {0.0, 0.5})
               for (int lookahead : {1, 2}) {
                 Variant o = v;
@@ -127,17 +127,22 @@ TEST(finetune_offload_books_frozen_experts_as_weights_only) {
     } else {
       CHECK(frozen == 0 && largest_t == largest_g && largest_g < largest_w / 3);  // every expert has adapters
     }
-    for (bool ssd : {false, true}) {
+    for (int k = 0; k < 3; ++k) {
+      // The host tier copies into slots; the SSD tier computes on the cache's copies in place on this backend
+      // (auto: mapped) unless told to copy.
+      const bool ssd = k > 0, mapped = k == 1;
       Variant o = v;
-      o.offload = ssd ? ssd_offload(0.25, 1) : host_offload(0.25, 1, 4);
+      o.offload = ssd ? ssd_offload(0.25, 1, mapped ? "" : R"(, "copy_stream": "worker")") : host_offload(0.25, 1, 4);
       moe::EngineConfig cfg = moe::parse_config_text(config(o), "test");
       moe::Trainer t(cfg, *be);
       const moe::ExpertOffload& off = *t.offload();
-      const std::string what = std::string(f.name) + (ssd ? " ssd" : " host");
+      const std::string what = std::string(f.name) + (ssd ? mapped ? " ssd mapped" : " ssd" : " host");
       CHECK_MSG(off.expert_bytes() == largest_w * 4 && off.expert_grad_bytes() == largest_g * 4, what);
-      // Device: dense parameters, the trained dense tensors' gradient and moments, activations, 4 slots.
+      // Device: dense parameters, the trained dense tensors' gradient and moments, activations, 4 slots (a mapped
+      // slot holds the gradient alone).
       const size_t dense_w = layout.total() - weights, dense_g = t.model().num_grads() - grads;
-      const size_t device = (dense_w + 3 * dense_g) * 4 + t.model().activation_bytes() + 4 * (largest_w + largest_g) * 4;
+      const size_t device = (dense_w + 3 * dense_g) * 4 + t.model().activation_bytes() +
+                            4 * ((mapped ? 0 : largest_w) + largest_g) * 4;
       CHECK_MSG(off.device_tier().current() == device, what + ": device tier bytes");
       if (!ssd) {
         CHECK_MSG(off.host_tier().current() == (weights + 3 * grads) * 4, what + ": host tier bytes");
@@ -215,7 +220,8 @@ TEST(lora_over_a_bf16_base_reads_half_the_bytes_and_stays_exact) {
   CHECK_MSG(read_compact > 0 && read_compact * 10 < read_whole * 9,
             "bytes read " + std::to_string(read_compact) + " vs " + std::to_string(read_whole));
   // Next-use eviction lets entries go whose frozen base sits in a slot to its next use, so the cache and the
-  // slots hold different experts: one MoE layer of 16, a cache of 8, every expert in every pass.
+  // slots hold different experts: one MoE layer of 16, a cache of 8, every expert in every pass, copied into
+  // slots (a mapped slot holds no weights).
   int64_t reads[2];
   for (int k = 0; k < 2; ++k) {
     Variant one = ssd;
@@ -224,7 +230,8 @@ TEST(lora_over_a_bf16_base_reads_half_the_bytes_and_stays_exact) {
     one.init.clear();  // the checkpoint above is of two layers
     Variant res = one;
     res.offload.clear();
-    one.offload = ssd_offload(0.0, 1, k ? R"(, "cache_policy": "next-use")" : R"(, "cache_policy": "lru")", 8);
+    one.offload = ssd_offload(0.0, 1,
+                              std::string(R"(, "copy_stream": "worker", "cache_policy": )") + (k ? R"("next-use")" : R"("lru")"), 8);
     const Run run = train(one, 6);
     check_same(run, train(res, 6), std::string("one layer, bf16 base, ssd ") + (k ? "next-use" : "lru"));
     reads[k] = 0;

@@ -92,7 +92,7 @@ describe('offload settings', () => {
     const rows = Object.fromEntries(offloadSettings(config({ mode: 'auto' }), resolved).map((r) => [r.label, r.value]))
     expect(rows).toEqual({
       mode: 'auto → host', 'expert slots': '3', 'device budget': '6.00 MiB (the machine’s)', lookahead: '1', pinning: '0.25 of the slots, by previous',
-      optimizer: 'expert-wise host AdamW', 'copy stream': 'auto (inline for the host tier when compute takes every core, else a copy worker)',
+      optimizer: 'expert-wise host AdamW', 'copy stream': 'auto (mapped for the SSD tier on the cpu backend, inline for the host tier when compute takes every core, else a copy worker)',
     })
   })
 

@@ -29,10 +29,10 @@ const D = 50_816, E = 18_432, ALL = 147_456, ACT = 226_688, BUF = 98_304, FIXED 
 const RESIDENT = 4 * (D + ALL) + ACT + BUF // 1,118,080
 const BIG = 2 ** 40
 
-function plan(offload: Partial<OffloadConfig> | undefined, budgets: Partial<Budgets> = {}): Plan {
+function plan(offload: Partial<OffloadConfig> | undefined, budgets: Partial<Budgets> = {}, backend?: 'cpu' | 'cuda'): Plan {
   const config = RunConfigSchema.parse({
     model: { arch: 'mixtral', vocab_size: 64, d_model: 32, n_layers: 2, n_heads: 4, max_seq_len: 16, d_ff: 48, n_experts: 4, top_k: 2 },
-    train: { batch_size: 2, seq_len: 16 },
+    train: { batch_size: 2, seq_len: 16, ...(backend ? { backend } : {}) },
     ...(offload ? { offload } : {}),
   })
   return planRun(config, { device: BIG, host: BIG, ssd: null, ...budgets })
@@ -128,7 +128,24 @@ describe('planner: SSD mode', () => {
     expect(p).toMatchObject({ mode: 'ssd', fits: true, slots: 2, cacheExperts: 4 })
     expect(tier(p, 'host').total).toBe(4 * RECORD)
     expect(tier(p, 'ssd')).toMatchObject({ params: ALL, optimizer: 2 * ALL, buffers: 8 * RECORD - 4 * ALL, total: 655_360 })
-    expect(tier(p, 'device').total).toBe(601_984)
+    // The cache holds lookahead + 3 entries, so on the cpu backend the experts compute on their cached copies:
+    // 528,256 + 2 slots × 18,432 (each the gradient alone)
+    expect(tier(p, 'device').total).toBe(565_120)
+    expect(p.formulas.join('\n')).toContain('a mapped slot: the gradient alone')
+    // Copying into slots (or on a backend that cannot compute in host memory), a slot holds the weights too.
+    expect(tier(plan({ mode: 'ssd', expert_slots: 2, host_budget_bytes: 400_000, copy_stream: 'worker' }), 'device').total).toBe(601_984)
+  })
+
+  it('maps only where the backend computes in host memory and the cache holds the lookahead window', () => {
+    const cuda = plan({ mode: 'ssd', expert_slots: 2, host_budget_bytes: 400_000 }, {}, 'cuda')
+    expect(tier(cuda, 'device').total).toBe(601_984)
+    expect(plan({ mode: 'ssd', expert_slots: 2, host_budget_bytes: 400_000, copy_stream: 'mapped' }, {}, 'cuda').explanation)
+      .toContain('offload.copy_stream "mapped" computes on the experts’ host copies, which the cuda backend cannot')
+    const narrow = plan({ mode: 'ssd', expert_slots: 2, cache_experts: 4, lookahead: 2 })
+    expect(tier(narrow, 'device').total).toBe(601_984)  // 4 entries < lookahead + 3: copies
+    const asked = plan({ mode: 'ssd', expert_slots: 2, cache_experts: 4, lookahead: 2, copy_stream: 'mapped' })
+    expect(asked.fits).toBe(false)
+    expect(asked.explanation).toContain('offload.cache_experts 4 is below the 5 entries "mapped" holds')
   })
 
   it('needs max(lookahead + 2, 4) cache entries', () => {
@@ -166,7 +183,8 @@ describe('planner: auto', () => {
   it('takes the SSD when the host cannot hold every expert but holds the cache', () => {
     // host mode needs 589,824 B; ⌊500,000 / 81,920⌋ = 6 entries = 491,520 B
     const p = plan({ mode: 'auto' }, { device: 700_000, host: 500_000 })
-    expect(p).toMatchObject({ mode: 'ssd', fits: true, slots: 4, cacheExperts: 6 })
+    // the experts compute on their cached copies (6 ≥ lookahead + 3 entries): a slot is its gradient alone
+    expect(p).toMatchObject({ mode: 'ssd', fits: true, slots: 8, cacheExperts: 6 })
     expect(tier(p, 'host').total).toBe(491_520)
     expect(p.explanation).toMatch(/^auto → ssd: /)
   })
@@ -174,9 +192,9 @@ describe('planner: auto', () => {
   it('explains a device too small for the dense state, activations and two slots', () => {
     const p = plan({ mode: 'auto' }, { device: 550_000 })
     expect(p.fits).toBe(false)
-    // 528,256 + 2 × 36,864 = 601,984
-    expect(p.explanation).toContain('the device tier is short by 51,984 bytes')
-    expect(p.explanation).toContain('a device budget of at least 601,984 bytes would fit')
+    // The SSD tier's slots hold gradients alone (mapped): 528,256 + 2 × 18,432 = 565,120
+    expect(p.explanation).toContain('the device tier is short by 15,120 bytes')
+    expect(p.explanation).toContain('a device budget of at least 565,120 bytes would fit')
   })
 
   it('explains a host too small for the SSD cache', () => {

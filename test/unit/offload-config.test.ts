@@ -57,7 +57,7 @@ describe('resolving offload for a run', () => {
   it('refuses an auto that fits nowhere, on the mode field, with the planner’s explanation', () => {
     const refuse = () => resolveOffload(config({ mode: 'auto' }), { ...machine, device: 550_000 })
     expect(refuse).toThrow(ApiInputError)
-    expect(refuse).toThrow(/spec\.config\.offload\.mode: auto: nothing fits: .*the device tier is short by 51,984 bytes/)
+    expect(refuse).toThrow(/spec\.config\.offload\.mode: auto: nothing fits: .*the device tier is short by 15,120 bytes/)
   })
 
   it('refuses a config that no offload mode fits on this machine, before the run exists, naming what to change', () => {

@@ -28,12 +28,13 @@ export interface FormulaInput {
   sizes: Sizes
   mode: Plan['mode']
   slots: number | null
+  mapped: boolean
   cacheExperts: number | null
   minCache: number
   tiers: Plan['tiers']
 }
 
-export function planFormulas({ model, offload, sizes: s, mode, slots, cacheExperts, minCache, tiers }: FormulaInput): string[] {
+export function planFormulas({ model, offload, sizes: s, mode, slots, mapped, cacheExperts, minCache, tiers }: FormulaInput): string[] {
   const total = (name: string) => binaryBytes(tiers.find((t) => t.tier === name)?.total ?? 0)
   const tensors = modelFeatures(model).linear_bias ? 'w_in + b_in + w_out + b_out' : 'w_in + w_out'
   const lines = [
@@ -51,9 +52,15 @@ export function planFormulas({ model, offload, sizes: s, mode, slots, cacheExper
     lines.push(`device = 4 × (D + all experts) + activations + buffers = ${total('device')} (${act}; MPipeMoE eqs. 1–3)`)
     return lines
   }
-  lines.push(`device = 4·D + 2·slots·e + activations + buffers = ${binaryBytes(4 * s.dense)} + 2·${slots}·e + ${act} = ${total('device')} (a slot: weights + gradient; MPipeMoE eqs. 1–3)`)
-  if (offload.expert_slots === null)
-    lines.push(`slots = min(experts, ⌊(device budget − 4·D − activations − buffers) / (2·e)⌋) = ${slots} (needs ${binaryBytes(deviceFixed(s))} before the first slot)`)
+  if (mapped) {
+    lines.push(`device = 4·D + slots·e + activations + buffers = ${binaryBytes(4 * s.dense)} + ${slots}·e + ${act} = ${total('device')} (a mapped slot: the gradient alone; the expert computes on its host copy in place)`)
+    if (offload.expert_slots === null)
+      lines.push(`slots = min(experts, ⌊(device budget − 4·D − activations − buffers) / e⌋) = ${slots} (needs ${binaryBytes(deviceFixed(s))} before the first slot)`)
+  } else {
+    lines.push(`device = 4·D + 2·slots·e + activations + buffers = ${binaryBytes(4 * s.dense)} + 2·${slots}·e + ${act} = ${total('device')} (a slot: weights + gradient; MPipeMoE eqs. 1–3)`)
+    if (offload.expert_slots === null)
+      lines.push(`slots = min(experts, ⌊(device budget − 4·D − activations − buffers) / (2·e)⌋) = ${slots} (needs ${binaryBytes(deviceFixed(s))} before the first slot)`)
+  }
   if (mode === 'host') {
     const delayed = offload.optimizer === 'delayed' ? ' + all experts of pending gradients (delayed updates)' : ''
     lines.push(`host = 4 × all experts${delayed} = ${total('host')} (every expert's weights, gradient and moments; MoESys eq. 1 CPU tier with α = 1)`)

@@ -31,6 +31,8 @@ interface Candidate {
   mode: Plan['mode']
   tiers: TierBytes[]
   slots: number | null
+  /** The experts compute on their host copies in place; slots hold gradients alone (offload.copy_stream). */
+  mapped: boolean
   cacheExperts: number | null
   short: Shortage[]
   /** What no budget fixes (a setting the engine refuses). */
@@ -40,7 +42,23 @@ interface Candidate {
 // Auto wants pipelining: one slot computing while the next uploads.
 const AUTO_MIN_SLOTS = 2
 
-const slotsText = (n: number) => `${n} expert slot${n === 1 ? '' : 's'}`
+const slotsText = (n: number, mapped = false) =>
+  `${n} expert slot${n === 1 ? '' : 's'}${mapped ? ' (gradients only: the experts compute on their host copies)' : ''}`
+
+// As the engine chooses (ExpertOffload::choose_copy_stream): "mapped" where asked, and for the SSD tier under auto
+// when the backend computes in host memory and the cache holds the lookahead window beside the workers' entries.
+const mappedEntries = (o: OffloadConfig, experts: number) => Math.min(experts, Math.max(1, o.lookahead) + 3)
+function mappedSlots(o: OffloadConfig, backend: string, ssdEntries: number | null, experts: number): boolean {
+  if (o.copy_stream === 'mapped') return true
+  return o.copy_stream === 'auto' && ssdEntries !== null && backend === 'cpu' && ssdEntries >= mappedEntries(o, experts)
+}
+function mappedProblems(o: OffloadConfig, backend: string, ssdEntries: number | null, experts: number): string[] {
+  if (o.copy_stream !== 'mapped') return []
+  if (backend !== 'cpu') return [`offload.copy_stream "mapped" computes on the experts’ host copies, which the ${backend} backend cannot`]
+  if (ssdEntries !== null && ssdEntries < mappedEntries(o, experts))
+    return [`offload.cache_experts ${ssdEntries} is below the ${mappedEntries(o, experts)} entries "mapped" holds (lookahead + 3)`]
+  return []
+}
 
 // The SSD tier's cache holds what the copy, optimizer and prefetch workers and the compute thread use
 // (the engine's minimum of 4), and the uploads in flight ahead of the compute thread.
@@ -51,40 +69,43 @@ function resident(s: Sizes, b: Budgets): Candidate {
   const short: Shortage[] = device.total > b.device
     ? [{ tier: 'device', needed: device.total, budget: b.device, what: 'every parameter’s state, activations and buffers' }]
     : []
-  return { mode: 'none', tiers: [device, emptyTier('host', b.host), emptyTier('ssd', b.ssd)], slots: null, cacheExperts: null, short, problems: [] }
+  return { mode: 'none', tiers: [device, emptyTier('host', b.host), emptyTier('ssd', b.ssd)], slots: null, mapped: false, cacheExperts: null, short, problems: [] }
 }
 
-function offloadedDeviceTier(s: Sizes, o: OffloadConfig, b: Budgets, minSlots: number): { device: TierBytes; slots: number; short: Shortage[] } {
-  const slots = o.expert_slots !== null ? Math.min(o.expert_slots, s.experts) : slotsFor(s, b.device)
-  const device = offloadedDevice(s, slots, b.device)
+function offloadedDeviceTier(s: Sizes, o: OffloadConfig, b: Budgets, minSlots: number, mapped: boolean): { device: TierBytes; slots: number; short: Shortage[] } {
+  const slots = o.expert_slots !== null ? Math.min(o.expert_slots, s.experts) : slotsFor(s, b.device, mapped)
+  const device = offloadedDevice(s, slots, b.device, mapped)
   const least = Math.min(minSlots, s.experts)
   if (o.expert_slots === null && slots < least) {
-    const what = `the dense state, activations, buffers and ${slotsText(least)}`
-    return { device, slots, short: [{ tier: 'device', needed: deviceFixed(s) + least * slotBytes(s), budget: b.device, what }] }
+    const what = `the dense state, activations, buffers and ${slotsText(least, mapped)}`
+    return { device, slots, short: [{ tier: 'device', needed: deviceFixed(s) + least * slotBytes(s, mapped), budget: b.device, what }] }
   }
-  const what = `the dense state, activations, buffers and ${slotsText(slots)}`
+  const what = `the dense state, activations, buffers and ${slotsText(slots, mapped)}`
   return { device, slots, short: device.total > b.device ? [{ tier: 'device', needed: device.total, budget: b.device, what }] : [] }
 }
 
-function hostMode(s: Sizes, o: OffloadConfig, b: Budgets, minSlots: number): Candidate {
-  const { device, slots, short } = offloadedDeviceTier(s, o, b, minSlots)
+function hostMode(s: Sizes, o: OffloadConfig, b: Budgets, minSlots: number, backend: string): Candidate {
+  const mapped = mappedSlots(o, backend, null, s.experts)
+  const { device, slots, short } = offloadedDeviceTier(s, o, b, minSlots, mapped)
   const delayed = o.optimizer === 'delayed'
   const host = hostTierOfHostMode(s, delayed, b.host)
   if (host.total > b.host) {
     const what = `every expert’s weights, gradient and AdamW moments${delayed ? ' and pending gradients' : ''}`
     short.push({ tier: 'host', needed: host.total, budget: b.host, what })
   }
-  return { mode: 'host', tiers: [device, host, emptyTier('ssd', b.ssd)], slots, cacheExperts: null, short, problems: [] }
+  const problems = mappedProblems(o, backend, null, s.experts)
+  return { mode: 'host', tiers: [device, host, emptyTier('ssd', b.ssd)], slots, mapped, cacheExperts: null, short, problems }
 }
 
-function ssdMode(s: Sizes, o: OffloadConfig, b: Budgets, minSlots: number): Candidate {
-  const { device, slots, short } = offloadedDeviceTier(s, o, b, minSlots)
+function ssdMode(s: Sizes, o: OffloadConfig, b: Budgets, minSlots: number, backend: string): Candidate {
   // The engine checks the entries asked for (or the budget holds), then allocates at most one per expert.
   const asked = o.cache_experts ?? Math.floor(Math.max(0, b.host - sideBytes(s)) / s.record)
   const entries = Math.min(asked, s.experts)
+  const mapped = mappedSlots(o, backend, entries, s.experts)
+  const { device, slots, short } = offloadedDeviceTier(s, o, b, minSlots, mapped)
   const host = hostTierOfSsdMode(s, entries, b.host)
   const least = minCacheEntries(o)
-  const problems: string[] = []
+  const problems = mappedProblems(o, backend, entries, s.experts)
   if (asked >= least && host.total > b.host) short.push({ tier: 'host', needed: host.total, budget: b.host, what: `${entries} cache entries` })
   else if (asked < least && o.cache_experts === null)
     short.push({ tier: 'host', needed: sideBytes(s) + least * s.record, budget: b.host, what: `${least} cache entries (max(lookahead + 2, 4))` })
@@ -92,7 +113,7 @@ function ssdMode(s: Sizes, o: OffloadConfig, b: Budgets, minSlots: number): Cand
   const ssd = ssdTier(s, b.ssd)
   if (b.ssd !== null && ssd.total > b.ssd)
     short.push({ tier: 'ssd', needed: ssd.total, budget: b.ssd, what: 'every expert’s record' })
-  return { mode: 'ssd', tiers: [device, host, ssd], slots, cacheExperts: entries, short, problems }
+  return { mode: 'ssd', tiers: [device, host, ssd], slots, mapped, cacheExperts: entries, short, problems }
 }
 
 const shortText = (x: Shortage) =>
@@ -105,7 +126,7 @@ const of = (t: TierBytes) => `${binaryBytes(t.total)} of ${binaryBytes(t.budget 
 function fitText(c: Candidate, s: Sizes): string {
   const device = tierOf(c, 'device')
   if (c.mode === 'none') return `resident: all ${binaryBytes(device.total)} fit in the device budget of ${binaryBytes(device.budget ?? 0)}`
-  const onDevice = `the device holds the dense state, activations, buffers and ${slotsText(c.slots ?? 0)} (${of(device)})`
+  const onDevice = `the device holds the dense state, activations, buffers and ${slotsText(c.slots ?? 0, c.mapped)} (${of(device)})`
   if (c.mode === 'host') return `host: ${onDevice}; the host holds every expert’s state (${of(tierOf(c, 'host'))})`
   const ssd = tierOf(c, 'ssd')
   return `ssd: ${onDevice}; the host caches ${c.cacheExperts} of ${s.experts} experts (${of(tierOf(c, 'host'))}); ` +
@@ -122,25 +143,25 @@ function explicitText(c: Candidate, s: Sizes): string {
 
 // Resident, else host, else SSD (never with delayed updates); when nothing fits, the first shortage
 // that every remaining option shares: the device, else the host, else the SSD.
-function auto(s: Sizes, o: OffloadConfig, b: Budgets): { chosen: Candidate; explanation: string } {
+function auto(s: Sizes, o: OffloadConfig, b: Budgets, backend: string): { chosen: Candidate; explanation: string } {
   const none = resident(s, b)
   if (fitsIn(none)) return { chosen: none, explanation: `auto → none: ${fitText(none, s)}` }
   const residentNeeds = `resident needs ${binaryBytes(tierOf(none, 'device').total)} on the device (budget ${binaryBytes(b.device)})`
-  const host = hostMode(s, o, b, AUTO_MIN_SLOTS)
+  const host = hostMode(s, o, b, AUTO_MIN_SLOTS, backend)
   if (fitsIn(host)) return { chosen: host, explanation: `auto → host: ${residentNeeds}; ${fitText(host, s)}` }
   const hostNeeds = `host mode needs ${binaryBytes(tierOf(host, 'host').total)} on the host (budget ${binaryBytes(b.host)})`
   if (o.optimizer === 'delayed')
     return { chosen: host, explanation: `auto: nothing fits (delayed updates are host-tier only): ${residentNeeds}; ${shortText(host.short[0]!)}` }
-  const ssd = ssdMode(s, o, b, AUTO_MIN_SLOTS)
+  const ssd = ssdMode(s, o, b, AUTO_MIN_SLOTS, backend)
   if (fitsIn(ssd)) return { chosen: ssd, explanation: `auto → ssd: ${residentNeeds}; ${hostNeeds}; ${fitText(ssd, s)}` }
   const device = ssd.short.find((x) => x.tier === 'device')
   const reported = device ? [shortText(device)] : [...ssd.problems, ...ssd.short.map(shortText)]
   return { chosen: ssd, explanation: `auto: nothing fits: ${residentNeeds}; ${device ? '' : `${hostNeeds}; `}${reported.join('; ')}` }
 }
 
-function decide(s: Sizes, o: OffloadConfig, b: Budgets): { chosen: Candidate; explanation: string } {
-  if (o.mode === 'auto') return auto(s, o, b)
-  const chosen = o.mode === 'none' ? resident(s, b) : o.mode === 'host' ? hostMode(s, o, b, 1) : ssdMode(s, o, b, 1)
+function decide(s: Sizes, o: OffloadConfig, b: Budgets, backend: string): { chosen: Candidate; explanation: string } {
+  if (o.mode === 'auto') return auto(s, o, b, backend)
+  const chosen = o.mode === 'none' ? resident(s, b) : o.mode === 'host' ? hostMode(s, o, b, 1, backend) : ssdMode(s, o, b, 1, backend)
   return { chosen, explanation: explicitText(chosen, s) }
 }
 
@@ -153,7 +174,7 @@ export function planRun(config: RunConfig, machine: Budgets, options: PlanOption
   const o = config.offload ?? OffloadConfigSchema.parse({})
   const s = sizesOf(config)
   const b: Budgets = { device: o.device_budget_bytes ?? machine.device, host: o.host_budget_bytes ?? machine.host, ssd: machine.ssd }
-  const decided = decide(s, o, b)
+  const decided = decide(s, o, b, config.train.backend ?? 'cpu')
   const c = decided.chosen
   const counts = countParams(config.model)
   return {
@@ -167,7 +188,7 @@ export function planRun(config: RunConfig, machine: Budgets, options: PlanOption
     slots: c.slots,
     cacheExperts: c.cacheExperts,
     formulas: planFormulas({
-      model: config.model, offload: o, sizes: s, mode: c.mode, slots: c.slots, cacheExperts: c.cacheExperts,
+      model: config.model, offload: o, sizes: s, mode: c.mode, slots: c.slots, mapped: c.mapped, cacheExperts: c.cacheExperts,
       minCache: minCacheEntries(o), tiers: c.tiers,
     }),
     explanation: decided.explanation,

@@ -107,15 +107,16 @@ export function residentDevice(s: Sizes, budget: number): TierBytes {
   return tier('device', { params, grads: trained, optimizer: 2 * trained, activations: s.activations, buffers: s.buffers }, budget)
 }
 
-/** One expert slot: weights + gradient buffer (the trained part only). */
-export const slotBytes = (s: Sizes) => s.expert + s.expertTrained
+/** One expert slot: weights + gradient buffer (the trained part only); a mapped slot (the expert computes on its host
+ * copy in place) holds the gradient buffer alone. */
+export const slotBytes = (s: Sizes, mapped = false) => (mapped ? 0 : s.expert) + s.expertTrained
 
 /** The dense state, activations and buffers, and `slots` expert slots. */
-export function offloadedDevice(s: Sizes, slots: number, budget: number): TierBytes {
+export function offloadedDevice(s: Sizes, slots: number, budget: number, mapped = false): TierBytes {
   return tier(
     'device',
     {
-      params: s.dense + slots * s.expert, grads: s.denseTrained + slots * s.expertTrained, optimizer: 2 * s.denseTrained,
+      params: s.dense + (mapped ? 0 : slots * s.expert), grads: s.denseTrained + slots * s.expertTrained, optimizer: 2 * s.denseTrained,
       activations: s.activations, buffers: s.buffers,
     },
     budget,
@@ -126,8 +127,10 @@ export function offloadedDevice(s: Sizes, slots: number, budget: number): TierBy
 export const deviceFixed = (s: Sizes) => s.dense + 3 * s.denseTrained + s.activations + s.buffers
 
 /** Slots a device budget holds after its fixed part, at most one per expert (the engine's cap). */
-export function slotsFor(s: Sizes, budget: number): number {
-  return Math.min(s.experts, Math.max(0, Math.floor((budget - deviceFixed(s)) / slotBytes(s))))
+export function slotsFor(s: Sizes, budget: number, mapped = false): number {
+  const left = budget - deviceFixed(s), slot = slotBytes(s, mapped)
+  if (slot === 0) return left >= 0 ? s.experts : 0  // mapped slots of frozen experts cost nothing
+  return Math.min(s.experts, Math.max(0, Math.floor(left / slot)))
 }
 
 /** Host mode: every expert's weights and its trained part's gradient and moments; delayed updates also keep every

@@ -23,6 +23,9 @@ class Backend {
   virtual std::string device() const { return ""; }
   // The software under that device ("driver 13.0, runtime 13.0"), for the same records; empty for the host.
   virtual std::string versions() const { return ""; }
+  // Whether its Device memory is ordinary host memory that any host thread may read in place (a host backend):
+  // expert offload then computes on the host copy of an expert instead of copying it into a slot.
+  virtual bool device_memory_is_host() const { return false; }
 
   // Memory. Returned blocks are 64-byte aligned.
   virtual void* alloc(MemKind kind, size_t bytes) = 0;

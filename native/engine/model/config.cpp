@@ -432,7 +432,9 @@ OffloadConfig parse_offload_config(const json::Value& obj) {
     if (stream->string == "auto") o.copy_stream = CopyStream::Auto;
     else if (stream->string == "worker") o.copy_stream = CopyStream::Worker;
     else if (stream->string == "inline") o.copy_stream = CopyStream::Inline;
-    else fail("offload.copy_stream: \"" + stream->string + "\" is not supported; use \"auto\", \"worker\" or \"inline\"");
+    else if (stream->string == "mapped") o.copy_stream = CopyStream::Mapped;
+    else fail("offload.copy_stream: \"" + stream->string +
+              "\" is not supported; use \"auto\", \"worker\", \"inline\" or \"mapped\"");
   }
   if (const json::Value* dir = r.raw("ssd_dir"); dir && !dir->is_null()) {
     if (dir->type != json::Type::String || dir->string.empty())
@@ -615,7 +617,8 @@ json::Value offload_config_to_json(const OffloadConfig& c) {
   o.set("optimizer_overlap", Value::of(c.optimizer_overlap));
   o.set("copy_stream", Value::of(c.copy_stream == CopyStream::Auto     ? "auto"
                                  : c.copy_stream == CopyStream::Worker ? "worker"
-                                                                       : "inline"));
+                                 : c.copy_stream == CopyStream::Inline ? "inline"
+                                                                       : "mapped"));
   if (c.mode == OffloadMode::Ssd) {
     o.set("host_budget_bytes", c.host_budget_bytes ? Value::of(static_cast<double>(c.host_budget_bytes)) : Value::null());
     o.set("cache_policy", Value::of(cache_policy_name(c.cache_policy)));

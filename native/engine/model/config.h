@@ -117,10 +117,12 @@ enum class PinPolicy { Previous, Ema, None };
 enum class ExpertOptimizer { Expert, Layer, Delayed };
 enum class CachePolicy { Lru, Lfu, NextUse };
 // Where uploads run: a copy worker beside the compute threads (overlapping them), or inline on the compute
-// thread. On the CPU backend a copy worker only hides anything when it has a core of its own; auto chooses inline
-// for the host tier when the compute threads take every core, and the worker otherwise (the SSD tier's reads
-// must overlap compute).
-enum class CopyStream { Auto, Worker, Inline };
+// thread; or nowhere (mapped): on a backend whose device memory is host memory, an expert computes on its host
+// copy in place (the cache entry, held while it computes) and only gradients move. On the CPU backend a copy
+// worker only hides anything when it has a core of its own; auto chooses mapped for the SSD tier where the backend
+// allows it and the cache has room for the experts held (lookahead + 3 entries), inline for the host tier when
+// the compute threads take every core, and the worker otherwise.
+enum class CopyStream { Auto, Worker, Inline, Mapped };
 
 struct OffloadConfig {
   OffloadMode mode = OffloadMode::None;

@@ -65,6 +65,23 @@ struct FfnParams {
   LoraParams lora_in[2], lora_out;
 };
 
+// The same block with every fp32 pointer (adapters' included) passed through move(float*) -> float*, and the bf16
+// mirrors dropped: the block's tensors seen where another copy of them lives (expert offload).
+template <class Move>
+FfnParams moved(const FfnParams& f, Move move) {
+  FfnParams r = f;
+  r.w_in_bf16 = r.w_out_bf16 = nullptr;
+  r.w_in = move(f.w_in);
+  r.b_in = move(f.b_in);
+  r.w_out = move(f.w_out);
+  r.b_out = move(f.b_out);
+  for (LoraParams* l : {&r.lora_in[0], &r.lora_in[1], &r.lora_out}) {
+    l->A = move(l->A);
+    l->B = move(l->B);
+  }
+  return r;
+}
+
 // Latent attention's projections (model/mla_block.h); q_w when q_lora_rank is 0, else q_a_w, q_a_norm_w, q_b_w.
 struct MlaParams {
   float *q_w = nullptr, *q_a_w = nullptr, *q_a_norm_w = nullptr, *q_b_w = nullptr;

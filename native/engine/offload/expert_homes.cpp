@@ -29,7 +29,21 @@ void release_pages(float* p, size_t floats) {
 
 }  // namespace
 
-void ExpertOffload::make_store(const OffloadConfig& cfg, const std::vector<ExpertSizes>& sizes, size_t host_floats) {
+int ExpertOffload::cache_entries_for(const OffloadConfig& cfg, const std::vector<ExpertSizes>& sizes) {
+  if (cfg.cache_experts > 0) return cfg.cache_experts;
+  const size_t record = SsdExpertStore::record_bytes(sizes), side = SsdExpertStore::side_bytes(sizes);
+  const size_t budget = static_cast<size_t>(cfg.host_budget_bytes);
+  const int entries = static_cast<int>((budget > side ? budget - side : 0) / record);
+  check(entries >= 4, "host tier: offload.host_budget_bytes " + std::to_string(cfg.host_budget_bytes) + " holds " +
+                          std::to_string(entries) + " cached experts of " + std::to_string(record) +
+                          " bytes (weights, and the trained tensors' gradient and moments) beside " +
+                          std::to_string(side) + " bytes of adapters' state; the SSD tier needs at least 4, i.e. " +
+                          std::to_string(side + 4 * record) + " bytes");
+  return entries;
+}
+
+void ExpertOffload::make_store(const OffloadConfig& cfg, const std::vector<ExpertSizes>& sizes, int entries,
+                               size_t host_floats) {
   if (cfg.mode != OffloadMode::Ssd) {
     // Host tier: each expert's master weights, and its trained tensors' gradient and two AdamW moments (the
     // expert ranges of the parameter arena and of the packed gradient and moment arenas).
@@ -42,17 +56,6 @@ void ExpertOffload::make_store(const OffloadConfig& cfg, const std::vector<Exper
     store_ = std::make_unique<ArenaExpertStore>(params_, grads_, optimizer_.m(), optimizer_.v(), std::move(begins),
                                                 std::move(grad_begins));
     return;
-  }
-  int entries = cfg.cache_experts;
-  if (entries == 0) {
-    const size_t record = SsdExpertStore::record_bytes(sizes), side = SsdExpertStore::side_bytes(sizes);
-    const size_t budget = static_cast<size_t>(cfg.host_budget_bytes);
-    entries = static_cast<int>((budget > side ? budget - side : 0) / record);
-    check(entries >= 4, "host tier: offload.host_budget_bytes " + std::to_string(cfg.host_budget_bytes) +
-                            " holds " + std::to_string(entries) + " cached experts of " + std::to_string(record) +
-                            " bytes (weights, and the trained tensors' gradient and moments) beside " +
-                            std::to_string(side) + " bytes of adapters' state; the SSD tier needs at least 4, i.e. " +
-                            std::to_string(side + 4 * record) + " bytes");
   }
   auto ssd = std::make_unique<SsdExpertStore>(cfg.ssd_dir.empty() ? SsdExpertStore::fresh_dir("moe-offload") : cfg.ssd_dir, sizes, entries,
                                               cfg, host_, ssd_tier_);

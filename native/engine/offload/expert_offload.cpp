@@ -35,10 +35,6 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
       update_ticket_(std::make_unique<std::atomic<uint64_t>[]>(model.layout().expert_ranges().size())),
       in_slot_(std::make_unique<std::atomic<bool>[]>(model.layout().expert_ranges().size())),
       host_compute_(std::move(host)) {
-  // A copy worker competing with compute threads that take every core hides nothing and slows their barriers.
-  inline_copies_ = cfg.copy_stream == CopyStream::Inline ||
-                   (cfg.copy_stream == CopyStream::Auto && cfg.mode == OffloadMode::Host &&
-                    std::thread::hardware_concurrency() <= static_cast<unsigned>(model.backend().threads()));
   const ModelConfig& mc = model.config();
   const ParamLayout& layout = model.layout();
   check(!layout.expert_ranges().empty(), "offload.mode: expert offload needs routed experts; this model has none");
@@ -81,7 +77,10 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
   }
   forward_order_.resize(moe_model_layers_.size());
   sum_squares_.assign(experts_.size(), 0.0);
-  const size_t slot_w = expert_floats_ * sizeof(float), slot_g = grad_floats_ * sizeof(float);
+  const int entries = cfg.mode == OffloadMode::Ssd ? cache_entries_for(cfg, sizes) : 0;
+  choose_copy_stream(cfg, entries);
+  // A mapped slot computes on the host copy: it needs no weights buffer of its own.
+  const size_t slot_w = mapped_ ? 0 : expert_floats_ * sizeof(float), slot_g = grad_floats_ * sizeof(float);
 
   // Device tier: the non-expert parameters, the trained ones' gradients and moments, the activations, then the
   // slots (a slot's gradient buffer holds only trained tensors).
@@ -93,7 +92,7 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
   if (n_slots == 0) {
     const size_t used = device_.current();
     const size_t left = static_cast<size_t>(cfg.device_budget_bytes) > used ? cfg.device_budget_bytes - used : 0;
-    n_slots = static_cast<int>(left / (slot_w + slot_g));
+    n_slots = slot_w + slot_g > 0 ? static_cast<int>(left / (slot_w + slot_g)) : static_cast<int>(experts_.size());
     check(n_slots >= 1, "device tier: offload.device_budget_bytes " + std::to_string(cfg.device_budget_bytes) +
                             " leaves " + std::to_string(left) + " bytes after the non-expert state (" +
                             std::to_string(dense) + ") and the activations (" + std::to_string(activations_charged_) +
@@ -111,7 +110,7 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
   if (cfg.pin_policy == PinPolicy::None) pin_slots_ = 0;
   pins_ = PinSelector(cfg.pin_policy, pin_slots_, experts_per_layer);
 
-  make_store(cfg, sizes, all_weights + 3 * all_grads);
+  make_store(cfg, sizes, entries, all_weights + 3 * all_grads);
   if (cfg.optimizer == ExpertOptimizer::Delayed)
     pending_ = TierBlock(host_, all_grads * sizeof(float), "the experts' pending (previous step's) gradients");
   // Sizes the per-step bookkeeping, then waits idle: passes before the first step (evaluation) work too.
@@ -121,7 +120,35 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
 
 // ascends after a backward, is treated as the next forward): an expert of the layer in hand or one the sweep has
 // passed is next needed in the following sweep.
-ExpertOffload::~ExpertOffload() { settle(); }
+ExpertOffload::~ExpertOffload() {
+  // A pass cut short (an exception between weights() and done_*()) leaves mapped experts held.
+  copy_worker_.drain();
+  for (Slot& s : slots_) unmap(s);
+  settle();
+}
+
+// A copy worker competing with compute threads that take every core hides nothing and slows their barriers; an
+// expert that can compute where it lives is not copied at all.
+void ExpertOffload::choose_copy_stream(const OffloadConfig& cfg, int entries) {
+  const Backend& be = model_.backend();
+  const int experts = static_cast<int>(experts_.size());
+  // The experts of the lookahead window stay held in the cache beside the optimizer's and the reader's entries.
+  const int need = std::min(experts, std::max(1, cfg.lookahead) + 3);
+  const bool room = cfg.mode != OffloadMode::Ssd || std::min(entries, experts) >= need;
+  if (cfg.copy_stream == CopyStream::Mapped) {
+    check(be.device_memory_is_host(), "offload.copy_stream: \"mapped\" computes on the experts' host copies in place, "
+                                      "which the " + be.name() + " backend cannot; use \"auto\", \"worker\" or \"inline\"");
+    check(room, "offload.cache_experts: \"mapped\" holds the lookahead window's experts in the cache beside the "
+                "workers' entries: it needs at least " + std::to_string(need) + " entries (lookahead + 3), got " +
+                std::to_string(entries));
+    mapped_ = true;
+  } else {
+    mapped_ = cfg.copy_stream == CopyStream::Auto && cfg.mode == OffloadMode::Ssd && be.device_memory_is_host() && room;
+  }
+  inline_copies_ = cfg.copy_stream == CopyStream::Inline ||
+                   (cfg.copy_stream == CopyStream::Auto && cfg.mode == OffloadMode::Host &&
+                    std::thread::hardware_concurrency() <= static_cast<unsigned>(be.threads()));
+}
 
 void ExpertOffload::settle() {
   copy_worker_.drain();
@@ -293,6 +320,7 @@ void ExpertOffload::issue_ahead() {
 void ExpertOffload::issue(int i) {
   Expert& x = experts_[i];
   const bool pinned = x.pin_slot >= 0;
+  if (mapped_) return issue_mapped(i);
   if (pinned && x.slot >= 0) return;  // still in its slot from an earlier pass of this step
   if (pinned) {
     x.slot = x.pin_slot;
@@ -360,18 +388,7 @@ void ExpertOffload::add_upload_time(double ms) { upload_ns_ += static_cast<int64
 // The same pointers, moved from an expert's start in an arena to its slot (null stays null: a frozen tensor's
 // gradient).
 FfnParams ExpertOffload::rebase(const FfnParams& f, const float* from, float* to) {
-  auto move = [&](float* p) { return p ? to + (p - from) : nullptr; };
-  FfnParams r = f;
-  r.w_in_bf16 = r.w_out_bf16 = nullptr;
-  r.w_in = move(f.w_in);
-  r.b_in = move(f.b_in);
-  r.w_out = move(f.w_out);
-  r.b_out = move(f.b_out);
-  for (LoraParams* l : {&r.lora_in[0], &r.lora_in[1], &r.lora_out}) {
-    l->A = move(l->A);
-    l->B = move(l->B);
-  }
-  return r;
+  return moved(f, [&](float* p) { return p ? to + (p - from) : nullptr; });
 }
 
 FfnParams ExpertOffload::weights(int layer, int e) {
@@ -384,6 +401,7 @@ FfnParams ExpertOffload::weights(int layer, int e) {
     copy_worker_.wait(s.ticket);
     stats_.stall_ms += ms_between(t0, Clock::now());
   }
+  if (mapped_) return map_params(layer, e, s.mapped);
   return rebase(model_.param_ptrs().layers[layer].experts[e], params_ + experts_[i].begin, s.w.f());
 }
 
@@ -394,6 +412,7 @@ FfnParams ExpertOffload::grads(int layer, int e) {
 
 void ExpertOffload::release(int i) {
   Expert& x = experts_[i];
+  if (mapped_) unmap(slots_[x.slot]);
   if (x.pin_slot < 0) {
     free_.push_back(x.slot);
     x.slot = -1;

@@ -23,6 +23,8 @@
 //     model's gradient arena packs them; a frozen expert is uploaded read-only (no gradient bytes, no update, no
 //     write-back), and an expert with trained and frozen tensors (LoRA adapters on a frozen base) moves and
 //     writes back only its trained part after the update.
+//   * mapped slots (a backend whose device memory is host memory; expert_mapped.cpp): an expert computes on its
+//     host copy in place, held in the store from its "upload" to its done_*(); a slot is its gradient buffer alone.
 // The copies and kernels are the ones resident training runs on the same values in the same order, so losses
 // and weights are bit-identical to resident training (except `delayed`).
 #pragma once
@@ -117,6 +119,10 @@ class ExpertOffload final : public ExpertAccess {
     int holds = -1;       // the expert whose weights it still holds (within a step weights change only by an
                           // expert's update, which starts after its last use of the step)
     bool trained_stale = false;  // holds a split expert's frozen base, but its trained tensors from before an update
+    // Mapped: the host state its expert computes on, held in the store (the parts in mapped_parts) until done.
+    ExpertState mapped;
+    unsigned mapped_parts = 0;
+    int mapped_expert = -1;
   };
   // A trained tensor of an expert: at its layout offset and its packed (gradient) offset, both from the
   // expert's start.
@@ -142,7 +148,13 @@ class ExpertOffload final : public ExpertAccess {
   // The parts an upload of x's weights reads, and the part an update of x's weights changes.
   static unsigned weight_parts(const Expert& x) { return kWeights | (x.split ? kTrained : 0u); }
   static unsigned updated_weights(const Expert& x) { return x.split ? kTrained : kWeights; }
-  void make_store(const OffloadConfig& cfg, const std::vector<ExpertSizes>& sizes, size_t host_floats);
+  // SSD tier: the host cache's entries (offload.cache_experts, or what offload.host_budget_bytes holds).
+  static int cache_entries_for(const OffloadConfig& cfg, const std::vector<ExpertSizes>& sizes);
+  void make_store(const OffloadConfig& cfg, const std::vector<ExpertSizes>& sizes, int entries, size_t host_floats);
+  void choose_copy_stream(const OffloadConfig& cfg, int entries);
+  // Mapped: the expert's parameters as pointers into the host state it computes on, and the hold's end.
+  FfnParams map_params(int layer, int e, const ExpertState& host) const;
+  void unmap(Slot& s);
   void enter_idle();
   // Slots holding a frozen expert keep it across steps (its weights never change), and a split expert's frozen
   // base (only its trained tensors are uploaded again), unless `all`.
@@ -151,6 +163,7 @@ class ExpertOffload final : public ExpertAccess {
   bool base_in_slot(int i) const;
   void issue_ahead();
   void issue(int id);
+  void issue_mapped(int id);
   void release(int id);
   void prefetch_for(int layer, ExpertPass pass);
   // SSD tier: how many experts a sweep reads ahead of the one computing (0: none).
@@ -236,6 +249,7 @@ class ExpertOffload final : public ExpertAccess {
   double pending_lr_ = 0, pending_scale_ = 1;
 
   bool inline_copies_ = false;  // uploads run on the compute thread (offload.copy_stream)
+  bool mapped_ = false;         // experts compute on their host copies; slots hold gradients only
   HostBackends host_compute_;
   SerialWorker copy_worker_, optimizer_worker_;
 };

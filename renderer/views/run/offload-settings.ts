@@ -11,9 +11,10 @@ export interface SettingRow {
 }
 
 const COPY_STREAMS = {
-  auto: 'auto (inline for the host tier when compute takes every core, else a copy worker)',
+  auto: 'auto (mapped for the SSD tier on the cpu backend, inline for the host tier when compute takes every core, else a copy worker)',
   worker: 'a copy worker overlapping compute',
   inline: 'inline on the compute thread',
+  mapped: 'mapped (the experts compute on their host copies in place; cpu backend)',
 }
 const OPTIMIZERS = { expert: 'expert-wise host AdamW', layer: 'layer-wise host AdamW', delayed: 'delayed (one-step stale: ZeRO-Offload-style ablation, not exact)' }
 

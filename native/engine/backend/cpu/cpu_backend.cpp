@@ -50,6 +50,7 @@ class CpuBackend final : public Backend {
            cpu::sgemm_bf16_kernel() + kGpuNote + ")";
   }
   int threads() const override { return tp_.threads(); }
+  bool device_memory_is_host() const override { return true; }
 
   void* alloc(MemKind, size_t bytes) override {
     void* p = host_alloc(bytes);
