@@ -20,6 +20,7 @@ constexpr int kKcMax = 256;   // A panel (14 x kc) stays in L1
 constexpr int kNcMax = 384;   // B block (kc x nc = 384 KiB) stays in L2
 constexpr int kDirectBRows = 28;  // up to two full A panels
 constexpr int kMcMax = 1024;      // rows of A packed at once (1 MiB at kc 256)
+constexpr int kPanelMajorRows = 256;  // up to this many rows (A 256 KiB at kc 256, in L2), B goes panel by panel
 
 const Kernels& kernels() {
   static const Kernels& native = gemm_driver::cpu_features().avx512     ? gemm::avx512_kernels()
@@ -50,7 +51,8 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
   const bool pack_b = p.tb || m1 - m0 > kDirectBRows;
   const bool fused_pack = pack_b && !p.tb;
   const int nc_max = std::min(kNcMax / nr * nr, (n1 - n0 + nr - 1) / nr * nr);
-  float* bp = pack_b ? tl_pack_b.get(static_cast<size_t>(p.kc) * nc_max) : nullptr;
+  // (At least four panels: a packing tile of few rows writes the panels it spans, up to four.)
+  float* bp = pack_b ? tl_pack_b.get(static_cast<size_t>(p.kc) * std::max(nc_max, 4 * nr)) : nullptr;
   float* ap = tl_pack_a.get(static_cast<size_t>(p.kc) * std::min(m1 - m0, kMcMax));
   for (int mc = m0; mc < m1; mc += kMcMax) {
     const int rows = std::min(kMcMax, m1 - mc);
@@ -66,6 +68,32 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
       for (int ip = 0; ip < panels; ++ip) {
         const int r0 = panel_row(ip), r1 = panel_row(ip + 1);
         kern.pack_a(p.ta, p.a_at(mc + r0, k0), p.lda, r1 - r0, kc, ap + static_cast<int64_t>(r0) * kc);
+      }
+      if (pack_b && rows <= kPanelMajorRows) {
+        // Few rows (an expert's tokens): B is the big operand, streamed once. Each B panel is packed just before
+        // every A panel sweeps it, while the calls prefetch the next panel's rows: the weight streams in evenly
+        // under the FMAs, and the prefetched rows are few enough to stay in L2 even when ldb is a large power of
+        // two (rows 8 KiB apart share a few cache sets).
+        for (int jr = n0; jr < n1; jr += nr) {
+          const int cols = std::min(nr, n1 - jr);
+          const int jn = jr + nr < n1 ? jr + nr : n0, kn = jr + nr < n1 ? k0 : k0 + kc < p.K ? k0 + kc : 0;
+          const bool last = jr + nr >= n1 && k0 + kc >= p.K && mc + kMcMax >= m1;
+          gemm::Prefetch next =
+              last ? gemm::Prefetch{} : block_rows(p, kn, std::min(p.kc, p.K - kn), jn, std::min(nr, n1 - jn));
+          const int rows_per_call = (next.rows + panels - 1) / panels;
+          if (!fused_pack) kern.pack_b(p.tb, p.b_at(k0, jr), p.ldb, kc, cols, bp);
+          for (int ip = 0; ip < panels; ++ip) {
+            const int r0 = panel_row(ip), r1 = panel_row(ip + 1);
+            const bool in_place = fused_pack && ip == 0;
+            gemm::Prefetch pf = next;
+            pf.rows = std::min(rows_per_call, next.rows);
+            if (pf.rows > 0) next.p += pf.rows * next.stride, next.rows -= pf.rows;
+            kern.kernel(r1 - r0, cols, kc, ap + static_cast<int64_t>(r0) * kc, in_place ? p.b_at(k0, jr) : bp,
+                        in_place ? nr : int64_t{kc} * nr, in_place ? p.ldb : nr, p.C + (mc + r0) * p.ldc + jr, p.ldc,
+                        p.alpha, beta, load_c, in_place ? bp : nullptr, pf);
+          }
+        }
+        continue;
       }
       for (int jc = n0; jc < n1; jc += nc_max) {
         const int nc = std::min(nc_max, n1 - jc);
