@@ -5,10 +5,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/half.h"
+#include "core/threadpool.h"
 #include "ops_checks.h"
 #include "testing.h"
 
@@ -333,6 +335,39 @@ TEST(elementwise_add_and_accumulate) {
       CHECK(dst[i] == before[i] + a[i]);
     }
   });
+}
+
+TEST(cpu_zero_clears_exactly_its_block) {
+  // Blocks from 8 MiB on are cleared by every thread in 1 MiB chunks; odd sizes and offsets must end exactly.
+  for (int threads : {1, 3}) {
+    std::unique_ptr<Backend> be = moe::make_backend("cpu", {threads, "native"});
+    const size_t guard = 4096;
+    for (size_t bytes : {size_t(100), (size_t(8) << 20) - 4, (size_t(8) << 20) + 12345, (size_t(19) << 20) + 7}) {
+      std::vector<unsigned char> buf(bytes + 2 * guard + 3, 0xA5);
+      be->zero(buf.data() + guard + 3, bytes);
+      bool ok = true;
+      for (size_t i = 0; i < buf.size(); ++i) {
+        const bool inside = i >= guard + 3 && i < guard + 3 + bytes;
+        ok &= buf[i] == (inside ? 0 : 0xA5);
+      }
+      CHECK_MSG(ok, "zero of " + std::to_string(bytes) + " bytes on " + std::to_string(threads) + " threads");
+    }
+  }
+}
+
+TEST(thread_pool_runs_a_region_started_inside_a_region) {
+  // The nested call finds the pool busy and runs its chunks on the calling thread.
+  moe::ThreadPool tp(2);
+  std::vector<int> hits(2 * 100, 0);
+  tp.parallel_for(2, [&](int64_t o0, int64_t o1, int) {
+    for (int64_t o = o0; o < o1; ++o)
+      tp.parallel_for(100, [&](int64_t i0, int64_t i1, int) {
+        for (int64_t i = i0; i < i1; ++i) ++hits[o * 100 + i];
+      });
+  });
+  bool once = true;
+  for (int h : hits) once &= h == 1;
+  CHECK(once);
 }
 
 TEST(pointwise_matches_reference_any_threads) {

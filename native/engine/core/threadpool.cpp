@@ -57,10 +57,14 @@ void ThreadPool::worker_loop(int index) {
 }
 
 void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
-  if (n_threads_ == 1) {
-    fn(0);
+  if (n_threads_ == 1 || busy_.exchange(true, std::memory_order_acquire)) {
+    for (int i = 0; i < n_threads_; ++i) fn(i);
     return;
   }
+  struct Release {
+    std::atomic<bool>& busy;
+    ~Release() { busy.store(false, std::memory_order_release); }
+  } release{busy_};
   job_ = &fn;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   {

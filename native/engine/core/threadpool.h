@@ -28,7 +28,8 @@ class ThreadPool {
   // fn(begin, end, worker_index); chunks smaller than `grain` are not split further.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn, int64_t grain = 1);
 
-  // Runs fn(worker_index) once on every worker (index 0 is the caller).
+  // Runs fn(worker_index) once on every worker (index 0 is the caller). A call made while the pool is busy (from
+  // another thread, or from inside a region) runs every index on the calling thread instead.
   void run_on_all(const std::function<void(int)>& fn);
 
  private:
@@ -43,6 +44,7 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> busy_{false};
 };
 
 }  // namespace moe

@@ -56,7 +56,7 @@ constexpr auto make_tiles(std::integer_sequence<int, I...>) {
 }
 
 int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t, int64_t k_stride, float* c, int64_t ldc,
-           float alpha, float beta, bool load_c, float* pack_out) {
+           float alpha, float beta, bool load_c, float* pack_out, const Prefetch&) {
   static constexpr auto tiles = make_tiles(std::make_integer_sequence<int, kMRMax>{});
   const int n = cols < kNR ? cols : kNR;
   tiles[mr - 1](kc, a, b, k_stride, c, ldc, n, alpha, beta, load_c, pack_out);

@@ -16,6 +16,8 @@ namespace {
 constexpr int kNV = 2;  // zmm vectors across N
 constexpr int kNR = 16 * kNV;
 constexpr int kMRMax = 14;
+// B rows are fetched this many k ahead: in-place B walks rows ldb apart, where the hardware prefetchers lag.
+constexpr int kPrefetchK = 8;
 
 // MR rows x NP panels of 32 columns; panel p of B starts at b + p*panel_stride, its rows k at + k*k_stride
 // (packed: kc*32 and 32; a non-transposed B read in place: 32 and ldb). Loads and stores are masked to
@@ -23,7 +25,7 @@ constexpr int kMRMax = 14;
 // vectors it loads to pack_out in the packed layout.
 template <int MR, int NP, bool Pack>
 void tile(int kc, const float* a, const float* b, int64_t panel_stride, int64_t k_stride, float* c, int64_t ldc,
-          int cols, float alpha, float beta, bool load_c, float* pack_out) {
+          int cols, float alpha, float beta, bool load_c, float* pack_out, const Prefetch& pf) {
   constexpr int NV = NP * kNV;
   __mmask16 mask[NV];
 #pragma GCC unroll 8
@@ -37,7 +39,14 @@ void tile(int kc, const float* a, const float* b, int64_t panel_stride, int64_t 
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
   const float* cpf = c;
+  // The next block's lines, one every other k (about 30 cycles apart, which the fill buffers sustain).
+  const char* pf_row = pf.p;
+  int pf_off = 0, pf_rows = pf.rows;
   for (int k = 0; k < kc; ++k) {
+    if ((k & 1) && pf_rows > 0) {
+      _mm_prefetch(pf_row + pf_off, _MM_HINT_T1);
+      if ((pf_off += 64) >= pf.row_bytes) pf_off = 0, pf_row += pf.stride, --pf_rows;
+    }
     // Pull the C tile toward L1 during the first iterations so the final update does not stall on it.
     if (k < MR) {
       _mm_prefetch(reinterpret_cast<const char*>(cpf), _MM_HINT_T0);
@@ -45,6 +54,11 @@ void tile(int kc, const float* a, const float* b, int64_t panel_stride, int64_t 
       cpf += ldc;
     }
     __m512 bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v)
+      _mm_prefetch(reinterpret_cast<const char*>(b + (v / kNV) * panel_stride + (k + kPrefetchK) * k_stride +
+                                                 16 * (v % kNV)),
+                   _MM_HINT_T0);
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
       bv[v] = _mm512_maskz_loadu_ps(mask[v], b + (v / kNV) * panel_stride + k * k_stride + 16 * (v % kNV));
@@ -75,19 +89,19 @@ void tile(int kc, const float* a, const float* b, int64_t panel_stride, int64_t 
 constexpr int panels_for(int mr) { return mr <= 3 ? 4 : mr <= 6 ? 2 : 1; }
 
 using TileFn = void (*)(int, const float*, const float*, int64_t, int64_t, float*, int64_t, int, float, float, bool,
-                        float*);
+                        float*, const Prefetch&);
 template <bool Pack, int... I>
 constexpr auto make_tiles(std::integer_sequence<int, I...>) {
   return std::array<TileFn, sizeof...(I)>{&tile<I + 1, panels_for(I + 1), Pack>...};
 }
 
 int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t panel_stride, int64_t k_stride, float* c,
-           int64_t ldc, float alpha, float beta, bool load_c, float* pack_out) {
+           int64_t ldc, float alpha, float beta, bool load_c, float* pack_out, const Prefetch& pf) {
   static constexpr auto tiles = make_tiles<false>(std::make_integer_sequence<int, kMRMax>{});
   static constexpr auto packing_tiles = make_tiles<true>(std::make_integer_sequence<int, kMRMax>{});
   const int done = std::min(cols, panels_for(mr) * kNR);
   (pack_out ? packing_tiles : tiles)[mr - 1](kc, a, b, panel_stride, k_stride, c, ldc, done, alpha, beta, load_c,
-                                             pack_out);
+                                             pack_out, pf);
   return done;
 }
 

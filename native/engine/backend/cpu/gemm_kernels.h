@@ -14,6 +14,15 @@
 
 namespace moe::cpu::gemm {
 
+// Rows of the next B block for a kernel call to pull toward L2 while it computes: `rows` runs of `row_bytes` bytes,
+// `stride` bytes apart from `p`. The driver spreads a whole block over the block's calls, so the weight streams in
+// under the FMAs instead of stalling the packing that follows. Kernels without it ignore it.
+struct Prefetch {
+  const char* p = nullptr;
+  int64_t stride = 0;
+  int row_bytes = 0, rows = 0;
+};
+
 struct Kernels {
   const char* name;
   int nr;      // packed B panel width
@@ -26,9 +35,9 @@ struct Kernels {
   // returns n. B panel p starts at b + p*panel_stride and its row k at + k*k_stride: packed panels use
   // (kc*nr, nr); a non-transposed B read in place uses (nr, ldb). A non-null pack_out also receives the
   // packed copy of the B panels it read (panel p at pack_out + p*kc*nr), so the first A panel of a block
-  // packs B as a side effect of using it.
+  // packs B as a side effect of using it. `pf` only warms caches.
   int (*kernel)(int mr, int cols, int kc, const float* a, const float* b, int64_t panel_stride, int64_t k_stride,
-                float* c, int64_t ldc, float alpha, float beta, bool load_c, float* pack_out);
+                float* c, int64_t ldc, float alpha, float beta, bool load_c, float* pack_out, const Prefetch& pf);
 };
 
 const Kernels& avx512_kernels();

@@ -22,7 +22,7 @@ void pack_b(bool trans, const float* b, int64_t ldb, int kc, int cols, float* ds
 }
 
 int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t panel_stride, int64_t k_stride, float* c,
-           int64_t ldc, float alpha, float beta, bool load_c, float* pack_out) {
+           int64_t ldc, float alpha, float beta, bool load_c, float* pack_out, const Prefetch&) {
   const int n = cols < kNR ? cols : kNR;
   if (pack_out)
     for (int k = 0; k < kc; ++k)
