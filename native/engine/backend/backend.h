@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -33,6 +34,12 @@ class Backend {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   virtual void zero(void* ptr, size_t bytes) = 0;
   virtual void synchronize() = 0;
+  // Copies and zeroing issued by one copy thread (expert offload's worker) while ops run on the compute thread:
+  // a device backend puts them on a queue of their own so they overlap the ops in flight; each returns when
+  // done. The caller orders them against the ops (an op that reads a slot starts after its upload returned, a
+  // download starts after the op that wrote it returned). The defaults are for host memory.
+  virtual void transfer(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+  virtual void transfer_zero(void* ptr, size_t bytes) { std::memset(ptr, 0, bytes); }
 
   // Dense ops.
   virtual void matmul_forward(float* y, const float* x, const float* w, const float* b, int N, int I, int O) = 0;

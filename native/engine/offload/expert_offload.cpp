@@ -127,8 +127,8 @@ ExpertOffload::~ExpertOffload() {
   settle();
 }
 
-// A copy worker competing with compute threads that take every core hides nothing and slows their barriers; an
-// expert that can compute where it lives is not copied at all.
+// On a host backend a copy worker competing with compute threads that take every core hides nothing and slows
+// their barriers; an expert that can compute where it lives is not copied at all.
 void ExpertOffload::choose_copy_stream(const OffloadConfig& cfg, int entries) {
   const Backend& be = model_.backend();
   const int experts = static_cast<int>(experts_.size());
@@ -145,8 +145,9 @@ void ExpertOffload::choose_copy_stream(const OffloadConfig& cfg, int entries) {
   } else {
     mapped_ = cfg.copy_stream == CopyStream::Auto && cfg.mode == OffloadMode::Ssd && be.device_memory_is_host() && room;
   }
+  // A device's copies run on its copy engine (Backend::transfer), which competes with no core: never inline.
   inline_copies_ = cfg.copy_stream == CopyStream::Inline ||
-                   (cfg.copy_stream == CopyStream::Auto && cfg.mode == OffloadMode::Host &&
+                   (cfg.copy_stream == CopyStream::Auto && cfg.mode == OffloadMode::Host && be.device_memory_is_host() &&
                     std::thread::hardware_concurrency() <= static_cast<unsigned>(be.threads()));
 }
 
@@ -357,16 +358,17 @@ void ExpertOffload::issue(int i) {
       const unsigned parts = weights_up ? weight_parts(x) : trained_up ? updated_weights(x) : 0u;
       const ExpertState host = store_->acquire(i, parts | (grad_up ? kGrad : 0u));
       const auto t0 = Clock::now();
-      if (weights_up) std::memcpy(w_dst, host.w, bytes);
+      Backend& dev = model_.backend();
+      if (weights_up) dev.transfer(w_dst, host.w, bytes);
       if ((weights_up && host.t) || trained_up)  // the trained tensors' current weights (apart, or in place)
         for (const TrainedTensor& t : x.trained)
-          std::memcpy(w_dst + t.at, host.t ? host.t + t.grad_at : host.w + t.at, t.t->numel * sizeof(float));
-      if (grad_up) std::memcpy(g_dst, host.g, grad_bytes);
+          dev.transfer(w_dst + t.at, host.t ? host.t + t.grad_at : host.w + t.at, t.t->numel * sizeof(float));
+      if (grad_up) dev.transfer(g_dst, host.g, grad_bytes);
       add_upload_time(ms_between(t0, Clock::now()));
       store_->release(i, parts | (grad_up ? kGrad : 0u), 0, 0);
       if (weights_up && kept) note_slot_holder(-1, i);
     }
-    if (grad_zero) std::memset(g_dst, 0, grad_bytes);
+    if (grad_zero) model_.backend().transfer_zero(g_dst, grad_bytes);
   };
   if (inline_copies_) {
     // The compute thread copies: nothing is hidden, so the whole time counts as a stall. Downloads queued on
@@ -455,7 +457,7 @@ void ExpertOffload::download_grad(int i, bool final, bool then_update) {
   const float* src = slots_[x.slot].g.f();
   copy_worker_.submit([=, this] {
     const ExpertState host = store_->acquire(i, 0, kGrad);
-    std::memcpy(host.g, src, bytes);
+    model_.backend().transfer(host.g, src, bytes);
     if (final) sum_squares_[i] = host_compute_.norms->sum_squares(host.g, static_cast<int64_t>(experts_[i].grad_floats));
     store_->release(i, kGrad, kGrad, 0);
     if (then_update) {

@@ -9,8 +9,9 @@
 2. Training: tokens/s of the tiny preset through `moe-engine train`, train.backend cuda against cpu (median step
    after the first two).
 3. Offload on the device: an OLMoE-shaped model (the olmoe-1b-7b preset's layer widths, --olmoe-layers layers,
-   byte vocabulary) on cuda, resident against experts offloaded to host memory with --slots device slots per
-   layer: tokens/s of each, and the share of upload time hidden behind compute (Σ upload_hidden_ms / Σ upload_ms).
+   byte vocabulary, --olmoe-batch sequences of 512 tokens a step) on cuda, resident against experts offloaded to
+   host memory with --slots device slots per layer: tokens/s of each, and the share of upload time hidden behind
+   compute (Σ upload_hidden_ms / Σ upload_ms).
 Prints one table per part and, last, `BENCH cuda gemm_bf16_vs_cublas=R gemm_fp32_vs_cublas=R tiny_tokens_per_s=X
 tiny_cpu_tokens_per_s=Y tiny_cuda_vs_cpu=Z olmoe_tokens_per_s=X olmoe_offload_vs_resident=R upload_hidden_frac=F`
 (a part that failed prints its error and reports nan).
@@ -80,12 +81,12 @@ def tiny_tokens_per_s(cli, dev_cli, backend, steps, work):
     return tokens_per_s(train_records(cli, dev_cli, cfg, f"tiny-{backend}", work))
 
 
-def olmoe_offload(cli, dev_cli, layers, slots, steps, work):
+def olmoe_offload(cli, dev_cli, layers, slots, batch, steps, work):
     """(resident tokens/s, offloaded tokens/s, hidden share of upload time) on cuda."""
     with open(os.path.join(ROOT, "resources", "presets", "olmoe-1b-7b.json")) as f:
         cfg = json.load(f)
     cfg["model"].update({"n_layers": layers, "vocab_size": 256, "max_seq_len": 512})
-    cfg["train"].update({"backend": "cuda", "steps": steps, "batch_size": 4, "seq_len": 512, "warmup_steps": 1,
+    cfg["train"].update({"backend": "cuda", "steps": steps, "batch_size": batch, "seq_len": 512, "warmup_steps": 1,
                          "checkpoint_every": 0, "threads": os.cpu_count() or 2, "allow_unvalidated_backend": True})
     resident = train_records(cli, dev_cli, dict(cfg, offload={"mode": "none"}), "olmoe-resident", work)
     offloaded = train_records(cli, dev_cli, dict(cfg, offload={"mode": "host", "expert_slots": slots}),
@@ -108,6 +109,7 @@ def main():
     p.add_argument("--build", required=True, help="the CUDA build directory (moe-engine, moe-engine-dev)")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--olmoe-layers", type=int, default=2)
+    p.add_argument("--olmoe-batch", type=int, default=16, help="sequences of 512 tokens per step")
     p.add_argument("--slots", type=int, default=8, help="device expert slots per layer in the offloaded OLMoE run")
     a = p.parse_args()
     cli, dev_cli = os.path.join(a.build, "moe-engine"), os.path.join(a.build, "moe-engine-dev")
@@ -135,9 +137,10 @@ def main():
         except Exception as e:  # the other parts still run: a lease is short
             print(f"tiny preset failed: {e}")
         try:
-            olmoe, olmoe_host, hidden = olmoe_offload(cli, dev_cli, a.olmoe_layers, a.slots, a.steps, work)
-            print(f"olmoe-shaped, {a.olmoe_layers} layers, cuda: resident {olmoe:.0f} tokens/s, host-offloaded with "
-                  f"{a.slots} slots {olmoe_host:.0f} tokens/s, upload hidden {hidden:.0%}")
+            olmoe, olmoe_host, hidden = olmoe_offload(cli, dev_cli, a.olmoe_layers, a.slots, a.olmoe_batch, a.steps, work)
+            print(f"olmoe-shaped, {a.olmoe_layers} layers, {a.olmoe_batch}x512 tokens a step, cuda: resident "
+                  f"{olmoe:.0f} tokens/s, host-offloaded with {a.slots} slots {olmoe_host:.0f} tokens/s, "
+                  f"upload hidden {hidden:.0%}")
         except Exception as e:
             print(f"olmoe-shaped offload failed: {e}")
     print(f"BENCH cuda gemm_bf16_vs_cublas={geomean(ratios_bf16):.3f} gemm_fp32_vs_cublas={geomean(ratios_fp32):.3f} "

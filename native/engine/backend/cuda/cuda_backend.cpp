@@ -58,12 +58,14 @@ std::unique_ptr<Backend> make_cuda(const BackendOptions& o) { return std::make_u
 CudaBackend::CudaBackend(const BackendOptions& options) : threads_(options.threads < 1 ? 1 : options.threads) {
   cuda_check(cudaSetDevice(device_), "selecting device 0");
   cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating the stream");
+  cuda_check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "creating the copy stream");
 }
 
 CudaBackend::~CudaBackend() {
-  if (stream_) {
-    cudaStreamSynchronize(stream_);
-    cudaStreamDestroy(stream_);
+  for (cudaStream_t s : {stream_, copy_stream_}) {
+    if (!s) continue;
+    cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
   }
 }
 
@@ -136,6 +138,24 @@ void CudaBackend::zero(void* ptr, size_t bytes) {
 }
 
 void CudaBackend::synchronize() { cuda_check(cudaStreamSynchronize(stream_), "synchronize"); }
+
+// On the copy stream, so an upload from pinned host memory runs on the copy engine while the compute stream's
+// kernels run; the calling (copy) thread waits, the compute thread does not.
+void CudaBackend::transfer(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, copy_stream_), "transfer");
+  cuda_check(cudaStreamSynchronize(copy_stream_), "transfer");
+}
+
+void CudaBackend::transfer_zero(void* ptr, size_t bytes) {
+  if (bytes == 0) return;
+  if (void* d = cuda::device_view(ptr)) {
+    cuda_check(cudaMemsetAsync(d, 0, bytes, copy_stream_), "transfer_zero");
+    cuda_check(cudaStreamSynchronize(copy_stream_), "transfer_zero");
+  } else {
+    std::memset(ptr, 0, bytes);
+  }
+}
 
 const BackendEntry& cuda_backend_entry() {
   static const BackendEntry entry{"cuda", "NVIDIA GPU through CUDA, kernels of our own", &cuda_unusable_reason,

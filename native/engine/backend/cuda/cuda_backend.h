@@ -27,6 +27,8 @@ class CudaBackend final : public Backend {
   void copy(void* dst, const void* src, size_t bytes) override;
   void zero(void* ptr, size_t bytes) override;
   void synchronize() override;
+  void transfer(void* dst, const void* src, size_t bytes) override;
+  void transfer_zero(void* ptr, size_t bytes) override;
 
   void matmul_forward(float* y, const float* x, const float* w, const float* b, int N, int I, int O) override;
   void matmul_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int N, int I,
@@ -103,6 +105,7 @@ class CudaBackend final : public Backend {
   int threads_;
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t copy_stream_ = nullptr;  // transfer(): the copy engine's queue, beside the ops' stream
 };
 
 // The registry's entry (registry.cpp lists it when this build has CUDA).
