@@ -115,6 +115,7 @@ TEST(bytes_moved_match_the_pin_fraction) {
         CHECK(r.bytes_d2h == d2h);
         CHECK(pinned == (s == 0 ? 0 : pin_slots));
         CHECK(r.upload_ms >= 0 && r.upload_hidden_ms >= 0 && r.stall_ms >= 0);
+        CHECK(r.upload_hidden_ms <= r.upload_ms + 1e-9);
       }
     }
 }

@@ -30,6 +30,7 @@ void ExpertOffload::issue_mapped(int i) {
   float* g_dst = s.g.f();
   Slot* slot = &s;
   s.ticket = copy_worker_.submit([=, this] {
+    slot->copy_from = slot->copy_to = {};
     optimizer_worker_.wait(update_ticket_[i]);  // the next use of an expert waits for its last update
     const unsigned parts = weight_parts(experts_[i]);
     slot->mapped = store_->acquire(i, parts);
@@ -39,7 +40,9 @@ void ExpertOffload::issue_mapped(int i) {
       const ExpertState host = store_->acquire(i, kGrad);
       const auto t0 = std::chrono::steady_clock::now();
       std::memcpy(g_dst, host.g, grad_bytes);
-      add_upload_time(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      slot->copy_from = t0;
+      slot->copy_to = std::chrono::steady_clock::now();
+      add_upload_time(std::chrono::duration<double, std::milli>(slot->copy_to - t0).count());
       store_->release(i, kGrad, 0, 0);
     }
     if (grad_zero) std::memset(g_dst, 0, grad_bytes);

@@ -236,6 +236,7 @@ void ExpertOffload::begin_step(int t, double lr, const TrainConfig& hp) {
   hp_ = hp;
   stats_ = OffloadStepStats{};
   upload_ns_ = 0;
+  copy_stall_ms_ = 0;
   device_.reset_peak();
   host_.reset_peak();
   ssd_tier_.reset_peak();
@@ -350,7 +351,9 @@ void ExpertOffload::issue(int i) {
   const bool grad_up = pass_ == ExpertPass::Backward && !pinned && x.grad_down;
   const bool grad_zero = pinned || (pass_ == ExpertPass::Backward && !x.grad_down);
   float *w_dst = s.w.f(), *g_dst = s.g.f();
+  Slot* slot = &s;
   auto upload = [=, this] {
+    slot->copy_from = slot->copy_to = {};
     if (weights_up || trained_up || grad_up) {
       // The next use of an expert waits for its last update (no staleness); other experts' updates run on.
       optimizer_worker_.wait(update_ticket_[i]);
@@ -364,7 +367,9 @@ void ExpertOffload::issue(int i) {
         for (const TrainedTensor& t : x.trained)
           dev.transfer(w_dst + t.at, host.t ? host.t + t.grad_at : host.w + t.at, t.t->numel * sizeof(float));
       if (grad_up) dev.transfer(g_dst, host.g, grad_bytes);
-      add_upload_time(ms_between(t0, Clock::now()));
+      slot->copy_from = t0;
+      slot->copy_to = Clock::now();
+      add_upload_time(ms_between(t0, slot->copy_to));
       store_->release(i, parts | (grad_up ? kGrad : 0u), 0, 0);
       if (weights_up && kept) note_slot_holder(-1, i);
     }
@@ -377,6 +382,7 @@ void ExpertOffload::issue(int i) {
     copy_worker_.drain();
     upload();
     stats_.stall_ms += ms_between(t0, Clock::now());
+    copy_stall_ms_ += ms_between(s.copy_from, s.copy_to);
     s.ticket = 0;
   } else {
     s.ticket = copy_worker_.submit(upload);
@@ -401,7 +407,11 @@ FfnParams ExpertOffload::weights(int layer, int e) {
   if (!copy_worker_.done(s.ticket)) {
     const auto t0 = Clock::now();
     copy_worker_.wait(s.ticket);
-    stats_.stall_ms += ms_between(t0, Clock::now());
+    const auto t1 = Clock::now();
+    stats_.stall_ms += ms_between(t0, t1);
+    // Only the wait that overlapped the upload's own copies is copy time compute did not hide.
+    const auto from = std::max(t0, s.copy_from), to = std::min(t1, s.copy_to);
+    if (to > from) copy_stall_ms_ += ms_between(from, to);
   }
   if (mapped_) return map_params(layer, e, s.mapped);
   return rebase(model_.param_ptrs().layers[layer].experts[e], params_ + experts_[i].begin, s.w.f());
@@ -581,7 +591,7 @@ OffloadStepStats ExpertOffload::end_step(const std::vector<std::vector<int32_t>>
   pins_.observe(step_tokens);
   charge_activations();
   stats_.upload_ms = upload_ns_.load() / 1e6;
-  stats_.upload_hidden_ms = std::max(0.0, stats_.upload_ms - stats_.stall_ms);
+  stats_.upload_hidden_ms = std::max(0.0, stats_.upload_ms - copy_stall_ms_);
   stats_.store = store_->take_stats();
   stats_.peak_device_bytes = static_cast<int64_t>(device_.peak());
   stats_.peak_host_bytes = static_cast<int64_t>(host_.peak());

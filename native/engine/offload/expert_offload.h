@@ -29,6 +29,7 @@
 // and weights are bit-identical to resident training (except `delayed`).
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -116,6 +117,9 @@ class ExpertOffload final : public ExpertAccess {
   struct Slot {
     TierBlock w, g;
     uint64_t ticket = 0;  // the upload that filled it
+    // When that upload's copies ran (equal when it copied nothing): the part of a stall inside this interval was
+    // spent waiting for the copy, the rest for the expert's update or earlier queued copies.
+    std::chrono::steady_clock::time_point copy_from{}, copy_to{};
     int holds = -1;       // the expert whose weights it still holds (within a step weights change only by an
                           // expert's update, which starts after its last use of the step)
     bool trained_stale = false;  // holds a split expert's frozen base, but its trained tensors from before an update
@@ -236,6 +240,7 @@ class ExpertOffload final : public ExpertAccess {
   TrainConfig hp_;
   OffloadStepStats stats_;
   std::atomic<int64_t> upload_ns_{0};
+  double copy_stall_ms_ = 0;  // the stall spent while an awaited upload's copies ran (compute thread only)
   std::vector<double> sum_squares_;  // per expert: its final gradient's squared norm this step
   std::unique_ptr<std::atomic<uint64_t>[]> update_ticket_;  // per expert: its latest update on optimizer_worker_
   // Per expert: a slot holds its weights (its upload finished), so its cache entry's weights are not needed

@@ -81,20 +81,24 @@ def tiny_tokens_per_s(cli, dev_cli, backend, steps, work):
     return tokens_per_s(train_records(cli, dev_cli, cfg, f"tiny-{backend}", work))
 
 
-def olmoe_offload(cli, dev_cli, layers, slots, batch, steps, work):
+def olmoe_offload(cli, dev_cli, layers, slots, batch, grad_clip, steps, work):
     """(resident tokens/s, offloaded tokens/s, hidden share of upload time) on cuda."""
     with open(os.path.join(ROOT, "resources", "presets", "olmoe-1b-7b.json")) as f:
         cfg = json.load(f)
     cfg["model"].update({"n_layers": layers, "vocab_size": 256, "max_seq_len": 512})
     cfg["train"].update({"backend": "cuda", "steps": steps, "batch_size": batch, "seq_len": 512, "warmup_steps": 1,
                          "checkpoint_every": 0, "threads": os.cpu_count() or 2, "allow_unvalidated_backend": True})
+    if grad_clip is not None:
+        cfg["train"]["grad_clip"] = grad_clip
     resident = train_records(cli, dev_cli, dict(cfg, offload={"mode": "none"}), "olmoe-resident", work)
     offloaded = train_records(cli, dev_cli, dict(cfg, offload={"mode": "host", "expert_slots": slots}),
                               "olmoe-host", work)
     for a, b in zip(resident, offloaded):
         print(f"  step {a['step']}: loss resident {a['loss']:.6f} offloaded {b['loss']:.6f}  "
               f"ms {a['step_ms']:.0f} / {b['step_ms']:.0f}  upload {b.get('upload_ms', 0):.1f} "
-              f"hidden {b.get('upload_hidden_ms', 0):.1f} stall {b.get('stall_ms', 0):.1f}")
+              f"hidden {b.get('upload_hidden_ms', 0):.1f} stall {b.get('stall_ms', 0):.1f} "
+              f"optimizer {b.get('optimizer_ms', 0):.0f}  GB up {b.get('bytes_h2d', 0) / 1e9:.2f} "
+              f"down {b.get('bytes_d2h', 0) / 1e9:.2f}")
     upload = sum(r.get("upload_ms", 0.0) for r in offloaded[2:])
     hidden = sum(r.get("upload_hidden_ms", 0.0) for r in offloaded[2:])
     return tokens_per_s(resident), tokens_per_s(offloaded), (hidden / upload if upload > 0 else float("nan"))
@@ -110,14 +114,20 @@ def main():
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--olmoe-layers", type=int, default=2)
     p.add_argument("--olmoe-batch", type=int, default=16, help="sequences of 512 tokens per step")
+    p.add_argument("--grad-clip", type=float, default=None,
+                   help="train.grad_clip of the OLMoE-shaped runs (0: expert updates start during backward)")
+    p.add_argument("--parts", default="gemm,tiny,olmoe", help="which parts run (the others report nan)")
     p.add_argument("--slots", type=int, default=8, help="device expert slots per layer in the offloaded OLMoE run")
     a = p.parse_args()
     cli, dev_cli = os.path.join(a.build, "moe-engine"), os.path.join(a.build, "moe-engine-dev")
     import torch
     ratios_fp32, ratios_bf16 = [], []
     print(f"{'shape':16} {'ours fp32':>10} {'cuBLAS fp32':>12} {'ours bf16':>10} {'cuBLAS bf16':>12}   GFLOP/s")
+    parts = a.parts.split(",")
     try:
-        gemms = ours_gemm(dev_cli)
+        gemms = ours_gemm(dev_cli) if "gemm" in parts else []
+        if not gemms:
+            ratios_fp32, ratios_bf16 = [float("nan")], [float("nan")]
     except Exception as e:
         print(f"our GEMM bench failed: {e}")
         gemms, ratios_fp32, ratios_bf16 = [], [float("nan")], [float("nan")]
@@ -131,13 +141,18 @@ def main():
     gpu = cpu = olmoe = olmoe_host = hidden = nan
     with tempfile.TemporaryDirectory() as work:
         try:
+            if "tiny" not in parts:
+                raise RuntimeError("not asked for")
             gpu = tiny_tokens_per_s(cli, dev_cli, "cuda", a.steps, work)
             cpu = tiny_tokens_per_s(cli, dev_cli, "cpu", a.steps, work)
             print(f"tiny preset: cuda {gpu:.0f} tokens/s, cpu {cpu:.0f} tokens/s")
         except Exception as e:  # the other parts still run: a lease is short
             print(f"tiny preset failed: {e}")
         try:
-            olmoe, olmoe_host, hidden = olmoe_offload(cli, dev_cli, a.olmoe_layers, a.slots, a.olmoe_batch, a.steps, work)
+            if "olmoe" not in parts:
+                raise RuntimeError("not asked for")
+            olmoe, olmoe_host, hidden = olmoe_offload(cli, dev_cli, a.olmoe_layers, a.slots, a.olmoe_batch,
+                                                      a.grad_clip, a.steps, work)
             print(f"olmoe-shaped, {a.olmoe_layers} layers, {a.olmoe_batch}x512 tokens a step, cuda: resident "
                   f"{olmoe:.0f} tokens/s, host-offloaded with {a.slots} slots {olmoe_host:.0f} tokens/s, "
                   f"upload hidden {hidden:.0%}")

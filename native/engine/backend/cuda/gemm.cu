@@ -1,7 +1,10 @@
-// fp32 SIMT GEMM: 64×64 output tiles, 16-deep k slices through shared memory, 256 threads of 4×4 outputs.
-// Edge tiles load zeros beyond M, N and K and store only inside C, so any shape works. Each output element is
-// one thread's fma chain over k in ascending order (the zero padding adds exact zeros), so its bits depend on
-// its row of A, its column of B and K only.
+// fp32 SIMT GEMM: 16-deep k slices through two shared-memory buffers, 256 threads in a 16×16 grid, each holding
+// MICRO×MICRO outputs strided by 16 (conflict-free shared reads). Two block tiles of one kernel: 128×128 (8×8
+// per thread) where the output has enough such tiles to fill the device, else 64×64 (4×4) for an expert's few
+// hundred rows. The next slice's global loads are in registers while the current one is multiplied, so one
+// barrier per slice. Edge tiles load zeros beyond M, N and K and store only inside C, so any shape works. Each
+// output element is one thread's fma chain over k in ascending order (the zero padding adds exact zeros), so its
+// bits depend on its row of A, its column of B and K only, not on the tile.
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/gemm_tile.cuh"
 #include "backend/cuda/kernels.h"
@@ -10,39 +13,62 @@
 namespace moe::cuda {
 namespace {
 
-constexpr int kTile = 64, kDepth = 16, kMicro = 4;
+constexpr int kDepth = 16, kBlock = 256;
 
-template <bool TA, bool TB>
-__global__ void __launch_bounds__(256) sgemm_kernel(int M, int N, int K, float alpha, const float* __restrict__ A,
-                                                    int lda, const float* __restrict__ B, int ldb, float beta,
-                                                    float* __restrict__ C, int ldc) {
-  __shared__ float As[kDepth][kTile + 4];  // As[k][m]
-  __shared__ float Bs[kDepth][kTile + 4];  // Bs[k][n]
-  const int m0 = blockIdx.y * kTile, n0 = blockIdx.x * kTile;
+template <int TILE, bool TA, bool TB>
+__global__ void __launch_bounds__(kBlock) sgemm_kernel(int M, int N, int K, float alpha, const float* __restrict__ A,
+                                                       int lda, const float* __restrict__ B, int ldb, float beta,
+                                                       float* __restrict__ C, int ldc) {
+  constexpr int kMicro = TILE / 16, kPer = TILE * kDepth / kBlock;
+  __shared__ float As[2][kDepth][TILE + 4];  // As[k][m]
+  __shared__ float Bs[2][kDepth][TILE + 4];  // Bs[k][n]
+  const int m0 = blockIdx.y * TILE, n0 = blockIdx.x * TILE;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   float acc[kMicro][kMicro] = {};
-  for (int k0 = 0; k0 < K; k0 += kDepth) {
-    // 1024 elements per operand tile, 4 per thread. op(B) [K, N] is read as B's transpose.
-    for (int e = threadIdx.x; e < kTile * kDepth; e += 256) {
+  float ra[kPer], rb[kPer];
+  auto fetch = [&](int k0) {  // op(B) [K, N] is read as B's transpose
+#pragma unroll
+    for (int p = 0; p < kPer; ++p) {
       int mm, kk, nn, kb;
-      tile_coords<TA>(e, kTile, kDepth, mm, kk);
-      As[kk][mm] = operand_at<TA>(A, lda, m0 + mm, k0 + kk, M, K);
-      tile_coords<!TB>(e, kTile, kDepth, nn, kb);
-      Bs[kb][nn] = operand_at<!TB>(B, ldb, n0 + nn, k0 + kb, N, K);
+      tile_coords<TA>(threadIdx.x + p * kBlock, TILE, kDepth, mm, kk);
+      ra[p] = operand_at<TA>(A, lda, m0 + mm, k0 + kk, M, K);
+      tile_coords<!TB>(threadIdx.x + p * kBlock, TILE, kDepth, nn, kb);
+      rb[p] = operand_at<!TB>(B, ldb, n0 + nn, k0 + kb, N, K);
     }
-    __syncthreads();
+  };
+  auto stash = [&](int buf) {
+#pragma unroll
+    for (int p = 0; p < kPer; ++p) {
+      int mm, kk, nn, kb;
+      tile_coords<TA>(threadIdx.x + p * kBlock, TILE, kDepth, mm, kk);
+      As[buf][kk][mm] = ra[p];
+      tile_coords<!TB>(threadIdx.x + p * kBlock, TILE, kDepth, nn, kb);
+      Bs[buf][kb][nn] = rb[p];
+    }
+  };
+  const int slices = (K + kDepth - 1) / kDepth;
+  if (slices > 0) {
+    fetch(0);
+    stash(0);
+  }
+  __syncthreads();
+  for (int s = 0; s < slices; ++s) {
+    const int cur = s & 1;
+    if (s + 1 < slices) fetch((s + 1) * kDepth);  // in flight while this slice is multiplied
 #pragma unroll
     for (int kk = 0; kk < kDepth; ++kk) {
       float a[kMicro], b[kMicro];
 #pragma unroll
-      for (int i = 0; i < kMicro; ++i) a[i] = As[kk][ty + 16 * i];
+      for (int i = 0; i < kMicro; ++i) a[i] = As[cur][kk][ty + 16 * i];
 #pragma unroll
-      for (int j = 0; j < kMicro; ++j) b[j] = Bs[kk][tx + 16 * j];
+      for (int j = 0; j < kMicro; ++j) b[j] = Bs[cur][kk][tx + 16 * j];
 #pragma unroll
       for (int i = 0; i < kMicro; ++i)
 #pragma unroll
         for (int j = 0; j < kMicro; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
     }
+    // The other buffer was last read before the previous barrier, so it can be refilled now.
+    if (s + 1 < slices) stash(cur ^ 1);
     __syncthreads();
   }
 #pragma unroll
@@ -59,18 +85,35 @@ __global__ void __launch_bounds__(256) sgemm_kernel(int M, int N, int K, float a
   }
 }
 
+int multiprocessors() {
+  static const int count = [] {
+    int dev = 0, n = 0;
+    cudaGetDevice(&dev);
+    return cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0 ? n : 1;
+  }();
+  return count;
+}
+
+template <int TILE>
+void launch_tile(cudaStream_t s, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+                 const float* B, int ldb, float beta, float* C, int ldc) {
+  check((M + TILE - 1) / TILE <= 65535,
+        "cuda gemm: " + std::to_string(M) + " rows exceed one call's grid (65535 tiles of " + std::to_string(TILE) + ")");
+  const dim3 grid((N + TILE - 1) / TILE, (M + TILE - 1) / TILE);
+  if (!ta && !tb) sgemm_kernel<TILE, false, false><<<grid, kBlock, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else if (!ta && tb) sgemm_kernel<TILE, false, true><<<grid, kBlock, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else if (ta && !tb) sgemm_kernel<TILE, true, false><<<grid, kBlock, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else sgemm_kernel<TILE, true, true><<<grid, kBlock, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 }  // namespace
 
 void sgemm(cudaStream_t s, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
            const float* B, int ldb, float beta, float* C, int ldc) {
   if (M <= 0 || N <= 0) return;
-  check((M + kTile - 1) / kTile <= 65535,
-        "cuda gemm: " + std::to_string(M) + " rows exceed one call's grid (65535 tiles of " + std::to_string(kTile) + ")");
-  const dim3 grid((N + kTile - 1) / kTile, (M + kTile - 1) / kTile);
-  if (!trans_a && !trans_b) sgemm_kernel<false, false><<<grid, 256, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  else if (!trans_a && trans_b) sgemm_kernel<false, true><<<grid, 256, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  else if (trans_a && !trans_b) sgemm_kernel<true, false><<<grid, 256, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  else sgemm_kernel<true, true><<<grid, 256, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const int64_t big_tiles = (int64_t)((M + 127) / 128) * ((N + 127) / 128);
+  if (big_tiles >= multiprocessors()) launch_tile<128>(s, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else launch_tile<64>(s, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace moe::cuda

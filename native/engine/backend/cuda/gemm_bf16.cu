@@ -1,6 +1,11 @@
-// bf16 GEMM on tensor cores (WMMA, sm_80+): 64×64 output tiles, 32-deep k slices, four warps of 32×32 (2×2
-// fragments of 16×16×16). fp32 operands are rounded to bf16 (nearest even) as they are loaded into shared
-// memory; a bf16 weight is loaded as its bits. Edge tiles load zeros and store only inside C, so any shape works.
+// bf16 GEMM on tensor cores (WMMA 16×16×16, sm_80+), fp32 accumulate. fp32 operands are rounded to bf16
+// (nearest even) as they are loaded; a bf16 weight is loaded as its bits. Two block tiles of one kernel:
+// 128×128 with eight warps of 64×32 where the output has enough such tiles to fill the device, else 64×64 with
+// four warps of 32×32 (an expert's few hundred rows). Both stream 32-deep k slices through two shared-memory
+// buffers: the next slice's global loads are in registers while the tensor cores work on the current one, so one
+// barrier per slice. Each output element is one fragment's chain of mma over k in ascending 16-deep steps,
+// whichever tile computes it, so results do not depend on the tile chosen. Edge tiles load zeros and store only
+// inside C, so any shape works.
 #include <cuda_bf16.h>
 #include <mma.h>
 
@@ -14,79 +19,148 @@ namespace {
 
 using namespace nvcuda;
 
-constexpr int kTile = 64, kDepth = 32, kWarps = 4;
-constexpr int kLdA = kDepth + 8, kLdB = kTile + 8, kLdC = kTile + 4;  // padded, still multiples of 8 / 4
+constexpr int kDepth = 32;           // k slice
+constexpr int kLdA = kDepth + 8;     // As[m][k]; padded, rows stay 32-byte multiples for WMMA
+constexpr int kLdW = 16 + 4;         // a warp's 16×16 float staging of one fragment for the epilogue
 
 __device__ inline __nv_bfloat16 to_bf(float x) { return __float2bfloat16_rn(x); }
 __device__ inline __nv_bfloat16 to_bf(uint16_t bits) { return __ushort_as_bfloat16(bits); }
 
-template <bool TA, bool TB, class BT>
-__global__ void __launch_bounds__(kWarps * 32) sgemm_bf16_kernel(int M, int N, int K, float alpha,
-                                                                 const float* __restrict__ A, int lda,
-                                                                 const BT* __restrict__ B, int ldb, float beta,
-                                                                 float* __restrict__ C, int ldc) {
+// BM×BN block tile, WARPS_M×WARPS_N warps, each a (BM/WARPS_M)×(BN/WARPS_N) grid of 16×16 fragments.
+template <int BM, int BN, int WARPS_M, int WARPS_N, bool TA, bool TB, class BT>
+__global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
+    sgemm_bf16_kernel(int M, int N, int K, float alpha, const float* __restrict__ A, int lda, const BT* __restrict__ B,
+                      int ldb, float beta, float* __restrict__ C, int ldc) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  __shared__ __align__(32) __nv_bfloat16 As[kTile * kLdA];  // As[m][k]
-  __shared__ __align__(32) __nv_bfloat16 Bs[kDepth * kLdB];  // Bs[k][n]
-  __shared__ __align__(32) float Cs[kTile * kLdC];
-  const int m0 = blockIdx.y * kTile, n0 = blockIdx.x * kTile;
-  const int warp = threadIdx.x / 32, wm = (warp / 2) * 32, wn = (warp % 2) * 32;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+  constexpr int kThreadsG = WARPS_M * WARPS_N * 32;
+  constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N, FM = WM / 16, FN = WN / 16;
+  constexpr int kLdB = BN + 8;  // Bs[k][n]
+  constexpr int kPerA = BM * kDepth / kThreadsG, kPerB = BN * kDepth / kThreadsG;
+  static_assert(kPerA * kThreadsG == BM * kDepth && kPerB * kThreadsG == BN * kDepth, "loads split evenly");
+  __shared__ __align__(32) __nv_bfloat16 As[2][BM * kLdA];
+  __shared__ __align__(32) __nv_bfloat16 Bs[2][kDepth * kLdB];
+  __shared__ __align__(32) float Cw[WARPS_M * WARPS_N][16 * kLdW];
+
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FM][FN];
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
+  for (int i = 0; i < FM; ++i)
 #pragma unroll
-    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
-  for (int k0 = 0; k0 < K; k0 += kDepth) {
-    for (int e = threadIdx.x; e < kTile * kDepth; e += kWarps * 32) {
-      int mm, kk, nn, kb;
-      tile_coords<TA>(e, kTile, kDepth, mm, kk);
-      As[mm * kLdA + kk] = to_bf(operand_at<TA>(A, lda, m0 + mm, k0 + kk, M, K));
-      tile_coords<!TB>(e, kTile, kDepth, nn, kb);
-      Bs[kb * kLdB + nn] = to_bf(operand_at<!TB>(B, ldb, n0 + nn, k0 + kb, N, K));
+    for (int j = 0; j < FN; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+
+  __nv_bfloat16 ra[kPerA], rb[kPerB];
+  auto fetch = [&](int k0) {  // the slice at k0 into registers (zeros outside the operands)
+#pragma unroll
+    for (int p = 0; p < kPerA; ++p) {
+      int mm, kk;
+      tile_coords<TA>(threadIdx.x + p * kThreadsG, BM, kDepth, mm, kk);
+      ra[p] = to_bf(operand_at<TA>(A, lda, m0 + mm, k0 + kk, M, K));
     }
-    __syncthreads();
+#pragma unroll
+    for (int p = 0; p < kPerB; ++p) {
+      int nn, kb;
+      tile_coords<!TB>(threadIdx.x + p * kThreadsG, BN, kDepth, nn, kb);
+      rb[p] = to_bf(operand_at<!TB>(B, ldb, n0 + nn, k0 + kb, N, K));
+    }
+  };
+  auto stash = [&](int buf) {  // the registers into shared buffer buf
+#pragma unroll
+    for (int p = 0; p < kPerA; ++p) {
+      int mm, kk;
+      tile_coords<TA>(threadIdx.x + p * kThreadsG, BM, kDepth, mm, kk);
+      As[buf][mm * kLdA + kk] = ra[p];
+    }
+#pragma unroll
+    for (int p = 0; p < kPerB; ++p) {
+      int nn, kb;
+      tile_coords<!TB>(threadIdx.x + p * kThreadsG, BN, kDepth, nn, kb);
+      Bs[buf][kb * kLdB + nn] = rb[p];
+    }
+  };
+
+  const int slices = (K + kDepth - 1) / kDepth;
+  if (slices > 0) {
+    fetch(0);
+    stash(0);
+  }
+  __syncthreads();
+  for (int s = 0; s < slices; ++s) {
+    const int cur = s & 1;
+    if (s + 1 < slices) fetch((s + 1) * kDepth);  // in flight while the tensor cores run
 #pragma unroll
     for (int kk = 0; kk < kDepth; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a[2];
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b[2];
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a[FM];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b[FN];
 #pragma unroll
-      for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], As + (wm + 16 * i) * kLdA + kk, kLdA);
+      for (int i = 0; i < FM; ++i) wmma::load_matrix_sync(a[i], As[cur] + (wm + 16 * i) * kLdA + kk, kLdA);
 #pragma unroll
-      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], Bs + kk * kLdB + wn + 16 * j, kLdB);
+      for (int j = 0; j < FN; ++j) wmma::load_matrix_sync(b[j], Bs[cur] + kk * kLdB + wn + 16 * j, kLdB);
 #pragma unroll
-      for (int i = 0; i < 2; ++i)
+      for (int i = 0; i < FM; ++i)
 #pragma unroll
-        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+        for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
     }
+    // The other buffer was last read before the previous barrier, so it can be refilled now.
+    if (s + 1 < slices) stash(cur ^ 1);
     __syncthreads();
   }
+
+  // Epilogue per warp, one fragment at a time through its own staging tile.
+  float* w = Cw[warp];
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
+  for (int i = 0; i < FM; ++i)
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
-      wmma::store_matrix_sync(Cs + (wm + 16 * i) * kLdC + wn + 16 * j, acc[i][j], kLdC, wmma::mem_row_major);
-  __syncthreads();
-  for (int e = threadIdx.x; e < kTile * kTile; e += kWarps * 32) {
-    const int m = m0 + e / kTile, n = n0 + e % kTile;
-    if (m >= M || n >= N) continue;
-    float* c = C + (int64_t)m * ldc + n;
-    const float v = alpha * Cs[(e / kTile) * kLdC + e % kTile];
-    *c = beta == 0.0f ? v : v + beta * *c;
-  }
+    for (int j = 0; j < FN; ++j) {
+      wmma::store_matrix_sync(w, acc[i][j], kLdW, wmma::mem_row_major);
+      __syncwarp();
+      for (int e = lane; e < 256; e += 32) {
+        const int m = m0 + wm + 16 * i + e / 16, n = n0 + wn + 16 * j + e % 16;
+        if (m >= M || n >= N) continue;
+        float* c = C + (int64_t)m * ldc + n;
+        const float v = alpha * w[(e / 16) * kLdW + e % 16];
+        *c = beta == 0.0f ? v : v + beta * *c;
+      }
+      __syncwarp();
+    }
 #endif
+}
+
+int multiprocessors() {
+  static const int count = [] {
+    int dev = 0, n = 0;
+    cudaGetDevice(&dev);
+    return cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0 ? n : 1;
+  }();
+  return count;
+}
+
+template <int BM, int BN, int WM_, int WN_, class BT>
+void launch_tile(cudaStream_t s, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+                 const BT* B, int ldb, float beta, float* C, int ldc) {
+  check((M + BM - 1) / BM <= 65535,
+        "cuda gemm: " + std::to_string(M) + " rows exceed one call's grid (65535 tiles of " + std::to_string(BM) + ")");
+  const dim3 grid((N + BN - 1) / BN, (M + BM - 1) / BM), block(WM_ * WN_ * 32);
+  if (!ta && !tb)
+    sgemm_bf16_kernel<BM, BN, WM_, WN_, false, false, BT><<<grid, block, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else if (!ta && tb)
+    sgemm_bf16_kernel<BM, BN, WM_, WN_, false, true, BT><<<grid, block, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else if (ta && !tb)
+    sgemm_bf16_kernel<BM, BN, WM_, WN_, true, false, BT><<<grid, block, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else
+    sgemm_bf16_kernel<BM, BN, WM_, WN_, true, true, BT><<<grid, block, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 template <class BT>
 void launch(cudaStream_t s, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const BT* B,
             int ldb, float beta, float* C, int ldc) {
   if (M <= 0 || N <= 0) return;
-  check((M + kTile - 1) / kTile <= 65535,
-        "cuda gemm: " + std::to_string(M) + " rows exceed one call's grid (65535 tiles of " + std::to_string(kTile) + ")");
-  const dim3 grid((N + kTile - 1) / kTile, (M + kTile - 1) / kTile), block(kWarps * 32);
-  if (!ta && !tb) sgemm_bf16_kernel<false, false, BT><<<grid, block, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  else if (!ta && tb) sgemm_bf16_kernel<false, true, BT><<<grid, block, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  else if (ta && !tb) sgemm_bf16_kernel<true, false, BT><<<grid, block, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  else sgemm_bf16_kernel<true, true, BT><<<grid, block, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const int64_t big_tiles = (int64_t)((M + 127) / 128) * ((N + 127) / 128);
+  if (big_tiles >= multiprocessors())
+    launch_tile<128, 128, 2, 4>(s, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else
+    launch_tile<64, 64, 2, 2>(s, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace
