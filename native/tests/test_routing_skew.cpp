@@ -101,7 +101,8 @@ TEST(skewed_training_routes_by_the_draws_and_is_deterministic) {
 }
 
 // With D devices each step records every MoE layer's placement: loads that add up to the step's rows, the
-// policy's caps, and the same training as one device (placement decides where work goes, not what it is).
+// policy's caps, and the same training as one device (placement decides where work goes, not what it is; split
+// rows sum in another order, so within 1e-6).
 TEST(steps_record_their_placement_across_devices) {
   const std::string base = R"({"model": {"arch": "mixtral", "vocab_size": 64, "d_model": 32, "n_layers": 2,
       "n_heads": 2, "max_seq_len": 64, "d_ff": 48, "n_experts": 16, "top_k": 2},
@@ -125,7 +126,10 @@ TEST(steps_record_their_placement_across_devices) {
   for (const char* policy : {"static", "greedy", "least-loaded"}) {
     const auto four = run(std::string(R"(, "placement": {"devices": 4, "policy": ")") + policy + "\"}");
     for (size_t s = 0; s < four.size(); ++s) {
-      CHECK(four[s].loss == one[s].loss);
+      // Static placement moves whole experts: bitwise. Greedy and least-loaded split a hot expert's rows across
+      // devices, so its weight gradient is summed in another order (docs/placement.md, "Exactness").
+      if (std::string(policy) == "static") CHECK(four[s].loss == one[s].loss);
+      else CHECK(std::fabs(four[s].loss - one[s].loss) <= 1e-6 * std::fabs(one[s].loss));
       CHECK(four[s].placements.size() == 2);
       for (const moe::LayerPlacement& p : four[s].placements) {
         int64_t before = 0, after = 0;
