@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
@@ -124,6 +125,11 @@ def main():
     ratios_fp32, ratios_bf16 = [], []
     print(f"{'shape':16} {'ours fp32':>10} {'cuBLAS fp32':>12} {'ours bf16':>10} {'cuBLAS bf16':>12}   GFLOP/s")
     parts = a.parts.split(",")
+    t0 = time.time()
+
+    def lap(what):  # a device lease is short: say where the time went
+        print(f"  ({what}: {time.time() - t0:.0f} s since start)")
+
     try:
         gemms = ours_gemm(dev_cli) if "gemm" in parts else []
         if not gemms:
@@ -137,6 +143,7 @@ def main():
         ratios_fp32.append(r["fp32_gflops"] / c32)
         ratios_bf16.append(r["bf16_gflops"] / c16)
         print(f"{r['shape']:16} {r['fp32_gflops']:10.0f} {c32:12.0f} {r['bf16_gflops']:10.0f} {c16:12.0f}")
+    lap("GEMMs")
     nan = float("nan")
     gpu = cpu = olmoe = olmoe_host = hidden = nan
     with tempfile.TemporaryDirectory() as work:
@@ -146,6 +153,7 @@ def main():
             gpu = tiny_tokens_per_s(cli, dev_cli, "cuda", a.steps, work)
             cpu = tiny_tokens_per_s(cli, dev_cli, "cpu", a.steps, work)
             print(f"tiny preset: cuda {gpu:.0f} tokens/s, cpu {cpu:.0f} tokens/s")
+            lap("tiny preset")
         except Exception as e:  # the other parts still run: a lease is short
             print(f"tiny preset failed: {e}")
         try:
@@ -156,6 +164,7 @@ def main():
             print(f"olmoe-shaped, {a.olmoe_layers} layers, {a.olmoe_batch}x512 tokens a step, cuda: resident "
                   f"{olmoe:.0f} tokens/s, host-offloaded with {a.slots} slots {olmoe_host:.0f} tokens/s, "
                   f"upload hidden {hidden:.0%}")
+            lap("olmoe-shaped")
         except Exception as e:
             print(f"olmoe-shaped offload failed: {e}")
     print(f"BENCH cuda gemm_bf16_vs_cublas={geomean(ratios_bf16):.3f} gemm_fp32_vs_cublas={geomean(ratios_fp32):.3f} "
