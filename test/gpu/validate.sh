@@ -13,7 +13,7 @@
 #      host-offloaded against resident; its last line, printed last here too, is `BENCH cuda ...`
 # A device lease is short, so every step whose prerequisites hold runs even after an earlier one failed; the
 # summary names each step's result and the exit status is non-zero if any failed. Logs go to $LOGS (default: a
-# temporary folder). Budget: about 10 minutes on a 16-core H100 machine.
+# temporary folder). Budget: about 4 minutes on an H200 with PREBUILT binaries (the benchmarks take most of it).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -147,4 +147,16 @@ run_step "2/5 op tests on every usable backend" op_tests
 run_step "3/5 whole-model self-test on cuda" selftest
 run_step "4/5 offloaded against resident training on cuda" offload_equivalence
 run_step "5/5 benchmarks: GEMMs against cuBLAS, cuda against cpu, offloaded against resident" bench
+# Optional: compute-sanitizer's memcheck over the given op-test programs (a new kernel's out-of-bounds accesses
+# that happen to pass); it runs each many times slower, so only when asked: SANITIZE="test_ops_dense test_ops_moe".
+sanitize() {
+  command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer is not on the PATH"; false; }
+  local t
+  for t in $SANITIZE; do
+    timeout 240 compute-sanitizer --tool memcheck --error-exitcode 1 "$BUILD/$t" >"$LOGS/sanitize-$t.txt" 2>&1 ||
+      { grep -m20 -E "=========|FAIL" "$LOGS/sanitize-$t.txt"; false; }
+    echo "memcheck clean: $t"
+  done
+}
+if [ -n "${SANITIZE:-}" ]; then run_step "extra: compute-sanitizer memcheck" sanitize; fi
 finish
