@@ -7,8 +7,8 @@
 #      references, finite differences, += semantics, and run-to-run bit-identity), each program run directly
 #   3. moe-engine-dev selftest --backend cuda: whole-model gradients by finite differences for every family;
 #      a pass is recorded in $MOE_WORKBENCH_HOME/validated-backends.json (default ~/.moe-workbench)
-#   4. training on cuda with experts offloaded to host memory against resident training: the same losses and
-#      gradient norms bit for bit
+#   4. training on cuda with experts offloaded (host tier, SSD tier, host tier with LoRA) against resident training:
+#      the same losses and gradient norms bit for bit
 #   5. test/bench/cuda/bench.py: our GEMMs against cuBLAS (torch.matmul), tokens/s cuda against cpu, and
 #      host-offloaded against resident; its last line, printed last here too, is `BENCH cuda ...`
 # A device lease is short, so every step whose prerequisites hold runs even after an earlier one failed; the
@@ -109,11 +109,13 @@ tokens = os.path.join(work, "corpus.bin")
 subprocess.run([os.path.join(build, "moe-engine-dev"), "tokenize", "--bytes",
                 os.path.join(root, "resources", "corpus", "python-tutorial.txt"), "--out", tokens],
                check=True, capture_output=True)
-def losses(offload, name):
+def records(offload, finetune, name):
     with open(os.path.join(root, "resources", "presets", "tiny.json")) as f:
         cfg = json.load(f)
     cfg["train"].update({"backend": "cuda", "steps": 6, "checkpoint_every": 0, "allow_unvalidated_backend": True})
     cfg["offload"] = offload
+    if finetune:
+        cfg["finetune"] = finetune
     path = os.path.join(work, name + ".json")
     with open(path, "w") as f:
         json.dump(cfg, f)
@@ -123,17 +125,27 @@ def losses(offload, name):
     with open(os.path.join(out, "log.jsonl")) as f:
         return [(r["loss"], r["grad_norm"], r.get("upload_ms", 0.0), r.get("upload_hidden_ms", 0.0))
                 for r in map(json.loads, f)]
-resident = losses({"mode": "none"}, "resident")
-offloaded = losses({"mode": "host", "expert_slots": 2}, "offloaded")
-# The host AdamW of offloaded experts rounds as the device's does, so the runs are the same bit for bit.
-same = [a[:2] == b[:2] for a, b in zip(resident, offloaded)]
-worst = max(abs(a[0] - b[0]) / max(abs(a[0]), 1e-6) for a, b in zip(resident, offloaded))
-print("resident losses: ", " ".join(f"{x[0]:.9f}" for x in resident))
-print("offloaded losses:", " ".join(f"{x[0]:.9f}" for x in offloaded))
-print("upload ms (hidden):", " ".join(f"{x[2]:.1f} ({x[3]:.1f})" for x in offloaded))
-print(f"bit-identical losses and gradient norms: {sum(same)} of {len(same)} steps; worst relative loss difference "
-      f"{worst:.2e}")
-sys.exit(0 if len(resident) == len(offloaded) == 6 and all(same) else 1)
+# The host AdamW of offloaded experts rounds as the device's does, so each pair is the same bit for bit.
+lora = {"method": "lora", "lora": {"rank": 4, "alpha": 8}}
+cases = [("host tier", {"mode": "host", "expert_slots": 2}, None),
+         ("SSD tier", {"mode": "ssd", "expert_slots": 2, "cache_experts": 6}, None),
+         ("host tier, LoRA", {"mode": "host", "expert_slots": 2}, lora)]
+ok = True
+resident = {}
+for i, (label, offload, finetune) in enumerate(cases):
+    key = json.dumps(finetune)
+    if key not in resident:
+        resident[key] = records({"mode": "none"}, finetune, f"resident{i}")
+    base, off = resident[key], records(offload, finetune, f"offloaded{i}")
+    same = [a[:2] == b[:2] for a, b in zip(base, off)]
+    worst = max(abs(a[0] - b[0]) / max(abs(a[0]), 1e-6) for a, b in zip(base, off))
+    print(f"{label}: resident losses  ", " ".join(f"{x[0]:.9f}" for x in base))
+    print(f"{label}: offloaded losses ", " ".join(f"{x[0]:.9f}" for x in off))
+    print(f"{label}: upload ms (hidden)", " ".join(f"{x[2]:.1f} ({x[3]:.1f})" for x in off))
+    print(f"{label}: bit-identical losses and gradient norms: {sum(same)} of {len(same)} steps; worst relative loss "
+          f"difference {worst:.2e}")
+    ok = ok and len(base) == len(off) == 6 and all(same)
+sys.exit(0 if ok else 1)
 PY
 }
 
