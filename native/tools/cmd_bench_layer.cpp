@@ -3,10 +3,15 @@
 // parameters; in fp32 or in bf16 mixed precision (the experts and shared experts on bf16 weight copies refreshed
 // from the fp32 masters each step, the router in fp32, exactly as train.compute_dtype "bf16" runs them).
 //   --C N --E N --F N --K N [--shared-F N] [--tokens N] [--dtype fp32|bf16] [--threads N] [--no-optimizer] [--json]
+//   [--lora R]
+// With --lora R, a LoRA step as fine-tuning runs it: the layer's weights frozen (bf16 copies made once with
+// --dtype bf16), rank-R adapters (alpha 2R, B = 0 at the start, as PEFT) on every routed expert's gate, up and down
+// projections, gradients and AdamW for the adapters alone; the router frozen too.
 // Also, with --gemm, the expert GEMMs alone on this shape (rows = tokens·K/E per expert: up, down, dx, dh, dW), ours
 // in fp32 and bf16, and the machine's peak for each ISA measured in the same run (bench_peak.h).
 // Prints one JSON object per measurement (--json) or a table.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -31,7 +36,7 @@
 namespace {
 
 struct Options {
-  int C = 0, E = 0, F = 0, K = 0, shared_F = 0, tokens = 512, threads = 2;
+  int C = 0, E = 0, F = 0, K = 0, shared_F = 0, tokens = 512, threads = 2, lora = 0;
   bool bf16 = false, optimizer = true, gemm = false, json = false;
 };
 
@@ -59,6 +64,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--shared-F") o.shared_F = int_arg(a, v, 0);
     else if (a == "--tokens") o.tokens = int_arg(a, v, 1);
     else if (a == "--threads") o.threads = int_arg(a, v, 1);
+    else if (a == "--lora") o.lora = int_arg(a, v, 1);
     else if (a == "--dtype") {
       moe::check(std::string(v) == "fp32" || std::string(v) == "bf16",
                  std::string("bench --layer: --dtype is fp32 or bf16, got '") + v + "'");
@@ -66,7 +72,7 @@ Options parse(int argc, char** argv) {
     } else
       moe::fail("bench --layer: unknown argument '" + a +
                 "' (expected --C, --E, --F, --K, --shared-F, --tokens, --dtype, --threads, --no-optimizer, --gemm, "
-                "--json)");
+                "--json, --lora)");
   }
   moe::check(o.C && o.E && o.F && o.K, "bench --layer: --C, --E, --F and --K are required");
   moe::check(o.K <= o.E, "bench --layer: --K must not exceed --E");
@@ -104,6 +110,9 @@ struct LayerBench {
   moe::BackwardScratch scratch;
   std::unique_ptr<moe::MoeLayer> layer;
   std::unique_ptr<moe::ResidentExpertAccess> access;
+  // --lora: the adapters' values, gradients and moments (one arena each), and each adapter's [offset, count).
+  moe::DeviceBuffer lora_w, lora_g, lora_m, lora_v;
+  std::vector<std::pair<size_t, size_t>> adapters;
 
   explicit LayerBench(const Options& opt) : o(opt), cfg(layer_config(opt)), layout(cfg) {
     be = moe::make_backend("cpu", {o.threads, "native"});
@@ -117,6 +126,7 @@ struct LayerBench {
     for (const moe::ParamTensor& t : layout.tensors())
       if (t.name.rfind("layers.0.moe.", 0) == 0) trained.push_back(&t);
     if (o.bf16) bind_bf16();
+    if (o.lora) attach_lora();
     layer = std::make_unique<moe::MoeLayer>(moe::MoeShape::from_config(cfg, 0), 0);
     layer->reserve(*be, o.tokens, scratch);
     access = std::make_unique<moe::ResidentExpertAccess>(p, g);
@@ -139,7 +149,48 @@ struct LayerBench {
       if (t->shape.size() == 2 && t->name.find(".router.") == std::string::npos) bf16_ranges.emplace_back(t->offset, t->numel);
   }
 
+  // Rank-r adapters on every routed expert (gate and up of the fused in-projection, and down); the layer's own
+  // weights freeze: no gradient pointers, their bf16 copies made once.
+  void attach_lora() {
+    const int r = o.lora, C = o.C, F = o.F;
+    size_t total = 0;
+    for (int e = 0; e < o.E; ++e)
+      for (auto [in, out] : {std::pair{C, F}, std::pair{C, F}, std::pair{F, C}}) {
+        adapters.emplace_back(total, size_t(r) * in), total += size_t(r) * in;   // A [r, in]
+        adapters.emplace_back(total, size_t(out) * r), total += size_t(out) * r;  // B [out, r]
+      }
+    for (moe::DeviceBuffer* b : {&lora_w, &lora_g, &lora_m, &lora_v}) {
+      b->reserve(*be, total * sizeof(float));
+      be->zero(b->f(), total * sizeof(float));
+    }
+    for (size_t i = 0; i < adapters.size(); i += 2) {  // A uniform in ±1/sqrt(in), B zero
+      const auto [at, n] = adapters[i];
+      const float bound = 1.0f / std::sqrt(float(n / r));
+      for (size_t j = 0; j < n; ++j) lora_w.f()[at + j] = bound * (2.0f * moe::random_uniform(5, i, j) - 1.0f);
+    }
+    auto& lp = p.layers[0];
+    auto& lg = g.layers[0];
+    lg.router_w = lg.router_b = nullptr;
+    lg.shared.w_in = lg.shared.w_out = lg.shared.b_in = lg.shared.b_out = nullptr;
+    size_t k = 0;
+    for (int e = 0; e < o.E; ++e) {
+      moe::LoraParams* wp[3] = {&lp.experts[e].lora_in[0], &lp.experts[e].lora_in[1], &lp.experts[e].lora_out};
+      moe::LoraParams* gp[3] = {&lg.experts[e].lora_in[0], &lg.experts[e].lora_in[1], &lg.experts[e].lora_out};
+      for (int j = 0; j < 3; ++j, k += 2) {
+        *wp[j] = {lora_w.f() + adapters[k].first, lora_w.f() + adapters[k + 1].first, r, 2.0f, adapters[k].first,
+                  nullptr};
+        *gp[j] = {lora_g.f() + adapters[k].first, lora_g.f() + adapters[k + 1].first, r, 2.0f, adapters[k].first,
+                  nullptr};
+      }
+      moe::FfnParams& ge = lg.experts[e];
+      ge.w_in = ge.w_out = ge.b_in = ge.b_out = nullptr;
+    }
+    for (auto [off, n] : bf16_ranges) be->to_bf16(params16.u16() + off, params.f() + off, static_cast<int64_t>(n));
+    bf16_ranges.clear();
+  }
+
   void zero_grads() {
+    if (o.lora) return be->zero(lora_g.f(), lora_g.bytes());
     for (const moe::ParamTensor* t : trained) be->zero(grads.f() + t->offset, t->numel * sizeof(float));
   }
   void forward() {
@@ -152,6 +203,12 @@ struct LayerBench {
   }
   void optimizer_step(int t) {
     moe::TrainConfig hp;
+    if (o.lora) {
+      for (auto [at, n] : adapters)
+        be->adamw_update(lora_w.f() + at, lora_g.f() + at, lora_m.f() + at, lora_v.f() + at, static_cast<int64_t>(n),
+                         moe::adamw_params(t, 1e-4, hp, 1.0, false));
+      return;
+    }
     for (const moe::ParamTensor* pt : trained)
       be->adamw_update(params.f() + pt->offset, grads.f() + pt->offset, m.f() + pt->offset, v.f() + pt->offset,
                        static_cast<int64_t>(pt->numel), moe::adamw_params(t, 1e-5, hp, 1.0, pt->decay));
@@ -183,20 +240,28 @@ void bench_step(const Options& o) {
   fwd.clear(), bwd.clear(), opt.clear(), total.clear();
   bench::time_median([&] { step(); });  // the medians below are over every timed step
   const double s = bench::median(total);
-  const double params = sum_numel(b.trained);
-  // Expert FLOPs: forward 3 GEMMs of 2·C·F per routed slot (plus the shared experts per token), backward twice that.
-  const double flops = 3.0 * 2.0 * 3.0 * o.C * (static_cast<double>(o.tokens) * o.K * o.F + double(o.tokens) * o.shared_F);
+  double params = sum_numel(b.trained);
+  if (o.lora) {
+    params = 0;
+    for (auto [at, n] : b.adapters) params += static_cast<double>(n);
+  }
+  // Expert FLOPs: forward 3 GEMMs of 2·C·F per routed slot (plus the shared experts per token), backward twice that
+  // (once with frozen weights: the input gradient only; the adapters' own products are left out).
+  const double passes = o.lora ? 2.0 : 3.0;
+  const double flops =
+      passes * 2.0 * 3.0 * o.C * (static_cast<double>(o.tokens) * o.K * o.F + double(o.tokens) * o.shared_F);
   if (o.json)
     std::printf("{\"bench\":\"moe_layer\",\"C\":%d,\"E\":%d,\"F\":%d,\"K\":%d,\"shared_F\":%d,\"tokens\":%d,"
-                "\"dtype\":\"%s\",\"threads\":%d,\"optimizer\":%s,\"params\":%.0f,\"seconds\":%.6g,\"forward_s\":%.6g,"
+                "\"dtype\":\"%s\",\"lora\":%d,\"threads\":%d,\"optimizer\":%s,\"params\":%.0f,\"seconds\":%.6g,\"forward_s\":%.6g,"
                 "\"backward_s\":%.6g,\"optimizer_s\":%.6g,\"tokens_per_s\":%.6g,\"expert_gflops\":%.2f}\n",
-                o.C, o.E, o.F, o.K, o.shared_F, o.tokens, o.bf16 ? "bf16" : "fp32", o.threads,
+                o.C, o.E, o.F, o.K, o.shared_F, o.tokens, o.bf16 ? "bf16" : "fp32", o.lora, o.threads,
                 o.optimizer ? "true" : "false", params, s, bench::median(fwd), bench::median(bwd), bench::median(opt),
                 o.tokens / s, flops / s / 1e9);
   else
-    std::printf("moe layer C=%d E=%d F=%d K=%d shared_F=%d tokens=%d %s: %.1f ms/step (fwd %.1f, bwd %.1f, opt %.1f), "
+    std::printf("moe layer C=%d E=%d F=%d K=%d shared_F=%d tokens=%d %s%s: %.1f ms/step (fwd %.1f, bwd %.1f, opt %.1f), "
                 "%.0f tokens/s, experts %.1f GFLOP/s\n",
-                o.C, o.E, o.F, o.K, o.shared_F, o.tokens, o.bf16 ? "bf16" : "fp32", s * 1e3, bench::median(fwd) * 1e3,
+                o.C, o.E, o.F, o.K, o.shared_F, o.tokens, o.bf16 ? "bf16" : "fp32",
+                o.lora ? (" lora r=" + std::to_string(o.lora)).c_str() : "", s * 1e3, bench::median(fwd) * 1e3,
                 bench::median(bwd) * 1e3, bench::median(opt) * 1e3, o.tokens / s, flops / s / 1e9);
 }
 

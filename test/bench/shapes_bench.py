@@ -13,11 +13,16 @@ here: OpenMP OpenBLAS, tcmalloc preloaded, torch.set_num_threads, the fused-weig
 itself where the CPU has them). Each setup runs in its own process, one after another, so memory holds one layer.
 The expert GEMMs alone (rows = tokens·K/E): ours sgemm / sgemm_bf16 against torch.matmul in fp32 / bf16, with our
 GEMMs' fraction of the machine's peak for the ISA they use (measured in the same run by the dev CLI).
+With --lora R (default 16; 0 leaves it out) also a LoRA step of the layer (on the shapes with an optimizer step): its weights frozen, rank-R adapters on
+every routed expert's gate, up and down, AdamW for the adapters (`bench --layer --lora`; PyTorch the same with PEFT's
+initialisation, frozen weights in bf16 under autocast, and the input's gradient as inside a model), each side's
+faster setup compared.
 Ends with one line: BENCH shapes bf16_vs_torch_bf16=R fp32_vs_torch=R gemm_bf16_vs_torch=R gemm_bf16_peak_frac=R isa=...
-(medians over the shapes).
+lora_vs_torch=R (medians over the shapes).
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -71,20 +76,40 @@ def torch_layer(spec):
     torch.set_num_threads(spec["threads"])
     torch.manual_seed(0)
     C, E, F, K, SF, N = spec["C"], spec["E"], spec["F"], spec["K"], spec["shared_F"], spec["tokens"]
+    R = spec.get("lora", 0)
     std = 0.02
-    router = torch.nn.Parameter(torch.randn(E, C) * std)
+    # LoRA (PEFT's layout: A [r, in] uniform, B [out, r] zero, scale alpha / r = 2): the layer's weights are frozen,
+    # in bf16 under autocast as a bf16 checkpoint loads, and the input needs its gradient as it would inside a model
+    # (the layers below have adapters too).
+    base_dtype = torch.bfloat16 if R and spec["autocast"] else torch.float32
+
+    def weight(*shape):
+        w = (torch.randn(*shape) * std).to(base_dtype)
+        return w if R else torch.nn.Parameter(w)
+
+    router = weight(E, C)
     # One parameter per expert, as transformers' ModuleList of experts holds them: indexing one 3-D parameter per
     # expert would make autograd build a whole-tensor gradient for every expert.
-    w_in = [torch.nn.Parameter(torch.randn(2 * F, C) * std) for _ in range(E)]
-    w_out = [torch.nn.Parameter(torch.randn(C, F) * std) for _ in range(E)]
-    params = [router, *w_in, *w_out]
+    w_in = [weight(2 * F, C) for _ in range(E)]
+    w_out = [weight(C, F) for _ in range(E)]
+    params = [] if R else [router, *w_in, *w_out]
     if SF:
-        s_in = torch.nn.Parameter(torch.randn(2 * SF, C) * std)
-        s_out = torch.nn.Parameter(torch.randn(C, SF) * std)
-        params += [s_in, s_out]
+        s_in, s_out = weight(2 * SF, C), weight(C, SF)
+        params += [] if R else [s_in, s_out]
+
+    def adapter(out_f, in_f):
+        return (torch.nn.Parameter(torch.empty(R, in_f).uniform_(-1 / math.sqrt(in_f), 1 / math.sqrt(in_f))),
+                torch.nn.Parameter(torch.zeros(out_f, R)))
+    lora = [(adapter(F, C), adapter(F, C), adapter(C, F)) for _ in range(E)] if R else []
+    params += [t for e in lora for pair in e for t in pair]
     opt = torch.optim.AdamW(params, lr=1e-5) if spec["optimizer"] else None
     x = torch.rand(N, C) * 2 - 1
+    x.requires_grad_(bool(R))
     dy = (torch.rand(N, C) * 2 - 1) * 1e-3
+
+    def with_lora(y, inp, pair):
+        a, b = pair
+        return y + 2.0 * Fn.linear(Fn.linear(inp, a), b)
 
     def swiglu(h):
         g, u = h.chunk(2, dim=-1)
@@ -100,8 +125,16 @@ def torch_layer(spec):
         hit = (mask.sum(dim=(1, 2)) > 0).nonzero().flatten().tolist()
         for e in hit:
             slot, tok = torch.where(mask[e])
-            h = swiglu(Fn.linear(x[tok], w_in[e]))
-            out = Fn.linear(h, w_out[e]) * topw[tok, slot, None]
+            xe = x[tok]
+            h = Fn.linear(xe, w_in[e])
+            if R:
+                gate, up, down = lora[e]
+                h = torch.cat([with_lora(h[:, :F], xe, gate), with_lora(h[:, F:], xe, up)], dim=-1)
+            h = swiglu(h)
+            out = Fn.linear(h, w_out[e])
+            if R:
+                out = with_lora(out, h, down)
+            out = out * topw[tok, slot, None]
             y = y.index_add(0, tok, out.to(y.dtype))
         if SF:
             y = y + Fn.linear(swiglu(Fn.linear(x, s_in)), s_out)
@@ -115,6 +148,7 @@ def torch_layer(spec):
         else:
             for p in params:
                 p.grad = None
+        x.grad = None
         t0 = time.perf_counter()
         if spec["autocast"]:
             with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -132,7 +166,7 @@ def torch_layer(spec):
     step()
     times = [step() for _ in range(spec["steps"])]
     med = [statistics.median(t[i] for t in times) for i in range(4)]
-    print(json.dumps({"bench": "torch_layer", "setup": "bf16_autocast" if spec["autocast"] else "fp32",
+    print(json.dumps({"bench": "torch_layer", "setup": "bf16_autocast" if spec["autocast"] else "fp32", "lora": R,
                       "tokens": N, "seconds": med[3], "forward_s": med[0], "backward_s": med[1],
                       "optimizer_s": med[2], "tokens_per_s": N / med[3], "torch": torch.__version__}))
 
@@ -173,6 +207,7 @@ def main():
     ap.add_argument("--tokens", default="1024", help="comma-separated token counts per step")
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--steps", type=int, default=3, help="timed steps per setup (after one warm-up)")
+    ap.add_argument("--lora", type=int, default=16, help="rank of the LoRA step (0: no LoRA step)")
     a = ap.parse_args()
     with open("/proc/cpuinfo") as f:
         flags = f.read()
@@ -180,7 +215,7 @@ def main():
     print(f"CPU: {cpu_name()}; {a.threads} threads; bf16 ISA available: {isa}")
     print(f"{'shape':<17} {'tokens':>6} {'ours fp32':>10} {'ours bf16':>10} {'torch fp32':>10} {'torch bf16':>10}"
           f" {'fp32 x':>7} {'bf16 x':>7}   (tokens/s; x = ours / torch)")
-    fp32_ratios, bf16_ratios, gemm_ratios, peak_fracs = [], [], [], []
+    fp32_ratios, bf16_ratios, gemm_ratios, peak_fracs, lora_ratios = [], [], [], [], []
     kernel = "?"
     for name in a.shapes.split(","):
         C, E, F, K, SF, optimizer = {**SHAPES, **SMOKE}[name]
@@ -198,6 +233,18 @@ def main():
             print(f"{name:<17} {tokens:>6} {ours['fp32']:>10.0f} {ours['bf16']:>10.0f} {theirs['fp32']:>10.0f}"
                   f" {theirs['bf16']:>10.0f} {r32:>7.2f} {r16:>7.2f}" + ("" if optimizer else "   (no optimizer step)"),
                   flush=True)
+            if a.lora and optimizer:
+                # The LoRA step: each side's faster setup (ours fp32 or bf16, PyTorch fp32 or bf16 autocast). Not on
+                # the shapes measured without an optimizer step (Mixtral): their layers alone take most of the run.
+                lora = ["--lora", str(a.lora)]
+                ours_l = {d: run_ours(a.dev_cli, base + lora + ["--dtype", d])[-1]["tokens_per_s"]
+                          for d in ("fp32", "bf16")}
+                theirs_l = {setup: run_torch("torch-layer", dict(spec, autocast=setup == "bf16", lora=a.lora),
+                                             a.threads)[-1]["tokens_per_s"] for setup in ("fp32", "bf16")}
+                lora_ratios.append(max(ours_l.values()) / max(theirs_l.values()))
+                print(f"{'  lora r=' + str(a.lora):<17} {tokens:>6} {ours_l['fp32']:>10.0f} {ours_l['bf16']:>10.0f}"
+                      f" {theirs_l['fp32']:>10.0f} {theirs_l['bf16']:>10.0f}   ours / faster PyTorch"
+                      f" {lora_ratios[-1]:.2f}", flush=True)
         # The expert GEMMs alone, at the first token count.
         tokens = int(a.tokens.split(",")[0])
         rows = run_ours(a.dev_cli, ["--C", str(C), "--E", str(E), "--F", str(F), "--K", str(K), "--tokens", str(tokens),
@@ -225,7 +272,7 @@ def main():
     med = statistics.median
     print(f"BENCH shapes bf16_vs_torch_bf16={med(bf16_ratios):.2f} fp32_vs_torch={med(fp32_ratios):.2f}"
           f" gemm_bf16_vs_torch={med(gemm_ratios):.2f} gemm_bf16_peak_frac={med(peak_fracs):.2f}"
-          f" isa={kernel.replace('_', '')}")
+          f" isa={kernel.replace('_', '')}" + (f" lora_vs_torch={med(lora_ratios):.2f}" if lora_ratios else ""))
 
 
 if __name__ == "__main__":
