@@ -121,41 +121,37 @@ void CudaBackend::release(MemKind kind, void* ptr) {
   }
 }
 
-void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
+namespace {
+
+// A copy or clear on `stream`, waited for: the ops' stream for copy()/zero(), the copy stream for transfer*().
+void copy_on(cudaStream_t stream, void* dst, const void* src, size_t bytes, const char* what) {
   if (bytes == 0) return;
-  cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "copy");
-  cuda_check(cudaStreamSynchronize(stream_), "copy");
+  cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream), what);
+  cuda_check(cudaStreamSynchronize(stream), what);
 }
 
-void CudaBackend::zero(void* ptr, size_t bytes) {
+void zero_on(cudaStream_t stream, void* ptr, size_t bytes, const char* what) {
   if (bytes == 0) return;
   if (void* d = cuda::device_view(ptr)) {
-    cuda_check(cudaMemsetAsync(d, 0, bytes, stream_), "zero");
-    cuda_check(cudaStreamSynchronize(stream_), "zero");
+    cuda_check(cudaMemsetAsync(d, 0, bytes, stream), what);
+    cuda_check(cudaStreamSynchronize(stream), what);
   } else {
     std::memset(ptr, 0, bytes);
   }
 }
 
+}  // namespace
+
+void CudaBackend::copy(void* dst, const void* src, size_t bytes) { copy_on(stream_, dst, src, bytes, "copy"); }
+void CudaBackend::zero(void* ptr, size_t bytes) { zero_on(stream_, ptr, bytes, "zero"); }
 void CudaBackend::synchronize() { cuda_check(cudaStreamSynchronize(stream_), "synchronize"); }
 
 // On the copy stream, so an upload from pinned host memory runs on the copy engine while the compute stream's
 // kernels run; the calling (copy) thread waits, the compute thread does not.
 void CudaBackend::transfer(void* dst, const void* src, size_t bytes) {
-  if (bytes == 0) return;
-  cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, copy_stream_), "transfer");
-  cuda_check(cudaStreamSynchronize(copy_stream_), "transfer");
+  copy_on(copy_stream_, dst, src, bytes, "transfer");
 }
-
-void CudaBackend::transfer_zero(void* ptr, size_t bytes) {
-  if (bytes == 0) return;
-  if (void* d = cuda::device_view(ptr)) {
-    cuda_check(cudaMemsetAsync(d, 0, bytes, copy_stream_), "transfer_zero");
-    cuda_check(cudaStreamSynchronize(copy_stream_), "transfer_zero");
-  } else {
-    std::memset(ptr, 0, bytes);
-  }
-}
+void CudaBackend::transfer_zero(void* ptr, size_t bytes) { zero_on(copy_stream_, ptr, bytes, "transfer_zero"); }
 
 const BackendEntry& cuda_backend_entry() {
   static const BackendEntry entry{"cuda", "NVIDIA GPU through CUDA, kernels of our own", &cuda_unusable_reason,

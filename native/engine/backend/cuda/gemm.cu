@@ -85,21 +85,10 @@ __global__ void __launch_bounds__(kBlock) sgemm_kernel(int M, int N, int K, floa
   }
 }
 
-int multiprocessors() {
-  static const int count = [] {
-    int dev = 0, n = 0;
-    cudaGetDevice(&dev);
-    return cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0 ? n : 1;
-  }();
-  return count;
-}
-
 template <int TILE>
 void launch_tile(cudaStream_t s, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
                  const float* B, int ldb, float beta, float* C, int ldc) {
-  check((M + TILE - 1) / TILE <= 65535,
-        "cuda gemm: " + std::to_string(M) + " rows exceed one call's grid (65535 tiles of " + std::to_string(TILE) + ")");
-  const dim3 grid((N + TILE - 1) / TILE, (M + TILE - 1) / TILE);
+  const dim3 grid = tile_grid(M, N, TILE, TILE);
   if (!ta && !tb) sgemm_kernel<TILE, false, false><<<grid, kBlock, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   else if (!ta && tb) sgemm_kernel<TILE, false, true><<<grid, kBlock, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   else if (ta && !tb) sgemm_kernel<TILE, true, false><<<grid, kBlock, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -111,8 +100,7 @@ void launch_tile(cudaStream_t s, bool ta, bool tb, int M, int N, int K, float al
 void sgemm(cudaStream_t s, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
            const float* B, int ldb, float beta, float* C, int ldc) {
   if (M <= 0 || N <= 0) return;
-  const int64_t big_tiles = (int64_t)((M + 127) / 128) * ((N + 127) / 128);
-  if (big_tiles >= multiprocessors()) launch_tile<128>(s, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (big_tiles_fill_device(M, N)) launch_tile<128>(s, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   else launch_tile<64>(s, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

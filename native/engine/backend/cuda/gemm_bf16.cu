@@ -127,21 +127,10 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
 #endif
 }
 
-int multiprocessors() {
-  static const int count = [] {
-    int dev = 0, n = 0;
-    cudaGetDevice(&dev);
-    return cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0 ? n : 1;
-  }();
-  return count;
-}
-
 template <int BM, int BN, int WM_, int WN_, class BT>
 void launch_tile(cudaStream_t s, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
                  const BT* B, int ldb, float beta, float* C, int ldc) {
-  check((M + BM - 1) / BM <= 65535,
-        "cuda gemm: " + std::to_string(M) + " rows exceed one call's grid (65535 tiles of " + std::to_string(BM) + ")");
-  const dim3 grid((N + BN - 1) / BN, (M + BM - 1) / BM), block(WM_ * WN_ * 32);
+  const dim3 grid = tile_grid(M, N, BM, BN), block(WM_ * WN_ * 32);
   if (!ta && !tb)
     sgemm_bf16_kernel<BM, BN, WM_, WN_, false, false, BT><<<grid, block, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   else if (!ta && tb)
@@ -156,8 +145,7 @@ template <class BT>
 void launch(cudaStream_t s, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const BT* B,
             int ldb, float beta, float* C, int ldc) {
   if (M <= 0 || N <= 0) return;
-  const int64_t big_tiles = (int64_t)((M + 127) / 128) * ((N + 127) / 128);
-  if (big_tiles >= multiprocessors())
+  if (big_tiles_fill_device(M, N))
     launch_tile<128, 128, 2, 4>(s, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   else
     launch_tile<64, 64, 2, 2>(s, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

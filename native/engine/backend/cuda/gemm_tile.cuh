@@ -1,10 +1,13 @@
-// Operand access shared by the GEMM kernels (gemm.cu, gemm_bf16.cu): a tile of op(A) or op(B) is read as
+// What the GEMM kernels (gemm.cu, gemm_bf16.cu) share: operand access, where a tile of op(A) or op(B) is read as
 // elements (r, k) of an operand with `rows` rows and K columns, stored row-major or transposed, with zeros outside
-// so edge tiles need no other case.
+// so edge tiles need no other case; and the choice of block tile and grid.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
+
+#include "core/error.h"
 
 namespace moe::cuda {
 
@@ -22,6 +25,25 @@ template <bool kTransposed>
 __device__ inline void tile_coords(int e, int tile, int depth, int& r, int& k) {
   if (kTransposed) k = e / tile, r = e % tile;
   else r = e / depth, k = e % depth;
+}
+
+// Both GEMMs' block-tile rule: 128×128 tiles where the output has at least as many of them as the device has
+// multiprocessors, else 64×64 (an expert's few hundred rows would leave most of the device idle).
+inline bool big_tiles_fill_device(int M, int N) {
+  static const int multiprocessors = [] {
+    int dev = 0, n = 0;
+    cudaGetDevice(&dev);
+    return cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0 ? n : 1;
+  }();
+  return (int64_t)((M + 127) / 128) * ((N + 127) / 128) >= multiprocessors;
+}
+
+// A grid of (N / cols) × (M / rows) tiles, refused with a message where M needs more than the 65535 rows of tiles
+// one launch may have.
+inline dim3 tile_grid(int M, int N, int rows, int cols) {
+  check((M + rows - 1) / rows <= 65535, "cuda gemm: " + std::to_string(M) +
+                                            " rows exceed one call's grid (65535 tiles of " + std::to_string(rows) + ")");
+  return dim3((N + cols - 1) / cols, (M + rows - 1) / rows);
 }
 
 }  // namespace moe::cuda
