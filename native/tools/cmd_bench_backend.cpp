@@ -1,12 +1,16 @@
 // moe-engine-dev bench --backend NAME --gemm: the linear layer's GEMM through a registered backend (its own
 // kernels, on its own device memory) on expert-shaped problems, fp32 and bf16 weights, GFLOP/s as the median of
 // repeated calls after a warm-up. Each call returns with its result ready (the backend contract), so the times
-// are wall times of whole calls.
-//   --shapes T×I×O,...  tokens × in × out (default: two square-ish ones, then OLMoE's and Qwen3-30B-A3B's expert
-//                       up and down projections at their typical tokens per expert)
+// are wall times of whole calls. A grouped shape (E experts) is one layer's expert GEMM: E segments of T rows with
+// a weight each, as one grouped_matmul_forward call and as E matmul calls.
+//   --shapes T×I×O,E×T×I×O,...  tokens × in × out, or experts × tokens per expert × in × out (default: two
+//                       square-ish ones, OLMoE's and Qwen3-30B-A3B's expert up and down projections at their
+//                       typical tokens per expert, then those layers' grouped GEMMs)
 //   --json              one JSON object per shape
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,12 +25,15 @@ namespace {
 struct Shape {
   std::string name;
   int tokens, in, out;
+  int experts = 1;  // > 1: a grouped GEMM of `experts` segments of `tokens` rows
 };
 
 std::vector<Shape> default_shapes() {
-  return {{"2048x2048x1024", 2048, 2048, 1024}, {"4096x2048x1024", 4096, 2048, 1024},
-          {"olmoe_up", 512, 2048, 2048},         {"olmoe_down", 512, 1024, 2048},
-          {"qwen3_up", 256, 2048, 1536},         {"qwen3_down", 256, 768, 2048}};
+  return {{"2048x2048x1024", 2048, 2048, 1024},    {"4096x2048x1024", 4096, 2048, 1024},
+          {"olmoe_up", 512, 2048, 2048},            {"olmoe_down", 512, 1024, 2048},
+          {"qwen3_up", 256, 2048, 1536},            {"qwen3_down", 256, 768, 2048},
+          {"olmoe_up_grouped", 128, 2048, 2048, 64}, {"olmoe_down_grouped", 128, 1024, 2048, 64},
+          {"qwen3_up_grouped", 64, 2048, 1536, 128}, {"qwen3_down_grouped", 64, 768, 2048, 128}};
 }
 
 std::vector<Shape> parse_shapes(const std::string& list) {
@@ -36,9 +43,12 @@ std::vector<Shape> parse_shapes(const std::string& list) {
     const size_t end = std::min(list.find(',', at), list.size());
     const std::string s = list.substr(at, end - at);
     Shape sh{s, 0, 0, 0};
-    moe::check(std::sscanf(s.c_str(), "%dx%dx%d", &sh.tokens, &sh.in, &sh.out) == 3 && sh.tokens > 0 && sh.in > 0 &&
-                   sh.out > 0,
-               "bench: --shapes wants T×I×O items like 512x2048x1024, got '" + s + "'");
+    int a = 0, b = 0, c = 0, d = 0;
+    const int n = std::sscanf(s.c_str(), "%dx%dx%dx%d", &a, &b, &c, &d);
+    if (n == 3) sh.tokens = a, sh.in = b, sh.out = c;
+    if (n == 4) sh.experts = a, sh.tokens = b, sh.in = c, sh.out = d;
+    moe::check((n == 3 || n == 4) && sh.experts > 0 && sh.tokens > 0 && sh.in > 0 && sh.out > 0,
+               "bench: --shapes wants T×I×O or E×T×I×O items like 512x2048x1024, got '" + s + "'");
     out.push_back(sh);
     at = end + 1;
   }
@@ -82,6 +92,47 @@ void bench_shape(moe::Backend& be, const Shape& s, bool json) {
   std::fflush(stdout);
 }
 
+// E experts' segments of T rows, each with its own weight: one grouped call against E plain calls.
+void bench_grouped(moe::Backend& be, const Shape& s, bool json) {
+  const int E = s.experts, T = s.tokens;
+  const size_t nx = (size_t)E * T * s.in, nw = (size_t)s.out * s.in, ny = (size_t)E * T * s.out;
+  Buffer x(be, nx * 4), y(be, ny * 4);
+  x.fill(nx, 1);
+  std::vector<std::unique_ptr<Buffer>> w, wb;
+  moe::LinearGroups fp32, bf16;
+  for (int e = 0; e < E; ++e) {
+    w.push_back(std::make_unique<Buffer>(be, nw * 4));
+    wb.push_back(std::make_unique<Buffer>(be, nw * 2));
+    w.back()->fill(nw, 2 + e);
+    auto* w16 = static_cast<uint16_t*>(wb.back()->p);
+    be.to_bf16(w16, w.back()->f(), (int64_t)nw);
+    fp32.add((int64_t)e * T, T, w.back()->f(), nullptr, nullptr);
+    bf16.add((int64_t)e * T, T, w.back()->f(), w16, nullptr);
+  }
+  const double flops = 2.0 * E * T * (double)s.in * s.out;
+  auto gflops = [&](const std::function<void()>& f) { return flops / bench::time_median(f) / 1e9; };
+  auto loop = [&](const moe::LinearGroups& g) {
+    for (int e = 0; e < E; ++e) {
+      moe::LinearGroups one;
+      one.add(g.row0[e], g.rows[e], g.w[e], g.w_bf16[e], nullptr);
+      be.grouped_matmul_forward(y.f(), x.f(), one, s.in, s.out);  // one group: the plain matmul
+    }
+  };
+  const double fp32_grouped = gflops([&] { be.grouped_matmul_forward(y.f(), x.f(), fp32, s.in, s.out); });
+  const double bf16_grouped = gflops([&] { be.grouped_matmul_forward(y.f(), x.f(), bf16, s.in, s.out); });
+  const double fp32_loop = gflops([&] { loop(fp32); }), bf16_loop = gflops([&] { loop(bf16); });
+  if (json)
+    std::printf("{\"bench\":\"backend_grouped_gemm\",\"backend\":\"%s\",\"shape\":\"%s\",\"experts\":%d,"
+                "\"tokens\":%d,\"in\":%d,\"out\":%d,\"fp32_gflops\":%.6g,\"bf16_gflops\":%.6g,"
+                "\"fp32_loop_gflops\":%.6g,\"bf16_loop_gflops\":%.6g}\n",
+                be.name().c_str(), s.name.c_str(), E, T, s.in, s.out, fp32_grouped, bf16_grouped, fp32_loop, bf16_loop);
+  else
+    std::printf("%-18s %3d x %4d x %5d x %5d   grouped fp32 %8.1f bf16 %8.1f   per expert fp32 %8.1f bf16 %8.1f "
+                "GFLOP/s\n",
+                s.name.c_str(), E, T, s.in, s.out, fp32_grouped, bf16_grouped, fp32_loop, bf16_loop);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int cmd_bench_backend(int argc, char** argv) {
@@ -101,7 +152,10 @@ int cmd_bench_backend(int argc, char** argv) {
     moe::check(gemm, "bench --backend: only --gemm is measured through a backend");
     auto be = moe::make_backend(backend, {threads});
     if (!json) std::printf("%s\n", be->describe().c_str());
-    for (const Shape& s : shapes.empty() ? default_shapes() : parse_shapes(shapes)) bench_shape(*be, s, json);
+    for (const Shape& s : shapes.empty() ? default_shapes() : parse_shapes(shapes)) {
+      if (s.experts > 1) bench_grouped(*be, s, json);
+      else bench_shape(*be, s, json);
+    }
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moe-engine-dev bench: %s\n", e.what());

@@ -110,6 +110,14 @@ class Backend {
     no_bf16();
   }
 
+  // Linear layers over row groups (types.h LinearGroups), each group exactly as matmul_forward(_bf16) /
+  // matmul_backward(_bf16) on its rows, bit for bit; the groups' outputs must not overlap. The default makes
+  // those calls one by one; a device backend runs each GEMM of all groups as one launch.
+  virtual void grouped_matmul_forward(float* y, const float* x, const LinearGroups& g, int I, int O);
+  // dx (may be null) += each group's dy·w ; dw[g] += dyᵀ·x ; db[g] += Σ_n dy.
+  virtual void grouped_matmul_backward(float* dx, const float* dy, const float* x, const LinearGroups& g, int I,
+                                       int O);
+
   // MoE ops.
   // forced_topk [N,K] (may be null): experts chosen for each token instead of the top-k (routing-skew experiments).
   virtual RouterLosses router_forward(float* probs, int32_t* topk_idx, float* topk_w, const float* logits, int N, int E,

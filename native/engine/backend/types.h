@@ -91,6 +91,27 @@ struct AttentionSpec {
   float* dsinks = nullptr;
 };
 
+// Linear layers over consecutive row groups of one activation (an MoE layer's expert segments): group g owns rows
+// [row0[g], row0[g] + rows[g]) of x and y and has its own weight [O, I], the bf16 copy w_bf16[g] where that is set
+// and else the fp32 w[g], and bias b[g] (may be null). Backward accumulates into dw[g] and db[g] (either may be
+// null); forward ignores them.
+struct LinearGroups {
+  std::vector<int64_t> row0;
+  std::vector<int> rows;
+  std::vector<const float*> w, b;
+  std::vector<const uint16_t*> w_bf16;
+  std::vector<float*> dw, db;
+  int size() const { return static_cast<int>(rows.size()); }
+  void clear() {
+    row0.clear(), rows.clear(), w.clear(), b.clear(), w_bf16.clear(), dw.clear(), db.clear();
+  }
+  void add(int64_t first_row, int n, const float* weight, const uint16_t* weight_bf16, const float* bias,
+           float* dweight = nullptr, float* dbias = nullptr) {
+    row0.push_back(first_row), rows.push_back(n), w.push_back(weight), w_bf16.push_back(weight_bf16);
+    b.push_back(bias), dw.push_back(dweight), db.push_back(dbias);
+  }
+};
+
 struct RouterLosses {
   // E · Σ_e f_e · P_e, f_e = share of the N·K assignments routed to e, P_e = mean score of e (its softmax
   // probability, or its sigmoid with sigmoid scoring)

@@ -99,7 +99,24 @@ size_t MoeLayer::buffer_bytes() const {
   return total;
 }
 
-// The routed experts one after another on the layer's own backend, through the ExpertAccess.
+// Consecutive experts of `order` cut into runs computed together: at most `max_experts` each and, where
+// max_rows > 0, at most max_rows rows (backward's scratch), though an expert alone may have up to max_rows rows.
+std::vector<std::vector<int>> MoeLayer::runs(const std::vector<int>& order, int max_experts, size_t max_rows) const {
+  std::vector<std::vector<int>> out;
+  size_t rows_in_run = 0;
+  for (int e : order) {
+    const size_t r = rows(e);
+    if (out.empty() || (int)out.back().size() >= max_experts || (max_rows > 0 && rows_in_run + r > max_rows)) {
+      out.emplace_back();
+      rows_in_run = 0;
+    }
+    out.back().push_back(e);
+    rows_in_run += r;
+  }
+  return out;
+}
+
+// The routed experts on the layer's own backend through the ExpertAccess, as many at once as it lets hold.
 void MoeLayer::forward_experts(Backend& be, ExpertAccess& experts, const float* x) {
   const int C = s_.C;
   const size_t S = plan_.total_slots();
@@ -109,11 +126,11 @@ void MoeLayer::forward_experts(Backend& be, ExpertAccess& experts, const float* 
   const std::vector<int> order = experts_with_rows(false);
   experts.plan(layer_, ExpertPass::Forward, order);
   be.permute_forward(xs_.f(), x, plan_, C);
-  for (int e : order) {
-    const size_t off = plan_.offsets[e];
-    ffn_forward(be, experts.weights(layer_, e), s_.expert, ys_.f() + off * C, xs_.f() + off * C,
-                h_.f() + off * s_.expert.in_rows(), act_.f() + off * s_.expert.F, rows(e));
-    experts.done_forward(layer_, e);
+  for (const std::vector<int>& run : runs(order, experts.max_held(), 0)) {
+    std::vector<FfnSegment> segs;
+    for (int e : run) segs.push_back({plan_.offsets[e], rows(e), experts.weights(layer_, e), {}});
+    ffn_forward(be, segs, s_.expert, ys_.f(), xs_.f(), h_.f(), act_.f());
+    for (int e : run) experts.done_forward(layer_, e);
   }
 }
 
@@ -196,7 +213,7 @@ void MoeLayer::backward(Backend& be, const LayerParams& p, const LayerParams& g,
     }
   }
 
-  // Routed experts: combine -> experts (per segment, in reverse) -> permute. Announced first, so uploads
+  // Routed experts: combine -> experts (runs of segments, in reverse) -> permute. Announced first, so uploads
   // overlap the combine.
   const std::vector<int> order = experts_with_rows(true);
   if (!devices_) experts.plan(layer_, ExpertPass::Backward, order);
@@ -213,15 +230,21 @@ void MoeLayer::backward(Backend& be, const LayerParams& p, const LayerParams& g,
     devices_->backward(be, experts, dys, xs_.f(), dxs);
   } else {
     const size_t max_rows = plan_.capacity ? plan_.capacity : N;
-    reserve_floats(be, scratch.c, max_rows * s_.expert.in_rows());
-    reserve_floats(be, scratch.d, max_rows * s_.expert.F);
-    for (int e : order) {
-      const size_t off = plan_.offsets[e];
-      const FfnParams w = experts.weights(layer_, e);
-      ffn_backward(be, w, experts.grads(layer_, e), s_.expert, dxs + off * C, dys + off * C, xs_.f() + off * C,
-                   h_.f() + off * s_.expert.in_rows(), act_.f() + off * s_.expert.F, scratch.c.f(), scratch.d.f(),
-                   rows(e));
-      experts.done_backward(layer_, e);
+    const int IR = s_.expert.in_rows(), F = s_.expert.F;
+    reserve_floats(be, scratch.c, max_rows * IR);
+    reserve_floats(be, scratch.d, max_rows * F);
+    for (const std::vector<int>& run : runs(order, experts.max_held(), max_rows)) {
+      // Rows counted from the run's first, so the scratch's max_rows rows cover it.
+      int64_t first = plan_.offsets[run.front()];
+      for (int e : run) first = std::min<int64_t>(first, plan_.offsets[e]);
+      std::vector<FfnSegment> segs;
+      for (int e : run) {
+        const FfnParams w = experts.weights(layer_, e);
+        segs.push_back({plan_.offsets[e] - first, rows(e), w, experts.grads(layer_, e)});
+      }
+      ffn_backward(be, segs, s_.expert, dxs + first * C, dys + first * C, xs_.f() + first * C, h_.f() + first * IR,
+                   act_.f() + first * F, scratch.c.f(), scratch.d.f());
+      for (int e : run) experts.done_backward(layer_, e);
     }
   }
   be.permute_backward(dx, dxs, plan_, C);

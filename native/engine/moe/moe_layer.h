@@ -64,6 +64,7 @@ class MoeLayer {
 
  private:
   std::vector<int> experts_with_rows(bool reverse) const;
+  std::vector<std::vector<int>> runs(const std::vector<int>& order, int max_experts, size_t max_rows) const;
   RouterSpec router_spec(const LayerParams& p) const;
   void forward_experts(Backend& be, ExpertAccess& experts, const float* x);
 

@@ -3,6 +3,7 @@
 // and reports when it is done with it; an implementation decides where those pointers point and when data
 // moves. Layers are model layer indices (ExpertRange::layer).
 #pragma once
+#include <limits>
 #include <vector>
 
 #include "model/params.h"
@@ -24,6 +25,10 @@ class ExpertAccess {
   virtual void done_forward(int layer, int e) = 0;
   // The expert's gradient contribution of this backward pass is complete.
   virtual void done_backward(int layer, int e) = 0;
+  // How many experts may be held at once, between weights() and done_*(): the MoE layer computes that many
+  // experts' segments as one run (Backend::grouped_matmul_*). 1, the default, keeps one expert in flight, so an
+  // offload's slots stay free for the uploads ahead.
+  virtual int max_held() const { return 1; }
 };
 
 // Every expert in the model's arenas: today's behaviour, no copies.
@@ -36,6 +41,7 @@ class ResidentExpertAccess final : public ExpertAccess {
   FfnParams grads(int layer, int e) override { return g_.layers[layer].experts[e]; }
   void done_forward(int, int) override {}
   void done_backward(int, int) override {}
+  int max_held() const override { return std::numeric_limits<int>::max(); }
 
  private:
   const ModelParams& p_;

@@ -5,14 +5,16 @@
 
 1. GEMM: `moe-engine-dev bench --backend cuda --gemm --json` (our fp32 SIMT and bf16 WMMA kernels through the
    backend) and torch.matmul (cuBLAS) on the same shapes, fp32 with TF32 off and bf16; ratio = ours / cuBLAS
-   GFLOP/s, geometric mean over the shapes.
+   GFLOP/s, geometric mean over the shapes. The grouped shapes (one layer's experts, equal segments) compare our
+   one-launch grouped GEMM with torch.bmm (cuBLAS batched) and with our own GEMM called once per expert.
 2. Training: tokens/s of the tiny preset through `moe-engine train`, train.backend cuda against cpu (median step
    after the first two).
 3. Offload on the device: an OLMoE-shaped model (the olmoe-1b-7b preset's layer widths, --olmoe-layers layers,
    byte vocabulary, --olmoe-batch sequences of 512 tokens a step) on cuda, resident against experts offloaded to
    host memory with --slots device slots per layer: tokens/s of each, and the share of upload time hidden behind
    compute (Σ upload_hidden_ms / Σ upload_ms).
-Prints one table per part and, last, `BENCH cuda gemm_bf16_vs_cublas=R gemm_fp32_vs_cublas=R tiny_tokens_per_s=X
+Prints one table per part and, last, `BENCH cuda gemm_bf16_vs_cublas=R gemm_fp32_vs_cublas=R
+grouped_bf16_vs_cublas=R grouped_fp32_vs_cublas=R grouped_vs_per_expert=R tiny_tokens_per_s=X
 tiny_cpu_tokens_per_s=Y tiny_cuda_vs_cpu=Z olmoe_tokens_per_s=X olmoe_offload_vs_resident=R upload_hidden_frac=F`
 (a part that failed prints its error and reports nan).
 """
@@ -53,6 +55,26 @@ def cublas_gflops(tokens, n_in, n_out, dtype):
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end) / 1000.0)
     return 2.0 * tokens * n_in * n_out / statistics.median(times) / 1e9
+
+
+def cublas_batched_gflops(experts, tokens, n_in, n_out, dtype):
+    """A layer's expert GEMM as cuBLAS does it best when every segment has the same rows: one batched matmul."""
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    x = torch.rand(experts, tokens, n_in, device="cuda", dtype=dtype) * 2 - 1
+    w = torch.rand(experts, n_out, n_in, device="cuda", dtype=dtype) * 2 - 1
+    for _ in range(3):
+        torch.bmm(x, w.transpose(1, 2))
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(15):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.bmm(x, w.transpose(1, 2))
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1000.0)
+    return 2.0 * experts * tokens * n_in * n_out / statistics.median(times) / 1e9
 
 
 def train_records(cli, dev_cli, cfg, name, work):
@@ -137,12 +159,26 @@ def main():
     except Exception as e:
         print(f"our GEMM bench failed: {e}")
         gemms, ratios_fp32, ratios_bf16 = [], [float("nan")], [float("nan")]
+    grouped_fp32, grouped_bf16, grouped_vs_loop = [], [], []
     for r in gemms:
+        if r["bench"] == "backend_grouped_gemm":
+            c32 = cublas_batched_gflops(r["experts"], r["tokens"], r["in"], r["out"], torch.float32)
+            c16 = cublas_batched_gflops(r["experts"], r["tokens"], r["in"], r["out"], torch.bfloat16)
+            grouped_fp32.append(r["fp32_gflops"] / c32)
+            grouped_bf16.append(r["bf16_gflops"] / c16)
+            grouped_vs_loop.append(r["bf16_gflops"] / r["bf16_loop_gflops"])
+            print(f"{r['shape']:16} {r['fp32_gflops']:10.0f} {c32:12.0f} {r['bf16_gflops']:10.0f} {c16:12.0f}"
+                  f"   (grouped, {r['experts']} experts; cuBLAS batched; ours per expert: fp32 "
+                  f"{r['fp32_loop_gflops']:.0f}, bf16 {r['bf16_loop_gflops']:.0f})")
+            continue
         c32 = cublas_gflops(r["tokens"], r["in"], r["out"], torch.float32)
         c16 = cublas_gflops(r["tokens"], r["in"], r["out"], torch.bfloat16)
         ratios_fp32.append(r["fp32_gflops"] / c32)
         ratios_bf16.append(r["bf16_gflops"] / c16)
         print(f"{r['shape']:16} {r['fp32_gflops']:10.0f} {c32:12.0f} {r['bf16_gflops']:10.0f} {c16:12.0f}")
+    for xs in (grouped_fp32, grouped_bf16, grouped_vs_loop):
+        if not xs:
+            xs.append(float("nan"))
     lap("GEMMs")
     nan = float("nan")
     gpu = cpu = olmoe = olmoe_host = hidden = nan
@@ -168,6 +204,8 @@ def main():
         except Exception as e:
             print(f"olmoe-shaped offload failed: {e}")
     print(f"BENCH cuda gemm_bf16_vs_cublas={geomean(ratios_bf16):.3f} gemm_fp32_vs_cublas={geomean(ratios_fp32):.3f} "
+          f"grouped_bf16_vs_cublas={geomean(grouped_bf16):.3f} grouped_fp32_vs_cublas={geomean(grouped_fp32):.3f} "
+          f"grouped_vs_per_expert={geomean(grouped_vs_loop):.2f} "
           f"tiny_tokens_per_s={gpu:.0f} tiny_cpu_tokens_per_s={cpu:.0f} tiny_cuda_vs_cpu={gpu / cpu:.2f} "
           f"olmoe_tokens_per_s={olmoe:.0f} olmoe_offload_vs_resident={olmoe_host / olmoe:.2f} "
           f"upload_hidden_frac={hidden:.2f}")

@@ -33,6 +33,9 @@ class CudaBackend final : public Backend {
   void matmul_forward(float* y, const float* x, const float* w, const float* b, int N, int I, int O) override;
   void matmul_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int N, int I,
                        int O) override;
+  void grouped_matmul_forward(float* y, const float* x, const LinearGroups& g, int I, int O) override;
+  void grouped_matmul_backward(float* dx, const float* dy, const float* x, const LinearGroups& g, int I,
+                               int O) override;
   void lora_forward(float* y, const float* x, const float* A, const float* B, int N, int I, int O, int r, float scale,
                     int ldy, const LoraDropoutMask& drop) override;
   void lora_backward(float* dx, float* dA, float* dB, const float* dy, const float* x, const float* A, const float* B,

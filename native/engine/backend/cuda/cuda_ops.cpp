@@ -1,6 +1,8 @@
 // The CUDA backend's dense ops: each stages its arguments (Stage, runtime.h: any pointer kind works), enqueues
 // the kernels of kernels.h on the backend's stream and waits for them. Waiting per op keeps the contract's
 // synchronous semantics in this first version; overlapping ops is left for later.
+#include <algorithm>
+
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/runtime.h"
@@ -24,7 +26,59 @@ RopeSpec staged(Stage& st, const RopeSpec& spec) {
   return s;
 }
 
+// Rows [0, end) of the activations a grouped call reads or writes.
+int64_t rows_spanned(const LinearGroups& g) {
+  int64_t end = 0;
+  for (int i = 0; i < g.size(); ++i)
+    if (g.rows[i] > 0) end = std::max(end, g.row0[i] + g.rows[i]);
+  return end;
+}
+
+// 1 when every group with rows computes on a bf16 weight, 0 when all on fp32, -1 when mixed.
+int bf16_groups(const LinearGroups& g) {
+  int bf16 = 0, fp32 = 0;
+  for (int i = 0; i < g.size(); ++i)
+    if (g.rows[i] > 0) (g.w_bf16[i] ? bf16 : fp32)++;
+  return bf16 && fp32 ? -1 : bf16 > 0;
+}
+
+// The groups' parameters where the device can reach them (gradients only for backward).
+LinearGroups staged(Stage& st, const LinearGroups& g, int I, int O, bool backward) {
+  LinearGroups d = g;
+  for (int i = 0; i < g.size(); ++i) {
+    d.w[i] = st.in(g.w[i], g.w_bf16[i] ? 0 : sz(O, I));
+    d.w_bf16[i] = st.in(g.w_bf16[i], sz(O, I));
+    d.b[i] = st.in(g.b[i], sz(O));
+    d.dw[i] = backward ? st.inout(g.dw[i], sz(O, I)) : nullptr;
+    d.db[i] = backward ? st.inout(g.db[i], sz(O)) : nullptr;
+  }
+  return d;
+}
+
 }  // namespace
+
+// One group, or groups mixing fp32 and bf16 weights, take the plain matmuls.
+void CudaBackend::grouped_matmul_forward(float* y, const float* x, const LinearGroups& g, int I, int O) {
+  const int bf16 = bf16_groups(g);
+  if (bf16 < 0 || g.size() <= 1) return Backend::grouped_matmul_forward(y, x, g, I, O);
+  Stage st(stream_);
+  const int64_t R = rows_spanned(g);
+  const LinearGroups d = staged(st, g, I, O, false);
+  cuda::grouped_matmul_forward(st, st.inout(y, sz(R, O)), st.in(x, sz(R, I)), d, I, O, bf16 == 1);
+  st.finish();
+}
+
+void CudaBackend::grouped_matmul_backward(float* dx, const float* dy, const float* x, const LinearGroups& g, int I,
+                                          int O) {
+  const int bf16 = bf16_groups(g);
+  if (bf16 < 0 || g.size() <= 1) return Backend::grouped_matmul_backward(dx, dy, x, g, I, O);
+  Stage st(stream_);
+  const int64_t R = rows_spanned(g);
+  const LinearGroups d = staged(st, g, I, O, true);
+  cuda::grouped_matmul_backward(st, st.inout(dx, sz(R, I)), st.in(dy, sz(R, O)), st.in(x, sz(R, I)), d, I, O,
+                                bf16 == 1);
+  st.finish();
+}
 
 void CudaBackend::matmul_forward(float* y, const float* x, const float* w, const float* b, int N, int I, int O) {
   Stage st(stream_);

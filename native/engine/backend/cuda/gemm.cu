@@ -4,7 +4,8 @@
 // hundred rows. The next slice's global loads are in registers while the current one is multiplied, so one
 // barrier per slice. Edge tiles load zeros beyond M, N and K and store only inside C, so any shape works. Each
 // output element is one thread's fma chain over k in ascending order (the zero padding adds exact zeros), so its
-// bits depend on its row of A, its column of B and K only, not on the tile.
+// bits depend on its row of A, its column of B and K only, not on the tile. The grouped kernel runs the same
+// block code over one flat grid of every group's tiles, so each group's bits are its own sgemm's.
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/gemm_tile.cuh"
 #include "backend/cuda/kernels.h"
@@ -15,14 +16,14 @@ namespace {
 
 constexpr int kDepth = 16, kBlock = 256;
 
+// The block tile of C at (m0, n0).
 template <int TILE, bool TA, bool TB>
-__global__ void __launch_bounds__(kBlock) sgemm_kernel(int M, int N, int K, float alpha, const float* __restrict__ A,
-                                                       int lda, const float* __restrict__ B, int ldb, float beta,
-                                                       float* __restrict__ C, int ldc) {
+__device__ __forceinline__ void sgemm_block(int m0, int n0, int M, int N, int K, float alpha,
+                                            const float* __restrict__ A, int lda, const float* __restrict__ B, int ldb,
+                                            float beta, float* __restrict__ C, int ldc) {
   constexpr int kMicro = TILE / 16, kPer = TILE * kDepth / kBlock;
   __shared__ float As[2][kDepth][TILE + 4];  // As[k][m]
   __shared__ float Bs[2][kDepth][TILE + 4];  // Bs[k][n]
-  const int m0 = blockIdx.y * TILE, n0 = blockIdx.x * TILE;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   float acc[kMicro][kMicro] = {};
   float ra[kPer], rb[kPer];
@@ -85,6 +86,23 @@ __global__ void __launch_bounds__(kBlock) sgemm_kernel(int M, int N, int K, floa
   }
 }
 
+template <int TILE, bool TA, bool TB>
+__global__ void __launch_bounds__(kBlock) sgemm_kernel(int M, int N, int K, float alpha, const float* __restrict__ A,
+                                                       int lda, const float* __restrict__ B, int ldb, float beta,
+                                                       float* __restrict__ C, int ldc) {
+  sgemm_block<TILE, TA, TB>(blockIdx.y * TILE, blockIdx.x * TILE, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// One block per tile of the flat grid over all groups (gemm_tile.cuh).
+template <int TILE, bool TA, bool TB>
+__global__ void __launch_bounds__(kBlock) sgemm_grouped_kernel(const GemmGroup* __restrict__ groups, int G, int N,
+                                                               float alpha, int lda, int ldb, int ldc) {
+  int m0, n0;
+  const GemmGroup& g = group_of_tile(groups, G, blockIdx.x, N, TILE, TILE, m0, n0);
+  sgemm_block<TILE, TA, TB>(m0, n0, g.M, N, g.K, alpha, g.A, lda, static_cast<const float*>(g.B), ldb, g.beta, g.C,
+                            ldc);
+}
+
 template <int TILE>
 void launch_tile(cudaStream_t s, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
                  const float* B, int ldb, float beta, float* C, int ldc) {
@@ -95,7 +113,29 @@ void launch_tile(cudaStream_t s, bool ta, bool tb, int M, int N, int K, float al
   else sgemm_kernel<TILE, true, true><<<grid, kBlock, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+template <int TILE>
+void launch_grouped(Stage& st, bool ta, bool tb, std::vector<GemmGroup>& groups, int N, float alpha, int lda, int ldb,
+                    int ldc) {
+  const int64_t tiles = number_tiles(groups, N, TILE, TILE);
+  const GemmGroup* g = st.upload(groups);
+  const int G = (int)groups.size();
+  const dim3 grid((unsigned)tiles);
+  cudaStream_t s = st.stream();
+  if (!ta && !tb) sgemm_grouped_kernel<TILE, false, false><<<grid, kBlock, 0, s>>>(g, G, N, alpha, lda, ldb, ldc);
+  else if (!ta && tb) sgemm_grouped_kernel<TILE, false, true><<<grid, kBlock, 0, s>>>(g, G, N, alpha, lda, ldb, ldc);
+  else if (ta && !tb) sgemm_grouped_kernel<TILE, true, false><<<grid, kBlock, 0, s>>>(g, G, N, alpha, lda, ldb, ldc);
+  else sgemm_grouped_kernel<TILE, true, true><<<grid, kBlock, 0, s>>>(g, G, N, alpha, lda, ldb, ldc);
+}
+
 }  // namespace
+
+void sgemm_grouped(Stage& st, bool trans_a, bool trans_b, std::vector<GemmGroup> groups, int N, float alpha, int lda,
+                   int ldb, int ldc) {
+  drop_empty(groups);
+  if (groups.empty() || N <= 0) return;
+  if (big_tiles_fill_device(big_tiles_of(groups, N))) launch_grouped<128>(st, trans_a, trans_b, groups, N, alpha, lda, ldb, ldc);
+  else launch_grouped<64>(st, trans_a, trans_b, groups, N, alpha, lda, ldb, ldc);
+}
 
 void sgemm(cudaStream_t s, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
            const float* B, int ldb, float beta, float* C, int ldc) {

@@ -5,7 +5,8 @@
 // buffers: the next slice's global loads are in registers while the tensor cores work on the current one, so one
 // barrier per slice. Each output element is one fragment's chain of mma over k in ascending 16-deep steps,
 // whichever tile computes it, so results do not depend on the tile chosen. Edge tiles load zeros and store only
-// inside C, so any shape works.
+// inside C, so any shape works. The grouped kernel runs the same block code over one flat grid of every group's
+// tiles, so each group's bits are its own sgemm_bf16's.
 #include <cuda_bf16.h>
 #include <mma.h>
 
@@ -27,10 +28,11 @@ __device__ inline __nv_bfloat16 to_bf(float x) { return __float2bfloat16_rn(x); 
 __device__ inline __nv_bfloat16 to_bf(uint16_t bits) { return __ushort_as_bfloat16(bits); }
 
 // BM×BN block tile, WARPS_M×WARPS_N warps, each a (BM/WARPS_M)×(BN/WARPS_N) grid of 16×16 fragments.
+// The block tile of C at (m0, n0).
 template <int BM, int BN, int WARPS_M, int WARPS_N, bool TA, bool TB, class BT>
-__global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
-    sgemm_bf16_kernel(int M, int N, int K, float alpha, const float* __restrict__ A, int lda, const BT* __restrict__ B,
-                      int ldb, float beta, float* __restrict__ C, int ldc) {
+__device__ __forceinline__ void sgemm_bf16_block(int m0, int n0, int M, int N, int K, float alpha,
+                                                 const float* __restrict__ A, int lda, const BT* __restrict__ B,
+                                                 int ldb, float beta, float* __restrict__ C, int ldc) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kThreadsG = WARPS_M * WARPS_N * 32;
   constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N, FM = WM / 16, FN = WN / 16;
@@ -41,7 +43,6 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
   __shared__ __align__(32) __nv_bfloat16 Bs[2][kDepth * kLdB];
   __shared__ __align__(32) float Cw[WARPS_M * WARPS_N][16 * kLdW];
 
-  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FM][FN];
@@ -127,6 +128,25 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
 #endif
 }
 
+template <int BM, int BN, int WARPS_M, int WARPS_N, bool TA, bool TB, class BT>
+__global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
+    sgemm_bf16_kernel(int M, int N, int K, float alpha, const float* __restrict__ A, int lda, const BT* __restrict__ B,
+                      int ldb, float beta, float* __restrict__ C, int ldc) {
+  sgemm_bf16_block<BM, BN, WARPS_M, WARPS_N, TA, TB, BT>(blockIdx.y * BM, blockIdx.x * BN, M, N, K, alpha, A, lda, B,
+                                                         ldb, beta, C, ldc);
+}
+
+// One block per tile of the flat grid over all groups (gemm_tile.cuh).
+template <int BM, int BN, int WARPS_M, int WARPS_N, bool TA, bool TB, class BT>
+__global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
+    sgemm_bf16_grouped_kernel(const GemmGroup* __restrict__ groups, int G, int N, float alpha, int lda, int ldb,
+                              int ldc) {
+  int m0, n0;
+  const GemmGroup& g = group_of_tile(groups, G, blockIdx.x, N, BM, BN, m0, n0);
+  sgemm_bf16_block<BM, BN, WARPS_M, WARPS_N, TA, TB, BT>(m0, n0, g.M, N, g.K, alpha, g.A, lda,
+                                                         static_cast<const BT*>(g.B), ldb, g.beta, g.C, ldc);
+}
+
 template <int BM, int BN, int WM_, int WN_, class BT>
 void launch_tile(cudaStream_t s, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
                  const BT* B, int ldb, float beta, float* C, int ldc) {
@@ -151,7 +171,41 @@ void launch(cudaStream_t s, bool ta, bool tb, int M, int N, int K, float alpha, 
     launch_tile<64, 64, 2, 2>(s, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+template <int BM, int BN, int WM_, int WN_, class BT>
+void launch_grouped_tile(Stage& st, bool ta, bool tb, std::vector<GemmGroup>& groups, int N, float alpha, int lda,
+                         int ldb, int ldc) {
+  const dim3 grid((unsigned)number_tiles(groups, N, BM, BN)), block(WM_ * WN_ * 32);
+  const GemmGroup* g = st.upload(groups);
+  const int G = (int)groups.size();
+  cudaStream_t s = st.stream();
+  if (!ta && !tb)
+    sgemm_bf16_grouped_kernel<BM, BN, WM_, WN_, false, false, BT><<<grid, block, 0, s>>>(g, G, N, alpha, lda, ldb, ldc);
+  else if (!ta && tb)
+    sgemm_bf16_grouped_kernel<BM, BN, WM_, WN_, false, true, BT><<<grid, block, 0, s>>>(g, G, N, alpha, lda, ldb, ldc);
+  else if (ta && !tb)
+    sgemm_bf16_grouped_kernel<BM, BN, WM_, WN_, true, false, BT><<<grid, block, 0, s>>>(g, G, N, alpha, lda, ldb, ldc);
+  else
+    sgemm_bf16_grouped_kernel<BM, BN, WM_, WN_, true, true, BT><<<grid, block, 0, s>>>(g, G, N, alpha, lda, ldb, ldc);
+}
+
+template <class BT>
+void launch_grouped(Stage& st, bool ta, bool tb, std::vector<GemmGroup>& groups, int N, float alpha, int lda, int ldb,
+                    int ldc) {
+  if (big_tiles_fill_device(big_tiles_of(groups, N)))
+    launch_grouped_tile<128, 128, 2, 4, BT>(st, ta, tb, groups, N, alpha, lda, ldb, ldc);
+  else
+    launch_grouped_tile<64, 64, 2, 2, BT>(st, ta, tb, groups, N, alpha, lda, ldb, ldc);
+}
+
 }  // namespace
+
+void sgemm_bf16_grouped(Stage& st, bool trans_a, bool trans_b, bool b_is_bf16, std::vector<GemmGroup> groups, int N,
+                        float alpha, int lda, int ldb, int ldc) {
+  drop_empty(groups);
+  if (groups.empty() || N <= 0) return;
+  if (b_is_bf16) launch_grouped<uint16_t>(st, trans_a, trans_b, groups, N, alpha, lda, ldb, ldc);
+  else launch_grouped<float>(st, trans_a, trans_b, groups, N, alpha, lda, ldb, ldc);
+}
 
 void sgemm_bf16(cudaStream_t s, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
                 const uint16_t* B, int ldb, float beta, float* C, int ldc) {

@@ -1,11 +1,13 @@
 // What the GEMM kernels (gemm.cu, gemm_bf16.cu) share: operand access, where a tile of op(A) or op(B) is read as
 // elements (r, k) of an operand with `rows` rows and K columns, stored row-major or transposed, with zeros outside
-// so edge tiles need no other case; and the choice of block tile and grid.
+// so edge tiles need no other case; the choice of block tile and grid; and a grouped GEMM's flat grid of tiles.
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -29,13 +31,59 @@ __device__ inline void tile_coords(int e, int tile, int depth, int& r, int& k) {
 
 // Both GEMMs' block-tile rule: 128×128 tiles where the output has at least as many of them as the device has
 // multiprocessors, else 64×64 (an expert's few hundred rows would leave most of the device idle).
-inline bool big_tiles_fill_device(int M, int N) {
+inline bool big_tiles_fill_device(int64_t big_tiles) {
   static const int multiprocessors = [] {
     int dev = 0, n = 0;
     cudaGetDevice(&dev);
     return cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0 ? n : 1;
   }();
-  return (int64_t)((M + 127) / 128) * ((N + 127) / 128) >= multiprocessors;
+  return big_tiles >= multiprocessors;
+}
+inline int64_t tiles_of(int M, int N, int rows, int cols) {
+  return (int64_t)((M + rows - 1) / rows) * ((N + cols - 1) / cols);
+}
+inline bool big_tiles_fill_device(int M, int N) { return big_tiles_fill_device(tiles_of(M, N, 128, 128)); }
+
+// Groups without rows have no tiles; the launchers drop them.
+template <class Group>
+inline void drop_empty(std::vector<Group>& groups) {
+  groups.erase(std::remove_if(groups.begin(), groups.end(), [](const Group& g) { return g.M <= 0; }), groups.end());
+}
+
+// A grouped GEMM's tiles: each group's first tile in one flat grid of rows×cols tiles, numbered row-major inside
+// each group; returns the grid's size.
+template <class Group>
+inline int64_t number_tiles(std::vector<Group>& groups, int N, int rows, int cols) {
+  int64_t next = 0;
+  for (Group& g : groups) {
+    g.first_tile = (int)next;
+    next += tiles_of(g.M, N, rows, cols);
+    check(next <= 0x7fffffff, "cuda grouped gemm: more than 2^31 tiles in one call");
+  }
+  return next;
+}
+template <class Group>
+inline int64_t big_tiles_of(const std::vector<Group>& groups, int N) {
+  int64_t n = 0;
+  for (const Group& g : groups) n += tiles_of(g.M, N, 128, 128);
+  return n;
+}
+
+// The group that flat tile `tile` belongs to (the last whose first tile is at or before it) and the tile's
+// (row, column) offsets inside it.
+template <class Group>
+__device__ inline const Group& group_of_tile(const Group* groups, int G, int tile, int N, int rows, int cols, int& m0,
+                                             int& n0) {
+  int lo = 0, hi = G - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (groups[mid].first_tile <= tile) lo = mid;
+    else hi = mid - 1;
+  }
+  const int t = tile - groups[lo].first_tile, per_row = (N + cols - 1) / cols;
+  m0 = (t / per_row) * rows;
+  n0 = (t % per_row) * cols;
+  return groups[lo];
 }
 
 // A grid of (N / cols) × (M / rows) tiles, refused with a message where M needs more than the 65535 rows of tiles

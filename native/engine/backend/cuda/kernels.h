@@ -6,7 +6,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <vector>
 
+#include "backend/cuda/runtime.h"
 #include "backend/types.h"
 
 namespace moe::cuda {
@@ -28,6 +30,22 @@ void sgemm_bf16(cudaStream_t s, bool trans_a, bool trans_b, int M, int N, int K,
 void sgemm_bf16(cudaStream_t s, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
                 const float* B, int ldb, float beta, float* C, int ldc);
 
+// One GEMM per group in a single launch: group g computes C_g = alpha·op(A_g)·op(B_g) + beta_g·C_g, an M_g×N
+// product over depth K_g, with N, the transposes and the leading dimensions shared by all groups. Every element
+// has the bits sgemm / sgemm_bf16 give it for its group alone. first_tile is the launcher's own.
+struct GemmGroup {
+  const float* A;
+  const void* B;  // float, or bf16 bits where the call says so
+  float* C;
+  int M, K;
+  float beta;
+  int first_tile;
+};
+void sgemm_grouped(Stage& st, bool trans_a, bool trans_b, std::vector<GemmGroup> groups, int N, float alpha, int lda,
+                   int ldb, int ldc);
+void sgemm_bf16_grouped(Stage& st, bool trans_a, bool trans_b, bool b_is_bf16, std::vector<GemmGroup> groups, int N,
+                        float alpha, int lda, int ldb, int ldc);
+
 // The linear layers (cpu/matmul.h, cpu/matmul_bf16.h) and the LoRA adapter (cpu/lora.h), composed from the GEMMs.
 void matmul_forward(cudaStream_t s, float* y, const float* x, const float* w, const float* b, int N, int I, int O);
 void matmul_backward(cudaStream_t s, float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,
@@ -36,6 +54,11 @@ void matmul_forward_bf16(cudaStream_t s, float* y, const float* x, const uint16_
                          int O);
 void matmul_backward_bf16(cudaStream_t s, float* dx, float* dw, float* db, const float* dy, const float* x,
                           const uint16_t* w, int N, int I, int O);
+// Backend::grouped_matmul_* over device pointers, each GEMM of all groups as one grouped launch; bf16: every group
+// computes on its w_bf16, else on its w. Bias seeds and bias gradients are one launch per group that has them.
+void grouped_matmul_forward(Stage& st, float* y, const float* x, const LinearGroups& g, int I, int O, bool bf16);
+void grouped_matmul_backward(Stage& st, float* dx, const float* dy, const float* x, const LinearGroups& g, int I, int O,
+                             bool bf16);
 void lora_forward(cudaStream_t s, float* y, const float* x, const float* A, const float* B, int N, int I, int O, int r,
                   float scale, int ldy, const LoraDropoutMask& drop);
 void lora_backward(cudaStream_t s, float* dx, float* dA, float* dB, const float* dy, const float* x, const float* A,
