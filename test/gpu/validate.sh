@@ -2,7 +2,8 @@
 # Validates the CUDA backend on a machine with an NVIDIA GPU (sm_90: H100 / H200), nvcc and PyTorch with CUDA in
 # python3; no Node needed. Run from the repository root of any copy:   bash test/gpu/validate.sh
 #   1. configure and build the native engine with CUDA (-DCMAKE_CUDA_ARCHITECTURES=90) in native/build-gpu; with
-#      PREBUILT=1, binaries already in that folder are used when they run here (built on another machine)
+#      PREBUILT=1, binaries already in that folder are used when they run here (built on another machine, e.g. with
+#      BUILD_ONLY=1, which runs this step alone and needs no GPU)
 #   2. the op tests (every op on every usable backend, cuda included, against the CPU reference and double
 #      references, finite differences, += semantics, and run-to-run bit-identity), each program run directly
 #   3. moe-engine-dev selftest --backend cuda: whole-model gradients by finite differences for every family;
@@ -153,6 +154,11 @@ bench() {
   timeout 240 python3 test/bench/cuda/bench.py --build "$BUILD" --steps 6 2>&1 | tee "$LOGS/bench.txt"
 }
 
+# BUILD_ONLY=1: step 1 alone, on a machine with nvcc but no GPU, so that a GPU machine runs the rest with PREBUILT=1.
+if [ "${BUILD_ONLY:-0}" = 1 ]; then
+  PREBUILT=0 run_step "1/5 build with CUDA" build
+  exit "$FAILED"
+fi
 run_step "1/5 build with CUDA" build
 [ "$FAILED" = 0 ] || finish
 run_step "2/5 op tests on every usable backend" op_tests
