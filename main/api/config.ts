@@ -143,7 +143,7 @@ export const OffloadConfigSchema = z
       .describe('Device tier budget; null: expert_slots decides (auto: the machine’s memory)'),
     expert_slots: int(1, 1 << 20).nullable().default(null)
       .describe('Experts on the device at once; null: as many as device_budget_bytes holds after the dense state and activations'),
-    lookahead: int(0, 64).default(1).describe('Uploads issued ahead of the expert computing; 0 = no pipelining, upload when needed'),
+    lookahead: int(0, 64).default(1).describe('Uploads issued ahead of the experts computing; 0 = no pipelining, upload when needed; above 1 the experts also compute in runs of up to this many (at most half the streaming slots), one grouped GEMM per run on a GPU'),
     pin_fraction: z.number().min(0).max(1).default(0.25)
       .describe('Share of the slots kept for the hottest experts (at least one slot always streams)'),
     pin_policy: z.enum(['previous', 'ema', 'none']).default('previous')

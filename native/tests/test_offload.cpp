@@ -45,20 +45,25 @@ TEST(offloaded_training_is_bit_identical_to_resident) {
 }
 
 // Dense layers between MoE layers, different expert counts per layer, shared experts with their gate (mixtral)
-// and the PR-MoE residual MLP (gpt-moe), and two compute threads beside the copy and optimizer threads.
+// and the PR-MoE residual MLP (gpt-moe), two compute threads beside the copy and optimizer threads, and runs of
+// several offloaded experts computed at once.
 TEST(offload_is_exact_for_mixed_layers_shared_experts_and_threads) {
   for (const char* arch : {"mixtral", "gpt-moe"}) {
     Variant v{arch, false, 1.0};
     v.layers = std::string(R"("n_layers": 4, "moe_every": 2, "n_experts": [8, 6], )") +
                (v.arch == "mixtral" ? R"("shared_expert_d_ff": 16, "shared_expert_gate": true)" : R"("residual_mlp": true)");
     const Run resident = train(v);
-    Variant o = v;
-    o.threads = 2;
-    o.offload = host_offload(0.5, 2, 3);
-    const Run off = train(o);
-    CHECK_MSG(same_bits(off.losses, resident.losses), std::string(arch) + ": losses differ");
-    CHECK_MSG(same_bits(off.params, resident.params), std::string(arch) + ": weights differ");
-    CHECK_MSG(same_bits(off.m, resident.m) && same_bits(off.v, resident.v), std::string(arch) + ": moments differ");
+    // The second computes runs of three experts at once (lookahead 3, six streaming slots).
+    for (const std::string& offload : {host_offload(0.5, 2, 3), host_offload(0.25, 3, 8)}) {
+      Variant o = v;
+      o.threads = 2;
+      o.offload = offload;
+      const Run off = train(o);
+      const std::string what = std::string(arch) + " " + offload;
+      CHECK_MSG(same_bits(off.losses, resident.losses), what + ": losses differ");
+      CHECK_MSG(same_bits(off.params, resident.params), what + ": weights differ");
+      CHECK_MSG(same_bits(off.m, resident.m) && same_bits(off.v, resident.v), what + ": moments differ");
+    }
   }
 }
 

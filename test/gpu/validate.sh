@@ -8,7 +8,8 @@
 #      references, finite differences, += semantics, and run-to-run bit-identity), each program run directly
 #   3. moe-engine-dev selftest --backend cuda: whole-model gradients by finite differences for every family;
 #      a pass is recorded in $MOE_WORKBENCH_HOME/validated-backends.json (default ~/.moe-workbench)
-#   4. training on cuda with experts offloaded (host tier, SSD tier, host tier with LoRA) against resident training:
+#   4. training on cuda with experts offloaded (host tier, SSD tier, host tier with LoRA, host tier computing runs of
+#      three experts as grouped GEMMs) against resident training:
 #      the same losses and gradient norms bit for bit
 #   5. test/bench/cuda/bench.py: our GEMMs against cuBLAS (torch.matmul), tokens/s cuda against cpu, and
 #      host-offloaded against resident; its last line, printed last here too, is `BENCH cuda ...`
@@ -130,7 +131,9 @@ def records(offload, finetune, name):
 lora = {"method": "lora", "lora": {"rank": 4, "alpha": 8}}
 cases = [("host tier", {"mode": "host", "expert_slots": 2}, None),
          ("SSD tier", {"mode": "ssd", "expert_slots": 2, "cache_experts": 6}, None),
-         ("host tier, LoRA", {"mode": "host", "expert_slots": 2}, lora)]
+         ("host tier, LoRA", {"mode": "host", "expert_slots": 2}, lora),
+         ("host tier, runs of 3 experts", {"mode": "host", "expert_slots": 6, "lookahead": 3, "pin_fraction": 0},
+          None)]
 ok = True
 resident = {}
 for i, (label, offload, finetune) in enumerate(cases):

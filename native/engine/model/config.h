@@ -128,7 +128,8 @@ struct OffloadConfig {
   OffloadMode mode = OffloadMode::None;
   int64_t device_budget_bytes = 0;  // 0: unlimited (JSON null)
   int expert_slots = 0;             // 0: as many as the device budget holds (JSON null)
-  int lookahead = 1;                // 0: no pipelining, each expert uploads when it is needed
+  int lookahead = 1;                // 0: no pipelining, each expert uploads when it is needed; > 1: experts also
+                                    // compute in runs of up to this many (ExpertOffload::max_held)
   double pin_fraction = 0.25;
   PinPolicy pin_policy = PinPolicy::Previous;
   ExpertOptimizer optimizer = ExpertOptimizer::Expert;

@@ -268,7 +268,7 @@ void ExpertOffload::plan(int layer, ExpertPass pass, const std::vector<int>& exp
   pass_ = pass;
   order_.clear();
   for (int e : experts) order_.push_back(id(layer, e));
-  cursor_ = next_issue_ = 0;
+  cursor_ = requested_ = next_issue_ = 0;
   keep_from_ = order_.size() - std::min(order_.size(), free_.size());  // every streaming slot is free here
   const int moe = model_.config().moe_index(layer);
   if (pass == ExpertPass::Forward) forward_order_[moe] = experts;
@@ -310,9 +310,11 @@ void ExpertOffload::send_prefetches(size_t n) {
   for (; n > 0 && ahead_sent_ < ahead_.size(); --n) prefetch_weights(ahead_[ahead_sent_++]);
 }
 
-// Issues uploads in compute order while the lookahead window has room and a slot is free.
+// Issues uploads in compute order while the lookahead window (past the last expert requested, or the first one
+// not yet done) has room and a slot is free.
 void ExpertOffload::issue_ahead() {
-  while (next_issue_ < order_.size() && next_issue_ <= cursor_ + static_cast<size_t>(cfg_.lookahead)) {
+  const size_t base = std::max(cursor_, requested_ > 0 ? requested_ - 1 : 0);
+  while (next_issue_ < order_.size() && next_issue_ <= base + static_cast<size_t>(cfg_.lookahead)) {
     const Expert& x = experts_[order_[next_issue_]];
     if (x.pin_slot < 0 && free_.empty()) return;
     issue(order_[next_issue_++]);
@@ -399,10 +401,19 @@ FfnParams ExpertOffload::rebase(const FfnParams& f, const float* from, float* to
   return moved(f, [&](float* p) { return p ? to + (p - from) : nullptr; });
 }
 
+int ExpertOffload::max_held() const {
+  if (mapped_) return 1;
+  return std::max(1, std::min(cfg_.lookahead, (slots() - pin_slots_) / 2));
+}
+
 FfnParams ExpertOffload::weights(int layer, int e) {
   const int i = id(layer, e);
-  check(cursor_ < order_.size() && order_[cursor_] == i, "offload: expert computed out of its planned order");
-  while (next_issue_ <= cursor_) issue(order_[next_issue_++]);
+  check(requested_ < order_.size() && order_[requested_] == i, "offload: expert computed out of its planned order");
+  check(requested_ - cursor_ < static_cast<size_t>(max_held()), "offload: more experts held than max_held()");
+  while (next_issue_ <= requested_) issue(order_[next_issue_++]);
+  ++requested_;
+  // The run's uploads are in; the next run's start behind them while it computes.
+  if (max_held() > 1) issue_ahead();
   const Slot& s = slots_[experts_[i].slot];
   if (!copy_worker_.done(s.ticket)) {
     const auto t0 = Clock::now();
@@ -423,6 +434,7 @@ FfnParams ExpertOffload::grads(int layer, int e) {
 }
 
 void ExpertOffload::release(int i) {
+  check(cursor_ < requested_ && order_[cursor_] == i, "offload: expert done out of its planned order");
   Expert& x = experts_[i];
   if (mapped_) unmap(slots_[x.slot]);
   if (x.pin_slot < 0) {

@@ -4,7 +4,9 @@
 // the non-expert state, the activations and `slots` expert slots (weights + gradient buffer each). An expert
 // computes only while it occupies a slot:
 //   * plan() starts uploading the first experts of the pass (up to `lookahead` ahead of the one computing) on
-//     the copy worker; weights() waits for its upload (stall time); done_forward() frees its slot.
+//     the copy worker; weights() waits for its upload (stall time); done_forward() frees its slot. The layer may
+//     hold a run of experts at once (max_held()): their weights() first, then their done_*(), in the planned
+//     order; the uploads then run up to `lookahead` ahead of the run's last expert.
 //   * backward also uploads the gradient accumulated by earlier micro-batches (or zeroes the slot), and
 //     done_backward() queues the gradient's download and frees the slot (the copy worker is FIFO, so the next
 //     upload into it runs after the download).
@@ -112,6 +114,9 @@ class ExpertOffload final : public ExpertAccess {
   FfnParams grads(int layer, int e) override;
   void done_forward(int layer, int e) override;
   void done_backward(int layer, int e) override;
+  // Experts computed as one run: up to the lookahead while half the streaming slots can hold them, so the next
+  // run's uploads have slots while this one computes (1 with mapped slots, whose held experts fill the cache).
+  int max_held() const override;
 
  private:
   struct Slot {
@@ -226,7 +231,9 @@ class ExpertOffload final : public ExpertAccess {
   int layer_ = -1;
   ExpertPass pass_ = ExpertPass::Forward;
   std::vector<int> order_;
-  size_t cursor_ = 0, next_issue_ = 0;
+  // order_[cursor_] is the first expert not yet done, order_[requested_] the next whose weights() comes, and
+  // order_[next_issue_] the next to upload.
+  size_t cursor_ = 0, requested_ = 0, next_issue_ = 0;
   size_t keep_from_ = 0;  // the pass's experts from here on stay in their streaming slots to its end
   std::vector<int> ahead_;  // SSD tier: the experts wanted next (this pass's rest, the next MoE layer's likely ones)
   size_t ahead_sent_ = 0;   // how many of them went to the prefetch worker

@@ -11,8 +11,8 @@
    after the first two).
 3. Offload on the device: an OLMoE-shaped model (the olmoe-1b-7b preset's layer widths, --olmoe-layers layers,
    byte vocabulary, --olmoe-batch sequences of 512 tokens a step) on cuda, resident against experts offloaded to
-   host memory with --slots device slots per layer: tokens/s of each, and the share of upload time hidden behind
-   compute (Σ upload_hidden_ms / Σ upload_ms).
+   host memory with --slots device slots per layer and --lookahead (default 3: runs of experts as grouped GEMMs):
+   tokens/s of each, and the share of upload time hidden behind compute (Σ upload_hidden_ms / Σ upload_ms).
 Prints one table per part and, last, `BENCH cuda gemm_bf16_vs_cublas=R gemm_fp32_vs_cublas=R
 grouped_bf16_vs_cublas=R grouped_fp32_vs_cublas=R grouped_vs_per_expert=R tiny_tokens_per_s=X
 tiny_cpu_tokens_per_s=Y tiny_cuda_vs_cpu=Z olmoe_tokens_per_s=X olmoe_offload_vs_resident=R upload_hidden_frac=F`
@@ -104,7 +104,7 @@ def tiny_tokens_per_s(cli, dev_cli, backend, steps, work):
     return tokens_per_s(train_records(cli, dev_cli, cfg, f"tiny-{backend}", work))
 
 
-def olmoe_offload(cli, dev_cli, layers, slots, batch, grad_clip, steps, work):
+def olmoe_offload(cli, dev_cli, layers, slots, lookahead, batch, grad_clip, steps, work):
     """(resident tokens/s, offloaded tokens/s, hidden share of upload time) on cuda."""
     with open(os.path.join(ROOT, "resources", "presets", "olmoe-1b-7b.json")) as f:
         cfg = json.load(f)
@@ -114,7 +114,8 @@ def olmoe_offload(cli, dev_cli, layers, slots, batch, grad_clip, steps, work):
     if grad_clip is not None:
         cfg["train"]["grad_clip"] = grad_clip
     resident = train_records(cli, dev_cli, dict(cfg, offload={"mode": "none"}), "olmoe-resident", work)
-    offloaded = train_records(cli, dev_cli, dict(cfg, offload={"mode": "host", "expert_slots": slots}),
+    offloaded = train_records(cli, dev_cli, dict(cfg, offload={"mode": "host", "expert_slots": slots,
+                                                                     "lookahead": lookahead}),
                               "olmoe-host", work)
     for a, b in zip(resident, offloaded):
         print(f"  step {a['step']}: loss resident {a['loss']:.6f} offloaded {b['loss']:.6f}  "
@@ -141,6 +142,9 @@ def main():
                    help="train.grad_clip of the OLMoE-shaped runs (0: expert updates start during backward)")
     p.add_argument("--parts", default="gemm,tiny,olmoe", help="which parts run (the others report nan)")
     p.add_argument("--slots", type=int, default=8, help="device expert slots per layer in the offloaded OLMoE run")
+    p.add_argument("--lookahead", type=int, default=3,
+                   help="offload.lookahead of that run (above 1: runs of that many experts, at most half the "
+                        "streaming slots, computed as grouped GEMMs)")
     a = p.parse_args()
     cli, dev_cli = os.path.join(a.build, "moe-engine"), os.path.join(a.build, "moe-engine-dev")
     import torch
@@ -195,10 +199,11 @@ def main():
         try:
             if "olmoe" not in parts:
                 raise RuntimeError("not asked for")
-            olmoe, olmoe_host, hidden = olmoe_offload(cli, dev_cli, a.olmoe_layers, a.slots, a.olmoe_batch,
-                                                      a.grad_clip, a.steps, work)
+            olmoe, olmoe_host, hidden = olmoe_offload(cli, dev_cli, a.olmoe_layers, a.slots, a.lookahead,
+                                                      a.olmoe_batch, a.grad_clip, a.steps, work)
             print(f"olmoe-shaped, {a.olmoe_layers} layers, {a.olmoe_batch}x512 tokens a step, cuda: resident "
-                  f"{olmoe:.0f} tokens/s, host-offloaded with {a.slots} slots {olmoe_host:.0f} tokens/s, "
+                  f"{olmoe:.0f} tokens/s, host-offloaded with {a.slots} slots (lookahead {a.lookahead}) "
+                  f"{olmoe_host:.0f} tokens/s, "
                   f"upload hidden {hidden:.0%}")
             lap("olmoe-shaped")
         except Exception as e:
