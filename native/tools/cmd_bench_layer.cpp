@@ -2,8 +2,10 @@
 // every routed expert (and the shared experts), the combine, the hand-written backward, and AdamW over the layer's
 // parameters; in fp32 or in bf16 mixed precision (the experts and shared experts on bf16 weight copies refreshed
 // from the fp32 masters each step, the router in fp32, exactly as train.compute_dtype "bf16" runs them).
-//   --C N --E N --F N --K N [--shared-F N] [--tokens N] [--dtype fp32|bf16] [--threads N] [--no-optimizer] [--json]
-//   [--lora R]
+//   --C N --E N --F N --K N [--shared-F N] [--tokens N] [--dtype fp32|bf16|fp32,bf16] [--threads N] [--no-optimizer]
+//   [--json] [--lora R]
+// Both dtypes run one after the other on the same layer (initialised once, bf16 copies added for the second), one
+// result each.
 // With --lora R, a LoRA step as fine-tuning runs it: the layer's weights frozen (bf16 copies made once with
 // --dtype bf16), rank-R adapters (alpha 2R, B = 0 at the start, as PEFT) on every routed expert's gate, up and down
 // projections, gradients and AdamW for the adapters alone; the router frozen too.
@@ -37,7 +39,7 @@ namespace {
 
 struct Options {
   int C = 0, E = 0, F = 0, K = 0, shared_F = 0, tokens = 512, threads = 2, lora = 0;
-  bool bf16 = false, optimizer = true, gemm = false, json = false;
+  bool fp32 = true, bf16 = false, optimizer = true, gemm = false, json = false;
 };
 
 int int_arg(const std::string& flag, const char* v, int min) {
@@ -66,9 +68,11 @@ Options parse(int argc, char** argv) {
     else if (a == "--threads") o.threads = int_arg(a, v, 1);
     else if (a == "--lora") o.lora = int_arg(a, v, 1);
     else if (a == "--dtype") {
-      moe::check(std::string(v) == "fp32" || std::string(v) == "bf16",
-                 std::string("bench --layer: --dtype is fp32 or bf16, got '") + v + "'");
-      o.bf16 = std::string(v) == "bf16";
+      const std::string d = v;
+      moe::check(d == "fp32" || d == "bf16" || d == "fp32,bf16",
+                 "bench --layer: --dtype is fp32, bf16 or fp32,bf16, got '" + d + "'");
+      o.fp32 = d != "bf16";
+      o.bf16 = d != "fp32";
     } else
       moe::fail("bench --layer: unknown argument '" + a +
                 "' (expected --C, --E, --F, --K, --shared-F, --tokens, --dtype, --threads, --no-optimizer, --gemm, "
@@ -118,14 +122,15 @@ struct LayerBench {
     be = moe::make_backend("cpu", {o.threads, "native"});
     params.reserve(*be, layout.total() * sizeof(float));
     grads.reserve(*be, layout.total() * sizeof(float));
-    m.reserve(*be, layout.total() * sizeof(float));
-    v.reserve(*be, layout.total() * sizeof(float));
-    moe::init_params(layout, params.f(), 1);
+    if (o.optimizer && !o.lora) {  // the moments exist only where AdamW runs on the layer (Mixtral's are 11 GB)
+      m.reserve(*be, layout.total() * sizeof(float));
+      v.reserve(*be, layout.total() * sizeof(float));
+    }
+    moe::init_params(layout, params.f(), 1, o.threads);
     p = layout.bind(params.f());
     g = layout.bind(grads.f());
     for (const moe::ParamTensor& t : layout.tensors())
       if (t.name.rfind("layers.0.moe.", 0) == 0) trained.push_back(&t);
-    if (o.bf16) bind_bf16();
     if (o.lora) attach_lora();
     layer = std::make_unique<moe::MoeLayer>(moe::MoeShape::from_config(cfg, 0), 0);
     layer->reserve(*be, o.tokens, scratch);
@@ -138,7 +143,8 @@ struct LayerBench {
     }
   }
 
-  // The experts' and shared experts' weights get bf16 copies, as the model gives them in bf16 compute.
+  // The experts' and shared experts' weights get bf16 copies, as the model gives them in bf16 compute (made once
+  // when they are frozen, else refreshed by every forward).
   void bind_bf16() {
     params16.reserve(*be, layout.total() * sizeof(uint16_t));
     auto mirror = [&](const float* w) { return w ? params16.u16() + (w - params.f()) : nullptr; };
@@ -147,10 +153,13 @@ struct LayerBench {
     for (moe::FfnParams& f : l.experts) f.w_in_bf16 = mirror(f.w_in), f.w_out_bf16 = mirror(f.w_out);
     for (const moe::ParamTensor* t : trained)
       if (t->shape.size() == 2 && t->name.find(".router.") == std::string::npos) bf16_ranges.emplace_back(t->offset, t->numel);
+    if (!o.lora) return;
+    for (auto [off, n] : bf16_ranges) be->to_bf16(params16.u16() + off, params.f() + off, static_cast<int64_t>(n));
+    bf16_ranges.clear();
   }
 
   // Rank-r adapters on every routed expert (gate and up of the fused in-projection, and down); the layer's own
-  // weights freeze: no gradient pointers, their bf16 copies made once.
+  // weights freeze: no gradient pointers.
   void attach_lora() {
     const int r = o.lora, C = o.C, F = o.F;
     size_t total = 0;
@@ -185,8 +194,6 @@ struct LayerBench {
       moe::FfnParams& ge = lg.experts[e];
       ge.w_in = ge.w_out = ge.b_in = ge.b_out = nullptr;
     }
-    for (auto [off, n] : bf16_ranges) be->to_bf16(params16.u16() + off, params.f() + off, static_cast<int64_t>(n));
-    bf16_ranges.clear();
   }
 
   void zero_grads() {
@@ -221,9 +228,8 @@ double sum_numel(const std::vector<const moe::ParamTensor*>& ts) {
   return n;
 }
 
-void bench_step(const Options& o) {
-  LayerBench b(o);
-  int t = 0;
+// One dtype's steps on the bench's layer: a warm-up, then the median of timed steps.
+void measure(const Options& o, LayerBench& b, bool bf16, int& t) {
   std::vector<double> fwd, bwd, opt, total;
   const auto step = [&] {
     const auto t0 = bench::Clock::now();
@@ -254,15 +260,26 @@ void bench_step(const Options& o) {
     std::printf("{\"bench\":\"moe_layer\",\"C\":%d,\"E\":%d,\"F\":%d,\"K\":%d,\"shared_F\":%d,\"tokens\":%d,"
                 "\"dtype\":\"%s\",\"lora\":%d,\"threads\":%d,\"optimizer\":%s,\"params\":%.0f,\"seconds\":%.6g,\"forward_s\":%.6g,"
                 "\"backward_s\":%.6g,\"optimizer_s\":%.6g,\"tokens_per_s\":%.6g,\"expert_gflops\":%.2f}\n",
-                o.C, o.E, o.F, o.K, o.shared_F, o.tokens, o.bf16 ? "bf16" : "fp32", o.lora, o.threads,
+                o.C, o.E, o.F, o.K, o.shared_F, o.tokens, bf16 ? "bf16" : "fp32", o.lora, o.threads,
                 o.optimizer ? "true" : "false", params, s, bench::median(fwd), bench::median(bwd), bench::median(opt),
                 o.tokens / s, flops / s / 1e9);
   else
     std::printf("moe layer C=%d E=%d F=%d K=%d shared_F=%d tokens=%d %s%s: %.1f ms/step (fwd %.1f, bwd %.1f, opt %.1f), "
                 "%.0f tokens/s, experts %.1f GFLOP/s\n",
-                o.C, o.E, o.F, o.K, o.shared_F, o.tokens, o.bf16 ? "bf16" : "fp32",
+                o.C, o.E, o.F, o.K, o.shared_F, o.tokens, bf16 ? "bf16" : "fp32",
                 o.lora ? (" lora r=" + std::to_string(o.lora)).c_str() : "", s * 1e3, bench::median(fwd) * 1e3,
                 bench::median(bwd) * 1e3, bench::median(opt) * 1e3, o.tokens / s, flops / s / 1e9);
+  std::fflush(stdout);
+}
+
+void bench_step(const Options& o) {
+  LayerBench b(o);
+  int t = 0;
+  if (o.fp32) measure(o, b, false, t);
+  if (o.bf16) {
+    b.bind_bf16();
+    measure(o, b, true, t);
+  }
 }
 
 std::vector<float> random_floats(int64_t n, uint64_t stream) {

@@ -2,7 +2,7 @@
 """One MoE layer of real models' shapes, ours against PyTorch, side by side in one run (test/bench/shapes runs it).
 
     /usr/bin/python3 test/bench/shapes_bench.py --dev-cli native/build/moe-engine-dev [--threads 2]
-        [--tokens 1024] [--shapes olmoe,qwen3,deepseek-v2-lite,mixtral] [--steps 3]
+        [--tokens N,...] [--shapes olmoe,qwen3,deepseek-v2-lite,mixtral] [--steps 3]
     /usr/bin/python3 test/bench/shapes_bench.py torch-layer|torch-gemm JSON   (the PyTorch side, run in its own process)
 
 A step is the layer's forward (router, top-k, per-expert SwiGLU on the tokens routed to it, weighted combine, the
@@ -29,15 +29,17 @@ import subprocess
 import sys
 import time
 
-# name: (C, E, F, K, shared F, optimizer). Mixtral's AdamW state (22 GB for the layer with its weights and
-# gradients) does not fit beside both sides on a 24 GiB machine: its step is forward + backward only, on both sides.
+# name: (C, E, F, K, shared F, optimizer, default tokens). Mixtral's AdamW state (22 GB for the layer with its
+# weights and gradients) does not fit beside both sides on a 24 GiB machine: its step is forward + backward only, on
+# both sides, and at 512 tokens (128 rows per expert, as the others' 64–128) so the default run stays under 15 minutes
+# on two cores.
 SHAPES = {
-    "olmoe": (2048, 64, 1024, 8, 0, True),
-    "qwen3": (2048, 128, 768, 8, 0, True),
-    "deepseek-v2-lite": (2048, 64, 1408, 6, 2 * 1408, True),
-    "mixtral": (4096, 8, 14336, 2, 0, False),
+    "olmoe": (2048, 64, 1024, 8, 0, True, 1024),
+    "qwen3": (2048, 128, 768, 8, 0, True, 1024),
+    "deepseek-v2-lite": (2048, 64, 1408, 6, 2 * 1408, True, 1024),
+    "mixtral": (4096, 8, 14336, 2, 0, False, 512),
 }
-SMOKE = {"smoke": (256, 8, 512, 2, 256, True)}  # --shapes smoke: checks the script itself in seconds
+SMOKE = {"smoke": (256, 8, 512, 2, 256, True, 1024)}  # --shapes smoke: checks the script itself in seconds
 TORCH_ENV = {
     "LD_LIBRARY_PATH": "/usr/lib/x86_64-linux-gnu/openblas-openmp",
     "LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
@@ -80,11 +82,10 @@ def torch_layer(spec):
     std = 0.02
     # LoRA (PEFT's layout: A [r, in] uniform, B [out, r] zero, scale alpha / r = 2): the layer's weights are frozen,
     # in bf16 under autocast as a bf16 checkpoint loads, and the input needs its gradient as it would inside a model
-    # (the layers below have adapters too).
-    base_dtype = torch.bfloat16 if R and spec["autocast"] else torch.float32
+    # (the layers below have adapters too). The setups run one after the other on the same layer (fp32 first).
 
     def weight(*shape):
-        w = (torch.randn(*shape) * std).to(base_dtype)
+        w = torch.randn(*shape) * std
         return w if R else torch.nn.Parameter(w)
 
     router = weight(E, C)
@@ -163,12 +164,21 @@ def torch_layer(spec):
         t3 = time.perf_counter()
         return t1 - t0, t2 - t1, t3 - t2, t3 - t0
 
-    step()
-    times = [step() for _ in range(spec["steps"])]
-    med = [statistics.median(t[i] for t in times) for i in range(4)]
-    print(json.dumps({"bench": "torch_layer", "setup": "bf16_autocast" if spec["autocast"] else "fp32", "lora": R,
-                      "tokens": N, "seconds": med[3], "forward_s": med[0], "backward_s": med[1],
-                      "optimizer_s": med[2], "tokens_per_s": N / med[3], "torch": torch.__version__}))
+    for setup in spec["setups"]:
+        spec["autocast"] = setup == "bf16"
+        if R and spec["autocast"]:  # the frozen weights as a bf16 checkpoint holds them
+            router = router.to(torch.bfloat16)
+            w_in[:] = [w.to(torch.bfloat16) for w in w_in]
+            w_out[:] = [w.to(torch.bfloat16) for w in w_out]
+            if SF:
+                s_in, s_out = s_in.to(torch.bfloat16), s_out.to(torch.bfloat16)
+        step()
+        times = [step() for _ in range(spec["steps"])]
+        med = [statistics.median(t[i] for t in times) for i in range(4)]
+        print(json.dumps({"bench": "torch_layer", "setup": "bf16_autocast" if spec["autocast"] else "fp32",
+                          "lora": R, "tokens": N, "seconds": med[3], "forward_s": med[0], "backward_s": med[1],
+                          "optimizer_s": med[2], "tokens_per_s": N / med[3], "torch": torch.__version__}),
+              flush=True)
 
 
 def torch_gemm(spec):
@@ -204,7 +214,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dev-cli", required=True)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--tokens", default="1024", help="comma-separated token counts per step")
+    ap.add_argument("--tokens", default=None,
+                    help="comma-separated token counts per step (default: each shape's own, 1024 or Mixtral's 512)")
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--steps", type=int, default=3, help="timed steps per setup (after one warm-up)")
     ap.add_argument("--lora", type=int, default=16, help="rank of the LoRA step (0: no LoRA step)")
@@ -217,16 +228,21 @@ def main():
           f" {'fp32 x':>7} {'bf16 x':>7}   (tokens/s; x = ours / torch)")
     fp32_ratios, bf16_ratios, gemm_ratios, peak_fracs, lora_ratios = [], [], [], [], []
     kernel = "?"
+    started = time.time()
     for name in a.shapes.split(","):
-        C, E, F, K, SF, optimizer = {**SHAPES, **SMOKE}[name]
-        for tokens in [int(t) for t in a.tokens.split(",")]:
+        C, E, F, K, SF, optimizer, default_tokens = {**SHAPES, **SMOKE}[name]
+        token_counts = [int(t) for t in a.tokens.split(",")] if a.tokens else [default_tokens]
+        shape_started = time.time()
+        for tokens in token_counts:
             base = ["--C", str(C), "--E", str(E), "--F", str(F), "--K", str(K), "--shared-F", str(SF),
                     "--tokens", str(tokens), "--threads", str(a.threads)] + ([] if optimizer else ["--no-optimizer"])
-            ours = {d: run_ours(a.dev_cli, base + ["--dtype", d])[-1]["tokens_per_s"] for d in ("fp32", "bf16")}
+            # Each side runs its two setups in one process on one layer: a layer's initialisation costs as much
+            # as its steps.
+            ours = {r["dtype"]: r["tokens_per_s"] for r in run_ours(a.dev_cli, base + ["--dtype", "fp32,bf16"])}
             spec = {"C": C, "E": E, "F": F, "K": K, "shared_F": SF, "tokens": tokens, "threads": a.threads,
-                    "optimizer": optimizer, "steps": a.steps}
-            theirs = {setup: run_torch("torch-layer", dict(spec, autocast=setup == "bf16"), a.threads)[-1]["tokens_per_s"]
-                      for setup in ("fp32", "bf16")}
+                    "optimizer": optimizer, "steps": a.steps, "setups": ["fp32", "bf16"]}
+            theirs = {("bf16" if r["setup"] == "bf16_autocast" else "fp32"): r["tokens_per_s"]
+                      for r in run_torch("torch-layer", spec, a.threads)}
             r32, r16 = ours["fp32"] / theirs["fp32"], ours["bf16"] / theirs["bf16"]
             fp32_ratios.append(r32)
             bf16_ratios.append(r16)
@@ -237,16 +253,16 @@ def main():
                 # The LoRA step: each side's faster setup (ours fp32 or bf16, PyTorch fp32 or bf16 autocast). Not on
                 # the shapes measured without an optimizer step (Mixtral): their layers alone take most of the run.
                 lora = ["--lora", str(a.lora)]
-                ours_l = {d: run_ours(a.dev_cli, base + lora + ["--dtype", d])[-1]["tokens_per_s"]
-                          for d in ("fp32", "bf16")}
-                theirs_l = {setup: run_torch("torch-layer", dict(spec, autocast=setup == "bf16", lora=a.lora),
-                                             a.threads)[-1]["tokens_per_s"] for setup in ("fp32", "bf16")}
+                ours_l = {r["dtype"]: r["tokens_per_s"]
+                          for r in run_ours(a.dev_cli, base + lora + ["--dtype", "fp32,bf16"])}
+                theirs_l = {("bf16" if r["setup"] == "bf16_autocast" else "fp32"): r["tokens_per_s"]
+                            for r in run_torch("torch-layer", dict(spec, lora=a.lora), a.threads)}
                 lora_ratios.append(max(ours_l.values()) / max(theirs_l.values()))
                 print(f"{'  lora r=' + str(a.lora):<17} {tokens:>6} {ours_l['fp32']:>10.0f} {ours_l['bf16']:>10.0f}"
                       f" {theirs_l['fp32']:>10.0f} {theirs_l['bf16']:>10.0f}   ours / faster PyTorch"
                       f" {lora_ratios[-1]:.2f}", flush=True)
         # The expert GEMMs alone, at the first token count.
-        tokens = int(a.tokens.split(",")[0])
+        tokens = token_counts[0]
         rows = run_ours(a.dev_cli, ["--C", str(C), "--E", str(E), "--F", str(F), "--K", str(K), "--tokens", str(tokens),
                                     "--threads", str(a.threads), "--gemm"])
         peak = rows[0]
@@ -269,6 +285,8 @@ def main():
                   f" {o['bf16_peak_frac']:>8.2f}", flush=True)
         gemm_ratios.append(statistics.median(shape_ratios))
         peak_fracs.append(statistics.median(shape_fracs))
+        print(f"  ({name}: {time.time() - shape_started:.0f} s; {time.time() - started:.0f} s since the start)",
+              flush=True)
     med = statistics.median
     print(f"BENCH shapes bf16_vs_torch_bf16={med(bf16_ratios):.2f} fp32_vs_torch={med(fp32_ratios):.2f}"
           f" gemm_bf16_vs_torch={med(gemm_ratios):.2f} gemm_bf16_peak_frac={med(peak_fracs):.2f}"

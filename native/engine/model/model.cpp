@@ -118,7 +118,7 @@ void Model::refresh_bf16_weights() {
 
 void Model::init(uint64_t seed) {
   std::vector<float> host(layout_.total(), 0.0f);
-  init_params(layout_, host.data(), seed);
+  init_params(layout_, host.data(), seed, be_.threads());
   be_.copy(params_.f(), host.data(), host.size() * sizeof(float));
   bf16_stale_ = true;
 }

@@ -156,7 +156,9 @@ class ParamLayout {
   size_t total_ = 0;
 };
 
-// Deterministic initialisation (docs/model.md): values depend only on (seed, tensor name, index).
-void init_params(const ParamLayout& layout, float* arena, uint64_t seed);
+// Deterministic initialisation (docs/model.md): values depend only on (seed, tensor name, index), so the large
+// tensors are filled by `threads` threads at once with the same result (a real model's billions of normal draws
+// take minutes on one core).
+void init_params(const ParamLayout& layout, float* arena, uint64_t seed, int threads = 1);
 
 }  // namespace moe
