@@ -102,6 +102,22 @@ moe::ModelConfig layer_config(const Options& o) {
   return m;
 }
 
+// The layer's weights drawn uniformly with each tensor's initial variance (bound std·√3) rather than init_params'
+// normal draws: a bench needs random values of the right scale, and a layer's billion normal draws take as long as
+// its timed steps.
+void fill_weights(const moe::ParamLayout& layout, float* arena, int threads) {
+  moe::ThreadPool tp(threads);
+  for (const moe::ParamTensor& t : layout.tensors()) {
+    const float bound = t.init_bound > 0 ? t.init_bound : t.init_std * std::sqrt(3.0f);
+    float* p = arena + t.offset;
+    const uint64_t stream = t.offset;
+    tp.parallel_for(static_cast<int64_t>(t.numel), [&](int64_t i0, int64_t i1, int) {
+      for (int64_t i = i0; i < i1; ++i)
+        p[i] = t.init_one ? 1.0f : bound * (2.0f * moe::random_uniform(1, stream, uint64_t(i)) - 1.0f);
+    }, 1 << 16);
+  }
+}
+
 struct LayerBench {
   Options o;
   moe::ModelConfig cfg;
@@ -126,7 +142,7 @@ struct LayerBench {
       m.reserve(*be, layout.total() * sizeof(float));
       v.reserve(*be, layout.total() * sizeof(float));
     }
-    moe::init_params(layout, params.f(), 1, o.threads);
+    fill_weights(layout, params.f(), o.threads);
     p = layout.bind(params.f());
     g = layout.bind(grads.f());
     for (const moe::ParamTensor& t : layout.tensors())

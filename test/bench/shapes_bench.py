@@ -6,7 +6,8 @@
     /usr/bin/python3 test/bench/shapes_bench.py torch-layer|torch-gemm JSON   (the PyTorch side, run in its own process)
 
 A step is the layer's forward (router, top-k, per-expert SwiGLU on the tokens routed to it, weighted combine, the
-shared experts), backward of sum(y · dy) plus the load-balancing loss, and AdamW over the layer's parameters.
+shared experts), backward of sum(y · dy) plus the load-balancing loss down to the layer's input (as inside a model),
+and AdamW over the layer's parameters.
 Ours: `moe-engine-dev bench --layer` in fp32 and in bf16 (train.compute_dtype "bf16"). PyTorch 1.13 at its strongest
 here: OpenMP OpenBLAS, tcmalloc preloaded, torch.set_num_threads, the fused-weight expert loop transformers uses
 (index the tokens of each expert, F.linear, index_add_), in fp32 and under bf16 autocast (oneDNN; it uses AMX tiles
@@ -82,7 +83,8 @@ def torch_layer(spec):
     std = 0.02
     # LoRA (PEFT's layout: A [r, in] uniform, B [out, r] zero, scale alpha / r = 2): the layer's weights are frozen,
     # in bf16 under autocast as a bf16 checkpoint loads, and the input needs its gradient as it would inside a model
-    # (the layers below have adapters too). The setups run one after the other on the same layer (fp32 first).
+    # (the layers below have adapters too, and in a full step the layers below train). The setups run one after the
+    # other on the same layer (fp32 first).
 
     def weight(*shape):
         w = torch.randn(*shape) * std
@@ -105,7 +107,7 @@ def torch_layer(spec):
     params += [t for e in lora for pair in e for t in pair]
     opt = torch.optim.AdamW(params, lr=1e-5) if spec["optimizer"] else None
     x = torch.rand(N, C) * 2 - 1
-    x.requires_grad_(bool(R))
+    x.requires_grad_(True)  # inside a model the layer's input gradient feeds the layers below (ours computes it)
     dy = (torch.rand(N, C) * 2 - 1) * 1e-3
 
     def with_lora(y, inp, pair):
