@@ -125,7 +125,6 @@ namespace {
 
 struct FfnRun {
   moe::FfnShape shape;
-  std::vector<int> sizes;
   std::vector<Vec> params, grads;  // per segment: w_in, b_in, w_out, b_out, 3×(A, B)
   std::vector<std::vector<uint16_t>> bf16;  // per segment: w_in, w_out copies
   moe::LoraDropout dropout;
@@ -156,7 +155,6 @@ void bind(FfnRun& R, int i, bool bias, bool bf16, moe::FfnParams& w, moe::FfnPar
 FfnRun make_run(moe::FfnActivation act, const std::vector<int>& sizes) {
   FfnRun R;
   R.shape = {24, 20, act};
-  R.sizes = sizes;
   R.dropout.p = 0.25f;
   R.dropout.active = true;
   R.dropout.seed = 11;

@@ -102,9 +102,6 @@ struct LinearGroups {
   std::vector<const uint16_t*> w_bf16;
   std::vector<float*> dw, db;
   int size() const { return static_cast<int>(rows.size()); }
-  void clear() {
-    row0.clear(), rows.clear(), w.clear(), b.clear(), w_bf16.clear(), dw.clear(), db.clear();
-  }
   void add(int64_t first_row, int n, const float* weight, const uint16_t* weight_bf16, const float* bias,
            float* dweight = nullptr, float* dbias = nullptr) {
     row0.push_back(first_row), rows.push_back(n), w.push_back(weight), w_bf16.push_back(weight_bf16);

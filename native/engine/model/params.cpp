@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <thread>
-#include <vector>
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "core/threadpool.h"
 
 namespace moe {
 
@@ -268,27 +267,19 @@ ModelParams ParamLayout::bind_with(const Ptr& ptr) const {
 }
 
 void init_params(const ParamLayout& layout, float* arena, uint64_t seed, int threads) {
-  constexpr size_t kPerThreadMin = size_t(1) << 20;
+  constexpr int64_t kPerThreadMin = int64_t(1) << 20;
+  ThreadPool tp(std::max(threads, 1));
   for (const ParamTensor& t : layout.tensors()) {
     float* p = arena + t.offset;
     uint64_t stream = 0xcbf29ce484222325ull;  // FNV-1a of the name: a stable per-tensor stream
     for (char c : t.name) stream = (stream ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-    const auto fill = [&t, p, seed, stream](size_t i0, size_t i1) {
-      for (size_t i = i0; i < i1; ++i)
+    tp.parallel_for(static_cast<int64_t>(t.numel), [&](int64_t i0, int64_t i1, int) {
+      for (int64_t i = i0; i < i1; ++i)
         p[i] = t.init_one           ? 1.0f
                : t.init_bound > 0 ? t.init_bound * (2.0f * random_uniform(seed, stream, i) - 1.0f)
                : t.init_std > 0   ? t.init_std * random_normal(seed, stream, i)
                                   : 0.0f;
-    };
-    const size_t parts = std::min<size_t>(std::max(threads, 1), std::max<size_t>(1, t.numel / kPerThreadMin));
-    if (parts <= 1) {
-      fill(0, t.numel);
-      continue;
-    }
-    std::vector<std::thread> workers;
-    for (size_t k = 1; k < parts; ++k) workers.emplace_back(fill, t.numel * k / parts, t.numel * (k + 1) / parts);
-    fill(0, t.numel / parts);
-    for (std::thread& w : workers) w.join();
+    }, kPerThreadMin);
   }
 }
 
