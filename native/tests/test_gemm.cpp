@@ -100,7 +100,8 @@ TEST(sgemm_matches_double_reference) {
 
 TEST(sgemm_bitwise_independent_of_rows_columns_and_threads) {
   ThreadPool tp1(1), tp2(2), tp3(3);
-  const int shapes[][3] = {{100, 257, 600}, {64, 96, 1000}, {37, 50, 257}, {130, 33, 2048}};
+  // The last: few rows and a wide C, which the driver updates in column chunks (one or two per thread).
+  const int shapes[][3] = {{100, 257, 600}, {64, 96, 1000}, {37, 50, 257}, {130, 33, 2048}, {256, 2100, 520}};
   for (auto& s : shapes)
     for (int t = 0; t < 4; ++t)
       for (float beta : {0.0f, 0.5f}) {
