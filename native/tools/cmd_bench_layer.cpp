@@ -3,7 +3,8 @@
 // parameters; in fp32 or in bf16 mixed precision (the experts and shared experts on bf16 weight copies refreshed
 // from the fp32 masters each step, the router in fp32, exactly as train.compute_dtype "bf16" runs them).
 //   --C N --E N --F N --K N [--shared-F N] [--tokens N] [--dtype fp32|bf16|fp32,bf16] [--threads N] [--no-optimizer]
-//   [--json] [--lora R]
+//   [--json] [--lora R] [--steps N]
+// Each dtype runs a warm-up step, then --steps timed steps (default 3), and reports their median.
 // Both dtypes run one after the other on the same layer (initialised once, bf16 copies added for the second), one
 // result each.
 // With --lora R, a LoRA step as fine-tuning runs it: the layer's weights frozen (bf16 copies made once with
@@ -38,7 +39,7 @@
 namespace {
 
 struct Options {
-  int C = 0, E = 0, F = 0, K = 0, shared_F = 0, tokens = 512, threads = 2, lora = 0;
+  int C = 0, E = 0, F = 0, K = 0, shared_F = 0, tokens = 512, threads = 2, lora = 0, steps = 3;
   bool fp32 = true, bf16 = false, optimizer = true, gemm = false, json = false;
 };
 
@@ -67,6 +68,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--tokens") o.tokens = int_arg(a, v, 1);
     else if (a == "--threads") o.threads = int_arg(a, v, 1);
     else if (a == "--lora") o.lora = int_arg(a, v, 1);
+    else if (a == "--steps") o.steps = int_arg(a, v, 1);
     else if (a == "--dtype") {
       const std::string d = v;
       moe::check(d == "fp32" || d == "bf16" || d == "fp32,bf16",
@@ -76,7 +78,7 @@ Options parse(int argc, char** argv) {
     } else
       moe::fail("bench --layer: unknown argument '" + a +
                 "' (expected --C, --E, --F, --K, --shared-F, --tokens, --dtype, --threads, --no-optimizer, --gemm, "
-                "--json, --lora)");
+                "--json, --lora, --steps)");
   }
   moe::check(o.C && o.E && o.F && o.K, "bench --layer: --C, --E, --F and --K are required");
   moe::check(o.K <= o.E, "bench --layer: --K must not exceed --E");
@@ -244,7 +246,7 @@ double sum_numel(const std::vector<const moe::ParamTensor*>& ts) {
   return n;
 }
 
-// One dtype's steps on the bench's layer: a warm-up, then the median of timed steps.
+// One dtype's steps on the bench's layer: a warm-up, then the median of o.steps timed steps.
 void measure(const Options& o, LayerBench& b, bool bf16, int& t) {
   std::vector<double> fwd, bwd, opt, total;
   const auto step = [&] {
@@ -260,7 +262,7 @@ void measure(const Options& o, LayerBench& b, bool bf16, int& t) {
   };
   step();  // warm-up: first touches of every buffer
   fwd.clear(), bwd.clear(), opt.clear(), total.clear();
-  bench::time_median([&] { step(); });  // the medians below are over every timed step
+  for (int i = 0; i < o.steps; ++i) step();
   const double s = bench::median(total);
   double params = sum_numel(b.trained);
   if (o.lora) {

@@ -12,8 +12,8 @@ int main(int argc, char** argv) {
       "  tokenize (--bytes IN.txt | --jsonl IN.jsonl) --out TOKENS.bin\n"
       "  bench    [--threads N] [--gemm] [--adamw] [--stream] [--json]\n"
       "  bench    --bf16 [--gemm] [--train] [--threads N] [--steps N] [--rounds N] [--config C.json] [--json]\n"
-      "  bench    --layer --C N --E N --F N --K N [--shared-F N] [--tokens N] [--dtype fp32|bf16] [--gemm]\n"
-      "           [--no-optimizer] [--threads N] [--json]\n"
+      "  bench    --layer --C N --E N --F N --K N [--shared-F N] [--tokens N] [--dtype fp32|bf16|fp32,bf16] [--gemm]\n"
+      "           [--no-optimizer] [--lora R] [--steps N] [--threads N] [--json]\n"
       "  bench    --backend NAME --gemm [--shapes T×I×O,...] [--json]\n"
       "  selftest [--backend cpu|cuda] [--threads N]\n";
   static const Command commands[] = {

@@ -235,16 +235,25 @@ def main():
         C, E, F, K, SF, optimizer, default_tokens = {**SHAPES, **SMOKE}[name]
         token_counts = [int(t) for t in a.tokens.split(",")] if a.tokens else [default_tokens]
         shape_started = time.time()
+        phases = {}  # where the shape's time went, in seconds
+
+        def timed(phase, fn, *args):
+            t0 = time.time()
+            out = fn(*args)
+            phases[phase] = phases.get(phase, 0.0) + time.time() - t0
+            return out
         for tokens in token_counts:
             base = ["--C", str(C), "--E", str(E), "--F", str(F), "--K", str(K), "--shared-F", str(SF),
-                    "--tokens", str(tokens), "--threads", str(a.threads)] + ([] if optimizer else ["--no-optimizer"])
+                    "--tokens", str(tokens), "--threads", str(a.threads), "--steps", str(a.steps)]
+            base += [] if optimizer else ["--no-optimizer"]
             # Each side runs its two setups in one process on one layer: a layer's initialisation costs as much
             # as its steps.
-            ours = {r["dtype"]: r["tokens_per_s"] for r in run_ours(a.dev_cli, base + ["--dtype", "fp32,bf16"])}
+            ours = {r["dtype"]: r["tokens_per_s"]
+                    for r in timed("ours", run_ours, a.dev_cli, base + ["--dtype", "fp32,bf16"])}
             spec = {"C": C, "E": E, "F": F, "K": K, "shared_F": SF, "tokens": tokens, "threads": a.threads,
                     "optimizer": optimizer, "steps": a.steps, "setups": ["fp32", "bf16"]}
             theirs = {("bf16" if r["setup"] == "bf16_autocast" else "fp32"): r["tokens_per_s"]
-                      for r in run_torch("torch-layer", spec, a.threads)}
+                      for r in timed("torch", run_torch, "torch-layer", spec, a.threads)}
             r32, r16 = ours["fp32"] / theirs["fp32"], ours["bf16"] / theirs["bf16"]
             fp32_ratios.append(r32)
             bf16_ratios.append(r16)
@@ -256,22 +265,23 @@ def main():
                 # the shapes measured without an optimizer step (Mixtral): their layers alone take most of the run.
                 lora = ["--lora", str(a.lora)]
                 ours_l = {r["dtype"]: r["tokens_per_s"]
-                          for r in run_ours(a.dev_cli, base + lora + ["--dtype", "fp32,bf16"])}
+                          for r in timed("ours lora", run_ours, a.dev_cli, base + lora + ["--dtype", "fp32,bf16"])}
                 theirs_l = {("bf16" if r["setup"] == "bf16_autocast" else "fp32"): r["tokens_per_s"]
-                            for r in run_torch("torch-layer", dict(spec, lora=a.lora), a.threads)}
+                            for r in timed("torch lora", run_torch, "torch-layer", dict(spec, lora=a.lora), a.threads)}
                 lora_ratios.append(max(ours_l.values()) / max(theirs_l.values()))
                 print(f"{'  lora r=' + str(a.lora):<17} {tokens:>6} {ours_l['fp32']:>10.0f} {ours_l['bf16']:>10.0f}"
                       f" {theirs_l['fp32']:>10.0f} {theirs_l['bf16']:>10.0f}   ours / faster PyTorch"
                       f" {lora_ratios[-1]:.2f}", flush=True)
         # The expert GEMMs alone, at the first token count.
         tokens = token_counts[0]
-        rows = run_ours(a.dev_cli, ["--C", str(C), "--E", str(E), "--F", str(F), "--K", str(K), "--tokens", str(tokens),
-                                    "--threads", str(a.threads), "--gemm"])
+        rows = timed("gemms", run_ours, a.dev_cli, ["--C", str(C), "--E", str(E), "--F", str(F), "--K", str(K),
+                                                    "--tokens", str(tokens), "--threads", str(a.threads), "--gemm"])
         peak = rows[0]
         kernel = peak["bf16_kernel"]
         ours_g = {r["op"]: r for r in rows[1:]}
-        theirs_g = {r["op"]: r for r in run_torch("torch-gemm", {"C": C, "E": E, "F": F, "K": K, "tokens": tokens,
-                                                                  "threads": a.threads}, a.threads)}
+        theirs_g = {r["op"]: r for r in timed("gemms", run_torch, "torch-gemm",
+                                              {"C": C, "E": E, "F": F, "K": K, "tokens": tokens, "threads": a.threads},
+                                              a.threads)}
         print(f"  expert GEMMs ({name}, {ours_g['up']['M']} rows per expert; peak fp32 {peak['fp32_gflops']:.0f}"
               f" GFLOP/s {peak['fp32_isa']}, bf16 {peak['bf16_gflops']:.0f} GFLOP/s {peak['bf16_isa']}, our bf16"
               f" kernel {kernel})")
@@ -287,8 +297,9 @@ def main():
                   f" {o['bf16_peak_frac']:>8.2f}", flush=True)
         gemm_ratios.append(statistics.median(shape_ratios))
         peak_fracs.append(statistics.median(shape_fracs))
-        print(f"  ({name}: {time.time() - shape_started:.0f} s; {time.time() - started:.0f} s since the start)",
-              flush=True)
+        spent = ", ".join(f"{phase} {sec:.0f}" for phase, sec in phases.items())
+        print(f"  ({name}: {time.time() - shape_started:.0f} s: {spent}; {time.time() - started:.0f} s since the"
+              " start)", flush=True)
     med = statistics.median
     print(f"BENCH shapes bf16_vs_torch_bf16={med(bf16_ratios):.2f} fp32_vs_torch={med(fp32_ratios):.2f}"
           f" gemm_bf16_vs_torch={med(gemm_ratios):.2f} gemm_bf16_peak_frac={med(peak_fracs):.2f}"
