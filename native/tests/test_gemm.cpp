@@ -100,12 +100,14 @@ TEST(sgemm_matches_double_reference) {
 
 TEST(sgemm_bitwise_independent_of_rows_columns_and_threads) {
   ThreadPool tp1(1), tp2(2), tp3(3);
-  // The last: few rows and a wide C, which the driver updates in column chunks (one or two per thread).
-  const int shapes[][3] = {{100, 257, 600}, {64, 96, 1000}, {37, 50, 257}, {130, 33, 2048}, {256, 2100, 520}};
+  // The last two: few rows and a wide C, which the driver updates in column chunks (one or two per thread); and
+  // unpadded, so a non-transposed B's rows lie 8 KiB apart (the driver copies such a B into panels first).
+  const int shapes[][4] = {{100, 257, 600, 3}, {64, 96, 1000, 3}, {37, 50, 257, 3}, {130, 33, 2048, 3},
+                           {256, 2100, 520, 3}, {160, 2048, 600, 0}};
   for (auto& s : shapes)
     for (int t = 0; t < 4; ++t)
       for (float beta : {0.0f, 0.5f}) {
-        Operands o = make(t & 1, t & 2, s[0], s[1], s[2], 3, 1000 + t);
+        Operands o = make(t & 1, t & 2, s[0], s[1], s[2], s[3], 1000 + t);
         const float alpha = 0.75f;
         std::vector<float> ref = run(tp2, o, alpha, beta);
         CHECK_MSG(bits_equal(ref, run(tp1, o, alpha, beta)), "1 thread differs: " + shape_name(o));

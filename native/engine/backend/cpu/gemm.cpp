@@ -22,6 +22,8 @@ constexpr int kDirectBRows = 28;  // up to two full A panels
 constexpr int kMcMax = 1024;      // rows of A packed at once (1 MiB at kc 256)
 constexpr int kPanelMajorRows = 256;  // up to this many rows (A 256 KiB at kc 256, in L2), B goes panel by panel
 constexpr int kPanelMajorCBytes = 1 << 20;  // ... and C in column chunks of about this size
+// B row strides that alias in L2 (1 MiB, 16 ways: 64 KiB per way): kc rows 8 KiB apart use 8 sets of each way.
+constexpr int64_t kAliasedStride = 8 << 10;
 
 const Kernels& kernels() {
   static const Kernels& native = gemm_driver::cpu_features().avx512     ? gemm::avx512_kernels()
@@ -48,11 +50,13 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
   if (m0 >= m1 || n0 >= n1) return;
   const int nr = kern.nr;
   // With few rows each B element is used by one or two tiles: reading a non-transposed B in place beats
-  // copying it first. With more, a non-transposed B is packed by the first A panel's kernels as they read it;
-  // with few enough rows to go panel by panel, by a copy loop first: the kernels' in-place reads of a weight
-  // whose rows lie a large power of two apart miss in L1 and L2 alike, and the copy keeps more misses in flight.
+  // copying it first. With more, a non-transposed B is packed by the first A panel's kernels as they read it,
+  // except, panel by panel, when its rows lie a multiple of kAliasedStride bytes apart: a panel's rows then share
+  // a few L2 sets and overflow them, so the kernels' in-place reads go to memory with a short prefetch; a copy
+  // loop of its own keeps more misses in flight.
   const bool pack_b = p.tb || m1 - m0 > kDirectBRows;
-  const bool fused_pack = pack_b && !p.tb && m1 - m0 > kPanelMajorRows;
+  const bool aliased = p.ldb * int64_t{sizeof(float)} % kAliasedStride == 0;
+  const bool fused_pack = pack_b && !p.tb && !(m1 - m0 <= kPanelMajorRows && aliased);
   const int nc_max = std::min(kNcMax / nr * nr, (n1 - n0 + nr - 1) / nr * nr);
   // (At least four panels: a packing tile of few rows writes the panels it spans, up to four.)
   float* bp = pack_b ? tl_pack_b.get(static_cast<size_t>(p.kc) * std::max(nc_max, 4 * nr)) : nullptr;
