@@ -46,6 +46,93 @@ gemm::Prefetch block_rows(const Problem& p, int k0, int kc, int jc, int nc) {
   return p.tb ? gemm::Prefetch{base, stride, nc > 0 ? kc * 4 : 0, nc} : gemm::Prefetch{base, stride, nc * 4, kc};
 }
 
+// One block of up to kMcMax rows of a thread's region [.., m1) x [n0, n1): its A packed per k block into mr-row
+// panels at `ap`, swept over the columns with B packed at `bp` (or read in place).
+struct RowBlock {
+  const Kernels& kern;
+  const Problem& p;
+  int mc, rows, panels;  // first row, rows, A panels
+  int m1, n0, n1;        // the region's row end and columns
+  int nc_max;
+  bool pack_b, fused_pack;
+  float *ap, *bp;
+
+  // Balanced panel heights: 64 rows become 13,13,13,13,12 rather than 14x4 + 8.
+  int panel_row(int ip) const { return rows * ip / panels; }
+  bool last_row_block() const { return mc + kMcMax >= m1; }
+
+  void pack_a(int k0, int kc) const {
+    for (int ip = 0; ip < panels; ++ip) {
+      const int r0 = panel_row(ip), r1 = panel_row(ip + 1);
+      kern.pack_a(p.ta, p.a_at(mc + r0, k0), p.lda, r1 - r0, kc, ap + static_cast<int64_t>(r0) * kc);
+    }
+  }
+
+  // Few rows (an expert's tokens): B is the big operand, streamed once, one panel of columns [jc0, jc1) at a time:
+  // packed just before the A panels sweep it (by a copy loop, or by the first A panel's kernels as they read it),
+  // while the calls prefetch the next panel's rows, so the weight streams in evenly under the FMAs.
+  void sweep_panels(int jc0, int jc1, int k0, int kc, float beta, bool load_c) const {
+    const int nr = kern.nr;
+    for (int jr = jc0; jr < jc1; jr += nr) {
+      const int cols = std::min(nr, jc1 - jr);
+      // The next panel: of this chunk, else the chunk's first of the next k block, else the next chunk's or the
+      // next row block's first.
+      const bool in_chunk = jr + nr < jc1, in_k = k0 + kc < p.K;
+      const int jn = in_chunk ? jr + nr : in_k ? jc0 : jc1 < n1 ? jc1 : n0;
+      const int kn = in_chunk ? k0 : in_k ? k0 + kc : 0;
+      const bool last = !in_chunk && !in_k && jc1 >= n1 && last_row_block();
+      gemm::Prefetch next =
+          last ? gemm::Prefetch{} : block_rows(p, kn, std::min(p.kc, p.K - kn), jn, std::min(nr, n1 - jn));
+      const int rows_per_call = (next.rows + panels - 1) / panels;
+      if (!fused_pack) kern.pack_b(p.tb, p.b_at(k0, jr), p.ldb, kc, cols, bp);
+      for (int ip = 0; ip < panels; ++ip) {
+        const int r0 = panel_row(ip), r1 = panel_row(ip + 1);
+        const bool in_place = fused_pack && ip == 0;
+        gemm::Prefetch pf = next;
+        pf.rows = std::min(rows_per_call, next.rows);
+        if (pf.rows > 0) next.p += pf.rows * next.stride, next.rows -= pf.rows;
+        kern.kernel(r1 - r0, cols, kc, ap + static_cast<int64_t>(r0) * kc, in_place ? p.b_at(k0, jr) : bp,
+                    in_place ? nr : int64_t{kc} * nr, in_place ? p.ldb : nr, p.C + (mc + r0) * p.ldc + jr, p.ldc,
+                    p.alpha, beta, load_c, in_place ? bp : nullptr, pf);
+      }
+    }
+  }
+
+  // More rows: B blocks of kc x nc packed once (or read in place) and swept by every A panel from L2.
+  void sweep_blocks(int k0, int kc, float beta, bool load_c) const {
+    const int nr = kern.nr;
+    for (int jc = n0; jc < n1; jc += nc_max) {
+      const int nc = std::min(nc_max, n1 - jc);
+      // The block after this one (next columns, else next k block, else the next row block's first), spread
+      // over this block's kernel calls (one 32-column panel each for all but the shortest A panels).
+      const int kn = jc + nc < n1 ? k0 : k0 + kc < p.K ? k0 + kc : 0;
+      const int jn = jc + nc < n1 ? jc + nc : n0;
+      const bool last = jc + nc >= n1 && k0 + kc >= p.K && last_row_block();
+      gemm::Prefetch next =
+          last ? gemm::Prefetch{} : block_rows(p, kn, std::min(p.kc, p.K - kn), jn, std::min(nc_max, n1 - jn));
+      const int calls = panels * ((nc + nr - 1) / nr);
+      const int rows_per_call = (next.rows + calls - 1) / calls;
+      if (pack_b && !fused_pack)
+        for (int jr = 0; jr < nc; jr += nr)
+          kern.pack_b(p.tb, p.b_at(k0, jc + jr), p.ldb, kc, std::min(nr, nc - jr), bp + static_cast<int64_t>(jr) * kc);
+      for (int ip = 0; ip < panels; ++ip) {
+        const int r0 = panel_row(ip), r1 = panel_row(ip + 1);
+        const bool in_place = !pack_b || (fused_pack && ip == 0);
+        const float* b = in_place ? p.b_at(k0, jc) : bp;
+        const int64_t panel_stride = in_place ? nr : int64_t{kc} * nr, k_stride = in_place ? p.ldb : nr;
+        for (int jr = 0; jr < nc;) {
+          gemm::Prefetch pf = next;
+          pf.rows = std::min(rows_per_call, next.rows);
+          if (pf.rows > 0) next.p += pf.rows * next.stride, next.rows -= pf.rows;
+          jr += kern.kernel(r1 - r0, nc - jr, kc, ap + static_cast<int64_t>(r0) * kc, b + jr / nr * panel_stride,
+                            panel_stride, k_stride, p.C + (mc + r0) * p.ldc + jc + jr, p.ldc, p.alpha, beta, load_c,
+                            fused_pack && ip == 0 ? bp + static_cast<int64_t>(jr) * kc : nullptr, pf);
+        }
+      }
+    }
+  }
+};
+
 void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, int n1) {
   if (m0 >= m1 || n0 >= n1) return;
   const int nr = kern.nr;
@@ -63,85 +150,21 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
   float* ap = tl_pack_a.get(static_cast<size_t>(p.kc) * std::min(m1 - m0, kMcMax));
   for (int mc = m0; mc < m1; mc += kMcMax) {
     const int rows = std::min(kMcMax, m1 - mc);
-    // Balanced panel heights: 64 rows become 13,13,13,13,12 rather than 14x4 + 8.
-    const int panels = (rows + kern.mr_max - 1) / kern.mr_max;
-    auto panel_row = [&](int ip) { return rows * ip / panels; };
+    const RowBlock rb{kern, p, mc, rows, (rows + kern.mr_max - 1) / kern.mr_max, m1, n0, n1, nc_max, pack_b,
+                      fused_pack, ap, bp};
     const bool panel_major = pack_b && rows <= kPanelMajorRows;
     // Panel by panel, C is updated once per k block: its columns go in chunks whose rows x chunk stays in L2
     // across the k blocks (A is packed again per chunk, a small cost beside streaming C from memory each time).
     const int chunk = panel_major ? std::max(nr, kPanelMajorCBytes / (rows * int{sizeof(float)}) / nr * nr) : n1 - n0;
     for (int jc0 = n0; jc0 < n1; jc0 += chunk) {
-      const int jc1 = std::min(n1, jc0 + chunk);
       for (int k0 = 0; k0 < p.K; k0 += p.kc) {
         const int kc = std::min(p.kc, p.K - k0);
         const bool first = k0 == 0;
         const float beta = first ? p.beta : 1.0f;
         const bool load_c = !first || p.beta != 0.0f;
-        // The row block's A is packed once per k block and reused by every column block.
-        for (int ip = 0; ip < panels; ++ip) {
-          const int r0 = panel_row(ip), r1 = panel_row(ip + 1);
-          kern.pack_a(p.ta, p.a_at(mc + r0, k0), p.lda, r1 - r0, kc, ap + static_cast<int64_t>(r0) * kc);
-        }
-        if (panel_major) {
-          // Few rows (an expert's tokens): B is the big operand, streamed once. Each B panel is packed just before
-          // every A panel sweeps it, while the calls prefetch the next panel's rows: the weight streams in evenly
-          // under the FMAs, and the prefetched rows are few enough to stay in L2 even when ldb is a large power of
-          // two (rows 8 KiB apart share a few cache sets).
-          for (int jr = jc0; jr < jc1; jr += nr) {
-            const int cols = std::min(nr, jc1 - jr);
-            // The next panel: of this chunk, else the chunk's first of the next k block, else the next chunk's or
-            // the next row block's first.
-            const bool in_chunk = jr + nr < jc1, in_k = k0 + kc < p.K;
-            const int jn = in_chunk ? jr + nr : in_k ? jc0 : jc1 < n1 ? jc1 : n0;
-            const int kn = in_chunk ? k0 : in_k ? k0 + kc : 0;
-            const bool last = !in_chunk && !in_k && jc1 >= n1 && mc + kMcMax >= m1;
-            gemm::Prefetch next =
-                last ? gemm::Prefetch{} : block_rows(p, kn, std::min(p.kc, p.K - kn), jn, std::min(nr, n1 - jn));
-            const int rows_per_call = (next.rows + panels - 1) / panels;
-            if (!fused_pack) kern.pack_b(p.tb, p.b_at(k0, jr), p.ldb, kc, cols, bp);
-            for (int ip = 0; ip < panels; ++ip) {
-              const int r0 = panel_row(ip), r1 = panel_row(ip + 1);
-              const bool in_place = fused_pack && ip == 0;
-              gemm::Prefetch pf = next;
-              pf.rows = std::min(rows_per_call, next.rows);
-              if (pf.rows > 0) next.p += pf.rows * next.stride, next.rows -= pf.rows;
-              kern.kernel(r1 - r0, cols, kc, ap + static_cast<int64_t>(r0) * kc, in_place ? p.b_at(k0, jr) : bp,
-                          in_place ? nr : int64_t{kc} * nr, in_place ? p.ldb : nr, p.C + (mc + r0) * p.ldc + jr, p.ldc,
-                          p.alpha, beta, load_c, in_place ? bp : nullptr, pf);
-            }
-          }
-          continue;
-        }
-        for (int jc = n0; jc < n1; jc += nc_max) {
-          const int nc = std::min(nc_max, n1 - jc);
-          // The block after this one (next columns, else next k block, else the next row block's first), spread
-          // over this block's kernel calls (one 32-column panel each for all but the shortest A panels).
-          const int kn = jc + nc < n1 ? k0 : k0 + kc < p.K ? k0 + kc : 0;
-          const int jn = jc + nc < n1 ? jc + nc : n0;
-          const bool last = jc + nc >= n1 && k0 + kc >= p.K && mc + kMcMax >= m1;
-          gemm::Prefetch next = last ? gemm::Prefetch{}
-                                     : block_rows(p, kn, std::min(p.kc, p.K - kn), jn, std::min(nc_max, n1 - jn));
-          const int calls = panels * ((nc + nr - 1) / nr);
-          const int rows_per_call = (next.rows + calls - 1) / calls;
-          if (pack_b && !fused_pack)
-            for (int jr = 0; jr < nc; jr += nr)
-              kern.pack_b(p.tb, p.b_at(k0, jc + jr), p.ldb, kc, std::min(nr, nc - jr),
-                          bp + static_cast<int64_t>(jr) * kc);
-          for (int ip = 0; ip < panels; ++ip) {
-            const int r0 = panel_row(ip), r1 = panel_row(ip + 1);
-            const bool in_place = !pack_b || (fused_pack && ip == 0);
-            const float* b = in_place ? p.b_at(k0, jc) : bp;
-            const int64_t panel_stride = in_place ? nr : int64_t{kc} * nr, k_stride = in_place ? p.ldb : nr;
-            for (int jr = 0; jr < nc;) {
-              gemm::Prefetch pf = next;
-              pf.rows = std::min(rows_per_call, next.rows);
-              if (pf.rows > 0) next.p += pf.rows * next.stride, next.rows -= pf.rows;
-              jr += kern.kernel(r1 - r0, nc - jr, kc, ap + static_cast<int64_t>(r0) * kc, b + jr / nr * panel_stride,
-                                panel_stride, k_stride, p.C + (mc + r0) * p.ldc + jc + jr, p.ldc, p.alpha, beta, load_c,
-                                fused_pack && ip == 0 ? bp + static_cast<int64_t>(jr) * kc : nullptr, pf);
-            }
-          }
-        }
+        rb.pack_a(k0, kc);  // reused by every column block of this k block
+        if (panel_major) rb.sweep_panels(jc0, std::min(n1, jc0 + chunk), k0, kc, beta, load_c);
+        else rb.sweep_blocks(k0, kc, beta, load_c);
       }
     }
   }
