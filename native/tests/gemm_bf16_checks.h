@@ -65,8 +65,8 @@ inline std::vector<float> run_with(const moe::cpu::gemm_bf16::Kernels& kern, moe
                                    float alpha, float beta, bool b16) {
   std::vector<float> C = o.C;
   moe::cpu::gemm_bf16::sgemm_with(kern, tp, o.ta, o.tb, o.M, o.N, o.K, alpha, o.A.data(), o.lda,
-                                  b16 ? o.B16.data() : nullptr, b16 ? nullptr : o.B.data(), o.ldb, beta, C.data(),
-                                  o.ldc);
+                                  b16 ? o.B16.data() : nullptr, b16 ? nullptr : o.B.data(), nullptr, o.ldb, beta,
+                                  C.data(), o.ldc);
   return C;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,43 @@ TEST(sgemm_bf16_rows_independent_of_partition) {
                         std::to_string(r0) + ", " + std::to_string(r0 + rows) + ")");
       }
     }
+}
+
+// A weight packed once gives every later call the bits of packing it per call: both transposes of B, K with one
+// and several k blocks (odd ones too), N off the 32-column panels, padded B, beta 0 and 1, any thread count, every
+// kernel family this CPU runs (AMX's through its emulation). A packed block put in the wrong place, a panel stride
+// off by one, or a last odd pair not zero-padded changes bits here.
+TEST(sgemm_bf16_packed_b_equals_per_call_packing) {
+  using namespace moe::cpu;
+  ThreadPool t1(1), t3(3);
+  const int shapes[][3] = {{5, 33, 7}, {64, 2048, 1030}, {128, 300, 513}, {13, 64, 1500}, {1, 1, 1}};
+  std::vector<const gemm_bf16::Kernels*> families = {&gemm_bf16::portable_kernels(),
+                                                     &gemm_bf16::amx_emulated_kernels()};
+  if (gemm_driver::cpu_features().avx512) families.push_back(&gemm_bf16::avx512_fma_kernels());
+  if (gemm_driver::cpu_features().avx512_bf16) families.push_back(&gemm_bf16::avx512_kernels());
+  int n = 0;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (const auto& s : shapes) {
+        const Operands o = make(ta, tb, s[0], s[1], s[2], n % 2, 300 + n);
+        ++n;
+        const int64_t words = sgemm_bf16_packed_words(o.N, o.K);
+        const std::unique_ptr<uint32_t, decltype(&std::free)> packed(
+            static_cast<uint32_t*>(std::aligned_alloc(64, (words * 4 + 64 + 63) / 64 * 64)), &std::free);
+        packed.get()[words] = 0xA5A5A5A5u;
+        sgemm_bf16_pack_b(n % 2 ? t1 : t3, o.tb, o.N, o.K, o.B16.data(), o.ldb, packed.get());
+        CHECK_MSG(packed.get()[words] == 0xA5A5A5A5u, shape_name(o) + ": packing wrote past sgemm_bf16_packed_words");
+        for (const gemm_bf16::Kernels* kern : families)
+          for (float beta : {0.0f, 1.0f})
+            for (ThreadPool* tp : {&t1, &t3}) {
+              std::vector<float> got = o.C;
+              gemm_bf16::sgemm_with(*kern, *tp, o.ta, false, o.M, o.N, o.K, 0.75f, o.A.data(), o.lda, nullptr,
+                                    nullptr, packed.get(), o.N, beta, got.data(), o.ldc);
+              CHECK_MSG(bits_equal(got, run_with(*kern, *tp, o, 0.75f, beta, true)),
+                        std::string(kern->name) + ": " + shape_name(o) + " beta " + std::to_string(beta) + ", " +
+                            std::to_string(tp->threads()) + " threads: packed B differs from per-call packing");
+            }
+      }
 }
 
 // The portable kernels emulate vdpbf16ps exactly: same bits on ordinary values and in the denormal range, where

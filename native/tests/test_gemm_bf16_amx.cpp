@@ -60,7 +60,7 @@ float dot(const Kernels& kern, const std::vector<float>& a) {
   const int K = static_cast<int>(a.size());
   const std::vector<float> b(K, 1.0f);
   float c = 0.0f;
-  moe::cpu::gemm_bf16::sgemm_with(kern, tp, false, false, 1, 1, K, 1.0f, a.data(), K, nullptr, b.data(), 1, 0.0f, &c,
+  moe::cpu::gemm_bf16::sgemm_with(kern, tp, false, false, 1, 1, K, 1.0f, a.data(), K, nullptr, b.data(), nullptr, 1, 0.0f, &c,
                                   1);
   return c;
 }

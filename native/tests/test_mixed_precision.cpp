@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/rng.h"
+#include "finetune_fixture.h"
 #include "model/config.h"
 #include "model/model.h"
 #include "testing.h"
@@ -233,6 +234,51 @@ TEST(bf16_weight_copies_follow_the_masters) {
   for (float& x : scaled) x *= 2.0f;
   be->copy(fresh.params() + w->offset, scaled.data(), w->numel * sizeof(float));
   CHECK(!bits_equal(forward_backward(fresh, 21).logits, b.logits));
+}
+
+// Frozen weights' bf16 copies kept by the backend (packed once, Backend::keep_bf16_weights) change no bit: every
+// family shape, full training (nothing frozen) and LoRA on a frozen base (latent attention reads a slice of one
+// weight as a weight of its own), against a backend that packs every weight on every call; then a checkpoint-style
+// write of the frozen masters must reach the kept copies too. A kept copy read stale, or a slice read through its
+// parent's packing, changes bits here.
+TEST(kept_bf16_weights_change_no_bits) {
+  const std::string lora = R"({"method": "lora", "lora": {"rank": 4, "alpha": 8,
+      "targets": ["attention", "experts", "shared_experts", "dense_mlp"]}})";
+  std::vector<int32_t> in(32), tg(32);
+  for (int i = 0; i < 32; ++i) in[i] = int32_t(random_u64(3, 1, i) % 64), tg[i] = int32_t(random_u64(3, 2, i) % 64);
+  for (const auto& [name, model] : finetune_test::families())
+    for (bool frozen_base : {false, true}) {
+      EngineConfig cfg = parse_config_text(finetune_test::config(model, frozen_base ? lora : ""), "test config");
+      cfg.train.compute_dtype = ComputeDtype::BF16;
+      std::vector<double> losses[2];
+      std::vector<float> params[2], logits[2];
+      int64_t kept = 0;
+      for (int pack = 0; pack < 2; ++pack) {
+        BackendOptions bo;
+        bo.threads = 2, bo.pack_bf16_weights = pack == 1;
+        auto be = make_backend("cpu", bo);
+        Trainer t(cfg, *be);
+        for (int s = 0; s < 4; ++s) {
+          t.feed_batch(in.data(), tg.data(), 2, 16);
+          losses[pack].push_back(t.step().loss);
+        }
+        if (pack) kept = be->kept_bf16_bytes();
+        // Every master scaled, frozen ones included, as a checkpoint load writes them.
+        Model& m = t.model();
+        std::vector<float> p(m.num_params());
+        be->copy(p.data(), m.params(), p.size() * sizeof(float));
+        params[pack] = p;
+        for (float& x : p) x *= 0.5f;
+        be->copy(m.params(), p.data(), p.size() * sizeof(float));
+        m.forward(in.data(), nullptr, 2, 16);
+        logits[pack].assign(m.logits(), m.logits() + 32 * m.config().vocab_size);
+      }
+      const std::string what = name + (frozen_base ? " LoRA" : " full");
+      CHECK_MSG(losses[0] == losses[1], what + ": losses differ with kept bf16 weights");
+      CHECK_MSG(bits_equal(params[0], params[1]), what + ": parameters differ with kept bf16 weights");
+      CHECK_MSG(bits_equal(logits[0], logits[1]), what + ": logits after a write of the masters differ");
+      CHECK_MSG(frozen_base == (kept > 0), what + ": " + std::to_string(kept) + " bytes kept");
+    }
 }
 
 TEST_MAIN()

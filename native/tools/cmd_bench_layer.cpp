@@ -3,7 +3,10 @@
 // parameters; in fp32 or in bf16 mixed precision (the experts and shared experts on bf16 weight copies refreshed
 // from the fp32 masters each step, the router in fp32, exactly as train.compute_dtype "bf16" runs them).
 //   --C N --E N --F N --K N [--shared-F N] [--tokens N] [--dtype fp32|bf16|fp32,bf16] [--threads N] [--no-optimizer]
-//   [--json] [--lora R] [--steps N]
+//   [--json] [--lora R] [--steps N] [--no-pack]
+// With --lora and bf16, the frozen weights' bf16 copies are kept by the backend (Backend::keep_bf16_weights: packed
+// once, as training keeps a frozen base's); --no-pack makes every bf16 GEMM pack its weight anew instead, and
+// --compare-pack times both side by side (see compare_pack).
 // Each dtype runs a warm-up step, then --steps timed steps (default 3), and reports their median.
 // Both dtypes run one after the other on the same layer (initialised once, bf16 copies added for the second), one
 // result each.
@@ -40,7 +43,7 @@ namespace {
 
 struct Options {
   int C = 0, E = 0, F = 0, K = 0, shared_F = 0, tokens = 512, threads = 2, lora = 0, steps = 3;
-  bool fp32 = true, bf16 = false, optimizer = true, gemm = false, json = false;
+  bool fp32 = true, bf16 = false, optimizer = true, gemm = false, json = false, pack = true, compare_pack = false;
 };
 
 int int_arg(const std::string& flag, const char* v, int min) {
@@ -54,6 +57,10 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--layer") continue;
+    if (a == "--no-pack" || a == "--compare-pack") {
+      (a == "--no-pack" ? o.pack : o.compare_pack) = a == "--compare-pack";
+      continue;
+    }
     if (a == "--no-optimizer" || a == "--gemm" || a == "--json") {
       (a == "--json" ? o.json : a == "--gemm" ? o.gemm : o.optimizer) = a != "--no-optimizer";
       continue;
@@ -78,10 +85,12 @@ Options parse(int argc, char** argv) {
     } else
       moe::fail("bench --layer: unknown argument '" + a +
                 "' (expected --C, --E, --F, --K, --shared-F, --tokens, --dtype, --threads, --no-optimizer, --gemm, "
-                "--json, --lora, --steps)");
+                "--json, --lora, --steps, --no-pack, --compare-pack)");
   }
   moe::check(o.C && o.E && o.F && o.K, "bench --layer: --C, --E, --F and --K are required");
   moe::check(o.K <= o.E, "bench --layer: --K must not exceed --E");
+  moe::check(!o.compare_pack || (o.lora && o.bf16 && !o.fp32 && o.pack),
+             "bench --layer: --compare-pack needs --lora R and --dtype bf16 (and no --no-pack)");
   return o;
 }
 
@@ -125,7 +134,8 @@ struct LayerBench {
   moe::ModelConfig cfg;
   moe::ParamLayout layout;
   std::unique_ptr<moe::Backend> be;
-  moe::DeviceBuffer params, grads, m, v, params16, x, y, dy, dx;
+  moe::DeviceBuffer params, grads, m, v, x, y, dy, dx;
+  moe::KeptBf16Buffer params16;
   moe::ModelParams p, g;
   std::vector<const moe::ParamTensor*> trained;  // the MoE layer's tensors, which AdamW updates
   std::vector<std::pair<size_t, size_t>> bf16_ranges;
@@ -137,7 +147,9 @@ struct LayerBench {
   std::vector<std::pair<size_t, size_t>> adapters;
 
   explicit LayerBench(const Options& opt) : o(opt), cfg(layer_config(opt)), layout(cfg) {
-    be = moe::make_backend("cpu", {o.threads, "native"});
+    moe::BackendOptions bo;
+    bo.threads = o.threads, bo.pack_bf16_weights = o.pack;
+    be = moe::make_backend("cpu", bo);
     params.reserve(*be, layout.total() * sizeof(float));
     grads.reserve(*be, layout.total() * sizeof(float));
     if (o.optimizer && !o.lora) {  // the moments exist only where AdamW runs on the layer (Mixtral's are 11 GB)
@@ -164,7 +176,7 @@ struct LayerBench {
   // The experts' and shared experts' weights get bf16 copies, as the model gives them in bf16 compute (made once
   // when they are frozen, else refreshed by every forward).
   void bind_bf16() {
-    params16.reserve(*be, layout.total() * sizeof(uint16_t));
+    params16.reserve(*be, layout.total());
     auto mirror = [&](const float* w) { return w ? params16.u16() + (w - params.f()) : nullptr; };
     auto& l = p.layers[0];
     l.shared.w_in_bf16 = mirror(l.shared.w_in), l.shared.w_out_bf16 = mirror(l.shared.w_out);
@@ -172,7 +184,11 @@ struct LayerBench {
     for (const moe::ParamTensor* t : trained)
       if (t->shape.size() == 2 && t->name.find(".router.") == std::string::npos) bf16_ranges.emplace_back(t->offset, t->numel);
     if (!o.lora) return;
-    for (auto [off, n] : bf16_ranges) be->to_bf16(params16.u16() + off, params.f() + off, static_cast<int64_t>(n));
+    // Frozen: copied once and kept by the backend, as the model keeps a frozen base's.
+    for (auto [off, n] : bf16_ranges) {
+      params16.keep(off, n);
+      be->to_bf16(params16.u16() + off, params.f() + off, static_cast<int64_t>(n));
+    }
     bf16_ranges.clear();
   }
 
@@ -246,23 +262,30 @@ double sum_numel(const std::vector<const moe::ParamTensor*>& ts) {
   return n;
 }
 
+struct StepTimes {
+  double forward, backward, optimizer, total;
+};
+
+StepTimes timed_step(const Options& o, LayerBench& b, int& t) {
+  const auto t0 = bench::Clock::now();
+  b.zero_grads();
+  b.forward();
+  const double tf = bench::seconds_since(t0);
+  b.backward();
+  const double tb = bench::seconds_since(t0) - tf;
+  if (o.optimizer) b.optimizer_step(++t);
+  const double all = bench::seconds_since(t0);
+  return {tf, tb, all - tf - tb, all};
+}
+
 // One dtype's steps on the bench's layer: a warm-up, then the median of o.steps timed steps.
 void measure(const Options& o, LayerBench& b, bool bf16, int& t) {
   std::vector<double> fwd, bwd, opt, total;
-  const auto step = [&] {
-    const auto t0 = bench::Clock::now();
-    b.zero_grads();
-    b.forward();
-    const double tf = bench::seconds_since(t0);
-    b.backward();
-    const double tb = bench::seconds_since(t0) - tf;
-    if (o.optimizer) b.optimizer_step(++t);
-    const double all = bench::seconds_since(t0);
-    fwd.push_back(tf), bwd.push_back(tb), opt.push_back(all - tf - tb), total.push_back(all);
-  };
-  step();  // warm-up: first touches of every buffer
-  fwd.clear(), bwd.clear(), opt.clear(), total.clear();
-  for (int i = 0; i < o.steps; ++i) step();
+  timed_step(o, b, t);  // warm-up: first touches of every buffer
+  for (int i = 0; i < o.steps; ++i) {
+    const StepTimes st = timed_step(o, b, t);
+    fwd.push_back(st.forward), bwd.push_back(st.backward), opt.push_back(st.optimizer), total.push_back(st.total);
+  }
   const double s = bench::median(total);
   double params = sum_numel(b.trained);
   if (o.lora) {
@@ -290,7 +313,34 @@ void measure(const Options& o, LayerBench& b, bool bf16, int& t) {
   std::fflush(stdout);
 }
 
+// --compare-pack: the bf16 LoRA step with the frozen weights kept packed against packing them in every call, on
+// two copies of the layer in one process, their steps alternating (the order swapped each round) so that both
+// see the same machine; the median of the per-round ratios.
+void compare_pack(const Options& o) {
+  Options unpacked = o;
+  unpacked.pack = false;
+  LayerBench a(o), b(unpacked);
+  a.bind_bf16(), b.bind_bf16();
+  int ta = 0, tb = 0;
+  timed_step(o, a, ta), timed_step(o, b, tb);
+  std::vector<double> ratio, fwd_ratio, ts_a, ts_b;
+  for (int i = 0; i < o.steps; ++i) {
+    StepTimes sa, sb;
+    if (i % 2) sb = timed_step(o, b, tb), sa = timed_step(o, a, ta);
+    else sa = timed_step(o, a, ta), sb = timed_step(o, b, tb);
+    ratio.push_back(sb.total / sa.total), fwd_ratio.push_back(sb.forward / sa.forward);
+    ts_a.push_back(sa.total), ts_b.push_back(sb.total);
+  }
+  std::printf("{\"bench\":\"pack_ab\",\"C\":%d,\"E\":%d,\"F\":%d,\"K\":%d,\"tokens\":%d,\"lora\":%d,\"threads\":%d,"
+              "\"steps\":%d,\"kept_s\":%.6g,\"per_call_s\":%.6g,\"speedup\":%.4f,\"forward_speedup\":%.4f,"
+              "\"kept_bytes\":%lld}\n",
+              o.C, o.E, o.F, o.K, o.tokens, o.lora, o.threads, o.steps, bench::median(ts_a), bench::median(ts_b),
+              bench::median(ratio), bench::median(fwd_ratio), static_cast<long long>(a.be->kept_bf16_bytes()));
+  std::fflush(stdout);
+}
+
 void bench_step(const Options& o) {
+  if (o.compare_pack) return compare_pack(o);
   LayerBench b(o);
   int t = 0;
   if (o.fp32) measure(o, b, false, t);

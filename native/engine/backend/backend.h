@@ -110,6 +110,16 @@ class Backend {
     no_bf16();
   }
 
+  // Optional: regions of bf16 weight copies that many matmul_*_bf16 calls read between changes (a model's, between
+  // optimizer steps). A backend may keep the weights there in layouts of its own, made at their first use after a
+  // change (the CPU packs the GEMM's operands once instead of on every call). to_bf16 writing into a kept region
+  // is such a change; nothing else may write there. forget_bf16_weights comes before the memory is freed.
+  // Results are the same bits either way.
+  virtual void keep_bf16_weights(const uint16_t* begin, const uint16_t* end) {}
+  virtual void forget_bf16_weights(const uint16_t* begin, const uint16_t* end) {}
+  // Bytes the backend holds for kept weights now.
+  virtual int64_t kept_bf16_bytes() const { return 0; }
+
   // Linear layers over row groups (types.h LinearGroups), each group exactly as matmul_forward(_bf16) /
   // matmul_backward(_bf16) on its rows, bit for bit; the groups' outputs must not overlap. The default makes
   // those calls one by one; a device backend runs each GEMM of all groups as one launch.

@@ -13,6 +13,7 @@ namespace moe {
 struct BackendOptions {
   int threads = 1;             // host threads the backend may use (the CPU backend's pool; values below 1 mean 1)
   std::string isa = "native";  // CPU kernels: "native" (the fastest this CPU runs) or "scalar" (the reference path)
+  bool pack_bf16_weights = true;  // CPU: keep_bf16_weights packs (false: every bf16 GEMM packs its weight anew)
 };
 
 struct BackendInfo {

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -51,6 +52,37 @@ class DeviceBuffer {
   MemKind kind_ = MemKind::Device;
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+};
+
+// A buffer of bf16 weight copies, parts of which are declared to its backend (Backend::keep_bf16_weights) until
+// the buffer goes: the backend may keep the weights there in layouts of its own between to_bf16 writes.
+class KeptBf16Buffer {
+ public:
+  KeptBf16Buffer() = default;
+  KeptBf16Buffer(const KeptBf16Buffer&) = delete;
+  KeptBf16Buffer& operator=(const KeptBf16Buffer&) = delete;
+  ~KeptBf16Buffer() { forget(); }
+
+  void reserve(Backend& be, size_t count) {
+    forget();
+    buf_.reserve(be, count * sizeof(uint16_t));
+    be_ = &be;
+  }
+  // Declares [offset, offset + count) (in bf16 values).
+  void keep(size_t offset, size_t count) {
+    kept_.emplace_back(offset, count);
+    be_->keep_bf16_weights(u16() + offset, u16() + offset + count);
+  }
+  uint16_t* u16() const { return buf_.u16(); }
+
+ private:
+  void forget() {
+    for (auto [offset, count] : kept_) be_->forget_bf16_weights(u16() + offset, u16() + offset + count);
+    kept_.clear();
+  }
+  DeviceBuffer buf_;
+  Backend* be_ = nullptr;
+  std::vector<std::pair<size_t, size_t>> kept_;
 };
 
 inline void reserve_floats(Backend& be, DeviceBuffer& b, size_t n) { b.reserve(be, n * sizeof(float)); }

@@ -68,7 +68,7 @@ std::vector<int64_t> Model::device_peak_bytes() const {
 // Points every linear weight's *_bf16 at its place in the bf16 arena and records the ranges to refresh. The
 // router stays fp32: its logits pick the experts, and a bf16 rounding there would flip near-tied choices.
 void Model::bind_bf16_weights() {
-  params_bf16_.reserve(be_, layout_.total() * sizeof(uint16_t));
+  params_bf16_.reserve(be_, layout_.total());
   const float* base = params_.f();
   std::set<size_t> offsets;
   auto mirror = [&](const float* w) -> const uint16_t* {
@@ -100,13 +100,18 @@ void Model::bind_bf16_weights() {
     if (!ranges.empty() && ranges.back().first + ranges.back().second == offset) ranges.back().second += floats;
     else ranges.emplace_back(offset, floats);
   };
+  std::vector<std::pair<size_t, size_t>> frozen;
   for (size_t i = 0; i < layout_.tensors().size(); ++i) {
     const ParamTensor& t = layout_.tensors()[i];
     if (!offsets.count(t.offset)) continue;
     const size_t padded = (t.numel + 15) / 16 * 16;
     extend(bf16_ranges_, t.offset, padded);
-    if (trainable_.trains(i)) extend(bf16_trained_ranges_, t.offset, padded);
+    extend(trainable_.trains(i) ? bf16_trained_ranges_ : frozen, t.offset, padded);
   }
+  // Frozen weights (a LoRA or ESFT run's base) are read by every step and never change: the backend may keep
+  // them in its own layout, made once. Trained ones change every step and are read about once in between, where
+  // keeping a second layout only adds its memory and the traffic of writing it.
+  for (auto [offset, count] : frozen) params_bf16_.keep(offset, count);
 }
 
 void Model::refresh_bf16_weights() {

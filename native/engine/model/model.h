@@ -138,7 +138,7 @@ class Model {
   ModelParams p_, g_;
   // bf16 compute: copies in the fp32 arena's layout (only the linear weights are filled), and the merged
   // (offset, count) ranges they occupy.
-  DeviceBuffer params_bf16_;
+  KeptBf16Buffer params_bf16_;
   std::vector<std::pair<size_t, size_t>> bf16_ranges_, bf16_trained_ranges_;  // (offset, floats), merged
   bool bf16_stale_ = true, bf16_trained_stale_ = false;
   std::vector<std::unique_ptr<MoeLayer>> moe_layers_;

@@ -20,6 +20,7 @@
 #include "backend/cpu/lora.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/matmul_bf16.h"
+#include "backend/cpu/packed_weights.h"
 #include "backend/cpu/qk_norm.h"
 #include "backend/cpu/rmsnorm.h"
 #include "backend/cpu/rope.h"
@@ -42,7 +43,7 @@ constexpr const char* kGpuNote = "; no GPU backend in this build";
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(int threads, cpu::Isa isa) : tp_(threads), isa_(isa) {}
+  CpuBackend(int threads, cpu::Isa isa, bool pack_weights) : tp_(threads), isa_(isa), pack_weights_(pack_weights) {}
   std::string name() const override { return "cpu"; }
   std::string describe() const override {
     const cpu::IsaScope isa(isa_);
@@ -200,16 +201,22 @@ class CpuBackend final : public Backend {
   void to_bf16(uint16_t* dst, const float* src, int64_t n) override {
     const cpu::IsaScope isa(isa_);
     cpu::to_bf16(tp_, dst, src, n);
+    packed_.changed(dst, dst + n);
   }
+  void keep_bf16_weights(const uint16_t* begin, const uint16_t* end) override {
+    if (pack_weights_) packed_.keep(begin, end);
+  }
+  void forget_bf16_weights(const uint16_t* begin, const uint16_t* end) override { packed_.forget(begin, end); }
+  int64_t kept_bf16_bytes() const override { return packed_.bytes(); }
   void matmul_forward_bf16(float* y, const float* x, const uint16_t* w, const float* b, int N, int I,
                            int O) override {
     const cpu::IsaScope isa(isa_);
-    cpu::matmul_forward_bf16(tp_, y, x, w, b, N, I, O);
+    cpu::matmul_forward_bf16(tp_, y, x, w, packed_.get(tp_, w, I, O, true), b, N, I, O);
   }
   void matmul_backward_bf16(float* dx, float* dw, float* db, const float* dy, const float* x, const uint16_t* w, int N,
                             int I, int O) override {
     const cpu::IsaScope isa(isa_);
-    cpu::matmul_backward_bf16(tp_, dx, dw, db, dy, x, w, N, I, O);
+    cpu::matmul_backward_bf16(tp_, dx, dw, db, dy, x, w, dx ? packed_.get(tp_, w, I, O, false) : nullptr, N, I, O);
   }
 
   RouterLosses router_forward(float* probs, int32_t* topk_idx, float* topk_w, const float* logits, int N, int E, int K,
@@ -266,12 +273,14 @@ class CpuBackend final : public Backend {
  private:
   ThreadPool tp_;
   cpu::Isa isa_;
+  bool pack_weights_;
+  cpu::PackedBf16Weights packed_;
 };
 
 std::string cpu_unusable_reason() { return ""; }  // baseline kernels run on any x86-64
 
 std::unique_ptr<Backend> make_cpu(const BackendOptions& o) {
-  return std::make_unique<CpuBackend>(o.threads, cpu::parse_isa(o.isa));
+  return std::make_unique<CpuBackend>(o.threads, cpu::parse_isa(o.isa), o.pack_bf16_weights);
 }
 
 }  // namespace

@@ -33,15 +33,19 @@ const Kernels& kernels() {
 thread_local PackBuffer<uint32_t> tl_pack_a("sgemm_bf16"), tl_pack_b("sgemm_bf16");
 
 struct Problem : gemm_driver::Problem {
-  const uint16_t* B16;  // exactly one of B16 / B32 is set
+  const uint16_t* B16;  // exactly one of B16 / B32 / packed is set
   const float* B32;
+  const uint32_t* packed;  // op(B) packed once (sgemm_bf16_pack_b), n_pad columns per k pair
+  int64_t n_pad;
 };
+
+int64_t padded_columns(int N) { return (int64_t{N} + kNR - 1) / kNR * kNR; }
 
 void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, int n1) {
   if (m0 >= m1 || n0 >= n1) return;
   const int nc_max = std::min(kNcMax, (n1 - n0 + kNR - 1) / kNR * kNR);
   const int pairs_max = p.kc / 2;
-  uint32_t* bp = tl_pack_b.get(static_cast<size_t>(pairs_max) * nc_max);
+  uint32_t* bp = p.packed ? nullptr : tl_pack_b.get(static_cast<size_t>(pairs_max) * nc_max);
   uint32_t* ap = tl_pack_a.get(static_cast<size_t>(pairs_max) * std::min(m1 - m0, kMcMax));
   for (int mc = m0; mc < m1; mc += kMcMax) {
     const int rows = std::min(kMcMax, m1 - mc);
@@ -60,7 +64,9 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
       }
       for (int jc = n0; jc < n1; jc += nc_max) {
         const int nc = std::min(nc_max, n1 - jc);
-        for (int jr = 0; jr < nc; jr += kNR) {
+        // Packed once: block k0's panels lie side by side after the k0/2 pairs of the blocks before it.
+        if (p.packed) bp = const_cast<uint32_t*>(p.packed) + k0 / 2 * p.n_pad + static_cast<int64_t>(jc) * pairs;
+        for (int jr = 0; jr < nc && !p.packed; jr += kNR) {
           const int cols = std::min(kNR, nc - jr);
           const int64_t off = p.b_offset(k0, jc + jr);
           uint32_t* dst = bp + static_cast<int64_t>(jr) * pairs;
@@ -83,15 +89,18 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
 
 namespace gemm_bf16 {
 
+int block_k(int K) { return gemm_driver::block_k(K, kKcMax, true); }
+
 void sgemm_with(const Kernels& kern, ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
-                const float* A, int lda, const uint16_t* B16, const float* B32, int ldb, float beta, float* C,
-                int ldc) {
+                const float* A, int lda, const uint16_t* B16, const float* B32, const uint32_t* packed, int ldb,
+                float beta, float* C, int ldc) {
   if (!gemm_driver::prepare("sgemm_bf16", trans_a, trans_b, M, N, K, lda, ldb, beta, C, ldc)) return;
-  const Problem p{{trans_a, trans_b, M, N, K, gemm_driver::block_k(K, kKcMax, true), alpha, beta, A, lda, ldb, C, ldc},
-                  B16, B32};
-  // The slowest thread's dot-product and packing work.
+  const Problem p{{trans_a, trans_b, M, N, K, block_k(K), alpha, beta, A, lda, ldb, C, ldc},
+                  B16, B32, packed, padded_columns(N)};
+  // The slowest thread's dot-product and packing work (B's packing only when it is not packed already).
+  const double b_packs = packed ? 0.0 : 1.0;
   auto cost = [&](double mt, double nt, int) {
-    return mt * nt * K / 32.0 + 0.5 * K * (nt * std::ceil(mt / kMcMax) + mt);
+    return mt * nt * K / 32.0 + 0.5 * K * (b_packs * nt * std::ceil(mt / kMcMax) + mt);
   };
   gemm_driver::run_regions(tp, M, N, K, kNR, cost,
                            [&](int m0, int m1, int n0, int n1) { run_region(kern, p, m0, m1, n0, n1); });
@@ -101,12 +110,49 @@ void sgemm_with(const Kernels& kern, ThreadPool& tp, bool trans_a, bool trans_b,
 
 void sgemm_bf16(ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
                 const uint16_t* B, int ldb, float beta, float* C, int ldc) {
-  gemm_bf16::sgemm_with(kernels(), tp, trans_a, trans_b, M, N, K, alpha, A, lda, B, nullptr, ldb, beta, C, ldc);
+  gemm_bf16::sgemm_with(kernels(), tp, trans_a, trans_b, M, N, K, alpha, A, lda, B, nullptr, nullptr, ldb, beta, C,
+                        ldc);
 }
 
 void sgemm_bf16(ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
                 const float* B, int ldb, float beta, float* C, int ldc) {
-  gemm_bf16::sgemm_with(kernels(), tp, trans_a, trans_b, M, N, K, alpha, A, lda, nullptr, B, ldb, beta, C, ldc);
+  gemm_bf16::sgemm_with(kernels(), tp, trans_a, trans_b, M, N, K, alpha, A, lda, nullptr, B, nullptr, ldb, beta, C,
+                        ldc);
+}
+
+int64_t sgemm_bf16_packed_words(int N, int K) {
+  if (N <= 0 || K <= 0) return 0;
+  const int kc = gemm_bf16::block_k(K);
+  int64_t pairs = 0;
+  for (int k0 = 0; k0 < K; k0 += kc) pairs += (std::min(kc, K - k0) + 1) / 2;
+  return pairs * padded_columns(N);
+}
+
+void sgemm_bf16_pack_b(ThreadPool& tp, bool trans_b, int N, int K, const uint16_t* B, int ldb, uint32_t* packed) {
+  check(N >= 0 && K >= 0, "sgemm_bf16_pack_b: negative size N=" + std::to_string(N) + " K=" + std::to_string(K));
+  check(ldb >= (trans_b ? K : N), "sgemm_bf16_pack_b: ldb=" + std::to_string(ldb) + " is smaller than op(B)'s row length");
+  if (N == 0 || K == 0) return;
+  // Every family packs the same words (gemm_bf16_kernels.h), so whichever runs the later calls reads them.
+  const Kernels& kern = kernels();
+  const int kc = gemm_bf16::block_k(K);
+  const int64_t n_pad = padded_columns(N), panels = n_pad / kNR;
+  const gemm_driver::Problem shape{false, trans_b, 0, N, K, kc, 1.0f, 0.0f, nullptr, 0, ldb, nullptr, 0};
+  for (int k0 = 0; k0 < K; k0 += kc) {
+    const int kb = std::min(kc, K - k0), pairs = (kb + 1) / 2;
+    uint32_t* block = packed + k0 / 2 * n_pad;
+    tp.parallel_for(panels, [&](int64_t q0, int64_t q1, int) {
+      for (int64_t q = q0; q < q1; ++q) {
+        const int j = static_cast<int>(q * kNR), cols = std::min<int>(kNR, N - j);
+        kern.pack_b16(trans_b, B + shape.b_offset(k0, j), ldb, kb, cols, block + q * kNR * pairs);
+      }
+    });
+  }
+}
+
+void sgemm_bf16_packed(ThreadPool& tp, bool trans_a, int M, int N, int K, float alpha, const float* A, int lda,
+                       const uint32_t* packed, float beta, float* C, int ldc) {
+  gemm_bf16::sgemm_with(kernels(), tp, trans_a, false, M, N, K, alpha, A, lda, nullptr, nullptr, packed, N, beta, C,
+                        ldc);
 }
 
 const char* sgemm_bf16_isa() { return kernels().name; }

@@ -28,6 +28,15 @@ void sgemm_bf16(ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K,
 void sgemm_bf16(ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
                 const float* B, int ldb, float beta, float* C, int ldc);
 
+// A bf16 B read by many calls between its changes (a weight) packed once: the words every call would otherwise pack
+// for itself, for each k block and 32-column panel of op(B). A call on them (same N and K; any M, A, alpha, beta,
+// C) gives the unpacked call's bits with whichever kernel runs, as every family reads the same words. `packed`
+// holds sgemm_bf16_packed_words(N, K) words, 64-byte aligned.
+int64_t sgemm_bf16_packed_words(int N, int K);
+void sgemm_bf16_pack_b(ThreadPool& tp, bool trans_b, int N, int K, const uint16_t* B, int ldb, uint32_t* packed);
+void sgemm_bf16_packed(ThreadPool& tp, bool trans_a, int M, int N, int K, float alpha, const float* A, int lda,
+                       const uint32_t* packed, float beta, float* C, int ldc);
+
 // Which kernel sgemm_bf16 uses on this machine under the calling thread's ISA choice: "amx", "avx512_bf16",
 // "avx512_fma" or "portable".
 const char* sgemm_bf16_isa();

@@ -48,7 +48,9 @@ float dpbf16_step(float acc, uint16_t x, uint16_t y);
 float dot_pairs(const uint32_t* a, int64_t sa, const uint32_t* b, int64_t sb, int pairs);
 
 // sgemm_bf16 (same contract as gemm_bf16.h) on an explicit kernel family; tests compare the families bit for bit.
+// Exactly one of B16, B32 and packed (sgemm_bf16_pack_b's words; trans_b and ldb are then unused) is set.
 void sgemm_with(const Kernels& kern, ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
-                const float* A, int lda, const uint16_t* B16, const float* B32, int ldb, float beta, float* C, int ldc);
+                const float* A, int lda, const uint16_t* B16, const float* B32, const uint32_t* packed, int ldb,
+                float beta, float* C, int ldc);
 
 }  // namespace moe::cpu::gemm_bf16

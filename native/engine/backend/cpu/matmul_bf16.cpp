@@ -9,8 +9,8 @@
 
 namespace moe::cpu {
 
-void matmul_forward_bf16(ThreadPool& tp, float* y, const float* x, const uint16_t* w, const float* b, int N, int I,
-                         int O) {
+void matmul_forward_bf16(ThreadPool& tp, float* y, const float* x, const uint16_t* w, const uint32_t* w_packed,
+                         const float* b, int N, int I, int O) {
   if (b) {
     // Seed y with the bias and let sgemm_bf16 add x·wᵀ (beta = 1), as matmul_forward does.
     tp.parallel_for(N, [=](int64_t n0, int64_t n1, int) {
@@ -18,12 +18,14 @@ void matmul_forward_bf16(ThreadPool& tp, float* y, const float* x, const uint16_
         for (int o = 0; o < O; ++o) y[n * O + o] = b[o];
     });
   }
-  sgemm_bf16(tp, false, true, N, O, I, 1.0f, x, I, w, I, b ? 1.0f : 0.0f, y, O);
+  if (w_packed) sgemm_bf16_packed(tp, false, N, O, I, 1.0f, x, I, w_packed, b ? 1.0f : 0.0f, y, O);
+  else sgemm_bf16(tp, false, true, N, O, I, 1.0f, x, I, w, I, b ? 1.0f : 0.0f, y, O);
 }
 
 void matmul_backward_bf16(ThreadPool& tp, float* dx, float* dw, float* db, const float* dy, const float* x,
-                          const uint16_t* w, int N, int I, int O) {
-  if (dx) sgemm_bf16(tp, false, false, N, I, O, 1.0f, dy, O, w, I, 1.0f, dx, I);
+                          const uint16_t* w, const uint32_t* w_packed, int N, int I, int O) {
+  if (dx && w_packed) sgemm_bf16_packed(tp, false, N, I, O, 1.0f, dy, O, w_packed, 1.0f, dx, I);
+  else if (dx) sgemm_bf16(tp, false, false, N, I, O, 1.0f, dy, O, w, I, 1.0f, dx, I);
   if (dw) sgemm_bf16(tp, true, false, O, I, N, 1.0f, dy, O, x, I, 1.0f, dw, I);
   if (db) matmul_backward(tp, nullptr, nullptr, db, dy, nullptr, nullptr, N, I, O);
 }

@@ -8,11 +8,12 @@
 
 namespace moe::cpu {
 
+// w_packed (may be null): w already packed for the product at hand (packed_weights.h), bit for bit the same result.
 // y[N,O] = x[N,I] · w[O,I]ᵀ + b[O]   (b may be null)
-void matmul_forward_bf16(ThreadPool& tp, float* y, const float* x, const uint16_t* w, const float* b, int N, int I,
-                         int O);
+void matmul_forward_bf16(ThreadPool& tp, float* y, const float* x, const uint16_t* w, const uint32_t* w_packed,
+                         const float* b, int N, int I, int O);
 // dx[N,I] += dy·w ; dw[O,I] += dyᵀ·x ; db[O] += Σ_n dy[n] in fp32   (each may be null)
 void matmul_backward_bf16(ThreadPool& tp, float* dx, float* dw, float* db, const float* dy, const float* x,
-                          const uint16_t* w, int N, int I, int O);
+                          const uint16_t* w, const uint32_t* w_packed, int N, int I, int O);
 
 }  // namespace moe::cpu

@@ -1,0 +1,52 @@
+// The CPU backend's packed bf16 weights: inside the regions a caller keeps (Backend::keep_bf16_weights, a model's
+// bf16 weight copies), each weight the linear layers read is packed for sgemm_bf16 (sgemm_bf16_pack_b) at its first
+// use after a change and reused by every later call until the next one, for the two products that read it:
+// x·wᵀ (the forward) and dy·w (the backward's dx). That saves the packing every call would otherwise repeat on
+// the same bytes (a weight changes at most once per optimizer step; a frozen one never). Each packed form takes
+// about as many bytes as the bf16 copy.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "core/threadpool.h"
+
+namespace moe::cpu {
+
+class PackedBf16Weights {
+ public:
+  PackedBf16Weights() = default;
+  ~PackedBf16Weights();
+  PackedBf16Weights(const PackedBf16Weights&) = delete;
+  PackedBf16Weights& operator=(const PackedBf16Weights&) = delete;
+
+  void keep(const uint16_t* begin, const uint16_t* end);
+  // Every packed weight overlapping [begin, end) is repacked at its next use.
+  void changed(const uint16_t* begin, const uint16_t* end);
+  // Drops the region and every packed weight overlapping it.
+  void forget(const uint16_t* begin, const uint16_t* end);
+
+  // The packed op(B) of the weight w [O, I] (forward: wᵀ, N = O, K = I; else w, N = I, K = O), packed now if it is
+  // stale; null when w lies outside every kept region.
+  const uint32_t* get(ThreadPool& tp, const uint16_t* w, int I, int O, bool forward);
+
+  int64_t bytes() const;
+
+ private:
+  struct Entry {
+    int I = 0, O = 0;
+    bool fresh = false;
+    uint32_t* words = nullptr;
+  };
+  using Key = std::pair<const uint16_t*, bool>;
+  void drop_overlapping(const uint16_t* begin, const uint16_t* end, bool erase);
+
+  mutable std::mutex mu_;
+  std::vector<std::pair<const uint16_t*, const uint16_t*>> regions_;
+  std::map<Key, Entry> entries_;
+  int64_t bytes_ = 0;
+};
+
+}  // namespace moe::cpu
