@@ -2,7 +2,7 @@
 """One MoE layer of real models' shapes, ours against PyTorch, side by side in one run (test/bench/shapes runs it).
 
     /usr/bin/python3 test/bench/shapes_bench.py --dev-cli native/build/moe-engine-dev [--threads 2]
-        [--tokens N,...] [--shapes olmoe,qwen3,deepseek-v2-lite,mixtral] [--steps 3]
+        [--tokens N,...] [--shapes olmoe,qwen3,deepseek-v2-lite,mixtral] [--steps N]
     /usr/bin/python3 test/bench/shapes_bench.py torch-layer|torch-gemm JSON   (the PyTorch side, run in its own process)
 
 A step is the layer's forward (router, top-k, per-expert SwiGLU on the tokens routed to it, weighted combine, the
@@ -30,17 +30,18 @@ import subprocess
 import sys
 import time
 
-# name: (C, E, F, K, shared F, optimizer, default tokens). Mixtral's AdamW state (22 GB for the layer with its
-# weights and gradients) does not fit beside both sides on a 24 GiB machine: its step is forward + backward only, on
-# both sides, and at 512 tokens (128 rows per expert, as the others' 64–128) so the default run stays under 15 minutes
-# on two cores.
+# name: (C, E, F, K, shared F, optimizer, default tokens, default timed steps). Mixtral's AdamW state (22 GB for the
+# layer with its weights and gradients) does not fit beside both sides on a 24 GiB machine: its step is forward +
+# backward only, on both sides, and at 512 tokens (128 rows per expert, as the others' 64–128). Its steps take 10–30 s
+# each here, so two timed steps per setup (after the warm-up) rather than three keep the default run under 15 minutes
+# on two cores (15.2 minutes with three on a slow day).
 SHAPES = {
-    "olmoe": (2048, 64, 1024, 8, 0, True, 1024),
-    "qwen3": (2048, 128, 768, 8, 0, True, 1024),
-    "deepseek-v2-lite": (2048, 64, 1408, 6, 2 * 1408, True, 1024),
-    "mixtral": (4096, 8, 14336, 2, 0, False, 512),
+    "olmoe": (2048, 64, 1024, 8, 0, True, 1024, 3),
+    "qwen3": (2048, 128, 768, 8, 0, True, 1024, 3),
+    "deepseek-v2-lite": (2048, 64, 1408, 6, 2 * 1408, True, 1024, 3),
+    "mixtral": (4096, 8, 14336, 2, 0, False, 512, 2),
 }
-SMOKE = {"smoke": (256, 8, 512, 2, 256, True, 1024)}  # --shapes smoke: checks the script itself in seconds
+SMOKE = {"smoke": (256, 8, 512, 2, 256, True, 1024, 3)}  # --shapes smoke: checks the script itself in seconds
 TORCH_ENV = {
     "LD_LIBRARY_PATH": "/usr/lib/x86_64-linux-gnu/openblas-openmp",
     "LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
@@ -219,7 +220,8 @@ def main():
     ap.add_argument("--tokens", default=None,
                     help="comma-separated token counts per step (default: each shape's own, 1024 or Mixtral's 512)")
     ap.add_argument("--shapes", default=",".join(SHAPES))
-    ap.add_argument("--steps", type=int, default=3, help="timed steps per setup (after one warm-up)")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="timed steps per setup, after one warm-up (default: each shape's own, 3 or Mixtral's 2)")
     ap.add_argument("--lora", type=int, default=16, help="rank of the LoRA step (0: no LoRA step)")
     a = ap.parse_args()
     with open("/proc/cpuinfo") as f:
@@ -232,8 +234,9 @@ def main():
     kernel = "?"
     started = time.time()
     for name in a.shapes.split(","):
-        C, E, F, K, SF, optimizer, default_tokens = {**SHAPES, **SMOKE}[name]
+        C, E, F, K, SF, optimizer, default_tokens, default_steps = {**SHAPES, **SMOKE}[name]
         token_counts = [int(t) for t in a.tokens.split(",")] if a.tokens else [default_tokens]
+        steps = a.steps or default_steps
         shape_started = time.time()
         phases = {}  # where the shape's time went, in seconds
 
@@ -244,14 +247,14 @@ def main():
             return out
         for tokens in token_counts:
             base = ["--C", str(C), "--E", str(E), "--F", str(F), "--K", str(K), "--shared-F", str(SF),
-                    "--tokens", str(tokens), "--threads", str(a.threads), "--steps", str(a.steps)]
+                    "--tokens", str(tokens), "--threads", str(a.threads), "--steps", str(steps)]
             base += [] if optimizer else ["--no-optimizer"]
             # Each side runs its two setups in one process on one layer: a layer's initialisation costs as much
             # as its steps.
             ours = {r["dtype"]: r["tokens_per_s"]
                     for r in timed("ours", run_ours, a.dev_cli, base + ["--dtype", "fp32,bf16"])}
             spec = {"C": C, "E": E, "F": F, "K": K, "shared_F": SF, "tokens": tokens, "threads": a.threads,
-                    "optimizer": optimizer, "steps": a.steps, "setups": ["fp32", "bf16"]}
+                    "optimizer": optimizer, "steps": steps, "setups": ["fp32", "bf16"]}
             theirs = {("bf16" if r["setup"] == "bf16_autocast" else "fp32"): r["tokens_per_s"]
                       for r in timed("torch", run_torch, "torch-layer", spec, a.threads)}
             r32, r16 = ours["fp32"] / theirs["fp32"], ours["bf16"] / theirs["bf16"]
