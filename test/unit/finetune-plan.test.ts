@@ -83,6 +83,24 @@ describe('memory verdict', () => {
     expect(bf16.tiers[0]!.frozen).toBe(3024)
   })
 
+  // bf16 compute keeps a bf16 copy of the whole arena (2 B per padded float) and, on the cpu backend, packs each
+  // frozen linear weight twice for its GEMMs (4 B per parameter): here under LoRA every qkv (128), out (64), expert
+  // (4 × 96) and lm_head (128) weight is frozen, 2 × 576 + 128 = 1280 parameters; the router and norms are not linear.
+  test('bf16 compute books its weight copies on the device', () => {
+    const budgets = { device: 1 << 30, host: 1 << 30, ssd: null }
+    const lora = { method: 'lora', lora: { rank: 2 } }
+    const device = (c: RunConfig) => planRun(c, budgets).tiers.find((t) => t.tier === 'device')!
+    const fp32 = device(config(lora))
+    const arena = fp32.params  // fp32: the arena, 4 B per padded float
+    expect(device(config(lora, { compute_dtype: 'bf16' })).params - arena).toBe(arena / 2 + 4 * 1280)
+    expect(device(config(lora, { compute_dtype: 'bf16', backend: 'cuda' })).params - arena).toBe(arena / 2)
+    // Full training freezes nothing: the copy alone.
+    const full = device(config(null))
+    expect(device(config(null, { compute_dtype: 'bf16' })).params - full.params).toBe(full.params / 2)
+    expect(device(config(null, { compute_dtype: 'bf16' })).total - full.total).toBe(full.params / 2)
+    expect(planRun(config(lora, { compute_dtype: 'bf16' }), budgets).formulas.join('\n')).toContain('bf16 copies')
+  })
+
   test('routed experts (adapters included) sit in the offload tier', () => {
     const v = finetuneVerdict(config({ method: 'esft', experts: { 0: [1, 3], 1: [2] } }), { mode: 'host' })
     expect(v.tiers).toEqual([

@@ -6,6 +6,7 @@
 // state (host or SSD); everything else on the device. Activations and buffers are the plan's own.
 import type { RunConfig } from '../../api/config'
 import { resolveFinetune, touchedExperts, type ResolvedFinetune } from '../../api/finetune'
+import { modelFeatures } from '../../api/model-families'
 import { adaptedLinears, layoutTensors, type LayoutTensor } from './layout-tensors'
 
 export type Tier = 'device' | 'host' | 'ssd'
@@ -101,6 +102,21 @@ export function finetuneStateBytes(config: RunConfig): { trainedState: number; f
       for (const x of adaptedLinears(t, config.model)) trained += pad16(f!.lora!.rank * x.in) + pad16(x.out * f!.lora!.rank)
   }
   return { trainedState: 12 * trained, frozen: 4 * frozen }
+}
+
+/**
+ * Parameters of the frozen linear weights (those with bf16 copies under train.compute_dtype bf16: every linear
+ * LoRA could adapt, and the output head: lm_head, or wte when tied to it), which the CPU backend keeps packed for its bf16 GEMMs
+ * (native/engine/backend/cpu/packed_weights.h). Without a finetune section nothing is frozen.
+ */
+export function frozenLinearParams(config: RunConfig): number {
+  const f = resolveFinetune(config.finetune)
+  const at = expertsAt(config.model)
+  const tied = modelFeatures(config.model).tie_embeddings
+  let n = 0
+  for (const t of layoutTensors(config.model))
+    if ((t.linear !== null || t.name === 'lm_head.weight' || (tied && t.name === 'wte')) && !tensorTrains(t, f, at)) n += t.numel
+  return n
 }
 
 /** One routed expert's floats as the engine lays them out under a section: weights (its adapters included) and

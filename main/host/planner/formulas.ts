@@ -49,7 +49,10 @@ export function planFormulas({ model, offload, sizes: s, mode, slots, mapped, ca
       'base) keeps its trained part’s weights, gradient and moments in host memory beside the cache, its record is its weights')
   const act = `activations ${binaryBytes(s.activations)} + buffers ${binaryBytes(s.buffers)}`
   if (mode === 'none') {
-    lines.push(`device = 4 × (D + all experts) + activations + buffers = ${total('device')} (${act}; MPipeMoE eqs. 1–3)`)
+    if (s.bf16Copies > 0) {
+      lines.push(`bf16 compute: a bf16 copy of every parameter (2 B each) and, on the cpu backend, each frozen linear weight packed for the bf16 GEMMs (2 × 2 B each) = ${binaryBytes(s.bf16Copies)}`)
+      lines.push(`device = 4 × (D + all experts) + bf16 copies + activations + buffers = ${total('device')} (${act}; MPipeMoE eqs. 1–3)`)
+    } else lines.push(`device = 4 × (D + all experts) + activations + buffers = ${total('device')} (${act}; MPipeMoE eqs. 1–3)`)
     return lines
   }
   if (mapped) {

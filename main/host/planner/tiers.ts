@@ -5,7 +5,7 @@
 import type { RunConfig } from '../../api/config'
 import type { Plan } from '../../api/contract'
 import { activationFloats } from './activations'
-import { stateFloats } from './finetune-plan'
+import { frozenLinearParams, stateFloats } from './finetune-plan'
 import { countParams } from './param-count'
 
 export type TierBytes = Plan['tiers'][number]
@@ -36,6 +36,9 @@ export interface Sizes {
   /** SSD mode: the trained part of the experts that also have frozen tensors (LoRA adapters on a frozen base), whose
    * weights, gradient and moments stay in host memory beside the cache (4 copies). */
   sideTrained: number
+  /** bf16 compute: the bf16 copy of the whole arena (2 B per parameter) and, on the CPU backend, the frozen linear
+   * weights packed for its GEMMs (two layouts of 2 B each); 0 in fp32. */
+  bf16Copies: number
   activations: number
   buffers: number
 }
@@ -49,6 +52,18 @@ const recordParts = (weights: number, trained: number, split: boolean) =>
 const recordBytes = (p: ReturnType<typeof recordParts>) => p.weights + 3 * p.grad
 
 export function sizesOf(config: RunConfig): Sizes {
+  const s = stateSizesOf(config)
+  return { ...s, bf16Copies: bf16CopyBytes(config, s.dense + s.allExperts) }
+}
+
+/** The bf16 weight copies beside an arena of `arena` fp32 bytes (native/engine/model/model.cpp bind_bf16_weights). */
+function bf16CopyBytes(config: RunConfig, arena: number): number {
+  if (config.train.compute_dtype !== 'bf16') return 0
+  const packed = (config.train.backend ?? 'cpu') === 'cpu' ? 4 * frozenLinearParams(config) : 0
+  return arena / 2 + packed
+}
+
+function stateSizesOf(config: RunConfig): Omit<Sizes, 'bf16Copies'> {
   const { saved, scratch } = activationFloats(config)
   const common = { activations: saved * F32, buffers: scratch * F32 }
   if (config.finetune) {
@@ -103,7 +118,7 @@ export const emptyTier = (name: TierBytes['tier'], budget: number | null): TierB
 
 /** Everything on the device: every parameter's weights, the trained ones' gradient and moments, activations and buffers. */
 export function residentDevice(s: Sizes, budget: number): TierBytes {
-  const params = s.dense + s.allExperts, trained = s.denseTrained + s.allExpertsTrained
+  const params = s.dense + s.allExperts + s.bf16Copies, trained = s.denseTrained + s.allExpertsTrained
   return tier('device', { params, grads: trained, optimizer: 2 * trained, activations: s.activations, buffers: s.buffers }, budget)
 }
 
@@ -116,7 +131,7 @@ export function offloadedDevice(s: Sizes, slots: number, budget: number, mapped 
   return tier(
     'device',
     {
-      params: s.dense + (mapped ? 0 : slots * s.expert), grads: s.denseTrained + slots * s.expertTrained, optimizer: 2 * s.denseTrained,
+      params: s.dense + s.bf16Copies + (mapped ? 0 : slots * s.expert), grads: s.denseTrained + slots * s.expertTrained, optimizer: 2 * s.denseTrained,
       activations: s.activations, buffers: s.buffers,
     },
     budget,
@@ -124,7 +139,7 @@ export function offloadedDevice(s: Sizes, slots: number, budget: number, mapped 
 }
 
 /** What the device holds besides the slots. */
-export const deviceFixed = (s: Sizes) => s.dense + 3 * s.denseTrained + s.activations + s.buffers
+export const deviceFixed = (s: Sizes) => s.dense + s.bf16Copies + 3 * s.denseTrained + s.activations + s.buffers
 
 /** Slots a device budget holds after its fixed part, at most one per expert (the engine's cap). */
 export function slotsFor(s: Sizes, budget: number, mapped = false): number {
