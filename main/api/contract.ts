@@ -240,12 +240,19 @@ export const PlacementSeriesSchema = z.object({
 export const HardwareSchema = z.object({
   cpuModel: z.string(),
   cpus: z.number().int(),
-  cpuFeatures: z.array(z.string()).describe('SIMD features the engine dispatches on (avx512f, avx512_bf16, avx2, ...)'),
+  cpuFeatures: z.array(z.string()).describe('SIMD features the engine dispatches on (amx_bf16, avx512f, avx512_bf16, avx2, ...)'),
   memoryBytes: z.number(),
   freeMemoryBytes: z.number(),
   disks: z.array(z.object({ path: z.string(), totalBytes: z.number(), freeBytes: z.number() })),
   gpus: z.array(z.object({ name: z.string(), memoryBytes: z.number() })),
   backends: z.array(z.string()).describe('engine backends usable on this machine'),
+  engineBackends: z.array(z.object({
+    name: z.string(),
+    usable: z.boolean(),
+    whyNot: z.string().describe('why it cannot run here; empty when usable'),
+    kernels: z.string().describe('the kernels it picks on this machine, e.g. "sgemm avx512, bf16 gemm amx"; empty when not usable'),
+  })).describe('every backend built into the engine; empty when the engine could not be loaded'),
+  engineError: z.string().nullable().describe('why the engine could not be asked (its addon failed to load); null when it answered'),
 })
 
 export const TierBytesSchema = z.object({

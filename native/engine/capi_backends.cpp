@@ -20,6 +20,16 @@ std::string validation(const moe::BackendInfo& b) {
   }
 }
 
+// What a backend made here with default options reports of its kernels (Backend::kernels); "" when it cannot run.
+std::string kernels(const moe::BackendInfo& b) {
+  if (!b.usable) return "";
+  try {
+    return moe::make_backend(b.name)->kernels();
+  } catch (const moe::EngineError&) {
+    return "";
+  }
+}
+
 }  // namespace
 
 extern "C" const char* moe_engine_list_backends(void) {
@@ -32,6 +42,7 @@ extern "C" const char* moe_engine_list_backends(void) {
       o.set("usable", moe::json::Value::of(b.usable));
       o.set("why_not", moe::json::Value::of(b.why_not));
       o.set("validation", moe::json::Value::of(validation(b)));
+      o.set("kernels", moe::json::Value::of(kernels(b)));
       all.push(std::move(o));
     }
     return moe::json::dump(all);

@@ -53,8 +53,16 @@ TEST(c_api_lists_the_backends_as_json) {
   for (const moe::json::Value& b : v.array) {
     const moe::json::Value* name = b.find("name");
     const moe::json::Value* usable = b.find("usable");
-    CHECK(name && name->is_string() && usable && usable->is_bool() && b.find("description") && b.find("why_not"));
-    if (name && usable && name->string == "cpu") cpu = usable->boolean;
+    const moe::json::Value* kernels = b.find("kernels");
+    CHECK(name && name->is_string() && usable && usable->is_bool() && b.find("description") && b.find("why_not") &&
+          kernels && kernels->is_string());
+    if (!name || !usable || name->string != "cpu") continue;
+    cpu = usable->boolean;
+    // The kernels the CPU backend picks here, as its describe line names them.
+    const std::string described = moe::make_backend("cpu")->describe();
+    CHECK_MSG(kernels->string.rfind("sgemm ", 0) == 0 && kernels->string.find(", bf16 gemm ") != std::string::npos &&
+                  described.find(kernels->string) != std::string::npos,
+              kernels->string + " | " + described);
   }
   CHECK(cpu);
 }

@@ -18,6 +18,9 @@ describe('Hardware view', () => {
     const text = (await panel.textContent()) ?? ''
     expect(text).toContain(probe.cpuModel)
     for (const feature of probe.cpuFeatures) expect(text).toContain(feature)
+    // Which kernels run, as the engine itself says (the bf16 one: AMX, AVX512_BF16, or emulated).
+    const cpu = probe.engineBackends.find((b) => b.name === 'cpu')!
+    expect(await page.getByTestId('cpu-kernels').textContent()).toContain(cpu.kernels)
     expect(text).toContain(wb.dataDir)
     if (probe.gpus.length === 0) expect(await page.getByTestId('no-gpu').textContent()).toContain('CPU backend is in use')
     expect(await page.title()).toBe('Hardware · MoE Workbench')

@@ -193,6 +193,8 @@ export function fakeHandlers(overrides: Partial<ApiHandlers> = {}): ApiHandlers 
       disks: [],
       gpus: [],
       backends: ['cpu'],
+      engineBackends: [{ name: 'cpu', usable: true, whyNot: '', kernels: 'sgemm avx2, bf16 gemm portable' }],
+      engineError: null,
     }),
     'planner.plan': async () => ({
       requested: 'none',

@@ -1,5 +1,5 @@
 // Hardware probe and directory listing behind the Hardware view and the browser-mode file pickers.
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import { join } from 'node:path'
 
@@ -17,7 +17,15 @@ describe('hardware probe', () => {
     expect(hw.disks[0]!.path).toBe(os.tmpdir())
     expect(hw.disks[0]!.freeBytes).toBeGreaterThan(0)
     expect(hw.disks[0]!.freeBytes).toBeLessThanOrEqual(hw.disks[0]!.totalBytes)
-    expect(hw.backends).toEqual(['cpu'])
+    // The engine's own answer: its backends, the cpu one usable with the kernels it picks on this CPU.
+    expect(hw.engineError).toBeNull()
+    expect(hw.backends).toContain('cpu')
+    expect(hw.backends).toEqual(hw.engineBackends.filter((b) => b.usable).map((b) => b.name))
+    const cpu = hw.engineBackends.find((b) => b.name === 'cpu')!
+    expect(cpu.kernels).toMatch(/^sgemm (avx512|avx2|scalar), bf16 gemm (amx|avx512_bf16|avx512_fma|portable)/)
+    const flags = readFileSync('/proc/cpuinfo', 'utf8')
+    if (!/\bamx_bf16\b/.test(flags)) expect(cpu.kernels).not.toContain('bf16 gemm amx')
+    if (/\bavx512f\b/.test(flags)) expect(cpu.kernels).toContain('sgemm avx512')
   })
 })
 

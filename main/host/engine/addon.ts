@@ -113,6 +113,11 @@ export interface EngineAddon {
    * only (moe_hf_inspect's JSON). Throws when the folder is not a model folder at all.
    */
   inspectHf(dir: string): string
+  /**
+   * The backends built into the engine (moe_engine_list_backends' JSON): name, description, usable, why_not,
+   * validation, and the kernels a usable one picks on this machine.
+   */
+  listBackends(): string
   apiVersion: number
 }
 

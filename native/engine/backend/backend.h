@@ -19,6 +19,9 @@ class Backend {
   virtual std::string name() const = 0;
   // One line for logs and the UI: the backend, its threads or device, and the kernels it dispatched to.
   virtual std::string describe() const = 0;
+  // The kernels it picked on this machine, for the Hardware view ("sgemm avx512, bf16 gemm amx"); empty when it
+  // has no such choice to report.
+  virtual std::string kernels() const { return ""; }
   virtual int threads() const = 0;
   // The device it computes on, as validation records name it (backend/validation.h); empty for the host.
   virtual std::string device() const { return ""; }

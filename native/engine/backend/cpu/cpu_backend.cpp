@@ -46,9 +46,11 @@ class CpuBackend final : public Backend {
   CpuBackend(int threads, cpu::Isa isa, bool pack_weights) : tp_(threads), isa_(isa), pack_weights_(pack_weights) {}
   std::string name() const override { return "cpu"; }
   std::string describe() const override {
+    return "cpu (" + std::to_string(tp_.threads()) + " threads; " + kernels() + kGpuNote + ")";
+  }
+  std::string kernels() const override {
     const cpu::IsaScope isa(isa_);
-    return "cpu (" + std::to_string(tp_.threads()) + " threads; sgemm " + cpu::sgemm_isa() + ", bf16 gemm " +
-           cpu::sgemm_bf16_kernel() + kGpuNote + ")";
+    return std::string("sgemm ") + cpu::sgemm_isa() + ", bf16 gemm " + cpu::sgemm_bf16_kernel();
   }
   int threads() const override { return tp_.threads(); }
   bool device_memory_is_host() const override { return true; }
