@@ -18,6 +18,7 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "testing.h"
+#include "train/compute_backend.h"
 #include "train/token_data.h"
 #include "train/trainer.h"
 
@@ -279,6 +280,27 @@ TEST(kept_bf16_weights_change_no_bits) {
       CHECK_MSG(bits_equal(logits[0], logits[1]), what + ": logits after a write of the masters differ");
       CHECK_MSG(frozen_base == (kept > 0), what + ": " + std::to_string(kept) + " bytes kept");
     }
+}
+
+// train.pack_frozen_bf16 false: the engine's backend keeps nothing (every call packs), and the setting survives the
+// config's JSON; the default (true) is left out of it.
+TEST(pack_frozen_bf16_false_keeps_nothing) {
+  const std::string lora = R"({"method": "lora", "lora": {"rank": 4, "alpha": 8, "targets": ["experts"]}})";
+  std::vector<int32_t> in(32, 5), tg(32, 7);
+  for (bool pack : {true, false}) {
+    std::string text = finetune_test::config(finetune_test::families()[1].second, lora);
+    text.replace(text.find(R"("train": {)"), 10,
+                 std::string(R"("train": {"compute_dtype": "bf16", )") + (pack ? "" : R"("pack_frozen_bf16": false, )"));
+    const EngineConfig cfg = parse_config_text(text, "test config");
+    CHECK(cfg.train.pack_frozen_bf16 == pack);
+    const std::string json = json::dump(train_config_to_json(cfg.train));
+    CHECK_MSG((json.find("\"pack_frozen_bf16\":false") != std::string::npos) == !pack, json);
+    auto be = make_compute_backend(cfg.train);
+    Trainer t(cfg, *be);
+    t.feed_batch(in.data(), tg.data(), 2, 16);
+    t.step();
+    CHECK_MSG((be->kept_bf16_bytes() > 0) == pack, std::to_string(be->kept_bf16_bytes()) + " bytes kept");
+  }
 }
 
 TEST_MAIN()

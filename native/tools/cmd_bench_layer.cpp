@@ -333,9 +333,10 @@ void compare_pack(const Options& o) {
   }
   std::printf("{\"bench\":\"pack_ab\",\"C\":%d,\"E\":%d,\"F\":%d,\"K\":%d,\"tokens\":%d,\"lora\":%d,\"threads\":%d,"
               "\"steps\":%d,\"kept_s\":%.6g,\"per_call_s\":%.6g,\"speedup\":%.4f,\"forward_speedup\":%.4f,"
-              "\"kept_bytes\":%lld}\n",
+              "\"kept_bytes\":%lld,\"bf16_kernel\":\"%s\"}\n",
               o.C, o.E, o.F, o.K, o.tokens, o.lora, o.threads, o.steps, bench::median(ts_a), bench::median(ts_b),
-              bench::median(ratio), bench::median(fwd_ratio), static_cast<long long>(a.be->kept_bf16_bytes()));
+              bench::median(ratio), bench::median(fwd_ratio), static_cast<long long>(a.be->kept_bf16_bytes()),
+              moe::cpu::sgemm_bf16_isa());
   std::fflush(stdout);
 }
 

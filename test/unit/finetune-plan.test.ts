@@ -94,6 +94,7 @@ describe('memory verdict', () => {
     const arena = fp32.params  // fp32: the arena, 4 B per padded float
     expect(device(config(lora, { compute_dtype: 'bf16' })).params - arena).toBe(arena / 2 + 4 * 1280)
     expect(device(config(lora, { compute_dtype: 'bf16', backend: 'cuda' })).params - arena).toBe(arena / 2)
+    expect(device(config(lora, { compute_dtype: 'bf16', pack_frozen_bf16: false })).params - arena).toBe(arena / 2)
     // Full training freezes nothing: the copy alone.
     const full = device(config(null))
     expect(device(config(null, { compute_dtype: 'bf16' })).params - full.params).toBe(full.params / 2)

@@ -37,7 +37,7 @@ export interface Sizes {
    * weights, gradient and moments stay in host memory beside the cache (4 copies). */
   sideTrained: number
   /** bf16 compute: the bf16 copy of the whole arena (2 B per parameter) and, on the CPU backend, the frozen linear
-   * weights packed for its GEMMs (two layouts of 2 B each); 0 in fp32. */
+   * weights packed for its GEMMs (two layouts of 2 B each; not with train.pack_frozen_bf16 false); 0 in fp32. */
   bf16Copies: number
   activations: number
   buffers: number
@@ -59,7 +59,8 @@ export function sizesOf(config: RunConfig): Sizes {
 /** The bf16 weight copies beside an arena of `arena` fp32 bytes (native/engine/model/model.cpp bind_bf16_weights). */
 function bf16CopyBytes(config: RunConfig, arena: number): number {
   if (config.train.compute_dtype !== 'bf16') return 0
-  const packed = (config.train.backend ?? 'cpu') === 'cpu' ? 4 * frozenLinearParams(config) : 0
+  const keeps = (config.train.backend ?? 'cpu') === 'cpu' && config.train.pack_frozen_bf16 !== false
+  const packed = keeps ? 4 * frozenLinearParams(config) : 0
   return arena / 2 + packed
 }
 

@@ -258,6 +258,7 @@ TrainConfig parse_train_config(const json::Value& obj) {
     else if (dtype->string == "bf16") t.compute_dtype = ComputeDtype::BF16;
     else fail("train.compute_dtype: \"" + dtype->string + "\" is not supported; use \"fp32\" or \"bf16\"");
   }
+  t.pack_frozen_bf16 = r.boolean("pack_frozen_bf16", t.pack_frozen_bf16);
   if (const json::Value* policy = r.get("on_nonfinite", json::Type::String)) {
     if (policy->string == "pause") t.on_nonfinite = NonFinitePolicy::Pause;
     else if (policy->string == "stop") t.on_nonfinite = NonFinitePolicy::Stop;
@@ -591,6 +592,7 @@ json::Value train_config_to_json(const TrainConfig& t) {
   o.set("checkpoint_every", Value::of(t.checkpoint_every));
   // Written only when it is not the default, so fp32 runs keep exactly the config.json they always had.
   if (t.compute_dtype != ComputeDtype::F32) o.set("compute_dtype", Value::of(compute_dtype_name(t.compute_dtype)));
+  if (!t.pack_frozen_bf16) o.set("pack_frozen_bf16", Value::of(false));
   if (t.on_nonfinite != NonFinitePolicy::Pause) o.set("on_nonfinite", Value::of(nonfinite_policy_name(t.on_nonfinite)));
   if (t.balance_bias_rate > 0) o.set("balance_bias_rate", Value::of(t.balance_bias_rate));
   // Written only when not the defaults, so CPU runs keep exactly the config.json they always had.

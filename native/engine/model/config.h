@@ -95,6 +95,9 @@ struct TrainConfig {
   uint64_t seed = 1337;
   int threads = 2, checkpoint_every = 0;
   ComputeDtype compute_dtype = ComputeDtype::F32;
+  // bf16 compute on the cpu backend: frozen weights are kept packed for the GEMMs, packed once instead of in every
+  // call (about 4 more bytes per frozen linear parameter); false packs them in every call and holds nothing more.
+  bool pack_frozen_bf16 = true;
   NonFinitePolicy on_nonfinite = NonFinitePolicy::Pause;
   // The registered backend (backend/registry.h) the model computes on. One other than "cpu" trains only once its
   // self-test has passed on this machine (backend/validation.h) or with allow_unvalidated_backend.

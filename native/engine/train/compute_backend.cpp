@@ -8,7 +8,10 @@ namespace moe {
 
 std::unique_ptr<Backend> make_compute_backend(const TrainConfig& train) {
   // The name was checked when the config was parsed (train.backend); make_backend names the registered ones too.
-  std::unique_ptr<Backend> be = make_backend(train.backend, {train.threads});
+  BackendOptions options;
+  options.threads = train.threads;
+  options.pack_bf16_weights = train.pack_frozen_bf16;
+  std::unique_ptr<Backend> be = make_backend(train.backend, options);
   if (train.backend != "cpu" && !train.allow_unvalidated_backend) {
     const std::string why = validation_refusal(train.backend, be->device(), false, read_validations(validation_file()));
     check(why.empty(), why);
