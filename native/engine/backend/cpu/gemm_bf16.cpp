@@ -45,7 +45,7 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
   if (m0 >= m1 || n0 >= n1) return;
   const int nc_max = std::min(kNcMax, (n1 - n0 + kNR - 1) / kNR * kNR);
   const int pairs_max = p.kc / 2;
-  uint32_t* bp = p.packed ? nullptr : tl_pack_b.get(static_cast<size_t>(pairs_max) * nc_max);
+  uint32_t* pack_buf = p.packed ? nullptr : tl_pack_b.get(static_cast<size_t>(pairs_max) * nc_max);
   uint32_t* ap = tl_pack_a.get(static_cast<size_t>(pairs_max) * std::min(m1 - m0, kMcMax));
   for (int mc = m0; mc < m1; mc += kMcMax) {
     const int rows = std::min(kMcMax, m1 - mc);
@@ -65,11 +65,11 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
       for (int jc = n0; jc < n1; jc += nc_max) {
         const int nc = std::min(nc_max, n1 - jc);
         // Packed once: block k0's panels lie side by side after the k0/2 pairs of the blocks before it.
-        if (p.packed) bp = const_cast<uint32_t*>(p.packed) + k0 / 2 * p.n_pad + static_cast<int64_t>(jc) * pairs;
+        const uint32_t* bp = p.packed ? p.packed + k0 / 2 * p.n_pad + static_cast<int64_t>(jc) * pairs : pack_buf;
         for (int jr = 0; jr < nc && !p.packed; jr += kNR) {
           const int cols = std::min(kNR, nc - jr);
           const int64_t off = p.b_offset(k0, jc + jr);
-          uint32_t* dst = bp + static_cast<int64_t>(jr) * pairs;
+          uint32_t* dst = pack_buf + static_cast<int64_t>(jr) * pairs;
           if (p.B16) kern.pack_b16(p.tb, p.B16 + off, p.ldb, kc, cols, dst);
           else kern.pack_b32(p.tb, p.B32 + off, p.ldb, kc, cols, dst);
         }
