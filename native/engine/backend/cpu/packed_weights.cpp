@@ -1,5 +1,7 @@
 #include "backend/cpu/packed_weights.h"
 
+#include <algorithm>
+#include <iterator>
 #include <string>
 
 #include "backend/cpu/gemm_bf16.h"
@@ -13,6 +15,8 @@ int64_t packed_bytes(int I, int O, bool forward) {
   return (forward ? sgemm_bf16_packed_words(O, I) : sgemm_bf16_packed_words(I, O)) * int64_t{sizeof(uint32_t)};
 }
 
+std::uintptr_t address(const uint16_t* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
 }  // namespace
 
 PackedBf16Weights::~PackedBf16Weights() {
@@ -21,26 +25,30 @@ PackedBf16Weights::~PackedBf16Weights() {
 
 void PackedBf16Weights::keep(const uint16_t* begin, const uint16_t* end) {
   const std::lock_guard<std::mutex> lock(mu_);
-  drop_overlapping(begin, end, true);  // whatever was packed from this memory before belongs to its old owner
-  regions_.emplace_back(begin, end);
+  drop_overlapping(address(begin), address(end), true);  // what was packed from this memory belonged to its old owner
+  regions_[address(begin)] = address(end);
 }
 
 void PackedBf16Weights::changed(const uint16_t* begin, const uint16_t* end) {
   const std::lock_guard<std::mutex> lock(mu_);
-  drop_overlapping(begin, end, false);
+  drop_overlapping(address(begin), address(end), false);
 }
 
 void PackedBf16Weights::forget(const uint16_t* begin, const uint16_t* end) {
   const std::lock_guard<std::mutex> lock(mu_);
-  drop_overlapping(begin, end, true);
-  std::erase_if(regions_, [&](const auto& r) { return r.first < end && begin < r.second; });
+  const Addr b = address(begin), e = address(end);
+  drop_overlapping(b, e, true);
+  auto it = regions_.upper_bound(b);
+  if (it != regions_.begin() && std::prev(it)->second > b) --it;
+  while (it != regions_.end() && it->first < e) it = regions_.erase(it);
 }
 
-void PackedBf16Weights::drop_overlapping(const uint16_t* begin, const uint16_t* end, bool erase) {
-  for (auto it = entries_.begin(); it != entries_.end();) {
+void PackedBf16Weights::drop_overlapping(Addr begin, Addr end, bool erase) {
+  for (auto it = entries_.lower_bound({begin > max_span_ ? begin - max_span_ : 0, false});
+       it != entries_.end() && it->first.first < end;) {
     Entry& e = it->second;
-    const uint16_t* w = it->first.first;
-    if (w < end && begin < w + int64_t{e.I} * e.O) {
+    const Addr w = it->first.first;
+    if (begin < w + Addr(e.I) * e.O * sizeof(uint16_t)) {
       if (erase) {
         bytes_ -= packed_bytes(e.I, e.O, it->first.second);
         host_free(e.words);
@@ -54,12 +62,12 @@ void PackedBf16Weights::drop_overlapping(const uint16_t* begin, const uint16_t* 
 }
 
 const uint32_t* PackedBf16Weights::get(ThreadPool& tp, const uint16_t* w, int I, int O, bool forward) {
+  if (I <= 0 || O <= 0) return nullptr;
   const std::lock_guard<std::mutex> lock(mu_);
-  const uint16_t* end = w + int64_t{I} * O;
-  bool kept = false;
-  for (const auto& [b, e] : regions_) kept = kept || (b <= w && end <= e);
-  if (!kept || I <= 0 || O <= 0) return nullptr;
-  Entry& e = entries_[{w, forward}];
+  const Addr begin = address(w), end = address(w + int64_t{I} * O);
+  auto region = regions_.upper_bound(begin);
+  if (region == regions_.begin() || std::prev(region)->second < end) return nullptr;  // not inside a kept region
+  Entry& e = entries_[{begin, forward}];
   if (e.words && (e.I != I || e.O != O)) {  // the same bytes read as another shape: a new weight
     bytes_ -= packed_bytes(e.I, e.O, forward);
     host_free(e.words);
@@ -70,6 +78,7 @@ const uint32_t* PackedBf16Weights::get(ThreadPool& tp, const uint16_t* w, int I,
     e.words = static_cast<uint32_t*>(host_alloc(static_cast<size_t>(bytes)));
     if (!e.words) fail("bf16 weight packing: out of memory allocating " + std::to_string(bytes) + " bytes");
     e.I = I, e.O = O, bytes_ += bytes;
+    max_span_ = std::max(max_span_, end - begin);
   }
   if (!e.fresh) {
     if (forward) sgemm_bf16_pack_b(tp, true, O, I, w, I, e.words);

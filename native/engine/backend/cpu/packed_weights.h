@@ -9,7 +9,6 @@
 #include <map>
 #include <mutex>
 #include <utility>
-#include <vector>
 
 #include "core/threadpool.h"
 
@@ -40,12 +39,16 @@ class PackedBf16Weights {
     bool fresh = false;
     uint32_t* words = nullptr;
   };
-  using Key = std::pair<const uint16_t*, bool>;
-  void drop_overlapping(const uint16_t* begin, const uint16_t* end, bool erase);
+  // Addresses as integers, ordered: a model keeps a region per run of frozen tensors and an entry per weight and
+  // product (tens of thousands on a large MoE), and every GEMM call looks one up, so lookups are by range.
+  using Addr = std::uintptr_t;
+  using Key = std::pair<Addr, bool>;  // (weight's first byte, forward)
+  void drop_overlapping(Addr begin, Addr end, bool erase);
 
   mutable std::mutex mu_;
-  std::vector<std::pair<const uint16_t*, const uint16_t*>> regions_;
+  std::map<Addr, Addr> regions_;  // begin -> end, disjoint
   std::map<Key, Entry> entries_;
+  Addr max_span_ = 0;  // the largest weight's bytes: no entry starting further before a range reaches into it
   int64_t bytes_ = 0;
 };
 
