@@ -6,7 +6,6 @@
 
 #include "backend/cpu/gemm_bf16.h"
 #include "core/error.h"
-#include "core/host_memory.h"
 
 namespace moe::cpu {
 namespace {
@@ -18,10 +17,6 @@ int64_t packed_bytes(int I, int O, bool forward) {
 std::uintptr_t address(const uint16_t* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
 }  // namespace
-
-PackedBf16Weights::~PackedBf16Weights() {
-  for (auto& [key, e] : entries_) host_free(e.words);
-}
 
 void PackedBf16Weights::keep(const uint16_t* begin, const uint16_t* end) {
   const std::lock_guard<std::mutex> lock(mu_);
@@ -51,7 +46,7 @@ void PackedBf16Weights::drop_overlapping(Addr begin, Addr end, bool erase) {
     if (begin < w + Addr(e.I) * e.O * sizeof(uint16_t)) {
       if (erase) {
         bytes_ -= packed_bytes(e.I, e.O, it->first.second);
-        host_free(e.words);
+        slabs_.free(e.words);
         it = entries_.erase(it);
         continue;
       }
@@ -70,12 +65,12 @@ const uint32_t* PackedBf16Weights::get(ThreadPool& tp, const uint16_t* w, int I,
   Entry& e = entries_[{begin, forward}];
   if (e.words && (e.I != I || e.O != O)) {  // the same bytes read as another shape: a new weight
     bytes_ -= packed_bytes(e.I, e.O, forward);
-    host_free(e.words);
+    slabs_.free(e.words);
     e = Entry{};
   }
   if (!e.words) {
     const int64_t bytes = packed_bytes(I, O, forward);
-    e.words = static_cast<uint32_t*>(host_alloc(static_cast<size_t>(bytes)));
+    e.words = static_cast<uint32_t*>(slabs_.alloc(static_cast<size_t>(bytes)));
     if (!e.words) fail("bf16 weight packing: out of memory allocating " + std::to_string(bytes) + " bytes");
     e.I = I, e.O = O, bytes_ += bytes;
     max_span_ = std::max(max_span_, end - begin);

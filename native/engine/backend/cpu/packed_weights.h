@@ -10,6 +10,7 @@
 #include <mutex>
 #include <utility>
 
+#include "core/host_slabs.h"
 #include "core/threadpool.h"
 
 namespace moe::cpu {
@@ -17,7 +18,6 @@ namespace moe::cpu {
 class PackedBf16Weights {
  public:
   PackedBf16Weights() = default;
-  ~PackedBf16Weights();
   PackedBf16Weights(const PackedBf16Weights&) = delete;
   PackedBf16Weights& operator=(const PackedBf16Weights&) = delete;
 
@@ -46,6 +46,7 @@ class PackedBf16Weights {
   void drop_overlapping(Addr begin, Addr end, bool erase);
 
   mutable std::mutex mu_;
+  HostSlabs slabs_;  // the packed words: on huge pages, which the kernels stream them from at twice the speed
   std::map<Addr, Addr> regions_;  // begin -> end, disjoint
   std::map<Key, Entry> entries_;
   Addr max_span_ = 0;  // the largest weight's bytes: no entry starting further before a range reaches into it
