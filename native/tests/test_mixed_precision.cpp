@@ -282,6 +282,31 @@ TEST(kept_bf16_weights_change_no_bits) {
     }
 }
 
+// The frozen weights are packed once the model writes them, not each at its first use: a first step whose tokens
+// all route to the same experts already holds every expert's packed weights, and steps that route everywhere add
+// nothing (a sparse MoE would otherwise pack some experts in each of its early steps).
+TEST(frozen_bf16_weights_are_packed_before_their_first_use) {
+  const std::string lora = R"({"method": "lora", "lora": {"rank": 4, "alpha": 8, "targets": ["experts"]}})";
+  EngineConfig cfg = parse_config_text(finetune_test::config(finetune_test::families()[1].second, lora), "test config");
+  cfg.train.compute_dtype = ComputeDtype::BF16;
+  BackendOptions bo;
+  bo.threads = 2;
+  auto be = make_backend("cpu", bo);
+  Trainer t(cfg, *be);
+  std::vector<int32_t> same(32, 5), in(32), tg(32);
+  for (int i = 0; i < 32; ++i) in[i] = int32_t(random_u64(3, 1, i) % 64), tg[i] = int32_t(random_u64(3, 2, i) % 64);
+  t.feed_batch(same.data(), tg.data(), 2, 16);
+  t.step();
+  const int64_t first = be->kept_bf16_bytes();
+  for (int s = 0; s < 3; ++s) {
+    t.feed_batch(in.data(), tg.data(), 2, 16);
+    t.step();
+  }
+  CHECK_MSG(first > 0 && be->kept_bf16_bytes() == first,
+            std::to_string(first) + " bytes kept after the first step, " + std::to_string(be->kept_bf16_bytes()) +
+                " after three more");
+}
+
 // train.pack_frozen_bf16 false: the engine's backend keeps nothing (every call packs), and the setting survives the
 // config's JSON; the default (true) is left out of it.
 TEST(pack_frozen_bf16_false_keeps_nothing) {

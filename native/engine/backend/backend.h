@@ -120,6 +120,9 @@ class Backend {
   // Results are the same bits either way.
   virtual void keep_bf16_weights(const uint16_t* begin, const uint16_t* end) {}
   virtual void forget_bf16_weights(const uint16_t* begin, const uint16_t* end) {}
+  // Optional: the kept weight [O, I] at w will be read by matmul_*_bf16 until its next change; the backend may lay
+  // it out now instead of at that first call. A model calls it for its frozen weights after writing them.
+  virtual void prepare_bf16_weight(const uint16_t* w, int I, int O) {}
   // Bytes the backend holds for kept weights now.
   virtual int64_t kept_bf16_bytes() const { return 0; }
 

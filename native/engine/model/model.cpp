@@ -107,6 +107,8 @@ void Model::bind_bf16_weights() {
     const size_t padded = (t.numel + 15) / 16 * 16;
     extend(bf16_ranges_, t.offset, padded);
     extend(trainable_.trains(i) ? bf16_trained_ranges_ : frozen, t.offset, padded);
+    if (!trainable_.trains(i) && t.shape.size() == 2)
+      kept_linears_.push_back({t.offset, static_cast<int>(t.shape[1]), static_cast<int>(t.shape[0])});
   }
   // Frozen weights (a LoRA or ESFT run's base) are read by every step and never change: the backend may keep
   // them in its own layout, made once. Trained ones change every step and are read about once in between, where
@@ -118,6 +120,10 @@ void Model::refresh_bf16_weights() {
   const bool all = bf16_stale_;
   for (auto [offset, count] : all ? bf16_ranges_ : bf16_trained_ranges_)
     be_.to_bf16(params_bf16_.u16() + offset, params_.f() + offset, static_cast<int64_t>(count));
+  // The frozen weights changed (a load or an init): laid out now, all at once, rather than at each one's first
+  // use, which for a sparse MoE's experts would stall the steps that first route to them, over many steps.
+  if (all)
+    for (const KeptLinear& k : kept_linears_) be_.prepare_bf16_weight(params_bf16_.u16() + k.offset, k.I, k.O);
   bf16_stale_ = bf16_trained_stale_ = false;
 }
 

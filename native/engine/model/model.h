@@ -140,6 +140,11 @@ class Model {
   // (offset, count) ranges they occupy.
   KeptBf16Buffer params_bf16_;
   std::vector<std::pair<size_t, size_t>> bf16_ranges_, bf16_trained_ranges_;  // (offset, floats), merged
+  struct KeptLinear {
+    size_t offset;
+    int I, O;  // the weight is [O, I]
+  };
+  std::vector<KeptLinear> kept_linears_;  // the frozen weights in kept regions, prepared after each full refresh
   bool bf16_stale_ = true, bf16_trained_stale_ = false;
   std::vector<std::unique_ptr<MoeLayer>> moe_layers_;
   std::unique_ptr<DeviceGroup> device_group_;

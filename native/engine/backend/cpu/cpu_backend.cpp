@@ -209,6 +209,10 @@ class CpuBackend final : public Backend {
     if (pack_weights_) packed_.keep(begin, end);
   }
   void forget_bf16_weights(const uint16_t* begin, const uint16_t* end) override { packed_.forget(begin, end); }
+  void prepare_bf16_weight(const uint16_t* w, int I, int O) override {
+    const cpu::IsaScope isa(isa_);
+    packed_.prepare(tp_, w, I, O);
+  }
   int64_t kept_bf16_bytes() const override { return packed_.bytes(); }
   void matmul_forward_bf16(float* y, const float* x, const uint16_t* w, const float* b, int N, int I,
                            int O) override {

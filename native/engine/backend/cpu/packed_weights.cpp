@@ -83,6 +83,18 @@ const uint32_t* PackedBf16Weights::get(ThreadPool& tp, const uint16_t* w, int I,
   return e.words;
 }
 
+void PackedBf16Weights::prepare(ThreadPool& tp, const uint16_t* w, int I, int O) {
+  for (const bool forward : {true, false}) {
+    int i = I, o = O;
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+      const auto it = entries_.find({address(w), forward});
+      if (it != entries_.end() && it->second.words) i = it->second.I, o = it->second.O;
+    }
+    get(tp, w, i, o, forward);
+  }
+}
+
 int64_t PackedBf16Weights::bytes() const {
   const std::lock_guard<std::mutex> lock(mu_);
   return bytes_;

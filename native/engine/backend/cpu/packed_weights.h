@@ -31,6 +31,10 @@ class PackedBf16Weights {
   // stale; null when w lies outside every kept region.
   const uint32_t* get(ThreadPool& tp, const uint16_t* w, int I, int O, bool forward);
 
+  // Packs both products' forms of the weight w [O, I] now if stale. A weight the GEMMs already read as another
+  // shape (part of a tensor, as latent attention's kv_a) is packed as they read it.
+  void prepare(ThreadPool& tp, const uint16_t* w, int I, int O);
+
   int64_t bytes() const;
 
  private:
