@@ -98,6 +98,7 @@ TEST(sgemm_bf16_packed_b_equals_per_call_packing) {
   const int shapes[][3] = {{5, 33, 7}, {64, 2048, 1030}, {128, 300, 513}, {13, 64, 1500}, {1, 1, 1}};
   std::vector<const gemm_bf16::Kernels*> families = {&gemm_bf16::portable_kernels(),
                                                      &gemm_bf16::amx_emulated_kernels()};
+  if (gemm_driver::cpu_features().avx2_fma) families.push_back(&gemm_bf16::avx2_fma_kernels());
   if (gemm_driver::cpu_features().avx512) families.push_back(&gemm_bf16::avx512_fma_kernels());
   if (gemm_driver::cpu_features().avx512_bf16) families.push_back(&gemm_bf16::avx512_kernels());
   int n = 0;
@@ -177,6 +178,14 @@ TEST(sgemm_bf16_portable_matches_avx512_fma_bit_for_bit) {
     return;
   }
   expect_same_bits_as_portable(moe::cpu::gemm_bf16::avx512_fma_kernels());
+}
+
+TEST(sgemm_bf16_portable_matches_avx2_fma_bit_for_bit) {
+  if (!moe::cpu::gemm_driver::cpu_features().avx2_fma) {
+    std::printf("  (skipped: this CPU has no AVX2 and FMA; the portable kernels ran)\n");
+    return;
+  }
+  expect_same_bits_as_portable(moe::cpu::gemm_bf16::avx2_fma_kernels());
 }
 
 TEST(to_bf16_matches_scalar_rounding) {

@@ -90,6 +90,7 @@ Peak measure_peak(moe::ThreadPool& tp) {
     p.bf16_isa = "avx512bf16", p.bf16_gflops = rate(tp, dpbf16_loop_avx512, 4.0 * 12 * 16);
   // Without vdpbf16ps the bf16 kernels run on fp32 FMAs (two per pair of products), so fp32's peak bounds them.
   else if (avx512) p.bf16_isa = "avx512fma", p.bf16_gflops = p.fp32_gflops;
+  else if (avx2) p.bf16_isa = "avx2fma", p.bf16_gflops = p.fp32_gflops;
   return p;
 }
 

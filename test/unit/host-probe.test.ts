@@ -22,7 +22,7 @@ describe('hardware probe', () => {
     expect(hw.backends).toContain('cpu')
     expect(hw.backends).toEqual(hw.engineBackends.filter((b) => b.usable).map((b) => b.name))
     const cpu = hw.engineBackends.find((b) => b.name === 'cpu')!
-    expect(cpu.kernels).toMatch(/^sgemm (avx512|avx2|scalar), bf16 gemm (amx|avx512_bf16|avx512_fma|portable)/)
+    expect(cpu.kernels).toMatch(/^sgemm (avx512|avx2|scalar), bf16 gemm (amx|avx512_bf16|avx512_fma|avx2_fma|portable)/)
     const flags = readFileSync('/proc/cpuinfo', 'utf8')
     if (!/\bamx_bf16\b/.test(flags)) expect(cpu.kernels).not.toContain('bf16 gemm amx')
     if (/\bavx512f\b/.test(flags)) expect(cpu.kernels).toContain('sgemm avx512')

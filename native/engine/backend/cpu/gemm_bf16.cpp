@@ -21,11 +21,13 @@ using gemm_bf16::kNR;
 constexpr int kKcMax = 512;               // A panel (14 x 256 pairs = 14 KiB; AMX 32 rows, 32 KiB) stays in L1; even
 constexpr int kNcMax = 384;               // B block (256 pairs x 384 = 384 KiB) stays in L2
 constexpr int kMcMax = 1024;              // rows of A packed at once (1 MiB of pairs)
+static_assert(kKcMax / 2 <= gemm_bf16::kPairsMax);
 
 const Kernels& kernels() {
   static const Kernels& native = amx_support().usable                     ? gemm_bf16::amx_kernels()
                                  : gemm_driver::cpu_features().avx512_bf16 ? gemm_bf16::avx512_kernels()
                                  : gemm_driver::cpu_features().avx512      ? gemm_bf16::avx512_fma_kernels()
+                                 : gemm_driver::cpu_features().avx2_fma    ? gemm_bf16::avx2_fma_kernels()
                                                                            : gemm_bf16::portable_kernels();
   return gemm_driver::for_calling_thread(native, gemm_bf16::portable_kernels());
 }

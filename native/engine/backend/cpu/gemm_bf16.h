@@ -1,6 +1,6 @@
 // bf16 GEMM with fp32 accumulation: the operands are rounded to bf16 (round-to-nearest-even, exactly as
 // moe::f32_to_bf16) and multiplied with AMX tiles (TDPBF16PS) where the CPU has AMX and the OS grants it, else with
-// AVX512_BF16's vdpbf16ps, with fp32 FMAs giving vdpbf16ps's bits on other AVX-512 CPUs, or with a portable kernel
+// AVX512_BF16's vdpbf16ps, with fp32 FMAs giving vdpbf16ps's bits on other AVX-512 and AVX2 CPUs, or with a portable kernel
 // that computes those bits everywhere else.
 //   C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C     (row-major; beta == 0 ignores C's contents)
 //   op(A) = A [M,K] (lda >= K), or Aᵀ of A stored [K,M] (lda >= M) when trans_a; A is fp32, rounded while packing.
@@ -38,7 +38,7 @@ void sgemm_bf16_packed(ThreadPool& tp, bool trans_a, int M, int N, int K, float 
                        const uint32_t* packed, float beta, float* C, int ldc);
 
 // Which kernel sgemm_bf16 uses on this machine under the calling thread's ISA choice: "amx", "avx512_bf16",
-// "avx512_fma" or "portable".
+// "avx512_fma", "avx2_fma" or "portable".
 const char* sgemm_bf16_isa();
 // The same, followed by why AMX is not used where the CPU has it (for describe lines).
 std::string sgemm_bf16_kernel();

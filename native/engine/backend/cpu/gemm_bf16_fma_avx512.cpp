@@ -86,13 +86,7 @@ void tile(int pairs, const uint32_t* a, int lda, const uint32_t* b, float* c, in
       for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(c + i * ldc + 16 * v, mask[v], acc[i][v]);
     return;
   }
-  const int n = std::min(cols, NV * 16);
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < n; ++j) {
-      const float d = dot_pairs(a + i, lda, b + (j / kNR) * panel_stride + j % kNR, kNR, pairs);
-      float& out = c[i * ldc + j];
-      out = load_c ? std::fma(alpha, d, beta * out) : alpha * d;
-    }
+  exact_tile(MR, std::min(cols, NV * 16), pairs, a, lda, b, c, ldc, alpha, beta, load_c);
 }
 
 // Register budget (32 zmm): MR x NV accumulators, 2·NV split B vectors, 2 split A broadcasts.

@@ -1,5 +1,5 @@
-// Internal interface between the sgemm_bf16 driver (gemm_bf16.cpp) and its kernels (AMX, AVX512_BF16, AVX-512 FMA
-// and portable).
+// Internal interface between the sgemm_bf16 driver (gemm_bf16.cpp) and its kernels (AMX, AVX512_BF16, AVX-512 FMA,
+// AVX2 FMA and portable).
 // Operands are packed as k pairs: one 32-bit word holds the bf16 of k = 2p in its low half and of k = 2p+1 in its
 // high half (zero past K), which is the operand layout of vdpbf16ps and TDPBF16PS.
 //   A panel of `rows` rows:  a[p*rows + i] = pair p of op(A) row i            (tight, no padding in M)
@@ -17,6 +17,7 @@ namespace moe::cpu::gemm_bf16 {
 
 constexpr int kNR = 32;     // packed B panel width (two zmm of fp32 accumulators)
 constexpr int kMRMax = 14;  // tallest A panel of the vector and portable families
+constexpr int kPairsMax = 256;  // most k pairs a kernel call gets (the driver's k blocks)
 
 struct Kernels {
   const char* name;
@@ -34,6 +35,7 @@ struct Kernels {
 
 const Kernels& avx512_kernels();      // vdpbf16ps (AVX512_BF16)
 const Kernels& avx512_fma_kernels();  // the same bits on AVX-512 fp32 FMAs, for CPUs without AVX512_BF16
+const Kernels& avx2_fma_kernels();    // the same bits on AVX2 fp32 FMAs, for CPUs without AVX-512
 const Kernels& portable_kernels();
 const Kernels& amx_kernels();           // TDPBF16PS tiles (AMX-BF16); only where amx_support().usable
 // The AMX family's kernel on a software emulation of the tile instructions: tests only, never dispatched.
@@ -46,6 +48,12 @@ float dpbf16_step(float acc, uint16_t x, uint16_t y);
 // One C element's accumulator by the exact per-element sequence of gemm_bf16.h, scalar: `pairs` pair words of its
 // packed A row (stride sa between pairs) and B column (stride sb).
 float dot_pairs(const uint32_t* a, int64_t sa, const uint32_t* b, int64_t sb, int pairs);
+
+// C[0, rows) x [0, cols) = alpha · (A rows · B columns) (+ beta · C when load_c) by the exact scalar sequence:
+// A packed `lda` rows wide, B's column j in panel j / kNR (panels pairs·kNR words apart). The FMA families recompute
+// a tile that met a denormal with it.
+void exact_tile(int rows, int cols, int pairs, const uint32_t* a, int lda, const uint32_t* b, float* c, int64_t ldc,
+                float alpha, float beta, bool load_c);
 
 // sgemm_bf16 (same contract as gemm_bf16.h) on an explicit kernel family; tests compare the families bit for bit.
 // Exactly one of B16, B32 and packed (sgemm_bf16_pack_b's words; trans_b and ldb are then unused) is set.

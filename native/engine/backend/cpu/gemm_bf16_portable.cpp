@@ -4,41 +4,11 @@
 #include <cmath>
 
 #include "backend/cpu/gemm_bf16_kernels.h"
+#include "backend/cpu/gemm_bf16_pack_portable.h"
 #include "core/half.h"
 
 namespace moe::cpu::gemm_bf16 {
 namespace {
-
-uint32_t pair(uint16_t even, uint16_t odd) { return static_cast<uint32_t>(even) | static_cast<uint32_t>(odd) << 16; }
-
-// Element k of the packed row or column `src` (stride between k), or zero past kc.
-template <typename T>
-uint16_t bf16_at(const T* src, int64_t stride, int k, int kc) {
-  if (k >= kc) return 0;
-  if constexpr (sizeof(T) == 2) return src[k * stride];
-  else return f32_to_bf16(src[k * stride]);
-}
-
-// Packs `n` lines of k pairs: line l starts at src + l*line_stride and its k runs with k_stride.
-template <typename T>
-void pack_lines(const T* src, int64_t line_stride, int64_t k_stride, int n, int kc, uint32_t* dst, int dst_stride) {
-  for (int p = 0; p < (kc + 1) / 2; ++p)
-    for (int l = 0; l < n; ++l) {
-      const T* line = src + l * line_stride;
-      dst[p * dst_stride + l] = pair(bf16_at(line, k_stride, 2 * p, kc), bf16_at(line, k_stride, 2 * p + 1, kc));
-    }
-}
-
-void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, uint32_t* dst) {
-  pack_lines(a, trans ? 1 : lda, trans ? lda : 1, rows, kc, dst, rows);
-}
-
-template <typename T>
-void pack_b(bool trans, const T* b, int64_t ldb, int kc, int cols, uint32_t* dst) {
-  for (int p = 0; p < (kc + 1) / 2; ++p)
-    for (int j = cols; j < kNR; ++j) dst[p * kNR + j] = 0;
-  pack_lines(b, trans ? ldb : 1, trans ? 1 : ldb, cols, kc, dst, kNR);
-}
 
 // bf16 as vdpbf16ps reads it: denormals are zero (keeping the sign).
 float operand(uint16_t h) { return (h & 0x7F80u) ? bf16_to_f32(h) : ((h & 0x8000u) ? -0.0f : 0.0f); }
@@ -74,8 +44,20 @@ float dot_pairs(const uint32_t* a, int64_t sa, const uint32_t* b, int64_t sb, in
   return acc;
 }
 
+void exact_tile(int rows, int cols, int pairs, const uint32_t* a, int lda, const uint32_t* b, float* c, int64_t ldc,
+                float alpha, float beta, bool load_c) {
+  const int64_t panel_stride = int64_t{pairs} * kNR;
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) {
+      const float d = dot_pairs(a + i, lda, b + (j / kNR) * panel_stride + j % kNR, kNR, pairs);
+      float& out = c[i * ldc + j];
+      out = load_c ? std::fma(alpha, d, beta * out) : alpha * d;
+    }
+}
+
 const Kernels& portable_kernels() {
-  static const Kernels k{"portable", kMRMax, &pack_a, &pack_b<uint16_t>, &pack_b<float>, &kernel};
+  static const Kernels k{"portable", kMRMax, &pack_a_lines, &pack_b_lines<uint16_t>, &pack_b_lines<float>,
+                         &kernel};
   return k;
 }
 

@@ -1,0 +1,124 @@
+// sgemm_bf16 kernels for CPUs with AVX2 and FMA but no AVX-512 (most desktop and laptop x86 CPUs before Zen 4, and
+// Intel's client cores): vdpbf16ps's per-element sequence on 256-bit fp32 FMAs, as the AVX-512 FMA family does it
+// (gemm_bf16_fma_avx512.cpp says why that is exact, and how a tile that met a denormal is recomputed). Sixteen
+// registers hold a tile of up to 5 rows x 16 columns: 10 accumulators, 4 split B vectors, 2 A broadcasts (A is
+// split into fp32 once per call); a call covers its 32-column panel as two such halves. The packers are the portable ones, compiled here for AVX2.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <utility>
+
+#include "backend/cpu/gemm_bf16_kernels.h"
+#include "backend/cpu/gemm_bf16_pack_portable.h"
+
+namespace moe::cpu::gemm_bf16 {
+namespace {
+
+constexpr int kHalf = 16;                  // columns per tile
+constexpr int kRows = 5;                   // tallest tile
+constexpr unsigned kIeeeCsr = 0x1F80;      // round to nearest, exceptions masked, no DAZ / FTZ, flags clear
+constexpr unsigned kDenormalOrUnderflow = 0x0002 | 0x0010;  // DE, UE
+
+// Lanes [0, n) of 8 (n clamped to [0, 8]) as a maskload mask.
+inline __m256i first_lanes(int n) {
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(std::clamp(n, 0, 8)), idx);
+}
+
+// MR rows x `cols` (<= 16) columns from b, over `pairs` k pairs. `split` holds the A panel (`lda` rows wide) as
+// fp32: split[2*(p*lda + i)] is pair p of row i's odd k, the next float its even k. `a` is its packed words, for
+// the exact fallback.
+template <int MR>
+void tile(int pairs, const float* split, const uint32_t* a, int lda, const uint32_t* b, float* c, int64_t ldc,
+          int cols, float alpha, float beta, bool load_c) {
+  const __m256i mask[2] = {first_lanes(cols), first_lanes(cols - 8)};
+  const unsigned saved_csr = _mm_getcsr();
+  _mm_setcsr(kIeeeCsr);
+  asm volatile("" ::: "memory");
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  __m256 acc[MR][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int p = 0; p < pairs; ++p) {
+    _mm_prefetch(reinterpret_cast<const char*>(b + (p + 8) * kNR), _MM_HINT_T0);
+    __m256 b_odd[2], b_even[2];
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; ++v) {
+      const __m256i w = _mm256_maskload_epi32(reinterpret_cast<const int*>(b + p * kNR + 8 * v), mask[v]);
+      b_odd[v] = _mm256_castsi256_ps(_mm256_and_si256(w, high));
+      b_even[v] = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m256 a_odd = _mm256_broadcast_ss(split + 2 * (p * lda + i));
+      const __m256 a_even = _mm256_broadcast_ss(split + 2 * (p * lda + i) + 1);
+#pragma GCC unroll 2
+      for (int v = 0; v < 2; ++v) {
+        acc[i][v] = _mm256_fmadd_ps(a_odd, b_odd[v], acc[i][v]);
+        acc[i][v] = _mm256_fmadd_ps(a_even, b_even[v], acc[i][v]);
+      }
+    }
+  }
+  const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; ++v) {
+      const __m256 old = load_c ? _mm256_maskload_ps(c + i * ldc + 8 * v, mask[v]) : _mm256_setzero_ps();
+      acc[i][v] = load_c ? _mm256_fmadd_ps(va, acc[i][v], _mm256_mul_ps(vb, old)) : _mm256_mul_ps(va, acc[i][v]);
+      asm volatile("" : "+x"(acc[i][v]));  // computed before the flags are read
+    }
+  const bool exact = (_mm_getcsr() & kDenormalOrUnderflow) == 0;
+  _mm_setcsr(saved_csr);
+  if (exact) {
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+      for (int v = 0; v < 2; ++v) _mm256_maskstore_ps(c + i * ldc + 8 * v, mask[v], acc[i][v]);
+    return;
+  }
+  exact_tile(MR, cols, pairs, a, lda, b, c, ldc, alpha, beta, load_c);
+}
+
+using TileFn = void (*)(int, const float*, const uint32_t*, int, const uint32_t*, float*, int64_t, int, float, float,
+                        bool);
+template <int... I>
+constexpr auto make_tiles(std::integer_sequence<int, I...>) {
+  return std::array<TileFn, sizeof...(I)>{&tile<I + 1>...};
+}
+
+// One whole panel (or all of cols when fewer): each 16-column half in row chunks of up to kRows.
+int kernel(int mr, int cols, int pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, float alpha,
+           float beta, bool load_c) {
+  static constexpr auto tiles = make_tiles(std::make_integer_sequence<int, kRows>{});
+  const int done = std::min(cols, kNR);
+  // A's words split into fp32 once per call (both halves and every row chunk read them): exact, as in the tile.
+  // A fixed buffer, not a std::vector: a library template instantiated here would be compiled for AVX2 and could
+  // be the copy the linker keeps for every other file.
+  alignas(64) thread_local float split[2 * kPairsMax * kMRMax];
+  const int words = pairs * mr;
+  for (int q = 0; q < words; ++q) {
+    const uint32_t w = a[q];
+    split[2 * q] = std::bit_cast<float>(w & 0xFFFF0000u);
+    split[2 * q + 1] = std::bit_cast<float>(w << 16);
+  }
+  for (int j0 = 0; j0 < done; j0 += kHalf)
+    for (int i0 = 0; i0 < mr; i0 += kRows) {
+      const int rows = std::min(kRows, mr - i0);
+      tiles[rows - 1](pairs, split + 2 * i0, a + i0, mr, b + j0, c + i0 * ldc + j0, ldc,
+                      std::min(kHalf, done - j0), alpha, beta, load_c);
+    }
+  return done;
+}
+
+}  // namespace
+
+const Kernels& avx2_fma_kernels() {
+  static const Kernels k{"avx2_fma", kMRMax, &pack_a_lines, &pack_b_lines<uint16_t>, &pack_b_lines<float>, &kernel};
+  return k;
+}
+
+}  // namespace moe::cpu::gemm_bf16
