@@ -4,10 +4,6 @@
 #pragma once
 #include <immintrin.h>
 
-#include <cstdint>
-
-#include "backend/cpu/gemm_bf16_kernels.h"
-
 namespace moe::cpu::avx512 {
 
 // Each fp32 lane's bf16 in the low 16 bits of the lane (high 16 bits zero).
@@ -23,21 +19,6 @@ inline __m512i bf16_bits(__m512 x) {
 // Mask of the first n (clamped to [0, 16]) lanes.
 inline __mmask16 first_lanes(int n) {
   return n >= 16 ? __mmask16(0xFFFF) : n > 0 ? __mmask16((1u << n) - 1) : __mmask16(0);
-}
-
-// Fetches pair p + kAhead of each of NP packed B panels (kNR words, two lines). A weight packed once is read
-// straight from memory on the first A panel's sweep, where the hardware prefetchers alone leave the kernel waiting
-// (measured 1.3x on a whole bf16 LoRA layer step); a prefetch past a panel's end is harmless on x86.
-template <int NP>
-inline void prefetch_panels(const uint32_t* b, int64_t panel_stride, int p) {
-  constexpr int kAhead = 8;
-  using gemm_bf16::kNR;
-#pragma GCC unroll 4
-  for (int q = 0; q < NP; ++q) {
-    const char* at = reinterpret_cast<const char*>(b + q * panel_stride + (p + kAhead) * kNR);
-    _mm_prefetch(at, _MM_HINT_T0);
-    _mm_prefetch(at + 64, _MM_HINT_T0);
-  }
 }
 
 }  // namespace moe::cpu::avx512

@@ -1,7 +1,7 @@
 // bf16 GEMM with fp32 accumulation: the operands are rounded to bf16 (round-to-nearest-even, exactly as
 // moe::f32_to_bf16) and multiplied with AMX tiles (TDPBF16PS) where the CPU has AMX and the OS grants it, else with
-// AVX512_BF16's vdpbf16ps, with fp32 FMAs giving vdpbf16ps's bits on other AVX-512 and AVX2 CPUs, or with a portable kernel
-// that computes those bits everywhere else.
+// AVX512_BF16's vdpbf16ps, with fp32 FMAs giving vdpbf16ps's bits on other AVX-512 and AVX2 CPUs, or with a
+// portable kernel that computes those bits everywhere else.
 //   C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C     (row-major; beta == 0 ignores C's contents)
 //   op(A) = A [M,K] (lda >= K), or Aᵀ of A stored [K,M] (lda >= M) when trans_a; A is fp32, rounded while packing.
 //   op(B) = B [K,N] (ldb >= N), or Bᵀ of B stored [N,K] (ldb >= K) when trans_b; B is either stored as bf16 bit

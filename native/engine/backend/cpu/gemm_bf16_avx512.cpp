@@ -139,7 +139,7 @@ void tile(int pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc
       _mm_prefetch(reinterpret_cast<const char*>(cpf + 16 * NV - 1), _MM_HINT_T0);
       cpf += ldc;
     }
-    avx512::prefetch_panels<NP>(b, panel_stride, p);
+    prefetch_panels<NP>(b, panel_stride, p);
     __m512bh bv[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v)

@@ -2,7 +2,8 @@
 // Intel's client cores): vdpbf16ps's per-element sequence on 256-bit fp32 FMAs, as the AVX-512 FMA family does it
 // (gemm_bf16_fma_avx512.cpp says why that is exact, and how a tile that met a denormal is recomputed). Sixteen
 // registers hold a tile of up to 5 rows x 16 columns: 10 accumulators, 4 split B vectors, 2 A broadcasts (A is
-// split into fp32 once per call); a call covers its 32-column panel as two such halves. The packers are the portable ones, compiled here for AVX2.
+// split into fp32 once per call); a call covers its 32-column panel as two such halves. The packers are the
+// portable ones, compiled here for AVX2.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -43,7 +44,7 @@ void tile(int pairs, const float* split, const uint32_t* a, int lda, const uint3
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   for (int p = 0; p < pairs; ++p) {
-    _mm_prefetch(reinterpret_cast<const char*>(b + (p + 8) * kNR), _MM_HINT_T0);
+    prefetch_panels<1>(b, 0, p);
     __m256 b_odd[2], b_even[2];
 #pragma GCC unroll 2
     for (int v = 0; v < 2; ++v) {

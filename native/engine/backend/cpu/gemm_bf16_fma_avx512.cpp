@@ -15,7 +15,6 @@
 #include <cmath>
 #include <utility>
 
-#include "backend/cpu/bf16_avx512.h"
 #include "backend/cpu/gemm_bf16_kernels.h"
 
 namespace moe::cpu::gemm_bf16 {
@@ -48,7 +47,7 @@ void tile(int pairs, const uint32_t* a, int lda, const uint32_t* b, float* c, in
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
   for (int p = 0; p < pairs; ++p) {
-    avx512::prefetch_panels<NP>(b, panel_stride, p);
+    prefetch_panels<NP>(b, panel_stride, p);
     __m512 b_odd[NV], b_even[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
