@@ -251,6 +251,7 @@ export const HardwareSchema = z.object({
     usable: z.boolean(),
     whyNot: z.string().describe('why it cannot run here; empty when usable'),
     kernels: z.string().describe('the kernels it picks on this machine, e.g. "sgemm avx512, bf16 gemm amx"; empty when not usable'),
+    bf16Native: z.boolean().describe('whether bf16 compute runs on bf16 units here (bf16 instructions, tensor cores); false where it computes the same bits on fp32 arithmetic, which is then not faster than fp32, or cannot run'),
   })).describe('every backend built into the engine; empty when the engine could not be loaded'),
   engineError: z.string().nullable().describe('why the engine could not be asked (its addon failed to load); null when it answered'),
 })

@@ -14,13 +14,14 @@ interface ListedBackend {
   usable: boolean
   why_not: string
   kernels?: string
+  bf16_native?: boolean
 }
 
 function engineBackends(): Pick<Hardware, 'engineBackends' | 'engineError'> {
   try {
     const listed = JSON.parse(loadEngineAddon().listBackends()) as ListedBackend[]
     return {
-      engineBackends: listed.map((b) => ({ name: b.name, usable: b.usable, whyNot: b.why_not, kernels: b.kernels ?? '' })),
+      engineBackends: listed.map((b) => ({ name: b.name, usable: b.usable, whyNot: b.why_not, kernels: b.kernels ?? '', bf16Native: b.bf16_native ?? false })),
       engineError: null,
     }
   } catch (e) {

@@ -1,4 +1,5 @@
 // The C API's view of the backend registry (kept apart from capi.cpp: it needs no engine).
+#include <memory>
 #include <string>
 
 #include "backend/registry.h"
@@ -20,13 +21,13 @@ std::string validation(const moe::BackendInfo& b) {
   }
 }
 
-// What a backend made here with default options reports of its kernels (Backend::kernels); "" when it cannot run.
-std::string kernels(const moe::BackendInfo& b) {
-  if (!b.usable) return "";
+// A backend made here with default options, to ask what it picks on this machine; null when it cannot run here.
+std::unique_ptr<moe::Backend> made_here(const moe::BackendInfo& b) {
+  if (!b.usable) return nullptr;
   try {
-    return moe::make_backend(b.name)->kernels();
+    return moe::make_backend(b.name);
   } catch (const moe::EngineError&) {
-    return "";
+    return nullptr;
   }
 }
 
@@ -42,7 +43,9 @@ extern "C" const char* moe_engine_list_backends(void) {
       o.set("usable", moe::json::Value::of(b.usable));
       o.set("why_not", moe::json::Value::of(b.why_not));
       o.set("validation", moe::json::Value::of(validation(b)));
-      o.set("kernels", moe::json::Value::of(kernels(b)));
+      const std::unique_ptr<moe::Backend> made = made_here(b);
+      o.set("kernels", moe::json::Value::of(made ? made->kernels() : std::string()));
+      o.set("bf16_native", moe::json::Value::of(made && made->bf16_native()));
       all.push(std::move(o));
     }
     return moe::json::dump(all);

@@ -46,6 +46,10 @@ TEST(unknown_isa_error_names_the_field_and_choices) {
             e);
 }
 
+TEST(the_scalar_reference_path_says_its_bf16_is_not_native) {
+  CHECK(!moe::make_backend("cpu", {1, "scalar"})->bf16_native());
+}
+
 TEST(c_api_lists_the_backends_as_json) {
   const moe::json::Value v = moe::json::parse(moe_engine_list_backends(), "backends");
   CHECK(v.is_array() && !v.array.empty());
@@ -63,6 +67,11 @@ TEST(c_api_lists_the_backends_as_json) {
     CHECK_MSG(kernels->string.rfind("sgemm ", 0) == 0 && kernels->string.find(", bf16 gemm ") != std::string::npos &&
                   described.find(kernels->string) != std::string::npos,
               kernels->string + " | " + described);
+    // bf16 on bf16 units exactly when the bf16 kernel is one of the families that has them.
+    const moe::json::Value* native = b.find("bf16_native");
+    const bool units = kernels->string.find("bf16 gemm amx") != std::string::npos ||
+                       kernels->string.find("bf16 gemm avx512_bf16") != std::string::npos;
+    CHECK_MSG(native && native->is_bool() && native->boolean == units, kernels->string);
   }
   CHECK(cpu);
 }

@@ -21,6 +21,8 @@ describe('Hardware view', () => {
     // Which kernels run, as the engine itself says (the bf16 one: AMX, AVX512_BF16, or emulated).
     const cpu = probe.engineBackends.find((b) => b.name === 'cpu')!
     expect(await page.getByTestId('cpu-kernels').textContent()).toContain(cpu.kernels)
+    // The note that bf16 is not faster than fp32 shows exactly where the engine says its bf16 is not native.
+    expect(await page.getByTestId('bf16-emulated').count()).toBe(cpu.bf16Native ? 0 : 1)
     expect(text).toContain(wb.dataDir)
     if (probe.gpus.length === 0) expect(await page.getByTestId('no-gpu').textContent()).toContain('CPU backend is in use')
     expect(await page.title()).toBe('Hardware · MoE Workbench')

@@ -193,7 +193,7 @@ export function fakeHandlers(overrides: Partial<ApiHandlers> = {}): ApiHandlers 
       disks: [],
       gpus: [],
       backends: ['cpu'],
-      engineBackends: [{ name: 'cpu', usable: true, whyNot: '', kernels: 'sgemm avx2, bf16 gemm portable' }],
+      engineBackends: [{ name: 'cpu', usable: true, whyNot: '', kernels: 'sgemm avx2, bf16 gemm portable', bf16Native: false }],
       engineError: null,
     }),
     'planner.plan': async () => ({

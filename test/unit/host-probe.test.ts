@@ -26,6 +26,8 @@ describe('hardware probe', () => {
     const flags = readFileSync('/proc/cpuinfo', 'utf8')
     if (!/\bamx_bf16\b/.test(flags)) expect(cpu.kernels).not.toContain('bf16 gemm amx')
     if (/\bavx512f\b/.test(flags)) expect(cpu.kernels).toContain('sgemm avx512')
+    // bf16 on bf16 units wherever the CPU has bf16 instructions (AMX needs them too), and only there.
+    expect(cpu.bf16Native).toBe(/\bavx512_bf16\b/.test(flags))
   })
 })
 

@@ -115,7 +115,7 @@ export interface EngineAddon {
   inspectHf(dir: string): string
   /**
    * The backends built into the engine (moe_engine_list_backends' JSON): name, description, usable, why_not,
-   * validation, and the kernels a usable one picks on this machine.
+   * validation, and the kernels a usable one picks on this machine, with whether its bf16 compute runs on bf16 units.
    */
   listBackends(): string
   apiVersion: number

@@ -22,6 +22,9 @@ class Backend {
   // The kernels it picked on this machine, for the Hardware view ("sgemm avx512, bf16 gemm amx"); empty when it
   // has no such choice to report.
   virtual std::string kernels() const { return ""; }
+  // Whether train.compute_dtype bf16 runs its products on bf16 arithmetic units (bf16 instructions, tensor cores).
+  // A backend without them computes bf16's bits on fp32 arithmetic, which is then not faster than fp32.
+  virtual bool bf16_native() const { return false; }
   virtual int threads() const = 0;
   // The device it computes on, as validation records name it (backend/validation.h); empty for the host.
   virtual std::string device() const { return ""; }

@@ -180,10 +180,12 @@ void moe_engine_set_paused(moe_engine* engine, int paused);
 int moe_checkpoint_verify(const char* dir, char* err, size_t err_len);
 
 /* The backends built into this library, as a JSON array of {"name", "description", "usable", "why_not",
- * "validation", "kernels"} (why_not is empty for a usable one; validation says "validated on <device> (<date>)" or
- * "not validated on <device>" for a usable backend other than "cpu", which train.backend may name only once it is
- * validated: see docs/cuda.md; kernels: those a usable backend picks on this machine, e.g. "sgemm avx512, bf16 gemm
- * amx", empty when it reports none). The string is static. */
+ * "validation", "kernels", "bf16_native"} (why_not is empty for a usable one; validation says "validated on <device>
+ * (<date>)" or "not validated on <device>" for a usable backend other than "cpu", which train.backend may name only
+ * once it is validated: see docs/cuda.md; kernels: those a usable backend picks on this machine, e.g. "sgemm avx512,
+ * bf16 gemm amx", empty when it reports none; bf16_native: whether its bf16 compute runs on bf16 units here, false
+ * when it computes bf16's bits on fp32 arithmetic, which is then not faster than fp32, or cannot run). The string is
+ * static. */
 const char* moe_engine_list_backends(void);
 
 /* ---- Options structs and the training loop ----

@@ -52,6 +52,10 @@ class CpuBackend final : public Backend {
     const cpu::IsaScope isa(isa_);
     return std::string("sgemm ") + cpu::sgemm_isa() + ", bf16 gemm " + cpu::sgemm_bf16_kernel();
   }
+  bool bf16_native() const override {
+    const cpu::IsaScope isa(isa_);
+    return cpu::sgemm_bf16_on_bf16_units();
+  }
   int threads() const override { return tp_.threads(); }
   bool device_memory_is_host() const override { return true; }
 

@@ -159,6 +159,8 @@ void sgemm_bf16_packed(ThreadPool& tp, bool trans_a, int M, int N, int K, float 
 
 const char* sgemm_bf16_isa() { return kernels().name; }
 
+bool sgemm_bf16_on_bf16_units() { return kernels().bf16_units; }
+
 std::string sgemm_bf16_kernel() {
   const AmxSupport& amx = amx_support();
   std::string s = kernels().name;

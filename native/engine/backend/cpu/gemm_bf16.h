@@ -42,5 +42,8 @@ void sgemm_bf16_packed(ThreadPool& tp, bool trans_a, int M, int N, int K, float 
 const char* sgemm_bf16_isa();
 // The same, followed by why AMX is not used where the CPU has it (for describe lines).
 std::string sgemm_bf16_kernel();
+// Whether that kernel's products run on bf16 units; without them bf16 compute gives the same bits on fp32 arithmetic
+// and is not faster than fp32.
+bool sgemm_bf16_on_bf16_units();
 
 }  // namespace moe::cpu

@@ -67,7 +67,7 @@ struct HardwareTiles {
 }  // namespace
 
 const Kernels& amx_kernels() {
-  static const Kernels k = amx::family<HardwareTiles>("amx", avx512_kernels());
+  static const Kernels k = amx::family<HardwareTiles>("amx", true, avx512_kernels());
   return k;
 }
 

@@ -118,8 +118,8 @@ int kernel(int mr, int cols, int pairs, const uint32_t* a, const uint32_t* b, fl
 }
 
 template <class Tiles>
-Kernels family(const char* name, const Kernels& packers_of_b) {
-  return {name, kMR, &pack_a, packers_of_b.pack_b16, packers_of_b.pack_b32, &kernel<Tiles>};
+Kernels family(const char* name, bool bf16_units, const Kernels& packers_of_b) {
+  return {name, bf16_units, kMR, &pack_a, packers_of_b.pack_b16, packers_of_b.pack_b32, &kernel<Tiles>};
 }
 
 }  // namespace

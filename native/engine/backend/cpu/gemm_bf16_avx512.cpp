@@ -186,7 +186,7 @@ int kernel(int mr, int cols, int pairs, const uint32_t* a, const uint32_t* b, fl
 }  // namespace
 
 const Kernels& avx512_kernels() {
-  static const Kernels k{"avx512_bf16", kMRMax, &pack_a, &pack_b<uint16_t>, &pack_b<float>, &kernel};
+  static const Kernels k{"avx512_bf16", true, kMRMax, &pack_a, &pack_b<uint16_t>, &pack_b<float>, &kernel};
   return k;
 }
 

@@ -118,7 +118,7 @@ int kernel(int mr, int cols, int pairs, const uint32_t* a, const uint32_t* b, fl
 }  // namespace
 
 const Kernels& avx2_fma_kernels() {
-  static const Kernels k{"avx2_fma", kMRMax, &pack_a_lines, &pack_b_lines<uint16_t>, &pack_b_lines<float>, &kernel};
+  static const Kernels k{"avx2_fma", false, kMRMax, &pack_a_lines, &pack_b_lines<uint16_t>, &pack_b_lines<float>, &kernel};
   return k;
 }
 

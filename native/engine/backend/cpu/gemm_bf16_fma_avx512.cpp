@@ -116,7 +116,7 @@ int kernel(int mr, int cols, int pairs, const uint32_t* a, const uint32_t* b, fl
 }  // namespace
 
 const Kernels& avx512_fma_kernels() {
-  static const Kernels k{"avx512_fma", kMRMax, avx512_kernels().pack_a, avx512_kernels().pack_b16,
+  static const Kernels k{"avx512_fma", false, kMRMax, avx512_kernels().pack_a, avx512_kernels().pack_b16,
                          avx512_kernels().pack_b32, &kernel};
   return k;
 }

@@ -23,6 +23,9 @@ constexpr int kPairsMax = 256;  // most k pairs a kernel call gets (the driver's
 
 struct Kernels {
   const char* name;
+  // Whether its products run on bf16 units (vdpbf16ps, TDPBF16PS). The other families compute the same bits on fp32
+  // FMAs or portably, so bf16 compute is not faster than fp32 where one of them runs.
+  bool bf16_units;
   int mr_max;  // tallest A panel the kernel takes
   // Pack rows [0, rows) x k in [0, kc) of op(A) (fp32), starting at `a` (already offset to the panel origin).
   void (*pack_a)(bool trans, const float* a, int64_t lda, int rows, int kc, uint32_t* dst);

@@ -56,7 +56,7 @@ void exact_tile(int rows, int cols, int pairs, const uint32_t* a, int lda, const
 }
 
 const Kernels& portable_kernels() {
-  static const Kernels k{"portable", kMRMax, &pack_a_lines, &pack_b_lines<uint16_t>, &pack_b_lines<float>,
+  static const Kernels k{"portable", false, kMRMax, &pack_a_lines, &pack_b_lines<uint16_t>, &pack_b_lines<float>,
                          &kernel};
   return k;
 }

@@ -21,6 +21,7 @@ class CudaBackend final : public Backend {
   int threads() const override { return threads_; }
   std::string device() const override;
   std::string versions() const override;
+  bool bf16_native() const override { return true; }  // bf16 GEMMs on WMMA tensor cores
 
   void* alloc(MemKind kind, size_t bytes) override;
   void release(MemKind kind, void* ptr) override;
