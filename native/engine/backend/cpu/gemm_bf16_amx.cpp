@@ -1,7 +1,7 @@
 // The AMX sgemm_bf16 family on the tile instructions (AMX-TILE, AMX-BF16), built with AMX and AVX-512 flags and
-// used only where amx_support() says the CPU has AMX and Linux granted the tile data permission. B is packed per
-// call by the AVX512_BF16 family's packers (every AMX CPU has AVX512_BF16); packing each weight once across calls
-// is left for later.
+// used only where amx_support() says the CPU has AMX and Linux granted the tile data permission. B is packed by the
+// AVX512_BF16 family's packers (every AMX CPU has AVX512_BF16), in the layout every family reads, so a weight packed
+// once (sgemm_bf16_pack_b, the backend's kept weights) serves this kernel as it serves the others.
 #include <immintrin.h>
 
 #include "backend/cpu/gemm_bf16_amx_kernel.h"
