@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/amx_support.h"
+#include "backend/cpu/gemm_driver.h"
 #include "gemm_bf16_checks.h"
 #include "testing.h"
 
@@ -94,6 +96,42 @@ TEST(amx_emulated_follows_tdpbf16ps_pair_chains) {
   CHECK_MSG(dot(emulated, probe(false)) == 2.0f, "one instruction: " + std::to_string(dot(emulated, probe(false))));
   CHECK_MSG(dot(emulated, probe(true)) == 0.0f, "two instructions: " + std::to_string(dot(emulated, probe(true))));
   CHECK(dot(moe::cpu::gemm_bf16::portable_kernels(), probe(false)) == 0.0f);
+}
+
+// The hardware family's A packer is AVX-512 code (no tile instructions), so it runs wherever the CPU has
+// AVX512_BF16, AMX or not: the same words as the plain packer the emulation uses, and nothing written past them.
+TEST(amx_hardware_a_packer_writes_the_plain_packers_words) {
+  if (!moe::cpu::gemm_driver::cpu_features().avx512_bf16) {
+    std::printf("  SKIPPED: this CPU has no AVX512_BF16, which the AMX family's packers need\n");
+    return;
+  }
+  const Kernels& hw = moe::cpu::gemm_bf16::amx_kernels();
+  const Kernels& plain = moe::cpu::gemm_bf16::amx_emulated_kernels();
+  // Values the rounding treats specially: ties to even both ways, a NaN of each sign, infinities, the largest
+  // float (rounds to inf), denormals, signed zeros; the rest ordinary.
+  const uint32_t special[] = {0x3F808000u, 0x3F818000u, 0x7FC00001u, 0xFF800001u, 0x7F800000u, 0xFF800000u,
+                              0x7F7FFFFFu, 0x00000001u, 0x807FFFFFu, 0x00008000u, 0x80000000u, 0x00000000u};
+  int cases = 0;
+  for (const bool trans : {false, true})
+    for (const int rows : {1, 7, 15, 16, 17, 31, 32})
+      for (const int kc : {1, 2, 3, 31, 32, 33, 63, 64, 65, 100, 512}) {
+        const int64_t lda = trans ? rows + 3 : kc + 5;
+        const int64_t lines = trans ? kc : rows;
+        std::vector<float> a(static_cast<size_t>(lines * lda));
+        for (size_t i = 0; i < a.size(); ++i) {
+          const uint32_t bits = i % 7 == 3 ? special[(i / 7) % std::size(special)]
+                                           : 0x3C000000u + static_cast<uint32_t>((i * 2654435761u) % 0x06000000u);
+          std::memcpy(&a[i], &bits, 4);
+        }
+        const size_t words = static_cast<size_t>(rows) * ((kc + 1) / 2);
+        std::vector<uint32_t> got(words + 40, 0xA5A5A5A5u), want(words + 40, 0xA5A5A5A5u);
+        hw.pack_a(trans, a.data(), lda, rows, kc, got.data());
+        plain.pack_a(trans, a.data(), lda, rows, kc, want.data());
+        CHECK_MSG(got == want, "trans " + std::to_string(trans) + ", rows " + std::to_string(rows) + ", kc " +
+                                   std::to_string(kc));
+        ++cases;
+      }
+  std::printf("  %d shapes: the same words\n", cases);
 }
 
 // The real tiles: the same bound and determinism. Their bits are compared with the emulation's and reported, not

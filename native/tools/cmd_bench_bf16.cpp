@@ -4,9 +4,10 @@
 //   --train   training tokens/s of a config (default resources/presets/tiny.json) in fp32 and in bf16, each run by
 //             `moe-engine train` (the CLI beside this tool) on a copy of the config with only train.compute_dtype changed; tokens/s is the
 //             median over the steps after the first two of OUT/log.jsonl, best of --rounds alternating rounds
+//   --packers ns per element of every kernel family's operand packers (bench_packers.h)
 //   --threads N (default 2), --steps N (default 8), --rounds N (default 2), --config PATH, --data PATH (a token
 //   file; default: the bundled corpus tokenized as bytes), --json (one JSON object per line)
-// With neither --gemm nor --train, both run.
+// With none of --gemm, --train and --packers, the first two run.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -25,6 +26,7 @@
 #include "backend/cpu/convert_bf16.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/gemm_bf16.h"
+#include "bench_packers.h"
 #include "bench_timing.h"
 #include "commands.h"
 #include "core/error.h"
@@ -42,7 +44,7 @@ using bench::time_median;
 
 struct Options {
   int threads = 2, steps = 8, rounds = 2;
-  bool gemm = false, train = false, json = false;
+  bool gemm = false, train = false, packers = false, json = false;
   std::string config, data;
 };
 
@@ -66,12 +68,13 @@ Options parse(int argc, char** argv) {
     else if (a == "--data") o.data = argv[++i];
     else if (a == "--gemm") o.gemm = true;
     else if (a == "--train") o.train = true;
+    else if (a == "--packers") o.packers = true;
     else if (a == "--json") o.json = true;
     else
       moe::fail("bench --bf16: unknown argument '" + a +
-                "' (expected --gemm, --train, --threads N, --steps N, --rounds N, --config PATH, --data PATH, --json)");
+                "' (expected --gemm, --train, --packers, --threads N, --steps N, --rounds N, --config PATH, --data PATH, --json)");
   }
-  if (!o.gemm && !o.train) o.gemm = o.train = true;
+  if (!o.gemm && !o.train && !o.packers) o.gemm = o.train = true;
   return o;
 }
 
@@ -267,6 +270,7 @@ int cmd_bench_bf16(int argc, char** argv) {
     std::fflush(stdout);
     if (o.gemm) bench_gemm(tp, o);
     if (o.train) bench_train(o);
+    if (o.packers) bench::bf16_packers(o.json);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moe-engine-dev %s\n", e.what());

@@ -1,10 +1,11 @@
 // fp32 -> bf16 rounding for the *_avx512.cpp kernels, bit-identical to moe::f32_to_bf16 (round to nearest even,
 // NaN quieted with its sign, overflow to inf, fp32 denormals rounded rather than flushed).
-// Include only from *_avx512.cpp files: the helpers are compiled for AVX-512.
+// Include only from files built with AVX-512 flags; internal linkage keeps each file's copies its own.
 #pragma once
 #include <immintrin.h>
 
 namespace moe::cpu::avx512 {
+namespace {
 
 // Each fp32 lane's bf16 in the low 16 bits of the lane (high 16 bits zero).
 inline __m512i bf16_bits(__m512 x) {
@@ -21,4 +22,5 @@ inline __mmask16 first_lanes(int n) {
   return n >= 16 ? __mmask16(0xFFFF) : n > 0 ? __mmask16((1u << n) - 1) : __mmask16(0);
 }
 
+}  // namespace
 }  // namespace moe::cpu::avx512

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "backend/cpu/gemm_kernels.h"
+#include "backend/cpu/transpose_avx512.h"
 
 namespace moe::cpu::gemm {
 namespace {
@@ -105,36 +106,6 @@ int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t pan
   return done;
 }
 
-// Transposes 16 rows of 16 floats in registers (r[i][j] -> r[j][i]).
-inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
-    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
-    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-  }
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    __m512 u0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);
-    __m512 u1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xDD);
-    __m512 u2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
-    __m512 u3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xDD);
-    t[c] = _mm512_shuffle_f32x4(u0, u2, 0x88);
-    t[4 + c] = _mm512_shuffle_f32x4(u1, u3, 0x88);
-    t[8 + c] = _mm512_shuffle_f32x4(u0, u2, 0xDD);
-    t[12 + c] = _mm512_shuffle_f32x4(u1, u3, 0xDD);
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) r[i] = t[i];
-}
-
 void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, float* dst) {
   const __mmask16 row_mask = __mmask16((1u << rows) - 1);
   if (trans) {
@@ -149,7 +120,7 @@ void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, float* ds
     __m512 r[16];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_maskz_loadu_ps(km, a + i * lda + k0) : _mm512_setzero_ps();
-    transpose16(r);
+    avx512::transpose16(r);
     for (int k = 0; k < kn; ++k) _mm512_mask_storeu_ps(dst + (k0 + k) * rows, row_mask, r[k]);
   }
 }
@@ -179,7 +150,7 @@ void pack_b(bool trans, const float* b, int64_t ldb, int kc, int cols, float* ds
 #pragma GCC unroll 16
       for (int j = 0; j < 16; ++j)
         r[j] = j0 + j < cols ? _mm512_maskz_loadu_ps(km, b + (j0 + j) * ldb + k0) : _mm512_setzero_ps();
-      transpose16(r);
+      avx512::transpose16(r);
       for (int k = 0; k < kn; ++k) _mm512_store_ps(dst + (k0 + k) * kNR + j0, r[k]);
     }
   }

@@ -109,7 +109,7 @@ struct EmulatedTiles {
 }  // namespace
 
 const Kernels& amx_emulated_kernels() {
-  static const Kernels k = amx::family<EmulatedTiles>("amx_emulated", false, portable_kernels());
+  static const Kernels k = amx::family<EmulatedTiles>("amx_emulated", false, &amx::pack_a, portable_kernels());
   return k;
 }
 

@@ -28,8 +28,9 @@ constexpr int kPanels = 4;               // B panels per call: one tile configur
 constexpr int kCols = kPanels * kNR;     // columns of the C buffer
 constexpr int kMR = 2 * kTileRows;       // tallest A panel
 
-// Pair words of rows [0, rows) of op(A) as tile rows; k past kc is zero.
-void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, uint32_t* dst) {
+// Pair words of rows [0, rows) of op(A) as tile rows; k past kc is zero. The plain form: the emulated family's, and
+// the reference the hardware family's vector packer (gemm_bf16_amx.cpp) is tested against.
+[[maybe_unused]] void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, uint32_t* dst) {
   const int pairs = (kc + 1) / 2;
   auto bits = [&](int i, int k) -> uint32_t {
     return k < kc ? f32_to_bf16(trans ? a[k * lda + i] : a[i * lda + k]) : 0;
@@ -117,9 +118,10 @@ int kernel(int mr, int cols, int pairs, const uint32_t* a, const uint32_t* b, fl
   return done;
 }
 
+// The family on a tile layer, packing A with `pack_a_rows` (pack_a's words) and B with another family's packers.
 template <class Tiles>
-Kernels family(const char* name, bool bf16_units, const Kernels& packers_of_b) {
-  return {name, bf16_units, kMR, &pack_a, packers_of_b.pack_b16, packers_of_b.pack_b32, &kernel<Tiles>};
+Kernels family(const char* name, bool bf16_units, decltype(Kernels::pack_a) pack_a_rows, const Kernels& packers_of_b) {
+  return {name, bf16_units, kMR, pack_a_rows, packers_of_b.pack_b16, packers_of_b.pack_b32, &kernel<Tiles>};
 }
 
 }  // namespace

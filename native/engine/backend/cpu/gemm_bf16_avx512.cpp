@@ -1,6 +1,5 @@
 // AVX512_BF16 sgemm_bf16 kernels: vdpbf16ps tiles of up to 14 broadcast A pairs x 32 columns (28 fp32
-// accumulators, or 6 x 64 / 3 x 128 for short panels), packers that round fp32 to bf16 on the way in and a 16x16
-// 32-bit in-register transpose for operands whose k runs along memory rows.
+// accumulators, or 6 x 64 / 3 x 128 for short panels), and packers built on gemm_bf16_pack_avx512.h's pieces.
 // GCC 12 flags _mm512_undefined_*() inside intrinsics as uninitialised (GCC PR 105593).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <algorithm>
@@ -9,6 +8,7 @@
 
 #include "backend/cpu/bf16_avx512.h"
 #include "backend/cpu/gemm_bf16_kernels.h"
+#include "backend/cpu/gemm_bf16_pack_avx512.h"
 
 namespace moe::cpu::gemm_bf16 {
 namespace {
@@ -17,78 +17,6 @@ using avx512::bf16_bits;
 using avx512::first_lanes;
 
 constexpr int kNV = kNR / 16;  // zmm vectors per B panel
-
-inline __mmask32 first_halves(int n) {
-  return n >= 32 ? __mmask32(0xFFFFFFFFu) : n > 0 ? __mmask32((1u << n) - 1) : __mmask32(0);
-}
-
-// The 16 pair words of the k in [0, kn) (kn <= 32) starting at `src`, where consecutive k are adjacent in memory.
-inline __m512i row_pairs(const float* src, int kn) {
-  alignas(64) static constexpr uint16_t kLowHalves[32] = {0,  2,  4,  6,  8,  10, 12, 14, 16, 18, 20,
-                                                          22, 24, 26, 28, 30, 32, 34, 36, 38, 40, 42,
-                                                          44, 46, 48, 50, 52, 54, 56, 58, 60, 62};
-  const __m512i lo = bf16_bits(_mm512_maskz_loadu_ps(first_lanes(kn), src));
-  const __m512i hi = bf16_bits(_mm512_maskz_loadu_ps(first_lanes(kn - 16), src + 16));
-  return _mm512_permutex2var_epi16(lo, _mm512_load_si512(kLowHalves), hi);
-}
-inline __m512i row_pairs(const uint16_t* src, int kn) { return _mm512_maskz_loadu_epi16(first_halves(kn), src); }
-
-// Pair words of 16 lines (lanes under `m`) from k row `r0` and k+1 row `r1` (null when k+1 is past the end).
-inline __m512i col_pairs(const float* r0, const float* r1, __mmask16 m) {
-  const __m512i even = bf16_bits(_mm512_maskz_loadu_ps(m, r0));
-  if (!r1) return even;
-  return _mm512_or_si512(even, _mm512_slli_epi32(bf16_bits(_mm512_maskz_loadu_ps(m, r1)), 16));
-}
-inline __m512i col_pairs(const uint16_t* r0, const uint16_t* r1, __mmask16 m) {
-  const __m512i even = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0));
-  if (!r1) return even;
-  return _mm512_or_si512(even, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r1)), 16));
-}
-
-// Transposes 16 rows of 16 32-bit words in registers (r[i][j] -> r[j][i]).
-inline void transpose16(__m512i r[16]) {
-  __m512i t[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
-    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
-    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    const __m512i u0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88);
-    const __m512i u1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xDD);
-    const __m512i u2 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88);
-    const __m512i u3 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xDD);
-    t[c] = _mm512_shuffle_i32x4(u0, u2, 0x88);
-    t[4 + c] = _mm512_shuffle_i32x4(u1, u3, 0x88);
-    t[8 + c] = _mm512_shuffle_i32x4(u0, u2, 0xDD);
-    t[12 + c] = _mm512_shuffle_i32x4(u1, u3, 0xDD);
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) r[i] = t[i];
-}
-
-// Pairs of up to 16 lines whose k runs along memory (line l at src + l*stride), 32 k at a time, transposed so
-// that pair p's 16 words land at dst + p*dst_stride under `store_mask`.
-template <typename T>
-void pack_along(const T* src, int64_t stride, int lines, int kc, uint32_t* dst, int64_t dst_stride,
-                __mmask16 store_mask) {
-  for (int k0 = 0; k0 < kc; k0 += 32) {
-    const int kn = std::min(32, kc - k0);
-    __m512i r[16];
-#pragma GCC unroll 16
-    for (int l = 0; l < 16; ++l) r[l] = l < lines ? row_pairs(src + l * stride + k0, kn) : _mm512_setzero_si512();
-    transpose16(r);
-    for (int q = 0; q < (kn + 1) / 2; ++q) _mm512_mask_storeu_epi32(dst + (k0 / 2 + q) * dst_stride, store_mask, r[q]);
-  }
-}
 
 void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, uint32_t* dst) {
   const __mmask16 row_mask = first_lanes(rows);
