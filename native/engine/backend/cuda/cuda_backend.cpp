@@ -39,6 +39,15 @@ std::string cuda_unusable_reason() {
     // The bf16 GEMM uses WMMA bf16 fragments, which need compute capability 8.0.
     if (p.major < 8)
       return std::string(p.name) + " has compute capability " + compute_capability(p) + "; this backend needs 8.0+";
+    // Host threads (the offload's AdamW and norms, CPU placement devices) read and write managed memory while
+    // kernels run, and Stage allocates from the stream-ordered pool: without either, refuse here rather than fault.
+    int concurrent_managed = 0, pools = 0;
+    cudaDeviceGetAttribute(&concurrent_managed, cudaDevAttrConcurrentManagedAccess, 0);
+    cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, 0);
+    if (!concurrent_managed || !pools)
+      return std::string(p.name) + " lacks " +
+             (!concurrent_managed ? "concurrent managed memory access" : "stream-ordered memory pools") +
+             ", which this backend needs (a virtualised GPU may not offer it)";
     const cudaError_t load = cuda::kernels_loadable();
     if (load != cudaSuccess) {
       cudaGetLastError();
@@ -106,14 +115,20 @@ void* CudaBackend::alloc(MemKind kind, size_t bytes) {
   return nullptr;
 }
 
+// Buffers are released from destructors, also while an earlier CUDA error unwinds the stack; after a kernel fault
+// every free fails with that sticky error, and throwing again would terminate before the first error is reported.
+// So a failed free is written to stderr and not thrown.
 void CudaBackend::release(MemKind kind, void* ptr) {
   if (!ptr) return;
+  auto report = [](cudaError_t e, const char* what) {
+    if (e != cudaSuccess) std::fprintf(stderr, "cuda: %s: %s\n", what, cudaGetErrorString(e));
+  };
   switch (kind) {
     case MemKind::Device:
-      cuda_check(cudaFree(ptr), "freeing device memory");
+      report(cudaFree(ptr), "freeing device memory");
       return;
     case MemKind::PinnedHost:
-      cuda_check(cudaFreeHost(ptr), "freeing pinned host memory");
+      report(cudaFreeHost(ptr), "freeing pinned host memory");
       return;
     case MemKind::PageableHost:
       host_free(ptr);

@@ -29,10 +29,13 @@ std::string runtime_version() {
 
 void* device_view(const void* p) {
   cudaPointerAttributes a{};
-  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky-free error an unknown pointer leaves
+  const cudaError_t err = cudaPointerGetAttributes(&a, p);
+  if (err == cudaErrorInvalidValue || err == cudaErrorInvalidDevice) {
+    cudaGetLastError();  // clear the error a pointer the runtime does not know leaves
     return nullptr;
   }
+  // Any other failure is an earlier error still pending (a kernel fault): report it, not a staging failure later.
+  cuda_check(err, "querying a pointer's memory type");
   switch (a.type) {
     case cudaMemoryTypeDevice:
     case cudaMemoryTypeManaged:
