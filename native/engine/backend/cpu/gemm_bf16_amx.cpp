@@ -15,8 +15,8 @@ namespace moe::cpu::gemm_bf16 {
 namespace {
 
 // amx::pack_a's words on AVX-512: a row of op(A) whose k run along memory is rounded 32 k at a time; one whose k
-// run across rows (trans) is read 16 rows by 16 pairs and transposed in registers. A tile kernel computes about four
-// times as fast as vdpbf16ps, so a scalar A packer would take a large share of each call.
+// run across rows (trans) is read 16 rows by 16 pairs and transposed in registers. TDPBF16PS has several times the
+// multiply-add throughput of vdpbf16ps, so a scalar A packer would take a large share of each call.
 void pack_a_rows(bool trans, const float* a, int64_t lda, int rows, int kc, uint32_t* dst) {
   const int pairs = (kc + 1) / 2;
   if (!trans) {
