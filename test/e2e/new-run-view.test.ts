@@ -31,6 +31,13 @@ describe('New run view', () => {
     expect(await page.locator('[data-field="model.capacity_factor"]').textContent()).toContain('dropless')
     expect(await page.locator('[data-field="model.n_experts"]').textContent()).toContain('per MoE layer')
     await expect.poll(() => page.getByTestId('plan-explanation').textContent()).toMatch(/resident/)
+    // bf16 chosen: the pre-flight says it is no faster than fp32 exactly where the engine says its cpu bf16 is not
+    // native (on this machine, from its own probe).
+    const cpu = (await wb.handlers['hardware.probe']({})).engineBackends.find((b) => b.name === 'cpu')!
+    await input('train.compute_dtype').selectOption('bf16')
+    await expect.poll(() => page.getByTestId('plan-bf16-not-faster').count()).toBe(cpu.bf16Native ? 0 : 1)
+    await input('train.compute_dtype').selectOption('fp32')
+    await expect.poll(() => page.getByTestId('plan-bf16-not-faster').count()).toBe(0)
   })
 
   it('shows the routing-skew fields the chosen distribution uses', async () => {
