@@ -3,8 +3,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
+#include "backend/cpu/amx_support.h"
 #include "bench_timing.h"
 
 namespace bench {
@@ -62,6 +64,43 @@ __attribute__((target("avx512f,avx512bf16"))) float dpbf16_loop_avx512(long iter
   return _mm512_reduce_add_ps(s);
 }
 
+// TDPBF16PS on tiles that never leave the unit: four 16x16 fp32 C tiles fed by two A and two B tiles, the GEMM
+// kernel's plan (gemm_bf16_amx_tiles.h); each instruction is 16 x 16 outputs of 32 products. One instruction takes
+// about as long as 64 vdpbf16ps, so the loop runs iters / kAmxPerIter rounds. Only where amx_support().usable
+// (the tile permission granted).
+constexpr long kAmxPerIter = 64;
+__attribute__((target("amx-tile,amx-bf16"))) float tdpbf16_loop(long iters) {
+  struct alignas(64) Config {
+    uint8_t palette = 1, start_row = 0, reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+  } cfg;
+  for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  asm volatile("" : : "r"(&cfg) : "memory");  // the intrinsic declares only 8 of the 64 bytes it reads
+  _tile_loadconfig(&cfg);
+  alignas(64) uint16_t ab[16 * 32];
+  for (int i = 0; i < 16 * 32; ++i) ab[i] = i % 2 ? 0x3000 : 0x3f80;  // 1 and 2^-31: sums stay small and normal
+  asm volatile("" : : "r"(ab) : "memory");
+  _tile_loadd(4, ab, 64);
+  _tile_loadd(5, ab, 64);
+  _tile_loadd(6, ab, 64);
+  _tile_loadd(7, ab, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (long i = 0; i < iters / kAmxPerIter; ++i) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  alignas(64) float out[16 * 16];
+  _tile_stored(0, out, 64);
+  _tile_release();
+  return out[0];
+}
+
 // Best of three timed runs of loop(kPeakIters) on every pool thread; flops_per_iter counts one thread's round.
 double rate(moe::ThreadPool& tp, float (*loop)(long), double flops_per_iter) {
   std::vector<float> sink(tp.threads());
@@ -85,8 +124,11 @@ Peak measure_peak(moe::ThreadPool& tp) {
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (avx512) p.fp32_isa = "avx512", p.fp32_gflops = rate(tp, fma_loop_avx512, 2.0 * 12 * 16);
   else if (avx2) p.fp32_isa = "avx2", p.fp32_gflops = rate(tp, fma_loop_avx2, 2.0 * 12 * 8);
-  // vdpbf16ps: 16 lanes, each two products and their sums.
-  if (avx512 && __builtin_cpu_supports("avx512bf16"))
+  // The bf16 peak of the kernel family sgemm_bf16 dispatches to. TDPBF16PS: four per round, each 16 x 16 x 32
+  // products and their sums; vdpbf16ps: 16 lanes, each two products and their sums.
+  if (moe::cpu::amx_support().usable)
+    p.bf16_isa = "amx", p.bf16_gflops = rate(tp, tdpbf16_loop, 4.0 * 16 * 16 * 32 * 2 / kAmxPerIter);
+  else if (avx512 && __builtin_cpu_supports("avx512bf16"))
     p.bf16_isa = "avx512bf16", p.bf16_gflops = rate(tp, dpbf16_loop_avx512, 4.0 * 12 * 16);
   // Without vdpbf16ps the bf16 kernels run on fp32 FMAs (two per pair of products), so fp32's peak bounds them.
   else if (avx512) p.bf16_isa = "avx512fma", p.bf16_gflops = p.fp32_gflops;

@@ -10,9 +10,8 @@ namespace bench {
 struct Peak {
   const char* fp32_isa = "none";  // "avx512" (vfmadd231ps zmm), "avx2" (ymm) or "none"
   double fp32_gflops = 0;
-  // "avx512bf16" (vdpbf16ps zmm), "avx512fma" / "avx2fma" (the fp32 FMA peak, which bounds the FMA bf16 kernels)
-  // or "none";
-  // AMX tiles are not measured here
+  // "amx" (TDPBF16PS tiles, where the kernels use them), "avx512bf16" (vdpbf16ps zmm), "avx512fma" / "avx2fma" (the
+  // fp32 FMA peak, which bounds the FMA bf16 kernels) or "none"
   const char* bf16_isa = "none";
   double bf16_gflops = 0;
 };
