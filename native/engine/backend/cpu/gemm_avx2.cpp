@@ -13,9 +13,9 @@ namespace {
 constexpr int kNR = 16;
 constexpr int kMRMax = 6;
 
-template <int MR>
-void tile(int kc, const float* a, const float* b, int64_t k_stride, float* c, int64_t ldc, int nr, float alpha, float beta,
-          bool load_c, float* pack_out) {
+template <int MR, bool Full>
+void tile_body(int kc, const float* a, const float* b, int64_t k_stride, float* c, int64_t ldc, int nr, float alpha,
+               float beta, bool load_c, float* pack_out) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i mask[2] = {_mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane),
                            _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane)};
@@ -23,7 +23,8 @@ void tile(int kc, const float* a, const float* b, int64_t k_stride, float* c, in
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   for (int k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_maskload_ps(b, mask[0]), b1 = _mm256_maskload_ps(b + 8, mask[1]);
+    const __m256 b0 = Full ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, mask[0]);
+    const __m256 b1 = Full ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, mask[1]);
     if (pack_out) {
       _mm256_store_ps(pack_out + k * kNR, b0);
       _mm256_store_ps(pack_out + k * kNR + 8, b1);
@@ -47,6 +48,13 @@ void tile(int kc, const float* a, const float* b, int64_t k_stride, float* c, in
       _mm256_maskstore_ps(p, mask[v], r);
     }
   }
+}
+
+template <int MR>
+void tile(int kc, const float* a, const float* b, int64_t k_stride, float* c, int64_t ldc, int nr, float alpha, float beta,
+          bool load_c, float* pack_out) {
+  if (nr == kNR) tile_body<MR, true>(kc, a, b, k_stride, c, ldc, nr, alpha, beta, load_c, pack_out);
+  else tile_body<MR, false>(kc, a, b, k_stride, c, ldc, nr, alpha, beta, load_c, pack_out);
 }
 
 using TileFn = void (*)(int, const float*, const float*, int64_t, float*, int64_t, int, float, float, bool, float*);

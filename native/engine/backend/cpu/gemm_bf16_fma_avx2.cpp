@@ -32,9 +32,9 @@ inline __m256i first_lanes(int n) {
 // MR rows x `cols` (<= 16) columns from b, over `pairs` k pairs. `split` holds the A panel (`lda` rows wide) as
 // fp32: split[2*(p*lda + i)] is pair p of row i's odd k, the next float its even k. `a` is its packed words, for
 // the exact fallback.
-template <int MR>
-void tile(int pairs, const float* split, const uint32_t* a, int lda, const uint32_t* b, float* c, int64_t ldc,
-          int cols, float alpha, float beta, bool load_c) {
+template <int MR, bool Full>
+void tile_body(int pairs, const float* split, const uint32_t* a, int lda, const uint32_t* b, float* c, int64_t ldc,
+               int cols, float alpha, float beta, bool load_c) {
   const __m256i mask[2] = {first_lanes(cols), first_lanes(cols - 8)};
   const unsigned saved_csr = _mm_getcsr();
   _mm_setcsr(kIeeeCsr);
@@ -48,7 +48,8 @@ void tile(int pairs, const float* split, const uint32_t* a, int lda, const uint3
     __m256 b_odd[2], b_even[2];
 #pragma GCC unroll 2
     for (int v = 0; v < 2; ++v) {
-      const __m256i w = _mm256_maskload_epi32(reinterpret_cast<const int*>(b + p * kNR + 8 * v), mask[v]);
+      const int* at = reinterpret_cast<const int*>(b + p * kNR + 8 * v);
+      const __m256i w = Full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)) : _mm256_maskload_epi32(at, mask[v]);
       b_odd[v] = _mm256_castsi256_ps(_mm256_and_si256(w, high));
       b_even[v] = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
     }
@@ -82,6 +83,14 @@ void tile(int pairs, const float* split, const uint32_t* a, int lda, const uint3
     return;
   }
   exact_tile(MR, cols, pairs, a, lda, b, c, ldc, alpha, beta, load_c);
+}
+
+// Masked loads cost several times a plain one in the inner loop: a tile of 16 columns reads B unmasked.
+template <int MR>
+void tile(int pairs, const float* split, const uint32_t* a, int lda, const uint32_t* b, float* c, int64_t ldc,
+          int cols, float alpha, float beta, bool load_c) {
+  if (cols >= 16) tile_body<MR, true>(pairs, split, a, lda, b, c, ldc, cols, alpha, beta, load_c);
+  else tile_body<MR, false>(pairs, split, a, lda, b, c, ldc, cols, alpha, beta, load_c);
 }
 
 using TileFn = void (*)(int, const float*, const uint32_t*, int, const uint32_t*, float*, int64_t, int, float, float,
