@@ -1,5 +1,6 @@
 // AVX2 sgemm kernel: 16-wide B panels (two ymm) x up to 6 broadcast A rows (12 accumulators of 16 ymm).
-// Packing is shared with the portable kernels, which use the same 16-wide layout.
+// Packing is shared with the portable kernels, which use the same 16-wide layout. Only a panel narrower than 16
+// columns uses masked loads and stores, which cost several times the plain ones.
 #include <immintrin.h>
 
 #include <array>
@@ -43,9 +44,10 @@ void tile_body(int kc, const float* a, const float* b, int64_t k_stride, float* 
   for (int i = 0; i < MR; ++i) {
     for (int v = 0; v < 2; ++v) {
       float* p = c + i * ldc + 8 * v;
-      __m256 r = load_c ? _mm256_fmadd_ps(va, acc[i][v], _mm256_mul_ps(vb, _mm256_maskload_ps(p, mask[v])))
-                        : _mm256_mul_ps(va, acc[i][v]);
-      _mm256_maskstore_ps(p, mask[v], r);
+      const __m256 old = !load_c ? _mm256_setzero_ps() : Full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask[v]);
+      __m256 r = load_c ? _mm256_fmadd_ps(va, acc[i][v], _mm256_mul_ps(vb, old)) : _mm256_mul_ps(va, acc[i][v]);
+      if (Full) _mm256_storeu_ps(p, r);
+      else _mm256_maskstore_ps(p, mask[v], r);
     }
   }
 }

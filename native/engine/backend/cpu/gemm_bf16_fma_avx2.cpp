@@ -69,7 +69,8 @@ void tile_body(int pairs, const float* split, const uint32_t* a, int lda, const 
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 2
     for (int v = 0; v < 2; ++v) {
-      const __m256 old = load_c ? _mm256_maskload_ps(c + i * ldc + 8 * v, mask[v]) : _mm256_setzero_ps();
+      const float* at = c + i * ldc + 8 * v;
+      const __m256 old = !load_c ? _mm256_setzero_ps() : Full ? _mm256_loadu_ps(at) : _mm256_maskload_ps(at, mask[v]);
       acc[i][v] = load_c ? _mm256_fmadd_ps(va, acc[i][v], _mm256_mul_ps(vb, old)) : _mm256_mul_ps(va, acc[i][v]);
       asm volatile("" : "+x"(acc[i][v]));  // computed before the flags are read
     }
@@ -79,7 +80,10 @@ void tile_body(int pairs, const float* split, const uint32_t* a, int lda, const 
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 2
-      for (int v = 0; v < 2; ++v) _mm256_maskstore_ps(c + i * ldc + 8 * v, mask[v], acc[i][v]);
+      for (int v = 0; v < 2; ++v) {
+        if (Full) _mm256_storeu_ps(c + i * ldc + 8 * v, acc[i][v]);
+        else _mm256_maskstore_ps(c + i * ldc + 8 * v, mask[v], acc[i][v]);
+      }
     return;
   }
   exact_tile(MR, cols, pairs, a, lda, b, c, ldc, alpha, beta, load_c);
