@@ -4,10 +4,11 @@
 //   --train   training tokens/s of a config (default resources/presets/tiny.json) in fp32 and in bf16, each run by
 //             `moe-engine train` (the CLI beside this tool) on a copy of the config with only train.compute_dtype changed; tokens/s is the
 //             median over the steps after the first two of OUT/log.jsonl, best of --rounds alternating rounds
-//   --packers ns per element of every kernel family's operand packers (bench_packers.h)
+//   --packers ns per element of every kernel family's operand packers (bench_families.h)
+//   --families GFLOP/s of every fp32 and bf16 kernel family this CPU runs on an expert's shapes (bench_families.h)
 //   --threads N (default 2), --steps N (default 8), --rounds N (default 2), --config PATH, --data PATH (a token
 //   file; default: the bundled corpus tokenized as bytes), --json (one JSON object per line)
-// With none of --gemm, --train and --packers, the first two run.
+// With none of --gemm, --train, --packers and --families, the first two run.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -26,7 +27,7 @@
 #include "backend/cpu/convert_bf16.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/gemm_bf16.h"
-#include "bench_packers.h"
+#include "bench_families.h"
 #include "bench_timing.h"
 #include "commands.h"
 #include "core/error.h"
@@ -44,7 +45,7 @@ using bench::time_median;
 
 struct Options {
   int threads = 2, steps = 8, rounds = 2;
-  bool gemm = false, train = false, packers = false, json = false;
+  bool gemm = false, train = false, packers = false, families = false, json = false;
   std::string config, data;
 };
 
@@ -69,12 +70,13 @@ Options parse(int argc, char** argv) {
     else if (a == "--gemm") o.gemm = true;
     else if (a == "--train") o.train = true;
     else if (a == "--packers") o.packers = true;
+    else if (a == "--families") o.families = true;
     else if (a == "--json") o.json = true;
     else
       moe::fail("bench --bf16: unknown argument '" + a +
-                "' (expected --gemm, --train, --packers, --threads N, --steps N, --rounds N, --config PATH, --data PATH, --json)");
+                "' (expected --gemm, --train, --packers, --families, --threads N, --steps N, --rounds N, --config PATH, --data PATH, --json)");
   }
-  if (!o.gemm && !o.train && !o.packers) o.gemm = o.train = true;
+  if (!o.gemm && !o.train && !o.packers && !o.families) o.gemm = o.train = true;
   return o;
 }
 
@@ -271,6 +273,7 @@ int cmd_bench_bf16(int argc, char** argv) {
     if (o.gemm) bench_gemm(tp, o);
     if (o.train) bench_train(o);
     if (o.packers) bench::bf16_packers(o.json);
+    if (o.families) bench::gemm_families(tp, o.json);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moe-engine-dev %s\n", e.what());
