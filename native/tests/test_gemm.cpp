@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -156,6 +158,34 @@ TEST(sgemm_kernel_families_agree_bitwise) {
         CHECK_MSG(bits_equal(ref, C), std::string(k->name) + " differs from sgemm: " + shape_name(o));
       }
     }
+}
+
+// The AVX2 family packs B itself: the portable packer's words, zero columns past the edge included, and nothing
+// written past the panel.
+TEST(avx2_b_packer_writes_the_portable_packers_words) {
+  using namespace moe::cpu::gemm;
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    std::printf("  SKIPPED: this CPU has no AVX2/FMA\n");
+    return;
+  }
+  int cases = 0;
+  for (const bool trans : {false, true})
+    for (const int kc : {1, 7, 8, 9, 17, 64, 100})
+      for (const int cols : {1, 7, 8, 9, 15, 16}) {
+        const int64_t ldb = trans ? kc + 3 : cols + 5;
+        std::vector<float> b(static_cast<size_t>((trans ? cols : kc) * ldb));
+        for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 97) - 48.5f;
+        alignas(64) float got[100 * 16 + 32], want[100 * 16 + 32];
+        std::fill(std::begin(got), std::end(got), -7.0f);
+        std::fill(std::begin(want), std::end(want), -7.0f);
+        avx2_kernels().pack_b(trans, b.data(), ldb, kc, cols, got);
+        scalar_kernels().pack_b(trans, b.data(), ldb, kc, cols, want);
+        CHECK_MSG(std::equal(std::begin(got), std::end(got), std::begin(want)),
+                  "trans " + std::to_string(trans) + ", kc " + std::to_string(kc) + ", cols " + std::to_string(cols));
+        ++cases;
+      }
+  std::printf("  %d shapes: the same words\n", cases);
 }
 
 TEST(sgemm_edge_cases) {

@@ -1,8 +1,9 @@
 // AVX2 sgemm kernel: 16-wide B panels (two ymm) x up to 6 broadcast A rows (12 accumulators of 16 ymm).
-// Packing is shared with the portable kernels, which use the same 16-wide layout. Only a panel narrower than 16
-// columns uses masked loads and stores, which cost several times the plain ones.
+// A is packed by the portable packer (the same layout); B by an AVX2 one that writes the portable one's words. Only
+// a panel narrower than 16 columns uses masked loads and stores, which cost several times the plain ones.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -65,6 +66,58 @@ constexpr auto make_tiles(std::integer_sequence<int, I...>) {
   return std::array<TileFn, sizeof...(I)>{&tile<I + 1>...};
 }
 
+// Transposes 8 rows of 8 floats in registers (r[i][j] -> r[j][i]).
+inline void transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i + 0] = _mm256_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x20);
+    r[4 + i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x31);
+  }
+}
+
+// The portable packer's words (gemm_scalar.cpp): k in [0, kc) x columns [0, cols) of op(B), zero past cols. A
+// transposed B (column j's k run along memory) is read 8 columns by 8 k and transposed in registers.
+void pack_b(bool trans, const float* b, int64_t ldb, int kc, int cols, float* dst) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  auto first = [&](int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane); };
+  if (!trans) {
+    const __m256i mask[2] = {first(cols), first(cols - 8)};
+    for (int k = 0; k < kc; ++k)
+      for (int v = 0; v < 2; ++v)
+        _mm256_store_ps(dst + k * kNR + 8 * v, cols >= kNR ? _mm256_loadu_ps(b + k * ldb + 8 * v)
+                                                           : _mm256_maskload_ps(b + k * ldb + 8 * v, mask[v]));
+    return;
+  }
+  for (int k0 = 0; k0 < kc; k0 += 8) {
+    const int kn = std::min(8, kc - k0);
+    const __m256i k_mask = first(kn);
+    for (int h = 0; h < 2; ++h) {
+      __m256 r[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const int j = 8 * h + i;
+        const float* src = b + j * ldb + k0;
+        r[i] = j >= cols ? _mm256_setzero_ps() : kn == 8 ? _mm256_loadu_ps(src) : _mm256_maskload_ps(src, k_mask);
+      }
+      transpose8(r);
+      for (int q = 0; q < kn; ++q) _mm256_store_ps(dst + (k0 + q) * kNR + 8 * h, r[q]);
+    }
+  }
+}
+
 int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t, int64_t k_stride, float* c, int64_t ldc,
            float alpha, float beta, bool load_c, float* pack_out, const Prefetch&) {
   static constexpr auto tiles = make_tiles(std::make_integer_sequence<int, kMRMax>{});
@@ -76,7 +129,7 @@ int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t, in
 }  // namespace
 
 const Kernels& avx2_kernels() {
-  static const Kernels k{"avx2", kNR, kMRMax, scalar_kernels().pack_a, scalar_kernels().pack_b, &kernel};
+  static const Kernels k{"avx2", kNR, kMRMax, scalar_kernels().pack_a, &pack_b, &kernel};
   return k;
 }
 
