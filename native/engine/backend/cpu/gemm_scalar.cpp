@@ -1,6 +1,6 @@
 // Portable sgemm kernels for CPUs without AVX2: the same packed layouts and the same per-element
 // fma sequence as the vector kernels (so results match them bit for bit), just one lane at a time.
-// The AVX2 kernels reuse these packers because they share the 16-wide B panel.
+// The AVX2 kernels share the 16-wide B panel: they reuse the A packer and pack B into these same words.
 #include <cmath>
 
 #include "backend/cpu/gemm_kernels.h"
