@@ -74,8 +74,15 @@ void tile(int pairs, const uint32_t* a, int lda, const uint32_t* b, float* c, in
     for (int v = 0; v < NV; ++v) {
       const __m512 old = load_c ? _mm512_maskz_loadu_ps(mask[v], c + i * ldc + 16 * v) : _mm512_setzero_ps();
       acc[i][v] = load_c ? _mm512_fmadd_ps(va, acc[i][v], _mm512_mul_ps(vb, old)) : _mm512_mul_ps(va, acc[i][v]);
-      asm volatile("" : "+v"(acc[i][v]));  // computed before the flags are read
     }
+  // Every result computed before the flags are read: one value depending on all of them, held by an asm. (An asm
+  // on each accumulator makes GCC keep the accumulator array in memory, storing it on every k pair.)
+  __m512i all = _mm512_castps_si512(acc[0][0]);
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) all = _mm512_or_si512(all, _mm512_castps_si512(acc[i][v]));
+  asm volatile("" : "+v"(all));
   const bool exact = (_mm_getcsr() & kDenormalOrUnderflow) == 0;
   _mm_setcsr(saved_csr);
   if (exact) {
