@@ -72,8 +72,15 @@ void tile_body(int pairs, const float* split, const uint32_t* a, int lda, const 
       const float* at = c + i * ldc + 8 * v;
       const __m256 old = !load_c ? _mm256_setzero_ps() : Full ? _mm256_loadu_ps(at) : _mm256_maskload_ps(at, mask[v]);
       acc[i][v] = load_c ? _mm256_fmadd_ps(va, acc[i][v], _mm256_mul_ps(vb, old)) : _mm256_mul_ps(va, acc[i][v]);
-      asm volatile("" : "+x"(acc[i][v]));  // computed before the flags are read
     }
+  // Every result computed before the flags are read: one value depending on all of them, held by an asm (as in
+  // gemm_bf16_fma_avx512.cpp, where an asm on each accumulator kept them all in memory).
+  __m256i all = _mm256_castps_si256(acc[0][0]);
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; ++v) all = _mm256_or_si256(all, _mm256_castps_si256(acc[i][v]));
+  asm volatile("" : "+x"(all));
   const bool exact = (_mm_getcsr() & kDenormalOrUnderflow) == 0;
   _mm_setcsr(saved_csr);
   if (exact) {
