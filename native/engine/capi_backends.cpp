@@ -10,24 +10,30 @@
 
 namespace {
 
-// Whether the backend passed its self-test on the device it would run on here (backend/validation.h): "" for
-// "cpu" (always allowed) and for a backend this machine cannot run.
-std::string validation(const moe::BackendInfo& b) {
-  if (b.name == "cpu" || !b.usable) return "";
+// A backend made here with default options, to ask what it is on this machine: null, with the reason, when it
+// cannot be made (never for one the registry says is unusable, which is not tried).
+struct MadeHere {
+  std::unique_ptr<moe::Backend> backend;
+  std::string error;
+};
+MadeHere make_here(const moe::BackendInfo& b) {
+  if (!b.usable) return {};
   try {
-    return moe::validation_status_here(b.name, moe::make_backend(b.name)->device());
+    return {moe::make_backend(b.name), ""};
   } catch (const moe::EngineError& e) {
-    return std::string("unknown: ") + e.what();
+    return {nullptr, e.what()};
   }
 }
 
-// A backend made here with default options, to ask what it picks on this machine; null when it cannot run here.
-std::unique_ptr<moe::Backend> made_here(const moe::BackendInfo& b) {
-  if (!b.usable) return nullptr;
+// Whether the backend passed its self-test on the device it would run on here (backend/validation.h): "" for
+// "cpu" (always allowed) and for a backend this machine cannot run.
+std::string validation(const moe::BackendInfo& b, const MadeHere& made) {
+  if (b.name == "cpu" || !b.usable) return "";
+  if (!made.backend) return "unknown: " + made.error;
   try {
-    return moe::make_backend(b.name);
-  } catch (const moe::EngineError&) {
-    return nullptr;
+    return moe::validation_status_here(b.name, made.backend->device());
+  } catch (const moe::EngineError& e) {
+    return std::string("unknown: ") + e.what();
   }
 }
 
@@ -42,10 +48,10 @@ extern "C" const char* moe_engine_list_backends(void) {
       o.set("description", moe::json::Value::of(b.description));
       o.set("usable", moe::json::Value::of(b.usable));
       o.set("why_not", moe::json::Value::of(b.why_not));
-      o.set("validation", moe::json::Value::of(validation(b)));
-      const std::unique_ptr<moe::Backend> made = made_here(b);
-      o.set("kernels", moe::json::Value::of(made ? made->kernels() : std::string()));
-      o.set("bf16_native", moe::json::Value::of(made && made->bf16_native()));
+      const MadeHere made = make_here(b);
+      o.set("validation", moe::json::Value::of(validation(b, made)));
+      o.set("kernels", moe::json::Value::of(made.backend ? made.backend->kernels() : std::string()));
+      o.set("bf16_native", moe::json::Value::of(made.backend && made.backend->bf16_native()));
       all.push(std::move(o));
     }
     return moe::json::dump(all);

@@ -27,20 +27,16 @@ using moe::cpu::gemm_bf16::Kernels;
 
 constexpr int kKc = 512, kWidth = 2048;
 
-struct Family {
-  const Kernels* k;
-  const char* label;
-};
-
-std::vector<Family> families() {
+// Every bf16 family whose packers run here; the AMX one's need AVX512_BF16 only, and the emulated AMX family's are
+// the plain form the real one must match.
+std::vector<const Kernels*> bf16_packer_families() {
   namespace g = moe::cpu::gemm_bf16;
   const auto& f = moe::cpu::gemm_driver::cpu_features();
-  std::vector<Family> v{{&g::portable_kernels(), "portable"}};
-  if (f.avx2_fma) v.push_back({&g::avx2_fma_kernels(), "avx2_fma"});
-  if (f.avx512) v.push_back({&g::avx512_fma_kernels(), "avx512_fma"});
-  if (f.avx512_bf16) v.push_back({&g::avx512_kernels(), "avx512_bf16"});
-  if (f.avx512_bf16) v.push_back({&g::amx_kernels(), "amx"});  // its packers need AVX512_BF16 only
-  v.push_back({&g::amx_emulated_kernels(), "amx_plain"});
+  std::vector<const Kernels*> v{&g::portable_kernels()};
+  if (f.avx2_fma) v.push_back(&g::avx2_fma_kernels());
+  if (f.avx512) v.push_back(&g::avx512_fma_kernels());
+  if (f.avx512_bf16) v.push_back(&g::avx512_kernels()), v.push_back(&g::amx_kernels());
+  v.push_back(&g::amx_emulated_kernels());
   return v;
 }
 
@@ -59,33 +55,33 @@ void bf16_packers(bool json) {
   std::vector<float> a(size_t(kWidth) * kWidth);
   for (size_t i = 0; i < a.size(); ++i) a[i] = 2.0f * moe::random_uniform(11, 0, i) - 1.0f;
   alignas(64) static uint32_t dst[32 * kKc];  // the packers store whole aligned panels
-  if (!json) std::printf("%-12s %5s  %14s %14s  %14s %14s\n", "family", "rows", "A ns/el", "A^T ns/el", "B ns/el", "B^T ns/el");
+  if (!json) std::printf("%-13s %5s  %14s %14s  %14s %14s\n", "family", "rows", "A ns/el", "A^T ns/el", "B ns/el", "B^T ns/el");
   double amx[2] = {0, 0}, plain[2] = {0, 0};
-  for (const Family& f : families()) {
-    const int rows = std::min(f.k->mr_max, 32), cols = moe::cpu::gemm_bf16::kNR;
+  for (const Kernels* k : bf16_packer_families()) {
+    const int rows = std::min(k->mr_max, 32), cols = moe::cpu::gemm_bf16::kNR;
     double t[4];
     for (int trans = 0; trans < 2; ++trans) {
       // A: rows x kKc of op(A); trans reads it k-major. B: kKc x cols of op(B); trans reads it column-major.
       t[trans] = ns_per_element(
           [&](int c) {
             const float* at = a.data() + (trans ? c % 64 * rows : c % 64 * rows * kWidth);
-            f.k->pack_a(trans, at, kWidth, rows, kKc, dst);
+            k->pack_a(trans, at, kWidth, rows, kKc, dst);
           },
           rows * kKc);
       t[2 + trans] = ns_per_element(
           [&](int c) {
             const float* at = a.data() + (trans ? c % 64 * cols * kWidth : c % 64 * cols);
-            f.k->pack_b32(trans, at, kWidth, kKc, cols, dst);
+            k->pack_b32(trans, at, kWidth, kKc, cols, dst);
           },
           cols * kKc);
     }
-    if (f.k == &moe::cpu::gemm_bf16::amx_kernels()) amx[0] = t[0], amx[1] = t[1];
-    if (f.k == &moe::cpu::gemm_bf16::amx_emulated_kernels()) plain[0] = t[0], plain[1] = t[1];
+    if (k == &moe::cpu::gemm_bf16::amx_kernels()) amx[0] = t[0], amx[1] = t[1];
+    if (k == &moe::cpu::gemm_bf16::amx_emulated_kernels()) plain[0] = t[0], plain[1] = t[1];
     if (json)
       std::printf("{\"bench\":\"bf16_packers\",\"family\":\"%s\",\"rows\":%d,\"a_ns\":%.4f,\"at_ns\":%.4f,"
-                  "\"b_ns\":%.4f,\"bt_ns\":%.4f}\n", f.label, rows, t[0], t[1], t[2], t[3]);
+                  "\"b_ns\":%.4f,\"bt_ns\":%.4f}\n", k->name, rows, t[0], t[1], t[2], t[3]);
     else
-      std::printf("%-12s %5d  %14.3f %14.3f  %14.3f %14.3f\n", f.label, rows, t[0], t[1], t[2], t[3]);
+      std::printf("%-13s %5d  %14.3f %14.3f  %14.3f %14.3f\n", k->name, rows, t[0], t[1], t[2], t[3]);
   }
   if (amx[0] > 0 && !json)
     std::printf("amx A packer against its plain form: %.1fx (A), %.1fx (A^T)\n", plain[0] / amx[0], plain[1] / amx[1]);
@@ -103,20 +99,21 @@ void gemm_families(moe::ThreadPool& tp, bool json) {
                           {"dy.W", 128, 2048, 2048, false, false},
                           {"dyt.x", 2048, 2048, 128, true, false}};
   const Peak peak = measure_peak(tp);
+  const double avx2_peak = avx2_fma_peak(tp);
   const auto& f = moe::cpu::gemm_driver::cpu_features();
   namespace g = moe::cpu::gemm;
   namespace g16 = moe::cpu::gemm_bf16;
   std::vector<std::pair<const g::Kernels*, double>> fp32;  // family, the peak bounding it
-  if (f.avx2_fma) fp32.push_back({&g::avx2_kernels(), peak.avx2_gflops});
+  if (f.avx2_fma) fp32.push_back({&g::avx2_kernels(), avx2_peak});
   if (f.avx512) fp32.push_back({&g::avx512_kernels(), peak.fp32_gflops});
   std::vector<std::pair<const g16::Kernels*, double>> bf16;
-  if (f.avx2_fma) bf16.push_back({&g16::avx2_fma_kernels(), peak.avx2_gflops});
+  if (f.avx2_fma) bf16.push_back({&g16::avx2_fma_kernels(), avx2_peak});
   if (f.avx512) bf16.push_back({&g16::avx512_fma_kernels(), peak.fp32_gflops});
   if (f.avx512_bf16) bf16.push_back({&g16::avx512_kernels(), std::string(peak.bf16_isa) == "amx" ? 0.0 : peak.bf16_gflops});
   if (moe::cpu::amx_support().usable) bf16.push_back({&g16::amx_kernels(), peak.bf16_gflops});
   if (!json)
     std::printf("peaks: fp32 %s %.0f, avx2 fma %.0f, bf16 %s %.0f GFLOP/s\n%-12s %-6s %5s %5s %5s  %9s %6s\n",
-                peak.fp32_isa, peak.fp32_gflops, peak.avx2_gflops, peak.bf16_isa, peak.bf16_gflops, "family", "op", "M",
+                peak.fp32_isa, peak.fp32_gflops, avx2_peak, peak.bf16_isa, peak.bf16_gflops, "family", "op", "M",
                 "N", "K", "GFLOP/s", "peak");
   auto report = [&](const char* dtype, const char* family, const Shape& s, double seconds, double bound) {
     const double gflops = 2.0 * s.M * s.N * s.K / seconds / 1e9, frac = bound > 0 ? gflops / bound : 0.0;

@@ -14,9 +14,10 @@ struct Peak {
   // fp32 FMA peak, which bounds the FMA bf16 kernels) or "none"
   const char* bf16_isa = "none";
   double bf16_gflops = 0;
-  double avx2_gflops = 0;  // the AVX2 FMA peak (ymm), which bounds the avx2 and avx2_fma families; 0 without AVX2
 };
 
 Peak measure_peak(moe::ThreadPool& tp);
+// The AVX2 FMA peak (ymm), which bounds the avx2 and avx2_fma families; 0 without AVX2 and FMA.
+double avx2_fma_peak(moe::ThreadPool& tp);
 
 }  // namespace bench
