@@ -104,8 +104,10 @@ TEST(sgemm_bitwise_independent_of_rows_columns_and_threads) {
   ThreadPool tp1(1), tp2(2), tp3(3);
   // The last two: few rows and a wide C, which the driver updates in column chunks (one or two per thread); and
   // unpadded, so a non-transposed B's rows lie 8 KiB apart (the driver copies such a B into panels first).
+  // Then narrow products (a LoRA rank, a router's experts), which AVX-512 runs with A read in place.
   const int shapes[][4] = {{100, 257, 600, 3}, {64, 96, 1000, 3}, {37, 50, 257, 3}, {130, 33, 2048, 3},
-                           {256, 2100, 520, 3}, {160, 2048, 600, 0}};
+                           {256, 2100, 520, 3}, {160, 2048, 600, 0}, {128, 16, 2048, 0}, {45, 64, 700, 1},
+                           {300, 1, 129, 2}};
   for (auto& s : shapes)
     for (int t = 0; t < 4; ++t)
       for (float beta : {0.0f, 0.5f}) {
@@ -146,7 +148,7 @@ TEST(sgemm_kernel_families_agree_bitwise) {
       __builtin_cpu_supports("avx512dq"))
     families.push_back(&avx512_kernels());
   std::printf("  sgemm uses %s; comparing %zu kernel families\n", moe::cpu::sgemm_isa(), families.size());
-  const int shapes[][3] = {{29, 45, 300}, {5, 70, 17}, {64, 64, 513}};
+  const int shapes[][3] = {{29, 45, 300}, {5, 70, 17}, {64, 64, 513}, {128, 16, 1030}, {23, 49, 260}, {9, 3, 5}};
   for (auto& s : shapes)
     for (int t = 0; t < 4; ++t) {
       Operands o = make(t & 1, t & 2, s[0], s[1], s[2], 1, 2000 + t);

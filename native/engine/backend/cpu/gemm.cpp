@@ -1,7 +1,8 @@
 // sgemm driver: Goto-style blocking (for each block of up to kMcMax rows and each kc block, A packed once into
 // mr-row panels that stay in L1 in turn, then B blocks of kc x nc packed and swept by every A panel from L2, the
 // next B block prefetched meanwhile), threads over disjoint C regions (never over K), and the kc blocks are a
-// function of K alone so every C element sees the same reduction order.
+// function of K alone so every C element sees the same reduction order. A region of a few columns goes to the
+// family's narrow kernel where it has one (run_narrow): A is then read in place, never packed.
 #include "backend/cpu/gemm.h"
 
 #include <algorithm>
@@ -133,8 +134,31 @@ struct RowBlock {
   }
 };
 
+// A few columns: per k block, B packed (a few panels) and every row tile of A read where it lies, once.
+void run_narrow(const Kernels& kern, const Problem& p, int m0, int m1, int n0, int n1) {
+  const int cols = n1 - n0, panels = (cols + kern.nr - 1) / kern.nr;
+  float* bp = tl_pack_b.get(static_cast<size_t>(p.kc) * panels * kern.nr);
+  const int64_t a_row = p.ta ? 1 : p.lda, a_k = p.ta ? p.lda : 1;
+  // Balanced row tiles: 20 rows become 7,7,6 rather than 8,8,4.
+  const int tiles = (m1 - m0 + kern.narrow_mr - 1) / kern.narrow_mr;
+  for (int k0 = 0; k0 < p.K; k0 += p.kc) {
+    const int kc = std::min(p.kc, p.K - k0);
+    const bool first = k0 == 0;
+    for (int q = 0; q < panels; ++q)
+      kern.pack_b(p.tb, p.b_at(k0, n0 + q * kern.nr), p.ldb, kc, std::min(kern.nr, cols - q * kern.nr),
+                  bp + static_cast<int64_t>(q) * kc * kern.nr);
+    for (int t = 0; t < tiles; ++t) {
+      const int i0 = m0 + static_cast<int>(int64_t{m1 - m0} * t / tiles);
+      const int i1 = m0 + static_cast<int>(int64_t{m1 - m0} * (t + 1) / tiles);
+      kern.narrow(i1 - i0, cols, kc, p.a_at(i0, k0), a_row, a_k, bp, p.C + i0 * p.ldc + n0, p.ldc, p.alpha,
+                  first ? p.beta : 1.0f, !first || p.beta != 0.0f);
+    }
+  }
+}
+
 void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, int n1) {
   if (m0 >= m1 || n0 >= n1) return;
+  if (kern.narrow && n1 - n0 <= kern.narrow_cols) return run_narrow(kern, p, m0, m1, n0, n1);
   const int nr = kern.nr;
   // With few rows each B element is used by one or two tiles: reading a non-transposed B in place beats
   // copying it first. With more, a non-transposed B is packed by the first A panel's kernels as they read it,

@@ -1,5 +1,6 @@
 // AVX-512 sgemm kernels: 32-wide B panels (two zmm), up to 14 broadcast A rows per tile (28 accumulators),
-// masked stores for the N edge, and a 16x16 in-register transpose for packing Bᵀ.
+// masked stores for the N edge, and a 16x16 in-register transpose for packing Bᵀ. Products of at most 64 columns
+// (a LoRA rank, a router's experts) have narrow tiles of their own that read A where it lies.
 // GCC 12 flags _mm512_undefined_ps() inside the shuffle intrinsics as uninitialised (GCC PR 105593).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -9,6 +10,7 @@
 #include <utility>
 
 #include "backend/cpu/gemm_kernels.h"
+#include "backend/cpu/gemm_update_c_avx512.h"
 #include "backend/cpu/transpose_avx512.h"
 
 namespace moe::cpu::gemm {
@@ -73,17 +75,7 @@ void tile(int kc, const float* a, const float* b, int64_t panel_stride, int64_t 
     }
     a += MR;
   }
-  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) {
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) {
-      float* p = c + i * ldc + 16 * v;
-      __m512 r = load_c ? _mm512_fmadd_ps(va, acc[i][v], _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(mask[v], p)))
-                        : _mm512_mul_ps(va, acc[i][v]);
-      _mm512_mask_storeu_ps(p, mask[v], r);
-    }
-  }
+  avx512::update_c(acc, mask, c, ldc, alpha, beta, load_c);
 }
 
 // Panels per call for an mr-row tile: enough accumulators (up to 24) to cover the FMA latency.
@@ -104,6 +96,75 @@ int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t pan
   (pack_out ? packing_tiles : tiles)[mr - 1](kc, a, b, panel_stride, k_stride, c, ldc, done, alpha, beta, load_c,
                                              pack_out, pf);
   return done;
+}
+
+// Narrow products (Kernels::narrow): up to 64 columns as NV zmm vectors, MR rows of A broadcast where they lie.
+// TransA: op(A)[i][k] = a[k*a_k + i], a contiguous run per k; else row i at a + i*a_row, read along k.
+constexpr int kNarrowNV = 4;
+constexpr int narrow_rows(int nv) { return nv < 4 ? 8 : 6; }  // 8..24 accumulators: enough to cover the FMA latency
+constexpr int kNarrowMR = narrow_rows(1);
+
+template <int MR, int NV, bool TransA>
+void narrow_tile(int cols, int kc, const float* a, int64_t a_row, int64_t a_k, const float* b, float* c, int64_t ldc,
+                 float alpha, float beta, bool load_c) {
+  __mmask16 mask[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    int left = cols - 16 * v;
+    mask[v] = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+  }
+  __m512 acc[MR][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  const float* row[MR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) row[i] = a + i * a_row;
+  const int64_t panel = int64_t{kc} * kNR;
+  for (int k = 0; k < kc; ++k) {
+    __m512 bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + (v / kNV) * panel + k * kNR + 16 * (v % kNV));
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m512 ai = _mm512_set1_ps(TransA ? a[i] : row[i][k]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
+    }
+    if constexpr (TransA) a += a_k;
+  }
+  avx512::update_c(acc, mask, c, ldc, alpha, beta, load_c);
+}
+
+using NarrowFn = void (*)(int, int, const float*, int64_t, int64_t, const float*, float*, int64_t, float, float, bool);
+template <int NV, bool TransA, int... I>
+constexpr auto make_narrow_tiles(std::integer_sequence<int, I...>) {
+  // Rows past this width's MR never come (the driver's tiles are at most kNarrowMR rows; MR is smaller only for
+  // NV 4, whose longer tiles split in two).
+  return std::array<NarrowFn, sizeof...(I)>{&narrow_tile<std::min(I + 1, narrow_rows(NV)), NV, TransA>...};
+}
+
+template <bool TransA>
+void narrow_rows_of(int mr, int cols, int kc, const float* a, int64_t a_row, int64_t a_k, const float* b, float* c,
+                    int64_t ldc, float alpha, float beta, bool load_c) {
+  using Seq = std::make_integer_sequence<int, kNarrowMR>;
+  static constexpr std::array<std::array<NarrowFn, kNarrowMR>, kNarrowNV> tiles = {
+      make_narrow_tiles<1, TransA>(Seq{}), make_narrow_tiles<2, TransA>(Seq{}), make_narrow_tiles<3, TransA>(Seq{}),
+      make_narrow_tiles<4, TransA>(Seq{})};
+  const int nv = (cols + 15) / 16;
+  for (int i = 0; i < mr;) {
+    const int rows = std::min(mr - i, narrow_rows(nv));
+    tiles[nv - 1][rows - 1](cols, kc, a + i * a_row, a_row, a_k, b, c + i * ldc, ldc, alpha, beta,
+                            load_c);
+    i += rows;
+  }
+}
+
+void narrow(int mr, int cols, int kc, const float* a, int64_t a_row, int64_t a_k, const float* b, float* c,
+            int64_t ldc, float alpha, float beta, bool load_c) {
+  (a_row == 1 ? narrow_rows_of<true> : narrow_rows_of<false>)(mr, cols, kc, a, a_row, a_k, b, c, ldc, alpha, beta,
+                                                                load_c);
 }
 
 void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, float* dst) {
@@ -159,7 +220,7 @@ void pack_b(bool trans, const float* b, int64_t ldb, int kc, int cols, float* ds
 }  // namespace
 
 const Kernels& avx512_kernels() {
-  static const Kernels k{"avx512", kNR, kMRMax, &pack_a, &pack_b, &kernel};
+  static const Kernels k{"avx512", kNR, kMRMax, &pack_a, &pack_b, &kernel, 16 * kNarrowNV, kNarrowMR, &narrow};
   return k;
 }
 

@@ -9,6 +9,7 @@
 #include "backend/cpu/bf16_avx512.h"
 #include "backend/cpu/gemm_bf16_kernels.h"
 #include "backend/cpu/gemm_bf16_pack_avx512.h"
+#include "backend/cpu/gemm_update_c_avx512.h"
 
 namespace moe::cpu::gemm_bf16 {
 namespace {
@@ -80,18 +81,7 @@ void tile(int pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc
     }
     a += MR;
   }
-  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) {
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) {
-      float* out = c + i * ldc + 16 * v;
-      const __m512 r = load_c
-                           ? _mm512_fmadd_ps(va, acc[i][v], _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(mask[v], out)))
-                           : _mm512_mul_ps(va, acc[i][v]);
-      _mm512_mask_storeu_ps(out, mask[v], r);
-    }
-  }
+  avx512::update_c(acc, mask, c, ldc, alpha, beta, load_c);
 }
 
 // Panels per call for an mr-row tile: enough accumulators (up to 28) to cover the dot-product latency.
