@@ -112,6 +112,28 @@ TEST(adamw_bitwise_independent_of_threads_and_equal_to_reference) {
   }
 }
 
+// adamw_update_bf16 writes the same weights, moments and bits as adamw_update followed by to_bf16, on every backend
+// and for every tail length; and nothing past n.
+TEST(adamw_with_bf16_copy_equals_update_then_conversion) {
+  for (const BackendUnderTest& bt : backends_under_test())
+    for (size_t n : {size_t(1), size_t(15), size_t(16), size_t(17), size_t(47), size_t(300001)}) {
+      State a = make_state(n), b = a;
+      std::vector<uint16_t> copy_a(n + 3, 0x5555), copy_b(n + 3, 0x5555);
+      AdamWParams hp = test_params();
+      for (int t = 1; t <= 2; ++t) {
+        std::vector<float> g = moe_test::random_vector(n, 200 + t, 0.5f);
+        hp.step = t;
+        backend(bt, 2).adamw_update(a.p.data(), g.data(), a.m.data(), a.v.data(), int64_t(n), hp);
+        backend(bt, 2).to_bf16(copy_a.data(), a.p.data(), int64_t(n));
+        backend(bt, 2).adamw_update_bf16(b.p.data(), g.data(), b.m.data(), b.v.data(), copy_b.data(), int64_t(n),
+                                         hp);
+      }
+      CHECK_MSG(bits_equal(a.p, b.p) && bits_equal(a.m, b.m) && bits_equal(a.v, b.v),
+                bt.label + ": the fused update changes the update, n=" + std::to_string(n));
+      CHECK_MSG(copy_a == copy_b, bt.label + ": the fused bf16 copy differs from to_bf16's, n=" + std::to_string(n));
+    }
+}
+
 TEST(sum_squares_exact_order_and_threads) {
   for (const BackendUnderTest& bt : backends_under_test())
     for (int64_t n : {int64_t(0), int64_t(1), int64_t(17), int64_t(65536), int64_t(5 * 65536 + 123)}) {

@@ -12,6 +12,7 @@
 
 #include "backend/registry.h"
 #include "core/error.h"
+#include "core/half.h"
 #include "core/json.h"
 #include "core/rng.h"
 #include "finetune_fixture.h"
@@ -235,6 +236,40 @@ TEST(bf16_weight_copies_follow_the_masters) {
   for (float& x : scaled) x *= 2.0f;
   be->copy(fresh.params() + w->offset, scaled.data(), w->numel * sizeof(float));
   CHECK(!bits_equal(forward_backward(fresh, 21).logits, b.logits));
+}
+
+// The optimizer writes the trained weights' bf16 copies with its update (Backend::adamw_update_bf16): right after a
+// step every copy is its master rounded, with no refresh in between, and the next forward, which then converts
+// nothing, equals a fresh model's on the same weights.
+TEST(optimizer_writes_the_bf16_copies_with_the_weights) {
+  const EngineConfig cfg = config("mixtral", "bf16", 2);
+  auto be = make_backend("cpu", {2});
+  Trainer t(cfg, *be);
+  t.set_data(corpus_tokens());
+  for (int s = 0; s < 2; ++s) t.step();
+  // Read through the const pointers: params() would mark every copy stale and hide a copy left unwritten.
+  const ModelParams& p = t.model().param_ptrs();
+  int64_t checked = 0, wrong = 0;
+  auto check_copy = [&](const float* w, const uint16_t* w16, size_t n) {
+    for (size_t i = 0; i < n; ++i, ++checked) wrong += w16[i] != f32_to_bf16(w[i]);
+  };
+  const ModelConfig& mc = cfg.model;
+  const size_t C = mc.d_model, F = mc.expert_d_ff;
+  for (const LayerParams& l : p.layers) {
+    check_copy(l.out_w, l.out_w_bf16, C * C);
+    for (const FfnParams& e : l.experts) {
+      check_copy(e.w_in, e.w_in_bf16, 2 * F * C);
+      check_copy(e.w_out, e.w_out_bf16, C * F);
+    }
+  }
+  std::printf("  %lld weights checked, %lld copies differ from their master\n", (long long)checked, (long long)wrong);
+  CHECK(checked > 0 && wrong == 0);
+
+  Model fresh(cfg.model, *be, ComputeDtype::BF16);
+  const ParamTensor* any = fresh.layout().find("layers.0.moe.experts.0.gate_up.weight");
+  be->copy(fresh.params(), p.layers[0].experts[0].w_in - any->offset, t.model().num_params() * sizeof(float));
+  const Pass a = forward_backward(t.model(), 22), b = forward_backward(fresh, 22);
+  CHECK(bits_equal(a.logits, b.logits) && bits_equal(a.grads, b.grads));
 }
 
 // Frozen weights' bf16 copies kept by the backend (packed once, Backend::keep_bf16_weights) change no bit: every

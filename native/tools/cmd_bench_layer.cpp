@@ -1,7 +1,8 @@
 // `moe-engine-dev bench --layer`: one MoE layer of a real model's shape, as training runs it: the router, dispatch,
 // every routed expert (and the shared experts), the combine, the hand-written backward, and AdamW over the layer's
-// parameters; in fp32 or in bf16 mixed precision (the experts and shared experts on bf16 weight copies refreshed
-// from the fp32 masters each step, the router in fp32, exactly as train.compute_dtype "bf16" runs them).
+// parameters; in fp32 or in bf16 mixed precision (the experts and shared experts on bf16 weight copies of the fp32
+// masters, which AdamW writes with each update, the router in fp32, exactly as train.compute_dtype "bf16" runs
+// them).
 //   --C N --E N --F N --K N [--shared-F N] [--tokens N] [--dtype fp32|bf16|fp32,bf16] [--threads N] [--no-optimizer]
 //   [--json] [--lora R] [--steps N] [--no-pack]
 // With --lora and bf16, the frozen weights' bf16 copies are kept by the backend (Backend::keep_bf16_weights: packed
@@ -138,7 +139,8 @@ struct LayerBench {
   moe::KeptBf16Buffer params16;
   moe::ModelParams p, g;
   std::vector<const moe::ParamTensor*> trained;  // the MoE layer's tensors, which AdamW updates
-  std::vector<std::pair<size_t, size_t>> bf16_ranges;
+  std::vector<std::pair<size_t, size_t>> bf16_ranges;  // the trained weights' bf16 copies
+  bool bf16_written = false;                            // by the last optimizer step
   moe::BackwardScratch scratch;
   std::unique_ptr<moe::MoeLayer> layer;
   std::unique_ptr<moe::ResidentExpertAccess> access;
@@ -235,7 +237,9 @@ struct LayerBench {
     for (const moe::ParamTensor* t : trained) be->zero(grads.f() + t->offset, t->numel * sizeof(float));
   }
   void forward() {
-    for (auto [off, n] : bf16_ranges) be->to_bf16(params16.u16() + off, params.f() + off, static_cast<int64_t>(n));
+    if (!bf16_written)
+      for (auto [off, n] : bf16_ranges) be->to_bf16(params16.u16() + off, params.f() + off, static_cast<int64_t>(n));
+    bf16_written = false;
     layer->forward(*be, p.layers[0], *access, y.f(), x.f(), o.tokens);
   }
   void backward() {
@@ -250,9 +254,17 @@ struct LayerBench {
                          moe::adamw_params(t, 1e-4, hp, 1.0, false));
       return;
     }
-    for (const moe::ParamTensor* pt : trained)
-      be->adamw_update(params.f() + pt->offset, grads.f() + pt->offset, m.f() + pt->offset, v.f() + pt->offset,
-                       static_cast<int64_t>(pt->numel), moe::adamw_params(t, 1e-5, hp, 1.0, pt->decay));
+    // As the model's optimizer: the bf16 copies written with the update, leaving forward nothing to convert.
+    for (const moe::ParamTensor* pt : trained) {
+      float* w = params.f() + pt->offset;
+      const float* gw = grads.f() + pt->offset;
+      const auto hpt = moe::adamw_params(t, 1e-5, hp, 1.0, pt->decay);
+      const int64_t n = static_cast<int64_t>(pt->numel);
+      if (std::any_of(bf16_ranges.begin(), bf16_ranges.end(), [&](auto r) { return r.first == pt->offset; }))
+        be->adamw_update_bf16(w, gw, m.f() + pt->offset, v.f() + pt->offset, params16.u16() + pt->offset, n, hpt);
+      else be->adamw_update(w, gw, m.f() + pt->offset, v.f() + pt->offset, n, hpt);
+    }
+    bf16_written = !bf16_ranges.empty();
   }
 };
 

@@ -118,8 +118,8 @@ class Backend {
 
   // Optional: regions of bf16 weight copies that many matmul_*_bf16 calls read between changes (a model's, between
   // optimizer steps). A backend may keep the weights there in layouts of its own, made at their first use after a
-  // change (the CPU packs the GEMM's operands once instead of on every call). to_bf16 writing into a kept region
-  // is such a change; nothing else may write there. forget_bf16_weights comes before the memory is freed.
+  // change (the CPU packs the GEMM's operands once instead of on every call). to_bf16 or adamw_update_bf16 writing
+  // into a kept region is such a change; nothing else may write there. forget_bf16_weights comes before the memory is freed.
   // Results are the same bits either way.
   virtual void keep_bf16_weights(const uint16_t* begin, const uint16_t* end) {}
   virtual void forget_bf16_weights(const uint16_t* begin, const uint16_t* end) {}
@@ -156,6 +156,13 @@ class Backend {
 
   // Optimizer.
   virtual void adamw_update(float* p, const float* grad, float* m, float* v, int64_t n, const AdamWParams& hp) = 0;
+  // The same update, also writing the new weights' bf16 copy to p16 (the bits to_bf16 writes): a backend that fuses
+  // the two saves bf16 compute the pass over the fp32 weights that refreshing the copy before the next forward costs.
+  virtual void adamw_update_bf16(float* p, const float* grad, float* m, float* v, uint16_t* p16, int64_t n,
+                                 const AdamWParams& hp) {
+    adamw_update(p, grad, m, v, n, hp);
+    to_bf16(p16, p, n);
+  }
   virtual double sum_squares(const float* x, int64_t n) = 0;
 
  private:

@@ -101,9 +101,11 @@ void Model::bind_bf16_weights() {
     else ranges.emplace_back(offset, floats);
   };
   std::vector<std::pair<size_t, size_t>> frozen;
+  bf16_copied_.assign(layout_.tensors().size(), false);
   for (size_t i = 0; i < layout_.tensors().size(); ++i) {
     const ParamTensor& t = layout_.tensors()[i];
     if (!offsets.count(t.offset)) continue;
+    bf16_copied_[i] = true;
     const size_t padded = (t.numel + 15) / 16 * 16;
     extend(bf16_ranges_, t.offset, padded);
     extend(trainable_.trains(i) ? bf16_trained_ranges_ : frozen, t.offset, padded);

@@ -52,6 +52,13 @@ class Model {
     bf16_trained_stale_ = true;
     return params_.f();
   }
+  // For an optimizer that writes the bf16 copies with its update (Backend::adamw_update_bf16): tensor i's copy, or
+  // null where it has none (fp32 compute; the tensors bf16 compute keeps in fp32, such as norms and the router).
+  uint16_t* bf16_copy_for_update(size_t i) {
+    return i < bf16_copied_.size() && bf16_copied_[i] ? params_bf16_.u16() + layout_.tensors()[i].offset : nullptr;
+  }
+  // After an update that wrote the copy of every trained tensor that has one: forward has none of them to refresh.
+  void bf16_copies_written() { bf16_trained_stale_ = false; }
   // The gradient arena: trained tensors only, packed in layout order (trainable().grad_offset(i)); with
   // everything trained it has the parameters' layout.
   float* grads() { return grads_.f(); }
@@ -145,6 +152,7 @@ class Model {
     int I, O;  // the weight is [O, I]
   };
   std::vector<KeptLinear> kept_linears_;  // the frozen weights in kept regions, prepared after each full refresh
+  std::vector<bool> bf16_copied_;          // [tensor index]: the tensor has a bf16 copy
   bool bf16_stale_ = true, bf16_trained_stale_ = false;
   std::vector<std::unique_ptr<MoeLayer>> moe_layers_;
   std::unique_ptr<DeviceGroup> device_group_;

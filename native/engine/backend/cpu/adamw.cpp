@@ -10,6 +10,7 @@
 
 #include "backend/cpu/adamw_kernels.h"
 #include "backend/cpu/isa.h"
+#include "core/half.h"
 
 namespace moe::cpu {
 namespace {
@@ -28,13 +29,14 @@ bool use_avx512() {
 }
 
 // The per-element sequence of Consts, one lane at a time.
-void update_scalar(const Consts& c, float* p, const float* grad, float* m, float* v, int64_t n) {
+void update_scalar(const Consts& c, float* p, const float* grad, float* m, float* v, uint16_t* p16, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     float g = grad[i] * c.grad_scale;
     m[i] = std::fma(c.one_minus_beta1, g, c.beta1 * m[i]);
     v[i] = std::fma(c.one_minus_beta2 * g, g, c.beta2 * v[i]);
     float denom = std::sqrt(v[i]) / c.bias2_sqrt + c.eps;
     p[i] = p[i] * c.decay + (c.neg_step * m[i]) / denom;
+    if (p16) p16[i] = f32_to_bf16(p[i]);
   }
 }
 
@@ -50,7 +52,8 @@ double chunk_sum_squares_scalar(const float* x, int64_t n) {
 
 }  // namespace
 
-void adamw_update(ThreadPool& tp, float* p, const float* grad, float* m, float* v, int64_t n, const AdamWParams& hp) {
+void adamw_update(ThreadPool& tp, float* p, const float* grad, float* m, float* v, int64_t n, const AdamWParams& hp,
+                  uint16_t* p16) {
   if (n <= 0) return;
   const Consts c = adamw_detail::fold(hp);
   const auto kernel = use_avx512() ? &adamw_detail::update_avx512 : &update_scalar;
@@ -59,7 +62,7 @@ void adamw_update(ThreadPool& tp, float* p, const float* grad, float* m, float* 
       units,
       [&](int64_t u0, int64_t u1, int) {
         const int64_t i0 = u0 * 16, i1 = std::min(n, u1 * 16);
-        kernel(c, p + i0, grad + i0, m + i0, v + i0, i1 - i0);
+        kernel(c, p + i0, grad + i0, m + i0, v + i0, p16 ? p16 + i0 : nullptr, i1 - i0);
       },
       kGrainUnits);
 }

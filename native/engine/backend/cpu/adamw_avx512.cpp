@@ -6,14 +6,15 @@
 #include <cstdint>
 
 #include "backend/cpu/adamw_kernels.h"
+#include "backend/cpu/bf16_avx512.h"
 
 namespace moe::cpu::adamw_detail {
 
 namespace {
 
 // Full vectors use plain loads and stores; only the tail pays for masking.
-template <bool Masked>
-inline void update16(const Consts& c, float* p, const float* grad, float* m, float* v, __mmask16 k) {
+template <bool Masked, bool Bf16>
+inline void update16(const Consts& c, float* p, const float* grad, float* m, float* v, uint16_t* p16, __mmask16 k) {
   const auto load = [k](const float* x) { return Masked ? _mm512_maskz_loadu_ps(k, x) : _mm512_loadu_ps(x); };
   const auto store = [k](float* x, __m512 y) { Masked ? _mm512_mask_storeu_ps(x, k, y) : _mm512_storeu_ps(x, y); };
   const __m512 g = _mm512_mul_ps(load(grad), _mm512_set1_ps(c.grad_scale));
@@ -28,14 +29,25 @@ inline void update16(const Consts& c, float* p, const float* grad, float* m, flo
   store(m, mn);
   store(v, vn);
   store(p, pn);
+  if constexpr (Bf16) {
+    const __m512i bits = avx512::bf16_bits(pn);
+    if constexpr (Masked) _mm512_mask_cvtepi32_storeu_epi16(p16, k, bits);
+    else _mm256_storeu_si256(reinterpret_cast<__m256i*>(p16), _mm512_cvtepi32_epi16(bits));
+  }
+}
+
+template <bool Bf16>
+void update_all(const Consts& c, float* p, const float* grad, float* m, float* v, uint16_t* p16, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) update16<false, Bf16>(c, p + i, grad + i, m + i, v + i, Bf16 ? p16 + i : p16, 0xFFFF);
+  if (i < n)
+    update16<true, Bf16>(c, p + i, grad + i, m + i, v + i, Bf16 ? p16 + i : p16, __mmask16((1u << (n - i)) - 1));
 }
 
 }  // namespace
 
-void update_avx512(const Consts& c, float* p, const float* grad, float* m, float* v, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) update16<false>(c, p + i, grad + i, m + i, v + i, 0xFFFF);
-  if (i < n) update16<true>(c, p + i, grad + i, m + i, v + i, __mmask16((1u << (n - i)) - 1));
+void update_avx512(const Consts& c, float* p, const float* grad, float* m, float* v, uint16_t* p16, int64_t n) {
+  (p16 ? update_all<true> : update_all<false>)(c, p, grad, m, v, p16, n);
 }
 
 double chunk_sum_squares_avx512(const float* x, int64_t n) {

@@ -29,7 +29,8 @@ inline Consts fold(const AdamWParams& hp) {
           hp.eps};
 }
 
-void update_avx512(const Consts& c, float* p, const float* g, float* m, float* v, int64_t n);
+// p16 (may be null): the updated p's bf16 copy, rounded as moe::f32_to_bf16.
+void update_avx512(const Consts& c, float* p, const float* g, float* m, float* v, uint16_t* p16, int64_t n);
 // Σx² over one chunk: 16 interleaved double lanes (index mod 16) added in lane order at the end.
 double chunk_sum_squares_avx512(const float* x, int64_t n);
 

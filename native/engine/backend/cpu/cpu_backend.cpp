@@ -275,6 +275,12 @@ class CpuBackend final : public Backend {
     const cpu::IsaScope isa(isa_);
     cpu::adamw_update(tp_, p, grad, m, v, n, hp);
   }
+  void adamw_update_bf16(float* p, const float* grad, float* m, float* v, uint16_t* p16, int64_t n,
+                         const AdamWParams& hp) override {
+    const cpu::IsaScope isa(isa_);
+    cpu::adamw_update(tp_, p, grad, m, v, n, hp, p16);
+    packed_.changed(p16, p16 + n);
+  }
   double sum_squares(const float* x, int64_t n) override {
     const cpu::IsaScope isa(isa_);
     return cpu::sum_squares(tp_, x, n);
