@@ -104,10 +104,11 @@ TEST(sgemm_bitwise_independent_of_rows_columns_and_threads) {
   ThreadPool tp1(1), tp2(2), tp3(3);
   // The last two: few rows and a wide C, which the driver updates in column chunks (one or two per thread); and
   // unpadded, so a non-transposed B's rows lie 8 KiB apart (the driver copies such a B into panels first).
-  // Then narrow products (a LoRA rank, a router's experts), which AVX-512 runs with A read in place.
+  // Then narrow products (a LoRA rank, a router's experts), which AVX-512 runs with A read in place; and thin-K
+  // ones (the adapter's way back), swept along C's rows when whole and panel by panel as few-row blocks.
   const int shapes[][4] = {{100, 257, 600, 3}, {64, 96, 1000, 3}, {37, 50, 257, 3}, {130, 33, 2048, 3},
                            {256, 2100, 520, 3}, {160, 2048, 600, 0}, {128, 16, 2048, 0}, {45, 64, 700, 1},
-                           {300, 1, 129, 2}};
+                           {300, 1, 129, 2}, {200, 300, 16, 0}, {128, 1030, 24, 1}};
   for (auto& s : shapes)
     for (int t = 0; t < 4; ++t)
       for (float beta : {0.0f, 0.5f}) {

@@ -176,9 +176,11 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
     const int rows = std::min(kMcMax, m1 - mc);
     const RowBlock rb{kern, p, mc, rows, (rows + kern.mr_max - 1) / kern.mr_max, m1, n0, n1, nc_max, pack_b,
                       fused_pack, ap, bp};
-    const bool panel_major = pack_b && rows <= kPanelMajorRows;
     // Panel by panel, C is updated once per k block: its columns go in chunks whose rows x chunk stays in L2
     // across the k blocks (A is packed again per chunk, a small cost beside streaming C from memory each time).
+    // Not for a thin K (at most half the rows: a LoRA adapter's rank), where C is the big operand: the block sweep
+    // walks along C's rows rather than down its columns, whose rows, often a power of two apart, share cache sets.
+    const bool panel_major = pack_b && rows <= kPanelMajorRows && 2 * p.K > rows;
     const int chunk = panel_major ? std::max(nr, kPanelMajorCBytes / (rows * int{sizeof(float)}) / nr * nr) : n1 - n0;
     for (int jc0 = n0; jc0 < n1; jc0 += chunk) {
       for (int k0 = 0; k0 < p.K; k0 += p.kc) {
