@@ -134,25 +134,19 @@ struct RowBlock {
   }
 };
 
-// A few columns: per k block, B packed (a few panels) and every row tile of A read where it lies, once.
+// A few columns: per k block, B packed (a few panels) and the region's rows of A read where they lie, once.
 void run_narrow(const Kernels& kern, const Problem& p, int m0, int m1, int n0, int n1) {
   const int cols = n1 - n0, panels = (cols + kern.nr - 1) / kern.nr;
   float* bp = tl_pack_b.get(static_cast<size_t>(p.kc) * panels * kern.nr);
   const int64_t a_row = p.ta ? 1 : p.lda, a_k = p.ta ? p.lda : 1;
-  // Balanced row tiles: 20 rows become 7,7,6 rather than 8,8,4.
-  const int tiles = (m1 - m0 + kern.narrow_mr - 1) / kern.narrow_mr;
   for (int k0 = 0; k0 < p.K; k0 += p.kc) {
     const int kc = std::min(p.kc, p.K - k0);
     const bool first = k0 == 0;
     for (int q = 0; q < panels; ++q)
       kern.pack_b(p.tb, p.b_at(k0, n0 + q * kern.nr), p.ldb, kc, std::min(kern.nr, cols - q * kern.nr),
                   bp + static_cast<int64_t>(q) * kc * kern.nr);
-    for (int t = 0; t < tiles; ++t) {
-      const int i0 = m0 + static_cast<int>(int64_t{m1 - m0} * t / tiles);
-      const int i1 = m0 + static_cast<int>(int64_t{m1 - m0} * (t + 1) / tiles);
-      kern.narrow(i1 - i0, cols, kc, p.a_at(i0, k0), a_row, a_k, bp, p.C + i0 * p.ldc + n0, p.ldc, p.alpha,
-                  first ? p.beta : 1.0f, !first || p.beta != 0.0f);
-    }
+    kern.narrow(m1 - m0, cols, kc, p.a_at(m0, k0), a_row, a_k, bp, p.C + m0 * p.ldc + n0, p.ldc, p.alpha,
+                first ? p.beta : 1.0f, !first || p.beta != 0.0f);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <array>
 #include <utility>
 
+#include "backend/cpu/bf16_avx512.h"
 #include "backend/cpu/gemm_kernels.h"
 #include "backend/cpu/gemm_update_c_avx512.h"
 #include "backend/cpu/transpose_avx512.h"
@@ -32,10 +33,7 @@ void tile(int kc, const float* a, const float* b, int64_t panel_stride, int64_t 
   constexpr int NV = NP * kNV;
   __mmask16 mask[NV];
 #pragma GCC unroll 8
-  for (int v = 0; v < NV; ++v) {
-    int left = cols - 16 * v;
-    mask[v] = left >= 16 ? __mmask16(0xFFFF) : left > 0 ? __mmask16((1u << left) - 1) : __mmask16(0);
-  }
+  for (int v = 0; v < NV; ++v) mask[v] = avx512::first_lanes(cols - 16 * v);
   __m512 acc[MR][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -102,17 +100,14 @@ int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t pan
 // TransA: op(A)[i][k] = a[k*a_k + i], a contiguous run per k; else row i at a + i*a_row, read along k.
 constexpr int kNarrowNV = 4;
 constexpr int narrow_rows(int nv) { return nv < 4 ? 8 : 6; }  // 8..24 accumulators: enough to cover the FMA latency
-constexpr int kNarrowMR = narrow_rows(1);
+constexpr int kNarrowMR = narrow_rows(1);                     // the most rows of any width
 
 template <int MR, int NV, bool TransA>
 void narrow_tile(int cols, int kc, const float* a, int64_t a_row, int64_t a_k, const float* b, float* c, int64_t ldc,
                  float alpha, float beta, bool load_c) {
   __mmask16 mask[NV];
 #pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) {
-    int left = cols - 16 * v;
-    mask[v] = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-  }
+  for (int v = 0; v < NV; ++v) mask[v] = avx512::first_lanes(cols - 16 * v);
   __m512 acc[MR][NV];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
@@ -140,8 +135,7 @@ void narrow_tile(int cols, int kc, const float* a, int64_t a_row, int64_t a_k, c
 using NarrowFn = void (*)(int, int, const float*, int64_t, int64_t, const float*, float*, int64_t, float, float, bool);
 template <int NV, bool TransA, int... I>
 constexpr auto make_narrow_tiles(std::integer_sequence<int, I...>) {
-  // Rows past this width's MR never come (the driver's tiles are at most kNarrowMR rows; MR is smaller only for
-  // NV 4, whose longer tiles split in two).
+  // Tiles are at most narrow_rows(NV) rows; the entries past it (NV 4) are never called.
   return std::array<NarrowFn, sizeof...(I)>{&narrow_tile<std::min(I + 1, narrow_rows(NV)), NV, TransA>...};
 }
 
@@ -153,11 +147,11 @@ void narrow_rows_of(int mr, int cols, int kc, const float* a, int64_t a_row, int
       make_narrow_tiles<1, TransA>(Seq{}), make_narrow_tiles<2, TransA>(Seq{}), make_narrow_tiles<3, TransA>(Seq{}),
       make_narrow_tiles<4, TransA>(Seq{})};
   const int nv = (cols + 15) / 16;
-  for (int i = 0; i < mr;) {
-    const int rows = std::min(mr - i, narrow_rows(nv));
-    tiles[nv - 1][rows - 1](cols, kc, a + i * a_row, a_row, a_k, b, c + i * ldc, ldc, alpha, beta,
-                            load_c);
-    i += rows;
+  // Balanced tiles of at most this width's rows: 20 rows become 7,7,6 rather than 8,8,4.
+  const int n_tiles = (mr + narrow_rows(nv) - 1) / narrow_rows(nv);
+  for (int t = 0; t < n_tiles; ++t) {
+    const int i0 = static_cast<int>(int64_t{mr} * t / n_tiles), i1 = static_cast<int>(int64_t{mr} * (t + 1) / n_tiles);
+    tiles[nv - 1][i1 - i0 - 1](cols, kc, a + i0 * a_row, a_row, a_k, b, c + i0 * ldc, ldc, alpha, beta, load_c);
   }
 }
 
@@ -189,10 +183,7 @@ void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, float* ds
 void pack_b(bool trans, const float* b, int64_t ldb, int kc, int cols, float* dst) {
   if (!trans) {
     __mmask16 mask[kNV];
-    for (int v = 0; v < kNV; ++v) {
-      int left = cols - 16 * v;
-      mask[v] = left >= 16 ? __mmask16(0xFFFF) : left > 0 ? __mmask16((1u << left) - 1) : __mmask16(0);
-    }
+    for (int v = 0; v < kNV; ++v) mask[v] = avx512::first_lanes(cols - 16 * v);
     for (int k = 0; k < kc; ++k) {
       const float* src = b + k * ldb;
 #pragma GCC unroll 4
@@ -220,7 +211,7 @@ void pack_b(bool trans, const float* b, int64_t ldb, int kc, int cols, float* ds
 }  // namespace
 
 const Kernels& avx512_kernels() {
-  static const Kernels k{"avx512", kNR, kMRMax, &pack_a, &pack_b, &kernel, 16 * kNarrowNV, kNarrowMR, &narrow};
+  static const Kernels k{"avx512", kNR, kMRMax, &pack_a, &pack_b, &kernel, 16 * kNarrowNV, &narrow};
   return k;
 }
 

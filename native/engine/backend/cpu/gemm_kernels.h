@@ -40,9 +40,9 @@ struct Kernels {
                 float* c, int64_t ldc, float alpha, float beta, bool load_c, float* pack_out, const Prefetch& pf);
   // Optional (null where a family has none): products with at most narrow_cols columns (a LoRA rank, a router's
   // experts), where packing A would cost as much as the FMAs and a 32-wide tile would waste half of them. Updates
-  // C[0, mr) x [0, cols) for mr <= narrow_mr, reading A in place, op(A)[i][k] at a[i*a_row + k*a_k], and B from
-  // packed panels (panel p at b + p*kc*nr). Same per-element sequence as `kernel`.
-  int narrow_cols = 0, narrow_mr = 0;
+  // C[0, mr) x [0, cols) for any mr, reading A in place, op(A)[i][k] at a[i*a_row + k*a_k], and B from packed
+  // panels (panel p at b + p*kc*nr). Same per-element sequence as `kernel`.
+  int narrow_cols = 0;
   void (*narrow)(int mr, int cols, int kc, const float* a, int64_t a_row, int64_t a_k, const float* b, float* c,
                  int64_t ldc, float alpha, float beta, bool load_c) = nullptr;
 };
