@@ -26,7 +26,17 @@ struct Variant {
   int threads = 1;
   std::string sections;  // more top-level sections ("placement", "pipeline", "routing_skew"), each after a comma
   std::string init;      // a checkpoint the run starts from (Trainer::init_from), empty: the seed's weights
+  // A CPU backend whose device memory counts as apart from host memory, as a GPU's does: the host tier then keeps
+  // the experts in a store of its own (pinned_store.h) rather than in the arenas.
+  bool device_apart = false;
 };
+
+inline std::unique_ptr<moe::Backend> backend_for(const Variant& v) {
+  moe::BackendOptions o;
+  o.threads = v.threads;
+  o.device_memory_apart = v.device_apart;
+  return moe::make_backend("cpu", o);
+}
 
 inline std::string config(const Variant& v) {
   std::string c = R"({"model": {"arch": ")" + v.arch +
@@ -77,7 +87,7 @@ struct Run {
 
 inline Run train(const Variant& v, int steps = 20) {
   moe::EngineConfig cfg = moe::parse_config_text(config(v), "test");
-  auto be = moe::make_backend("cpu", {v.threads});
+  auto be = backend_for(v);
   moe::Trainer t(cfg, *be);
   if (!v.init.empty()) t.init_from(v.init);
   feed(t, steps * v.grad_accum);
@@ -103,7 +113,7 @@ inline Run resumed(const Variant& v, int before, int after) {
   const std::string dir = (std::filesystem::temp_directory_path() /
                            ("moe_test_offload_ckpt_" + std::to_string(::getpid()))).string();
   std::filesystem::remove_all(dir);
-  auto be = moe::make_backend("cpu", {1});
+  auto be = backend_for(v);
   moe::EngineConfig cfg = moe::parse_config_text(config(v), "test");
   {
     moe::Trainer first(cfg, *be);
@@ -145,14 +155,22 @@ inline std::string resume_mismatch(const Variant& o, const Run& uninterrupted) {
   return "";
 }
 
-// `v` trained 8 steps resident, against the same run resumed after 4 steps with host and with SSD offload (pin
-// 0.25, lookahead 2): "" when both match it, else which offload and what differs.
+// `v` trained 8 steps resident, against the same run resumed after 4 steps offloaded (pin 0.25, lookahead 2) to
+// the host tier in the arenas, the host tier apart from them, and the SSD tier: "" when each matches it, else
+// which offload and what differs.
 inline std::string offloaded_resume_mismatch(const Variant& v) {
   const Run resident = train(v, 8);
-  for (const std::string& offload : {host_offload(0.25, 2), ssd_offload(0.25, 2)}) {
+  struct Case {
+    std::string what, offload;
+    bool apart;
+  };
+  for (const Case& c : {Case{"host tier", host_offload(0.25, 2), false},
+                        Case{"host tier apart from the arenas", host_offload(0.25, 2), true},
+                        Case{"SSD tier", ssd_offload(0.25, 2), false}}) {
     Variant o = v;
-    o.offload = offload;
-    if (const std::string diff = resume_mismatch(o, resident); !diff.empty()) return offload + ": " + diff;
+    o.offload = c.offload;
+    o.device_apart = c.apart;
+    if (const std::string diff = resume_mismatch(o, resident); !diff.empty()) return c.what + ": " + diff;
   }
   return "";
 }

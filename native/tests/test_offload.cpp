@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/registry.h"
@@ -42,6 +43,27 @@ TEST(offloaded_training_is_bit_identical_to_resident) {
                   CHECK_MSG(same_bits(off.m, resident.m) && same_bits(off.v, resident.v), what + ": moments differ");
                 }
       }
+}
+
+// Beside a device whose memory is not host memory, the host tier keeps the experts in page-locked memory of its
+// own (pinned_store.h), the arenas' expert pages released: training through it is resident training, bit for bit,
+// with either copy stream, pinned experts and runs of experts.
+TEST(host_tier_apart_from_the_arenas_is_bit_identical_to_resident) {
+  for (const char* arch : {"mixtral", "gpt-moe"}) {
+    Variant v{arch, false, 1.0};
+    const Run resident = train(v);
+    for (const char* stream : {"worker", "inline"})
+      for (auto [pin, lookahead, slots] : {std::tuple{0.0, 1, 4}, std::tuple{0.5, 2, 4}, std::tuple{0.25, 3, 8}}) {
+        Variant o = v;
+        o.device_apart = true;
+        o.offload = host_offload(pin, lookahead, slots, std::string(R"(, "copy_stream": ")") + stream + "\"");
+        const Run off = train(o);
+        const std::string what = std::string("host apart ") + stream + " " + describe(v, pin, lookahead);
+        CHECK_MSG(same_bits(off.losses, resident.losses), what + ": losses differ");
+        CHECK_MSG(same_bits(off.params, resident.params), what + ": weights differ");
+        CHECK_MSG(same_bits(off.m, resident.m) && same_bits(off.v, resident.v), what + ": moments differ");
+      }
+  }
 }
 
 // Dense layers between MoE layers, different expert counts per layer, shared experts with their gate (mixtral)

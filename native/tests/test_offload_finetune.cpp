@@ -71,6 +71,21 @@ TEST(offloaded_finetune_is_bit_identical_to_resident) {
     }
 }
 
+// The host tier apart from the arenas (beside a device, pinned_store.h): split experts keep their trained part
+// packed apart there, as on the SSD.
+TEST(offloaded_finetune_with_the_host_tier_apart_is_bit_identical_to_resident) {
+  for (const Finetune& f : finetunes()) {
+    Variant v = with_finetune(Variant{"mixtral", false, 1.0}, f);
+    const Run resident = train(v);
+    for (const char* stream : {"worker", "inline"}) {
+      Variant o = v;
+      o.device_apart = true;
+      o.offload = host_offload(0.5, 2, 4, std::string(R"(, "copy_stream": ")") + stream + "\"");
+      check_same(train(o), resident, std::string(f.name) + " host apart " + stream);
+    }
+  }
+}
+
 // The other architecture (expert biases), capacity routing, the ablation without overlap and LFU eviction.
 TEST(offloaded_finetune_is_exact_for_biases_capacity_and_no_overlap) {
   for (const Finetune& f : finetunes()) {

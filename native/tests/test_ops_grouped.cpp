@@ -91,7 +91,10 @@ Vec linear_outputs(Backend& be, Groups& G, bool bf16, bool grouped) {
   return all;
 }
 
-void check_grouped(const std::string& what, int I, int O, const std::vector<int>& sizes, bool bias) {
+// `tol` is against the reference, whose sums run in another order than a device's tiles: a weight gradient sums
+// every row of its group, so a longer group moves it further (about sqrt(rows)·eps·|partial sums|).
+void check_grouped(const std::string& what, int I, int O, const std::vector<int>& sizes, bool bias, double tol_fp32,
+                   double tol_bf16) {
   for (bool bf16 : {false, true}) {
     const std::string name = what + (bf16 ? " bf16" : " fp32");
     for_each_backend([&](Backend& be) {
@@ -105,20 +108,21 @@ void check_grouped(const std::string& what, int I, int O, const std::vector<int>
     expect_consistent(name, [&](Backend& be) {
       Groups G(I, O, sizes, bias);
       return linear_outputs(be, G, bf16, true);
-    }, bf16 ? 1e-5 : 1e-6);
+    }, bf16 ? tol_bf16 : tol_fp32);
   }
 }
 
 }  // namespace
 
 TEST(grouped_matmul_equals_one_matmul_per_group) {
-  check_grouped("small groups", 37, 19, {5, 0, 17, 1, 40, 0, 9}, true);
+  check_grouped("small groups", 37, 19, {5, 0, 17, 1, 40, 0, 9}, true, 1e-6, 1e-5);
 }
 
 // Enough rows that a device backend picks its large block tiles for the forward (and small ones for the weight
 // gradients), with several tiles per group.
 TEST(grouped_matmul_large_groups) {
-  check_grouped("large groups", 48, 272, {1100, 0, 1031, 1200, 1099, 1000, 1150, 1111, 1087}, false);
+  // Groups of 1000-1200 rows: 2.4e-5 (fp32) and 2.9e-5 (bf16) on an H200, where the small groups' are 0 and 2.4e-7.
+  check_grouped("large groups", 48, 272, {1100, 0, 1031, 1200, 1099, 1000, 1150, 1111, 1087}, false, 2e-5, 2e-5);
 }
 
 namespace {

@@ -14,6 +14,9 @@ struct BackendOptions {
   int threads = 1;             // host threads the backend may use (the CPU backend's pool; values below 1 mean 1)
   std::string isa = "native";  // CPU kernels: "native" (the fastest this CPU runs) or "scalar" (the reference path)
   bool pack_bf16_weights = true;  // CPU: keep_bf16_weights packs (false: every bf16 GEMM packs its weight anew)
+  // CPU: say its Device memory is not host memory (Backend::device_memory_is_host), as a discrete device's is not,
+  // so the host-side code takes the paths it takes for one; for tests of those paths on a machine without one.
+  bool device_memory_apart = false;
 };
 
 struct BackendInfo {

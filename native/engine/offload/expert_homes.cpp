@@ -1,5 +1,5 @@
 // The experts' home tier (ExpertOffload's part that concerns where the master state lives): the store of the host
-// or SSD tier, and moving expert state between the model's arenas and the SSD tier.
+// or SSD tier, and moving expert state between the model's arenas and a home apart from them.
 #include "offload/expert_offload.h"
 
 #include <sys/mman.h>
@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "offload/pinned_store.h"
 
 namespace moe {
 namespace {
@@ -44,9 +45,9 @@ int ExpertOffload::cache_entries_for(const OffloadConfig& cfg, const std::vector
 
 void ExpertOffload::make_store(const OffloadConfig& cfg, const std::vector<ExpertSizes>& sizes, int entries,
                                size_t host_floats) {
-  if (cfg.mode != OffloadMode::Ssd) {
-    // Host tier: each expert's master weights, and its trained tensors' gradient and two AdamW moments (the
-    // expert ranges of the parameter arena and of the packed gradient and moment arenas).
+  if (cfg.mode != OffloadMode::Ssd && model_.backend().device_memory_is_host()) {
+    // Host tier in the arenas: each expert's master weights, and its trained tensors' gradient and two AdamW
+    // moments (the expert ranges of the parameter arena and of the packed gradient and moment arenas).
     host_.charge(host_floats * sizeof(float), "the experts' master weights, gradients and AdamW moments");
     std::vector<size_t> begins, grad_begins;
     for (const Expert& x : experts_) {
@@ -57,23 +58,32 @@ void ExpertOffload::make_store(const OffloadConfig& cfg, const std::vector<Exper
                                                 std::move(grad_begins));
     return;
   }
+  if (cfg.mode != OffloadMode::Ssd) {
+    // Host tier beside a device: the arenas are device memory, so the experts live in page-locked host memory.
+    auto pinned = std::make_unique<PinnedExpertStore>(sizes, host_);
+    apart_ = pinned.get();
+    store_ = std::move(pinned);
+    experts_from_arenas();
+    return;
+  }
   auto ssd = std::make_unique<SsdExpertStore>(cfg.ssd_dir.empty() ? SsdExpertStore::fresh_dir("moe-offload") : cfg.ssd_dir, sizes, entries,
                                               cfg, host_, ssd_tier_);
   ssd->set_next_use([this](int i) { return next_use(i); });
   ssd_ = ssd.get();
+  apart_ = ssd_;
   store_ = std::move(ssd);
   experts_from_arenas();
 }
 
-// The SSD record keeps a split expert's trained weights packed apart (t); the arenas hold them in place.
+// A home apart keeps a split expert's trained weights packed apart (t); the arenas hold them in place.
 void ExpertOffload::experts_to_arenas() {
   settle();
-  if (!ssd_) return;
+  if (!apart_) return;
   std::vector<float> trained(grad_floats_);
   for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
     const Expert& x = experts_[i];
     const size_t g = x.grad_begin;
-    ssd_->load(i, {params_ + x.begin, trained.data(), grads_ + g, optimizer_.m() + g, optimizer_.v() + g});
+    apart_->load(i, {params_ + x.begin, trained.data(), grads_ + g, optimizer_.m() + g, optimizer_.v() + g});
     if (x.split)
       for (const TrainedTensor& t : x.trained)
         std::memcpy(params_ + x.begin + t.at, trained.data() + t.grad_at, t.t->numel * sizeof(float));
@@ -83,7 +93,7 @@ void ExpertOffload::experts_to_arenas() {
 void ExpertOffload::experts_from_arenas() {
   settle();
   forget_slot_contents(true);
-  if (!ssd_) return;
+  if (!apart_) return;
   std::vector<float> trained(grad_floats_, 0.0f);
   for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
     const Expert& x = experts_[i];
@@ -97,15 +107,15 @@ void ExpertOffload::experts_from_arenas() {
         std::memcpy(trained.data() + t.grad_at, w + t.at, t.t->numel * sizeof(float));
         std::memset(w + t.at, 0, t.t->numel * sizeof(float));
       }
-    ssd_->store(i, {w, trained.data(), g, m, v});
+    apart_->store(i, {w, trained.data(), g, m, v});
   }
   release_arena_experts();
-  ssd_->flush();
-  ssd_->take_stats();  // start-up traffic is not a step's
+  apart_->flush();
+  apart_->take_stats();  // start-up traffic is not a step's
 }
 
 void ExpertOffload::release_arena_experts() {
-  if (!ssd_) return;
+  if (!apart_) return;
   for (const Expert& x : experts_) {
     release_pages(params_ + x.begin, x.floats);
     if (x.grad_floats)

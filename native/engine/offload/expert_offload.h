@@ -98,12 +98,13 @@ class ExpertOffload final : public ExpertAccess {
   OffloadStepStats end_step(const std::vector<std::vector<int32_t>>& step_tokens);
   // Waits for every copy, update and prefetch.
   void settle();
-  // SSD tier: copy every expert's state into the arenas (before checkpoints, tensor reads, export), and take
-  // the arenas' expert state as the new master copy, releasing their pages (after loads). No-ops on the host
-  // tier, whose master copy is the arenas.
+  // A home apart from the arenas (the SSD tier; the host tier of a backend whose device memory is not host
+  // memory): copy every expert's state into the arenas (before checkpoints, tensor reads, export), and take the
+  // arenas' expert state as the new master copy, releasing their pages (after loads). No-ops where the master
+  // copy is the arenas.
   void experts_to_arenas();
   void experts_from_arenas();
-  // SSD tier: hands the arenas' expert pages back after experts_to_arenas() when nothing changed them (a
+  // A home apart: hands the arenas' expert pages back after experts_to_arenas() when nothing changed them (a
   // checkpoint written): the store still holds that state, so nothing is written again.
   void release_arena_experts();
   // Zeroes every expert's gradient (a gradient pass outside training starts from zero, as resident's does).
@@ -209,7 +210,8 @@ class ExpertOffload final : public ExpertAccess {
   float *params_, *grads_;  // the arenas (the host tier's master copy)
   MemoryTier device_, host_, ssd_tier_;
   std::unique_ptr<ExpertStore> store_;
-  SsdExpertStore* ssd_ = nullptr;  // store_ when the home is the SSD tier
+  SsdExpertStore* ssd_ = nullptr;     // store_ when the home is the SSD tier
+  ApartExpertStore* apart_ = nullptr;  // store_ when it is not the arenas (the SSD tier, or pinned_store.h's)
   size_t expert_floats_ = 0;       // the largest expert's weights
   size_t grad_floats_ = 0;         // the largest expert's gradient (trained tensors)
   size_t activations_charged_ = 0;

@@ -6,6 +6,7 @@
 // worker and the compute thread acquire concurrently; ordering between them is the caller's (tickets).
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -23,6 +24,18 @@ struct ExpertState {
 struct ExpertSizes {
   size_t weights = 0, trained = 0, grads = 0;
 };
+
+// Copies every part of one expert's state that has floats, from one ExpertState to another.
+inline void copy_parts(const ExpertSizes& n, const ExpertState& to, const ExpertState& from) {
+  auto copy = [](float* dst, const float* src, size_t floats) {
+    if (floats) std::memcpy(dst, src, floats * sizeof(float));
+  };
+  copy(to.w, from.w, n.weights);
+  copy(to.t, from.t, n.trained);
+  copy(to.g, from.g, n.grads);
+  copy(to.m, from.m, n.grads);
+  copy(to.v, from.v, n.grads);
+}
 
 // Parts of an expert's state, as bits: what a caller reads, overwrites whole, or changed.
 enum ExpertPart : unsigned { kWeights = 1, kGrad = 2, kMoment1 = 4, kMoment2 = 8, kTrained = 16, kAllParts = 31 };
@@ -53,6 +66,17 @@ class ExpertStore {
   // Waits for background reads and writes every changed entry back.
   virtual void flush() {}
   virtual ExpertStoreStats take_stats() { return {}; }
+};
+
+// A store whose state is not the model's arenas' (the SSD tier; the host tier of a backend whose device memory
+// is not host memory): ExpertOffload copies every expert's whole state in from the arenas at the start and after
+// loads, and out to them before checkpoints, tensor reads and exports.
+class ApartExpertStore : public ExpertStore {
+ public:
+  // Writes an expert's whole state (each part its size in floats; parts of size 0 may be null).
+  virtual void store(int i, const ExpertState& from) = 0;
+  // Copies an expert's current state out.
+  virtual void load(int i, const ExpertState& to) = 0;
 };
 
 // The host tier: every expert's state is its range of the model's arena (weights) and of the packed gradient and

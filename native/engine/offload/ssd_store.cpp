@@ -453,22 +453,6 @@ void SsdExpertStore::flush() {
   }
 }
 
-namespace {
-
-// Copies every part of one expert's state that has floats, from one ExpertState to another.
-void copy_parts(const ExpertSizes& n, const ExpertState& to, const ExpertState& from) {
-  auto copy = [](float* dst, const float* src, size_t floats) {
-    if (floats) std::memcpy(dst, src, floats * sizeof(float));
-  };
-  copy(to.w, from.w, n.weights);
-  copy(to.t, from.t, n.trained);
-  copy(to.g, from.g, n.grads);
-  copy(to.m, from.m, n.grads);
-  copy(to.v, from.v, n.grads);
-}
-
-}  // namespace
-
 void SsdExpertStore::store(int i, const ExpertState& from) {
   const ExpertState s = acquire(i, 0, kAllParts);
   copy_parts(sizes_[i], s, from);

@@ -34,7 +34,7 @@
 
 namespace moe {
 
-class SsdExpertStore final : public ExpertStore {
+class SsdExpertStore final : public ApartExpertStore {
  public:
   // sizes: floats per expert and part. dir is created if needed; the file is removed on destruction.
   SsdExpertStore(const std::string& dir, const std::vector<ExpertSizes>& sizes, int entries, const OffloadConfig& cfg,
@@ -50,11 +50,9 @@ class SsdExpertStore final : public ExpertStore {
   void flush() override;
   ExpertStoreStats take_stats() override;
 
-  // Writes an expert's whole state (each part its size in floats; parts of size 0 may be null) to its record
-  // (initial state, state loaded from a checkpoint).
-  void store(int i, const ExpertState& from);
-  // Copies an expert's current state out (checkpoints, tensor reads).
-  void load(int i, const ExpertState& to);
+  // To and from its record.
+  void store(int i, const ExpertState& from) override;
+  void load(int i, const ExpertState& to) override;
 
   // Bytes of one cache entry (it holds any expert's record) and of the whole file, for these expert sizes.
   static size_t record_bytes(const std::vector<ExpertSizes>& sizes);

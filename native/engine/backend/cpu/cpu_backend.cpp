@@ -43,7 +43,8 @@ constexpr const char* kGpuNote = "; no GPU backend in this build";
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(int threads, cpu::Isa isa, bool pack_weights) : tp_(threads), isa_(isa), pack_weights_(pack_weights) {}
+  CpuBackend(int threads, cpu::Isa isa, bool pack_weights, bool memory_apart)
+      : tp_(threads), isa_(isa), pack_weights_(pack_weights), memory_apart_(memory_apart) {}
   std::string name() const override { return "cpu"; }
   std::string describe() const override {
     return "cpu (" + std::to_string(tp_.threads()) + " threads; " + kernels() + kGpuNote + ")";
@@ -57,7 +58,7 @@ class CpuBackend final : public Backend {
     return cpu::sgemm_bf16_on_bf16_units();
   }
   int threads() const override { return tp_.threads(); }
-  bool device_memory_is_host() const override { return true; }
+  bool device_memory_is_host() const override { return !memory_apart_; }
 
   void* alloc(MemKind, size_t bytes) override {
     void* p = host_alloc(bytes);
@@ -289,14 +290,14 @@ class CpuBackend final : public Backend {
  private:
   ThreadPool tp_;
   cpu::Isa isa_;
-  bool pack_weights_;
+  bool pack_weights_, memory_apart_;
   cpu::PackedBf16Weights packed_;
 };
 
 std::string cpu_unusable_reason() { return ""; }  // baseline kernels run on any x86-64
 
 std::unique_ptr<Backend> make_cpu(const BackendOptions& o) {
-  return std::make_unique<CpuBackend>(o.threads, cpu::parse_isa(o.isa), o.pack_bf16_weights);
+  return std::make_unique<CpuBackend>(o.threads, cpu::parse_isa(o.isa), o.pack_bf16_weights, o.device_memory_apart);
 }
 
 }  // namespace
