@@ -60,6 +60,7 @@ TEST(host_tier_apart_from_the_arenas_is_bit_identical_to_resident) {
         const Run off = train(o);
         const std::string what = std::string("host apart ") + stream + " " + describe(v, pin, lookahead);
         CHECK_MSG(same_bits(off.losses, resident.losses), what + ": losses differ");
+        CHECK_MSG(same_bits(off.grad_norms, resident.grad_norms), what + ": grad norms differ");
         CHECK_MSG(same_bits(off.params, resident.params), what + ": weights differ");
         CHECK_MSG(same_bits(off.m, resident.m) && same_bits(off.v, resident.v), what + ": moments differ");
       }

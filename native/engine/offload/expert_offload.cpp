@@ -477,10 +477,16 @@ void ExpertOffload::download_grad(int i, bool final, bool then_update) {
   Expert& x = experts_[i];
   const size_t bytes = x.grad_floats * sizeof(float);
   const float* src = slots_[x.slot].g.f();
+  // Beside a device the slot's gradient is measured there, on the compute thread, before it goes down: the host
+  // would read it again on the copy worker's one thread (an OLMoE-shaped layer's experts: 1.6 GB), delaying the
+  // uploads queued behind it. Backend::sum_squares sums the same fixed chunks in order everywhere: the same bits.
+  const bool measured = final && !model_.backend().device_memory_is_host();
+  if (measured) sum_squares_[i] = model_.backend().sum_squares(src, static_cast<int64_t>(x.grad_floats));
   copy_worker_.submit([=, this] {
     const ExpertState host = store_->acquire(i, 0, kGrad);
     model_.backend().transfer(host.g, src, bytes);
-    if (final) sum_squares_[i] = host_compute_.norms->sum_squares(host.g, static_cast<int64_t>(experts_[i].grad_floats));
+    if (final && !measured)
+      sum_squares_[i] = host_compute_.norms->sum_squares(host.g, static_cast<int64_t>(experts_[i].grad_floats));
     store_->release(i, kGrad, kGrad, 0);
     if (then_update) {
       if (cfg_.optimizer == ExpertOptimizer::Delayed) submit_delayed_update(i, false);
