@@ -42,10 +42,13 @@ SHAPES = {
     "mixtral": (4096, 8, 14336, 2, 0, False, 512, 2),
 }
 SMOKE = {"smoke": (256, 8, 512, 2, 256, True, 1024, 3)}  # --shapes smoke: checks the script itself in seconds
-TORCH_ENV = {
+# Debian's PyTorch at its strongest: the OpenMP OpenBLAS and tcmalloc, where installed. MOE_PEER_PYTHON names another
+# Python with PyTorch (a machine whose own build brings its BLAS: MKL, oneDNN).
+TORCH_ENV = {k: v for k, v in {
     "LD_LIBRARY_PATH": "/usr/lib/x86_64-linux-gnu/openblas-openmp",
     "LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
-}
+}.items() if os.path.exists(v)}
+PEER_PYTHON = os.environ.get("MOE_PEER_PYTHON", "/usr/bin/python3")
 GEMM_OPS = ("up", "down", "dx", "dh", "dw_up", "dw_down")
 
 
@@ -60,7 +63,7 @@ def run_torch(mode, spec, threads):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), **TORCH_ENV)
     env.pop("OPENBLAS_CORETYPE", None)
     env.pop("OPENBLAS_L2_SIZE", None)
-    out = subprocess.run(["/usr/bin/python3", os.path.abspath(__file__), mode, json.dumps(spec)], check=True,
+    out = subprocess.run([PEER_PYTHON, os.path.abspath(__file__), mode, json.dumps(spec)], check=True,
                          capture_output=True, text=True, env=env).stdout
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
