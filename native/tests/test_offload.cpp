@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "model/config.h"
 #include "moe_engine.h"
+#include "offload/memory_tier.h"
 #include "offload_fixture.h"
 #include "testing.h"
 #include "train/trainer.h"
@@ -204,6 +205,25 @@ TEST(tier_budgets_hold_and_a_small_budget_fails_clearly) {
   }
   CHECK_MSG(message.find("device tier") != std::string::npos && message.find("budget") != std::string::npos,
             "message: " + message);
+}
+
+// An allocation the backend refuses (here more bytes than any machine has) fails naming the tier, what the block
+// was for and its size, with the backend's reason; the tier books nothing for it.
+TEST(a_refused_tier_allocation_names_the_tier_and_the_block) {
+  auto be = moe::make_backend("cpu", {1});
+  moe::MemoryTier host("host", *be, moe::MemKind::PinnedHost, 0);
+  const size_t huge = size_t(1) << 60;
+  std::string message;
+  try {
+    moe::TierBlock b(host, huge, "the experts' master weights");
+  } catch (const moe::EngineError& e) {
+    message = e.what();
+  }
+  const std::string expected =
+      "host tier: allocating " + std::to_string(huge) + " bytes for the experts' master weights failed: ";
+  CHECK_MSG(message.rfind(expected, 0) == 0, message);
+  CHECK_MSG(message.find("out of host memory") != std::string::npos, message);
+  CHECK(host.current() == 0);
 }
 
 TEST(offload_config_is_validated_by_field) {

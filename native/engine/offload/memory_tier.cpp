@@ -23,7 +23,14 @@ void MemoryTier::uncharge(size_t bytes) { current_ -= std::min(bytes, current_);
 
 void* MemoryTier::alloc(size_t bytes, const std::string& what) {
   charge(bytes, what);
-  void* p = be_.alloc(kind_, bytes == 0 ? 64 : bytes);
+  void* p = nullptr;
+  try {
+    p = be_.alloc(kind_, bytes == 0 ? 64 : bytes);
+  } catch (const std::exception& e) {
+    // The backend's reason alone ("out of memory") would not say which tier, for what, or how much.
+    uncharge(bytes);
+    fail(name_ + " tier: allocating " + std::to_string(bytes) + " bytes for " + what + " failed: " + e.what());
+  }
   be_.zero(p, bytes);
   return p;
 }
