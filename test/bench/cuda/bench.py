@@ -78,6 +78,11 @@ def cublas_batched_gflops(experts, tokens, n_in, n_out, dtype):
 
 
 def train_records(cli, dev_cli, cfg, name, work):
+    return train_run(cli, dev_cli, cfg, name, work)[0]
+
+
+def train_run(cli, dev_cli, cfg, name, work):
+    """(the step records, the process's peak resident host memory in GB)."""
     cfg_path = os.path.join(work, f"{name}.json")
     with open(cfg_path, "w") as f:
         json.dump(cfg, f)
@@ -86,9 +91,14 @@ def train_records(cli, dev_cli, cfg, name, work):
         subprocess.run([dev_cli, "tokenize", "--bytes", os.path.join(ROOT, "resources", "corpus", "python-tutorial.txt"),
                         "--out", tokens], check=True, capture_output=True)
     out = tempfile.mkdtemp(dir=work)
-    subprocess.run([cli, "train", "--config", cfg_path, "--data", tokens, "--out", out, "--quiet"], check=True)
+    args = [cli, "train", "--config", cfg_path, "--data", tokens, "--out", out, "--quiet"]
+    proc = subprocess.Popen(args)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, args)
     with open(os.path.join(out, "log.jsonl")) as f:
-        return [json.loads(line) for line in f]
+        return [json.loads(line) for line in f], usage.ru_maxrss / 1e6
 
 
 def tokens_per_s(records):
@@ -113,10 +123,14 @@ def olmoe_offload(cli, dev_cli, layers, slots, lookahead, batch, grad_clip, step
                          "checkpoint_every": 0, "threads": os.cpu_count() or 2, "allow_unvalidated_backend": True})
     if grad_clip is not None:
         cfg["train"]["grad_clip"] = grad_clip
-    resident = train_records(cli, dev_cli, dict(cfg, offload={"mode": "none"}), "olmoe-resident", work)
-    offloaded = train_records(cli, dev_cli, dict(cfg, offload={"mode": "host", "expert_slots": slots,
-                                                                     "lookahead": lookahead}),
-                              "olmoe-host", work)
+    resident, resident_rss = train_run(cli, dev_cli, dict(cfg, offload={"mode": "none"}), "olmoe-resident", work)
+    offloaded, offloaded_rss = train_run(cli, dev_cli, dict(cfg, offload={"mode": "host", "expert_slots": slots,
+                                                                         "lookahead": lookahead}),
+                                         "olmoe-host", work)
+    # The host tier is page-locked memory of its own; the arenas' expert pages are handed back, so the offloaded
+    # process should hold about the tier's bytes more than the resident one, not twice them.
+    print(f"  peak host RSS: resident {resident_rss:.2f} GB, offloaded {offloaded_rss:.2f} GB; host tier "
+          f"{max(r.get('peak_host_bytes', 0) for r in offloaded) / 1e9:.2f} GB")
     for a, b in zip(resident, offloaded):
         print(f"  step {a['step']}: loss resident {a['loss']:.6f} offloaded {b['loss']:.6f}  "
               f"ms {a['step_ms']:.0f} / {b['step_ms']:.0f}  upload {b.get('upload_ms', 0):.1f} "
