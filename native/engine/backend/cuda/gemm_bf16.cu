@@ -5,13 +5,19 @@
 // buffers: the next slice's global loads are in registers while the tensor cores work on the current one, so one
 // barrier per slice. Each output element is one fragment's chain of mma over k in ascending 16-deep steps,
 // whichever tile computes it, so results do not depend on the tile chosen. Edge tiles load zeros and store only
-// inside C, so any shape works. The grouped kernel runs the same block code over one flat grid of every group's
-// tiles, so each group's bits are its own sgemm_bf16's.
+// inside C, so any shape works. Where both operands' leading dimensions and bases allow it (kVec), each thread
+// loads four elements per instruction along the contiguous dimension (gemm_tile_io.h), else one: the same
+// values reach the same shared-memory places either way, so the bits do not depend on it either. The grouped
+// kernel runs the same block code over one flat grid of every group's tiles, so each group's bits are its own
+// sgemm_bf16's.
 #include <cuda_bf16.h>
 #include <mma.h>
 
+#include <type_traits>
+
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/gemm_tile.cuh"
+#include "backend/cuda/gemm_tile_io.h"
 #include "backend/cuda/kernels.h"
 #include "core/error.h"
 
@@ -20,23 +26,76 @@ namespace {
 
 using namespace nvcuda;
 
-constexpr int kDepth = 32;           // k slice
-constexpr int kLdA = kDepth + 8;     // As[m][k]; padded, rows stay 32-byte multiples for WMMA
+using tile_io::kDepth;  // k slice
+using tile_io::kLdA;    // As[m][k]
 constexpr int kLdW = 16 + 4;         // a warp's 16×16 float staging of one fragment for the epilogue
 
 __device__ inline __nv_bfloat16 to_bf(float x) { return __float2bfloat16_rn(x); }
 __device__ inline __nv_bfloat16 to_bf(uint16_t bits) { return __ushort_as_bfloat16(bits); }
 
+// The four elements of the vector at (r, k) one at a time, zeros outside the operand.
+template <bool kTransposed, class T>
+__device__ inline void load_elements(const T* m, int ld, int r, int k, int rows, int K, __nv_bfloat16* out) {
+#pragma unroll
+  for (int j = 0; j < tile_io::kVec; ++j) {
+    int rj, kj;
+    tile_io::element<kTransposed>(r, k, j, rj, kj);
+    out[j] = to_bf(operand_at<kTransposed>(m, ld, rj, kj, rows, K));
+  }
+}
+
+// The four elements of the vector at (r, k) as bf16: one 16- or 8-byte load where it lies whole inside the
+// operand, else element by element.
+template <bool kTransposed>
+__device__ inline void load_vector(const float* m, int ld, int r, int k, int rows, int K, __nv_bfloat16* out) {
+  if (tile_io::vector_inside<kTransposed>(r, k, rows, K)) {
+    const float4 v = *reinterpret_cast<const float4*>(m + tile_io::offset<kTransposed>(r, k, ld));
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+    out[0] = lo.x, out[1] = lo.y, out[2] = hi.x, out[3] = hi.y;
+  } else {
+    load_elements<kTransposed>(m, ld, r, k, rows, K, out);
+  }
+}
+template <bool kTransposed>
+__device__ inline void load_vector(const uint16_t* m, int ld, int r, int k, int rows, int K, __nv_bfloat16* out) {
+  if (tile_io::vector_inside<kTransposed>(r, k, rows, K)) {
+    const uint2 v = *reinterpret_cast<const uint2*>(m + tile_io::offset<kTransposed>(r, k, ld));
+    out[0] = __ushort_as_bfloat16((unsigned short)(v.x & 0xffffu));
+    out[1] = __ushort_as_bfloat16((unsigned short)(v.x >> 16));
+    out[2] = __ushort_as_bfloat16((unsigned short)(v.y & 0xffffu));
+    out[3] = __ushort_as_bfloat16((unsigned short)(v.y >> 16));
+  } else {
+    load_elements<kTransposed>(m, ld, r, k, rows, K, out);
+  }
+}
+
+// The vector at (r, k) into a shared tile (tile_io::shared_index); where its elements are adjacent, as one
+// 8-byte store (tile rows and vector starts are 8-byte aligned: test_gemm_tile_io.cpp).
+template <bool kTransposed, bool kRowMajor>
+__device__ inline void store_vector(__nv_bfloat16* tile, int ld, int r, int k, const __nv_bfloat16* v) {
+  if constexpr (tile_io::contiguous_in_shared<kTransposed, kRowMajor>()) {
+    __nv_bfloat162 lo, hi;
+    lo.x = v[0], lo.y = v[1], hi.x = v[2], hi.y = v[3];
+    uint2 bits;
+    bits.x = *reinterpret_cast<const unsigned*>(&lo);
+    bits.y = *reinterpret_cast<const unsigned*>(&hi);
+    *reinterpret_cast<uint2*>(tile + tile_io::shared_index<kTransposed, kRowMajor>(r, k, 0, ld)) = bits;
+  } else {
+#pragma unroll
+    for (int j = 0; j < tile_io::kVec; ++j) tile[tile_io::shared_index<kTransposed, kRowMajor>(r, k, j, ld)] = v[j];
+  }
+}
+
 // BM×BN block tile, WARPS_M×WARPS_N warps, each a (BM/WARPS_M)×(BN/WARPS_N) grid of 16×16 fragments.
 // The block tile of C at (m0, n0).
-template <int BM, int BN, int WARPS_M, int WARPS_N, bool TA, bool TB, class BT>
+template <int BM, int BN, int WARPS_M, int WARPS_N, bool TA, bool TB, bool kVec, class BT>
 __device__ __forceinline__ void sgemm_bf16_block(int m0, int n0, int M, int N, int K, float alpha,
                                                  const float* __restrict__ A, int lda, const BT* __restrict__ B,
                                                  int ldb, float beta, float* __restrict__ C, int ldc) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kThreadsG = WARPS_M * WARPS_N * 32;
   constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N, FM = WM / 16, FN = WN / 16;
-  constexpr int kLdB = BN + 8;  // Bs[k][n]
+  constexpr int kLdB = tile_io::ld_b(BN);  // Bs[k][n]
   constexpr int kPerA = BM * kDepth / kThreadsG, kPerB = BN * kDepth / kThreadsG;
   static_assert(kPerA * kThreadsG == BM * kDepth && kPerB * kThreadsG == BN * kDepth, "loads split evenly");
   __shared__ __align__(32) __nv_bfloat16 As[2][BM * kLdA];
@@ -53,31 +112,49 @@ __device__ __forceinline__ void sgemm_bf16_block(int m0, int n0, int M, int N, i
 
   __nv_bfloat16 ra[kPerA], rb[kPerB];
   auto fetch = [&](int k0) {  // the slice at k0 into registers (zeros outside the operands)
+    if constexpr (kVec) {
+      tile_io::for_each_vector<TA, BM, kDepth, kThreadsG>(threadIdx.x, [&](int p, int mm, int kk) {
+        load_vector<TA>(A, lda, m0 + mm, k0 + kk, M, K, ra + p * tile_io::kVec);
+      });
+      tile_io::for_each_vector<!TB, BN, kDepth, kThreadsG>(threadIdx.x, [&](int p, int nn, int kb) {
+        load_vector<!TB>(B, ldb, n0 + nn, k0 + kb, N, K, rb + p * tile_io::kVec);
+      });
+    } else {
 #pragma unroll
-    for (int p = 0; p < kPerA; ++p) {
-      int mm, kk;
-      tile_coords<TA>(threadIdx.x + p * kThreadsG, BM, kDepth, mm, kk);
-      ra[p] = to_bf(operand_at<TA>(A, lda, m0 + mm, k0 + kk, M, K));
-    }
+      for (int p = 0; p < kPerA; ++p) {
+        int mm, kk;
+        tile_coords<TA>(threadIdx.x + p * kThreadsG, BM, kDepth, mm, kk);
+        ra[p] = to_bf(operand_at<TA>(A, lda, m0 + mm, k0 + kk, M, K));
+      }
 #pragma unroll
-    for (int p = 0; p < kPerB; ++p) {
-      int nn, kb;
-      tile_coords<!TB>(threadIdx.x + p * kThreadsG, BN, kDepth, nn, kb);
-      rb[p] = to_bf(operand_at<!TB>(B, ldb, n0 + nn, k0 + kb, N, K));
+      for (int p = 0; p < kPerB; ++p) {
+        int nn, kb;
+        tile_coords<!TB>(threadIdx.x + p * kThreadsG, BN, kDepth, nn, kb);
+        rb[p] = to_bf(operand_at<!TB>(B, ldb, n0 + nn, k0 + kb, N, K));
+      }
     }
   };
   auto stash = [&](int buf) {  // the registers into shared buffer buf
+    if constexpr (kVec) {
+      tile_io::for_each_vector<TA, BM, kDepth, kThreadsG>(threadIdx.x, [&](int p, int mm, int kk) {
+        store_vector<TA, true>(As[buf], kLdA, mm, kk, ra + p * tile_io::kVec);
+      });
+      tile_io::for_each_vector<!TB, BN, kDepth, kThreadsG>(threadIdx.x, [&](int p, int nn, int kb) {
+        store_vector<!TB, false>(Bs[buf], kLdB, nn, kb, rb + p * tile_io::kVec);
+      });
+    } else {
 #pragma unroll
-    for (int p = 0; p < kPerA; ++p) {
-      int mm, kk;
-      tile_coords<TA>(threadIdx.x + p * kThreadsG, BM, kDepth, mm, kk);
-      As[buf][mm * kLdA + kk] = ra[p];
-    }
+      for (int p = 0; p < kPerA; ++p) {
+        int mm, kk;
+        tile_coords<TA>(threadIdx.x + p * kThreadsG, BM, kDepth, mm, kk);
+        As[buf][mm * kLdA + kk] = ra[p];
+      }
 #pragma unroll
-    for (int p = 0; p < kPerB; ++p) {
-      int nn, kb;
-      tile_coords<!TB>(threadIdx.x + p * kThreadsG, BN, kDepth, nn, kb);
-      Bs[buf][kb * kLdB + nn] = rb[p];
+      for (int p = 0; p < kPerB; ++p) {
+        int nn, kb;
+        tile_coords<!TB>(threadIdx.x + p * kThreadsG, BN, kDepth, nn, kb);
+        Bs[buf][kb * kLdB + nn] = rb[p];
+      }
     }
   };
 
@@ -128,73 +205,87 @@ __device__ __forceinline__ void sgemm_bf16_block(int m0, int n0, int M, int N, i
 #endif
 }
 
-template <int BM, int BN, int WARPS_M, int WARPS_N, bool TA, bool TB, class BT>
+template <int BM, int BN, int WARPS_M, int WARPS_N, bool TA, bool TB, bool kVec, class BT>
 __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
     sgemm_bf16_kernel(int M, int N, int K, float alpha, const float* __restrict__ A, int lda, const BT* __restrict__ B,
                       int ldb, float beta, float* __restrict__ C, int ldc) {
-  sgemm_bf16_block<BM, BN, WARPS_M, WARPS_N, TA, TB, BT>(blockIdx.y * BM, blockIdx.x * BN, M, N, K, alpha, A, lda, B,
-                                                         ldb, beta, C, ldc);
+  sgemm_bf16_block<BM, BN, WARPS_M, WARPS_N, TA, TB, kVec, BT>(blockIdx.y * BM, blockIdx.x * BN, M, N, K, alpha, A,
+                                                               lda, B, ldb, beta, C, ldc);
 }
 
 // One block per tile of the flat grid over all groups (gemm_tile.cuh).
-template <int BM, int BN, int WARPS_M, int WARPS_N, bool TA, bool TB, class BT>
+template <int BM, int BN, int WARPS_M, int WARPS_N, bool TA, bool TB, bool kVec, class BT>
 __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
     sgemm_bf16_grouped_kernel(const GemmGroup* __restrict__ groups, int G, int N, float alpha, int lda, int ldb,
                               int ldc) {
   int m0, n0;
   const GemmGroup& g = group_of_tile(groups, G, blockIdx.x, N, BM, BN, m0, n0);
-  sgemm_bf16_block<BM, BN, WARPS_M, WARPS_N, TA, TB, BT>(m0, n0, g.M, N, g.K, alpha, g.A, lda,
-                                                         static_cast<const BT*>(g.B), ldb, g.beta, g.C, ldc);
+  sgemm_bf16_block<BM, BN, WARPS_M, WARPS_N, TA, TB, kVec, BT>(m0, n0, g.M, N, g.K, alpha, g.A, lda,
+                                                               static_cast<const BT*>(g.B), ldb, g.beta, g.C, ldc);
+}
+
+// Calls f(ta, tb, vec) with each flag as a std::bool_constant, so f instantiates the kernel for them.
+template <class F>
+void with_layout(bool ta, bool tb, bool vec, F&& f) {
+  auto with_vec = [&](auto ta_c, auto tb_c) {
+    if (vec) f(ta_c, tb_c, std::true_type{});
+    else f(ta_c, tb_c, std::false_type{});
+  };
+  if (!ta && !tb) with_vec(std::false_type{}, std::false_type{});
+  else if (!ta && tb) with_vec(std::false_type{}, std::true_type{});
+  else if (ta && !tb) with_vec(std::true_type{}, std::false_type{});
+  else with_vec(std::true_type{}, std::true_type{});
 }
 
 template <int BM, int BN, int WM_, int WN_, class BT>
-void launch_tile(cudaStream_t s, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+void launch_tile(cudaStream_t s, bool ta, bool tb, bool vec, int M, int N, int K, float alpha, const float* A, int lda,
                  const BT* B, int ldb, float beta, float* C, int ldc) {
   const dim3 grid = tile_grid(M, N, BM, BN), block(WM_ * WN_ * 32);
-  if (!ta && !tb)
-    sgemm_bf16_kernel<BM, BN, WM_, WN_, false, false, BT><<<grid, block, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  else if (!ta && tb)
-    sgemm_bf16_kernel<BM, BN, WM_, WN_, false, true, BT><<<grid, block, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  else if (ta && !tb)
-    sgemm_bf16_kernel<BM, BN, WM_, WN_, true, false, BT><<<grid, block, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  else
-    sgemm_bf16_kernel<BM, BN, WM_, WN_, true, true, BT><<<grid, block, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  with_layout(ta, tb, vec, [&](auto ta_c, auto tb_c, auto vec_c) {
+    sgemm_bf16_kernel<BM, BN, WM_, WN_, decltype(ta_c)::value, decltype(tb_c)::value, decltype(vec_c)::value, BT>
+        <<<grid, block, 0, s>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  });
+}
+
+// Vector loads where both operands allow them (gemm_tile_io.h).
+template <class BT>
+bool vectors_fit(const float* A, int lda, const BT* B, int ldb) {
+  return tile_io::vectors_fit(A, lda, sizeof(float)) && tile_io::vectors_fit(B, ldb, sizeof(BT));
 }
 
 template <class BT>
 void launch(cudaStream_t s, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const BT* B,
             int ldb, float beta, float* C, int ldc) {
   if (M <= 0 || N <= 0) return;
+  const bool vec = vectors_fit(A, lda, B, ldb);
   if (big_tiles_fill_device(M, N))
-    launch_tile<128, 128, 2, 4>(s, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    launch_tile<128, 128, 2, 4>(s, ta, tb, vec, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   else
-    launch_tile<64, 64, 2, 2>(s, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    launch_tile<64, 64, 2, 2>(s, ta, tb, vec, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 template <int BM, int BN, int WM_, int WN_, class BT>
-void launch_grouped_tile(Stage& st, bool ta, bool tb, std::vector<GemmGroup>& groups, int N, float alpha, int lda,
-                         int ldb, int ldc) {
+void launch_grouped_tile(Stage& st, bool ta, bool tb, bool vec, std::vector<GemmGroup>& groups, int N, float alpha,
+                         int lda, int ldb, int ldc) {
   const dim3 grid((unsigned)number_tiles(groups, N, BM, BN)), block(WM_ * WN_ * 32);
   const GemmGroup* g = st.upload(groups);
   const int G = (int)groups.size();
   cudaStream_t s = st.stream();
-  if (!ta && !tb)
-    sgemm_bf16_grouped_kernel<BM, BN, WM_, WN_, false, false, BT><<<grid, block, 0, s>>>(g, G, N, alpha, lda, ldb, ldc);
-  else if (!ta && tb)
-    sgemm_bf16_grouped_kernel<BM, BN, WM_, WN_, false, true, BT><<<grid, block, 0, s>>>(g, G, N, alpha, lda, ldb, ldc);
-  else if (ta && !tb)
-    sgemm_bf16_grouped_kernel<BM, BN, WM_, WN_, true, false, BT><<<grid, block, 0, s>>>(g, G, N, alpha, lda, ldb, ldc);
-  else
-    sgemm_bf16_grouped_kernel<BM, BN, WM_, WN_, true, true, BT><<<grid, block, 0, s>>>(g, G, N, alpha, lda, ldb, ldc);
+  with_layout(ta, tb, vec, [&](auto ta_c, auto tb_c, auto vec_c) {
+    sgemm_bf16_grouped_kernel<BM, BN, WM_, WN_, decltype(ta_c)::value, decltype(tb_c)::value, decltype(vec_c)::value,
+                              BT><<<grid, block, 0, s>>>(g, G, N, alpha, lda, ldb, ldc);
+  });
 }
 
 template <class BT>
 void launch_grouped(Stage& st, bool ta, bool tb, std::vector<GemmGroup>& groups, int N, float alpha, int lda, int ldb,
                     int ldc) {
+  bool vec = true;
+  for (const GemmGroup& g : groups) vec = vec && vectors_fit(g.A, lda, static_cast<const BT*>(g.B), ldb);
   if (big_tiles_fill_device(big_tiles_of(groups, N)))
-    launch_grouped_tile<128, 128, 2, 4, BT>(st, ta, tb, groups, N, alpha, lda, ldb, ldc);
+    launch_grouped_tile<128, 128, 2, 4, BT>(st, ta, tb, vec, groups, N, alpha, lda, ldb, ldc);
   else
-    launch_grouped_tile<64, 64, 2, 2, BT>(st, ta, tb, groups, N, alpha, lda, ldb, ldc);
+    launch_grouped_tile<64, 64, 2, 2, BT>(st, ta, tb, vec, groups, N, alpha, lda, ldb, ldc);
 }
 
 }  // namespace

@@ -1,0 +1,89 @@
+// How a GEMM block moves one k slice of an operand from global into shared memory four elements at a time
+// (gemm_bf16.cu): which vectors each thread loads, which lie whole inside the operand, and where each element
+// lands. Plain C++ that nvcc also compiles for the device, so the CPU tests check the indexing
+// (native/tests/test_gemm_tile_io.cpp), which a GPU would otherwise be the first to run.
+#pragma once
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define MOE_TILE_IO __host__ __device__ __forceinline__
+#else
+#define MOE_TILE_IO inline
+#endif
+
+namespace moe::cuda::tile_io {
+
+constexpr int kVec = 4;  // elements per vector: 16 bytes of fp32, 8 of bf16
+
+// The bf16 GEMM's k slice, and its shared tiles' leading dimensions (bf16 elements), padded against bank
+// conflicts: rows stay multiples of 16 bytes for WMMA and of 8 for a vector's store.
+constexpr int kDepth = 32;
+constexpr int kLdA = kDepth + 8;                         // As[m][k]
+MOE_TILE_IO constexpr int ld_b(int block_n) { return block_n + 8; }  // Bs[k][n]
+
+// The first element (r, k) of the e-th vector of a [tile, depth] slice. A vector runs along the operand's
+// contiguous dimension (k stored row-major, r transposed), and consecutive e along memory, so consecutive threads
+// read consecutive addresses.
+template <bool kTransposed>
+MOE_TILE_IO void vector_coords(int e, int tile, int depth, int& r, int& k) {
+  if (kTransposed) k = e / (tile / kVec), r = e % (tile / kVec) * kVec;
+  else r = e / (depth / kVec), k = e % (depth / kVec) * kVec;
+}
+
+// Element j of the vector that starts at (r, k).
+template <bool kTransposed>
+MOE_TILE_IO void element(int r, int k, int j, int& rj, int& kj) {
+  rj = kTransposed ? r + j : r;
+  kj = kTransposed ? k : k + j;
+}
+
+// Where element j of the vector at (r, k) lands in a shared tile stored [r][k] (kRowMajor) or [k][r], with
+// leading dimension ld.
+template <bool kTransposed, bool kRowMajor>
+MOE_TILE_IO int shared_index(int r, int k, int j, int ld) {
+  int rj, kj;
+  element<kTransposed>(r, k, j, rj, kj);
+  return kRowMajor ? rj * ld + kj : kj * ld + rj;
+}
+
+// Whether a vector's elements are adjacent in that tile (then stored as one 8-byte word).
+template <bool kTransposed, bool kRowMajor>
+MOE_TILE_IO constexpr bool contiguous_in_shared() {
+  return kRowMajor != kTransposed;
+}
+
+// Whether the whole vector at (r, k) lies inside an operand of `rows` rows and K columns.
+template <bool kTransposed>
+MOE_TILE_IO bool vector_inside(int r, int k, int rows, int K) {
+  return kTransposed ? (k < K && r + kVec <= rows) : (r < rows && k + kVec <= K);
+}
+
+// Element offset of (r, k) in storage with leading dimension ld.
+template <bool kTransposed>
+MOE_TILE_IO int64_t offset(int r, int k, int ld) {
+  return kTransposed ? (int64_t)k * ld + r : (int64_t)r * ld + k;
+}
+
+// Calls f(p, r, k) for each of `thread`'s vectors of the slice: p its index among them (registers p·kVec ..
+// p·kVec + 3), (r, k) its first element.
+template <bool kTransposed, int kTile, int kDepth, int kThreads, class F>
+MOE_TILE_IO void for_each_vector(int thread, F&& f) {
+  constexpr int kPerThread = kTile * kDepth / (kThreads * kVec);
+  static_assert(kPerThread * kThreads * kVec == kTile * kDepth, "a slice splits into whole vectors per thread");
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+  for (int p = 0; p < kPerThread; ++p) {
+    int r, k;
+    vector_coords<kTransposed>(thread + p * kThreads, kTile, kDepth, r, k);
+    f(p, r, k);
+  }
+}
+
+// Whether vectors may be read from this operand: every vector start is a multiple of kVec elements from an
+// aligned base when the leading dimension is a multiple of kVec (row and tile offsets are).
+inline bool vectors_fit(const void* base, int ld, int element_bytes) {
+  return ld % kVec == 0 && reinterpret_cast<uintptr_t>(base) % (uintptr_t)(kVec * element_bytes) == 0;
+}
+
+}  // namespace moe::cuda::tile_io

@@ -1,0 +1,127 @@
+// The CUDA bf16 GEMM's vector loads (backend/cuda/gemm_tile_io.h), checked on the CPU, where the indexing can be
+// wrong without a GPU to show it: a block's threads read every element of a k slice exactly once, four adjacent
+// in memory at a time; a vector counts as inside the operand exactly when its four elements are; each element
+// lands in the shared tile where the one-element path puts it; and the 8-byte stores are aligned.
+#include <string>
+#include <vector>
+
+#include "backend/cuda/gemm_tile_io.h"
+#include "testing.h"
+
+namespace io = moe::cuda::tile_io;
+
+namespace {
+
+template <bool kTransposed, int kTile, int kThreads>
+void check_slice_cover() {
+  constexpr int kDepth = io::kDepth;
+  const std::string what = std::string(kTransposed ? "transposed" : "row-major") + " tile " + std::to_string(kTile) +
+                           ", " + std::to_string(kThreads) + " threads";
+  std::vector<int> seen(kTile * kDepth, 0);
+  for (int t = 0; t < kThreads; ++t)
+    io::for_each_vector<kTransposed, kTile, kDepth, kThreads>(t, [&](int, int r, int k) {
+      CHECK_MSG((kTransposed ? r : k) % io::kVec == 0, what + ": a vector starts off its alignment");
+      for (int j = 0; j < io::kVec; ++j) {
+        int rj, kj;
+        io::element<kTransposed>(r, k, j, rj, kj);
+        CHECK_MSG(rj >= 0 && rj < kTile && kj >= 0 && kj < kDepth, what + ": an element outside the slice");
+        if (rj >= 0 && rj < kTile && kj >= 0 && kj < kDepth) ++seen[rj * kDepth + kj];
+        // Adjacent in global memory, whatever the leading dimension.
+        CHECK_MSG(io::offset<kTransposed>(rj, kj, 1000) == io::offset<kTransposed>(r, k, 1000) + j,
+                  what + ": a vector's elements are not adjacent in memory");
+      }
+    });
+  for (int n : seen) CHECK_MSG(n == 1, what + ": an element of the slice read " + std::to_string(n) + " times");
+  // Consecutive threads' first vectors are consecutive in memory (coalesced reads).
+  int r0, k0, r1, k1;
+  io::vector_coords<kTransposed>(0, kTile, kDepth, r0, k0);
+  io::vector_coords<kTransposed>(1, kTile, kDepth, r1, k1);
+  CHECK_MSG(io::offset<kTransposed>(r1, k1, 1000) == io::offset<kTransposed>(r0, k0, 1000) + io::kVec,
+            what + ": neighbouring threads' vectors are not neighbours in memory");
+}
+
+// Every vector start near the operand's edges: inside exactly when all four elements are.
+template <bool kTransposed>
+void check_inside() {
+  for (int rows : {1, 3, 4, 5, 8, 67})
+    for (int K : {1, 4, 6, 31, 33})
+      for (int r = 0; r < rows + 8; r += kTransposed ? io::kVec : 1)
+        for (int k = 0; k < K + 8; k += kTransposed ? 1 : io::kVec) {
+          bool all = true;
+          for (int j = 0; j < io::kVec; ++j) {
+            int rj, kj;
+            io::element<kTransposed>(r, k, j, rj, kj);
+            all = all && rj < rows && kj < K;
+          }
+          CHECK_MSG(io::vector_inside<kTransposed>(r, k, rows, K) == all,
+                    "vector_inside is wrong at (" + std::to_string(r) + ", " + std::to_string(k) + ") of " +
+                        std::to_string(rows) + "x" + std::to_string(K));
+        }
+}
+
+// Shared tile stored [r][k] (A's) or [k][r] (B's), with the kernel's padded leading dimension: each element goes
+// where the one-element path stores it; adjacent elements form an 8-byte-aligned word (bf16: 2 bytes each).
+template <bool kTransposed, bool kRowMajor, int kTile, int kThreads>
+void check_shared_places(int ld) {
+  const std::string what = std::string(kRowMajor ? "A's" : "B's") + " tile, " +
+                           (kTransposed ? "transposed" : "row-major") + " operand, tile " + std::to_string(kTile);
+  std::vector<int> hit(kRowMajor ? kTile * ld : io::kDepth * ld, 0);
+  for (int t = 0; t < kThreads; ++t)
+    io::for_each_vector<kTransposed, kTile, io::kDepth, kThreads>(t, [&](int, int r, int k) {
+      const int first = io::shared_index<kTransposed, kRowMajor>(r, k, 0, ld);
+      if (io::contiguous_in_shared<kTransposed, kRowMajor>())
+        CHECK_MSG(first * 2 % 8 == 0, what + ": an 8-byte store off its alignment");
+      for (int j = 0; j < io::kVec; ++j) {
+        int rj, kj;
+        io::element<kTransposed>(r, k, j, rj, kj);
+        const int at = io::shared_index<kTransposed, kRowMajor>(r, k, j, ld);
+        CHECK_MSG(at == (kRowMajor ? rj * ld + kj : kj * ld + rj), what + ": an element off its one-element place");
+        if (io::contiguous_in_shared<kTransposed, kRowMajor>())
+          CHECK_MSG(at == first + j, what + ": a vector stored as one word is not adjacent there");
+        if (at >= 0 && at < static_cast<int>(hit.size())) ++hit[at];
+      }
+    });
+  int written = 0;
+  for (int n : hit) {
+    CHECK_MSG(n <= 1, what + ": two elements in one place");
+    written += n;
+  }
+  CHECK_MSG(written == kTile * io::kDepth, what + ": not every element of the slice was stored");
+}
+
+}  // namespace
+
+TEST(a_block_reads_each_slice_element_once_in_adjacent_fours) {
+  check_slice_cover<false, 64, 128>();
+  check_slice_cover<true, 64, 128>();
+  check_slice_cover<false, 128, 256>();
+  check_slice_cover<true, 128, 256>();
+}
+
+TEST(a_vector_is_inside_exactly_when_its_elements_are) {
+  check_inside<false>();
+  check_inside<true>();
+}
+
+TEST(vectors_land_where_single_elements_do) {
+  check_shared_places<false, true, 128, 256>(io::kLdA);
+  check_shared_places<true, true, 128, 256>(io::kLdA);
+  check_shared_places<false, false, 128, 256>(io::ld_b(128));
+  check_shared_places<true, false, 128, 256>(io::ld_b(128));
+  check_shared_places<false, true, 64, 128>(io::kLdA);
+  check_shared_places<true, true, 64, 128>(io::kLdA);
+  check_shared_places<false, false, 64, 128>(io::ld_b(64));
+  check_shared_places<true, false, 64, 128>(io::ld_b(64));
+}
+
+TEST(vector_loads_need_an_aligned_base_and_leading_dimension) {
+  alignas(16) float f[16] = {};
+  alignas(16) uint16_t h[16] = {};
+  CHECK(io::vectors_fit(f, 8, sizeof(float)));
+  CHECK(!io::vectors_fit(f + 1, 8, sizeof(float)));
+  CHECK(!io::vectors_fit(f, 6, sizeof(float)));
+  CHECK(io::vectors_fit(h + 4, 12, sizeof(uint16_t)));
+  CHECK(!io::vectors_fit(h + 2, 12, sizeof(uint16_t)));
+}
+
+TEST_MAIN()
