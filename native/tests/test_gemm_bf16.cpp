@@ -1,8 +1,12 @@
 // sgemm_bf16: accuracy against a double-precision reference on the bf16-rounded operands (odd shapes, every
 // transpose combination, bf16-stored and fp32-rounded B, alpha/beta, padded leading dimensions), and the exactness
 // contract bit for bit: thread counts, row sub-blocks, AVX512_BF16 against the portable emulation (denormal range
-// included), plus the fp32 -> bf16 array conversion against moe::f32_to_bf16.
+// included), each vector family's packers against the portable ones, plus the fp32 -> bf16 array conversion
+// against moe::f32_to_bf16.
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -186,6 +190,69 @@ TEST(sgemm_bf16_portable_matches_avx2_fma_bit_for_bit) {
     return;
   }
   expect_same_bits_as_portable(moe::cpu::gemm_bf16::avx2_fma_kernels());
+}
+
+// Each vector family's own packers write the portable packers' words: A panels of every height up to kMRMax and
+// B panels of every width up to kNR, both storage orders, k depths around the vector widths (odd ones leave a
+// half pair), from fp32 with values that round up, tie, overflow and are NaN, and from bf16.
+namespace {
+
+// n packed words at a 64-byte boundary, as the driver's pack buffers are (the AVX-512 packers store whole aligned
+// vectors), the rest of the vector holding a fill pattern.
+struct PackedWords {
+  std::vector<uint32_t> store;
+  uint32_t* at;
+  size_t n;
+  explicit PackedWords(size_t words) : store(words + 16, 0xDEADBEEF), n(words) {
+    at = store.data() + (64 - reinterpret_cast<uintptr_t>(store.data()) % 64) % 64 / sizeof(uint32_t);
+  }
+  bool operator==(const PackedWords& o) const { return n == o.n && std::equal(at, at + n, o.at); }
+};
+
+}  // namespace
+
+TEST(vector_packers_write_the_portable_words) {
+  namespace g = moe::cpu::gemm_bf16;
+  const auto& f = moe::cpu::gemm_driver::cpu_features();
+  std::vector<const g::Kernels*> families;
+  if (f.avx2_fma) families.push_back(&g::avx2_fma_kernels());
+  if (f.avx512) families.push_back(&g::avx512_fma_kernels());
+  if (f.avx512_bf16) families.push_back(&g::avx512_kernels());
+  if (families.empty()) std::printf("  (skipped: this CPU has no vector bf16 family)\n");
+  const g::Kernels& plain = g::portable_kernels();
+  const int ld = 71;  // rows and columns of the source, 71 apart whichever is the line
+  std::vector<float> src = moe_test::random_vector(size_t(ld) * 600, 21, 2.0f);
+  using lim = std::numeric_limits<float>;
+  const float specials[] = {lim::quiet_NaN(), -lim::quiet_NaN(), std::bit_cast<float>(0x7F800001u),
+                            std::bit_cast<float>(0x3F808000u), std::bit_cast<float>(0x3F818000u),
+                            std::bit_cast<float>(0x7F7FFFFFu), lim::infinity(), -0.0f, 1e-39f};
+  for (size_t i = 0; i < sizeof(specials) / sizeof(float); ++i) src[i * 211 + 5] = specials[i];
+  std::vector<uint16_t> src16(src.size());
+  for (size_t i = 0; i < src.size(); ++i) src16[i] = moe::f32_to_bf16(src[i]);
+  for (const g::Kernels* k : families)
+    for (bool trans : {false, true})
+      for (int kc : {1, 2, 7, 8, 15, 16, 17, 31, 33, 64, 511}) {
+        const int pairs = (kc + 1) / 2;
+        for (int rows = 1; rows <= g::kMRMax; ++rows) {
+          PackedWords got(size_t(pairs) * rows), want(size_t(pairs) * rows);
+          k->pack_a(trans, src.data() + 3, ld, rows, kc, got.at);
+          plain.pack_a(trans, src.data() + 3, ld, rows, kc, want.at);
+          CHECK_MSG(got == want, std::string(k->name) + " pack_a" + (trans ? "^T" : "") + " rows " +
+                                     std::to_string(rows) + " kc " + std::to_string(kc));
+        }
+        for (int cols = 1; cols <= g::kNR; ++cols) {
+          PackedWords got(size_t(pairs) * g::kNR), want(size_t(pairs) * g::kNR);
+          k->pack_b32(trans, src.data() + 1, ld, kc, cols, got.at);
+          plain.pack_b32(trans, src.data() + 1, ld, kc, cols, want.at);
+          CHECK_MSG(got == want, std::string(k->name) + " pack_b32" + (trans ? "^T" : "") + " cols " +
+                                     std::to_string(cols) + " kc " + std::to_string(kc));
+          PackedWords got16(size_t(pairs) * g::kNR), want16(size_t(pairs) * g::kNR);
+          k->pack_b16(trans, src16.data() + 1, ld, kc, cols, got16.at);
+          plain.pack_b16(trans, src16.data() + 1, ld, kc, cols, want16.at);
+          CHECK_MSG(got16 == want16, std::string(k->name) + " pack_b16" + (trans ? "^T" : "") + " cols " +
+                                     std::to_string(cols) + " kc " + std::to_string(kc));
+        }
+      }
 }
 
 TEST(to_bf16_matches_scalar_rounding) {

@@ -2,8 +2,8 @@
 // Intel's client cores): vdpbf16ps's per-element sequence on 256-bit fp32 FMAs, as the AVX-512 FMA family does it
 // (gemm_bf16_fma_avx512.cpp says why that is exact, and how a tile that met a denormal is recomputed). Sixteen
 // registers hold a tile of up to 5 rows x 16 columns: 10 accumulators, 4 split B vectors, 2 A broadcasts (A is
-// split into fp32 once per call); a call covers its 32-column panel as two such halves. The packers are the
-// portable ones, compiled here for AVX2.
+// split into fp32 once per call); a call covers its 32-column panel as two such halves. The packers are AVX2's own
+// (gemm_bf16_pack_avx2.h).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "backend/cpu/gemm_bf16_kernels.h"
-#include "backend/cpu/gemm_bf16_pack_portable.h"
+#include "backend/cpu/gemm_bf16_pack_avx2.h"
 
 namespace moe::cpu::gemm_bf16 {
 namespace {
@@ -23,19 +23,13 @@ constexpr int kRows = 5;                   // tallest tile
 constexpr unsigned kIeeeCsr = 0x1F80;      // round to nearest, exceptions masked, no DAZ / FTZ, flags clear
 constexpr unsigned kDenormalOrUnderflow = 0x0002 | 0x0010;  // DE, UE
 
-// Lanes [0, n) of 8 (n clamped to [0, 8]) as a maskload mask.
-inline __m256i first_lanes(int n) {
-  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(std::clamp(n, 0, 8)), idx);
-}
-
 // MR rows x `cols` (<= 16) columns from b, over `pairs` k pairs. `split` holds the A panel (`lda` rows wide) as
 // fp32: split[2*(p*lda + i)] is pair p of row i's odd k, the next float its even k. `a` is its packed words, for
 // the exact fallback.
 template <int MR, bool Full>
 void tile_body(int pairs, const float* split, const uint32_t* a, int lda, const uint32_t* b, float* c, int64_t ldc,
                int cols, float alpha, float beta, bool load_c) {
-  const __m256i mask[2] = {first_lanes(cols), first_lanes(cols - 8)};
+  const __m256i mask[2] = {lanes_below(cols), lanes_below(cols - 8)};
   const unsigned saved_csr = _mm_getcsr();
   _mm_setcsr(kIeeeCsr);
   asm volatile("" ::: "memory");
@@ -138,7 +132,7 @@ int kernel(int mr, int cols, int pairs, const uint32_t* a, const uint32_t* b, fl
 }  // namespace
 
 const Kernels& avx2_fma_kernels() {
-  static const Kernels k{"avx2_fma", false, kMRMax, &pack_a_lines, &pack_b_lines<uint16_t>, &pack_b_lines<float>, &kernel};
+  static const Kernels k{"avx2_fma", false, kMRMax, &pack_a_avx2, &pack_b_avx2<uint16_t>, &pack_b_avx2<float>, &kernel};
   return k;
 }
 

@@ -1,6 +1,6 @@
-// The bf16 kernels' packers in plain C++ (layout in gemm_bf16_kernels.h), for the families without AVX-512 packers:
-// the portable one, and the AVX2 one, whose file compiles them for AVX2. Internal linkage keeps each file's copy
-// its own, so the linker never hands one ISA's instructions to the other's callers.
+// The bf16 kernels' packers in plain C++ (layout in gemm_bf16_kernels.h): the portable family's, and the words every
+// vector family's packers must write (test_gemm_bf16). Internal linkage keeps each including file's copy its own,
+// so the linker never hands one ISA's instructions to another's callers.
 #pragma once
 #include <cstdint>
 
