@@ -1,7 +1,8 @@
-// The CUDA bf16 GEMM's vector loads (backend/cuda/gemm_tile_io.h), checked on the CPU, where the indexing can be
-// wrong without a GPU to show it: a block's threads read every element of a k slice exactly once, four adjacent
-// in memory at a time; a vector counts as inside the operand exactly when its four elements are; each element
-// lands in the shared tile where the one-element path puts it; and the 8-byte stores are aligned.
+// The CUDA GEMMs' vector loads and fp32 micro-tiles (backend/cuda/gemm_tile_io.h), checked on the CPU, where the
+// indexing can be wrong without a GPU to show it: a block's threads read every element of a k slice exactly once,
+// four adjacent in memory at a time; a vector counts as inside the operand exactly when its four elements are;
+// each element lands in the shared tile where the one-element path puts it; the vector stores are aligned; and the
+// fp32 threads' micro-tiles cover the block tile once, in aligned fours a quarter warp reads without conflicts.
 #include <string>
 #include <vector>
 
@@ -112,6 +113,63 @@ TEST(vectors_land_where_single_elements_do) {
   check_shared_places<true, true, 64, 128>(io::kLdA);
   check_shared_places<false, false, 64, 128>(io::ld_b(64));
   check_shared_places<true, false, 64, 128>(io::ld_b(64));
+}
+
+namespace {
+
+// Shared tiles of fp32 ([k][r], leading dimension tile + 4): each element where the one-element path puts it, and a
+// contiguous vector one aligned 16-byte store.
+template <bool kTransposed, int kTile>
+void check_fp32_places() {
+  constexpr int kDepth = io::f32::kDepth, kThreads = io::f32::kThreads, ld = kTile + 4;
+  std::vector<int> hit(kDepth * ld, 0);
+  for (int t = 0; t < kThreads; ++t)
+    io::for_each_vector<kTransposed, kTile, kDepth, kThreads>(t, [&](int, int r, int k) {
+      const int first = io::shared_index<kTransposed, false>(r, k, 0, ld);
+      if (io::contiguous_in_shared<kTransposed, false>())
+        CHECK_MSG(first * 4 % 16 == 0, "a 16-byte fp32 store off its alignment");
+      for (int j = 0; j < io::kVec; ++j) {
+        int rj, kj;
+        io::element<kTransposed>(r, k, j, rj, kj);
+        const int at = io::shared_index<kTransposed, false>(r, k, j, ld);
+        CHECK_MSG(at == kj * ld + rj, "an fp32 element off its one-element place");
+        ++hit[kj * ld + rj];
+      }
+    });
+  int written = 0;
+  for (int n : hit) {
+    CHECK_MSG(n <= 1, "two fp32 elements in one place");
+    written += n;
+  }
+  CHECK_MSG(written == kTile * kDepth, "not every fp32 element of the slice was stored");
+}
+
+}  // namespace
+
+TEST(fp32_vectors_land_where_single_elements_do) {
+  check_fp32_places<false, 64>();
+  check_fp32_places<true, 64>();
+  check_fp32_places<false, 128>();
+  check_fp32_places<true, 128>();
+}
+
+TEST(fp32_micro_tiles_cover_the_block_tile_in_conflict_free_fours) {
+  for (int micro : {4, 8}) {
+    std::vector<int> seen(16 * micro, 0);
+    for (int t = 0; t < 16; ++t)
+      for (int i = 0; i < micro; ++i) {
+        const int at = io::micro_index(i, t);
+        CHECK_MSG(at >= 0 && at < 16 * micro, "a micro-tile element outside the block tile");
+        if (at >= 0 && at < 16 * micro) ++seen[at];
+        if (i % io::kVec == 0) CHECK_MSG(at % io::kVec == 0, "a group of four off its 16-byte alignment");
+        else CHECK_MSG(at == io::micro_index(i - 1, t) + 1, "a group of four is not adjacent");
+      }
+    for (int n : seen) CHECK_MSG(n == 1, "a block-tile row covered " + std::to_string(n) + " times");
+    // Eight consecutive threads' groups: 16 bytes apart, so 32 distinct banks.
+    for (int g = 0; g < micro; g += io::kVec)
+      for (int t = 0; t + 1 < 8; ++t)
+        CHECK_MSG(io::micro_index(g, t + 1) - io::micro_index(g, t) == io::kVec, "a quarter warp's reads collide");
+  }
 }
 
 TEST(vector_loads_need_an_aligned_base_and_leading_dimension) {

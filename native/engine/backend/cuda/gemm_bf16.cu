@@ -224,19 +224,6 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
                                                                static_cast<const BT*>(g.B), ldb, g.beta, g.C, ldc);
 }
 
-// Calls f(ta, tb, vec) with each flag as a std::bool_constant, so f instantiates the kernel for them.
-template <class F>
-void with_layout(bool ta, bool tb, bool vec, F&& f) {
-  auto with_vec = [&](auto ta_c, auto tb_c) {
-    if (vec) f(ta_c, tb_c, std::true_type{});
-    else f(ta_c, tb_c, std::false_type{});
-  };
-  if (!ta && !tb) with_vec(std::false_type{}, std::false_type{});
-  else if (!ta && tb) with_vec(std::false_type{}, std::true_type{});
-  else if (ta && !tb) with_vec(std::true_type{}, std::false_type{});
-  else with_vec(std::true_type{}, std::true_type{});
-}
-
 template <int BM, int BN, int WM_, int WN_, class BT>
 void launch_tile(cudaStream_t s, bool ta, bool tb, bool vec, int M, int N, int K, float alpha, const float* A, int lda,
                  const BT* B, int ldb, float beta, float* C, int ldc) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
@@ -84,6 +85,19 @@ __device__ inline const Group& group_of_tile(const Group* groups, int G, int til
   m0 = (t / per_row) * rows;
   n0 = (t % per_row) * cols;
   return groups[lo];
+}
+
+// Calls f(ta, tb, vec) with each flag as a std::bool_constant, so f instantiates the kernel for them.
+template <class F>
+void with_layout(bool ta, bool tb, bool vec, F&& f) {
+  auto with_vec = [&](auto ta_c, auto tb_c) {
+    if (vec) f(ta_c, tb_c, std::true_type{});
+    else f(ta_c, tb_c, std::false_type{});
+  };
+  if (!ta && !tb) with_vec(std::false_type{}, std::false_type{});
+  else if (!ta && tb) with_vec(std::false_type{}, std::true_type{});
+  else if (ta && !tb) with_vec(std::true_type{}, std::false_type{});
+  else with_vec(std::true_type{}, std::true_type{});
 }
 
 // A grid of (N / cols) × (M / rows) tiles, refused with a message where M needs more than the 65535 rows of tiles

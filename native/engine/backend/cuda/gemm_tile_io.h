@@ -80,6 +80,16 @@ MOE_TILE_IO void for_each_vector(int thread, F&& f) {
   }
 }
 
+// The fp32 GEMM's k slice and threads per block (its shared tiles are [k][r], leading dimension tile + 4).
+namespace f32 {
+constexpr int kDepth = 16, kThreads = 256;
+}
+
+// The fp32 GEMM's micro-tiles: 16 threads along each side of the block tile, thread t's i-th row (or column) of
+// its kMicro at micro_index(i, t): groups of four adjacent ones, 64 apart, so that a quarter warp's 16-byte shared
+// reads (eight threads, consecutive t) fall on distinct banks.
+MOE_TILE_IO int micro_index(int i, int t) { return (i / kVec) * 16 * kVec + t * kVec + i % kVec; }
+
 // Whether vectors may be read from this operand: every vector start is a multiple of kVec elements from an
 // aligned base when the leading dimension is a multiple of kVec (row and tile offsets are).
 inline bool vectors_fit(const void* base, int ld, int element_bytes) {
