@@ -31,7 +31,9 @@ class Backend {
   // The software under that device ("driver 13.0, runtime 13.0"), for the same records; empty for the host.
   virtual std::string versions() const { return ""; }
   // Whether its Device memory is ordinary host memory that any host thread may read in place (a host backend):
-  // expert offload then computes on the host copy of an expert instead of copying it into a slot.
+  // expert offload may then compute on the host copy of an expert instead of copying it into a slot, and keeps
+  // its host tier in the model's arenas; otherwise the host tier is page-locked memory of its own
+  // (offload/pinned_store.h) and a gradient's share of the norm is summed where it was computed.
   virtual bool device_memory_is_host() const { return false; }
 
   // Memory. Returned blocks are 64-byte aligned.
