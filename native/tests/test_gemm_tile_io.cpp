@@ -15,7 +15,7 @@ namespace {
 
 template <bool kTransposed, int kTile, int kThreads>
 void check_slice_cover() {
-  constexpr int kDepth = io::kDepth;
+  constexpr int kDepth = io::bf16::kDepth;
   const std::string what = std::string(kTransposed ? "transposed" : "row-major") + " tile " + std::to_string(kTile) +
                            ", " + std::to_string(kThreads) + " threads";
   std::vector<int> seen(kTile * kDepth, 0);
@@ -66,9 +66,9 @@ template <bool kTransposed, bool kRowMajor, int kTile, int kThreads>
 void check_shared_places(int ld) {
   const std::string what = std::string(kRowMajor ? "A's" : "B's") + " tile, " +
                            (kTransposed ? "transposed" : "row-major") + " operand, tile " + std::to_string(kTile);
-  std::vector<int> hit(kRowMajor ? kTile * ld : io::kDepth * ld, 0);
+  std::vector<int> hit(kRowMajor ? kTile * ld : io::bf16::kDepth * ld, 0);
   for (int t = 0; t < kThreads; ++t)
-    io::for_each_vector<kTransposed, kTile, io::kDepth, kThreads>(t, [&](int, int r, int k) {
+    io::for_each_vector<kTransposed, kTile, io::bf16::kDepth, kThreads>(t, [&](int, int r, int k) {
       const int first = io::shared_index<kTransposed, kRowMajor>(r, k, 0, ld);
       if (io::contiguous_in_shared<kTransposed, kRowMajor>())
         CHECK_MSG(first * 2 % 8 == 0, what + ": an 8-byte store off its alignment");
@@ -87,7 +87,7 @@ void check_shared_places(int ld) {
     CHECK_MSG(n <= 1, what + ": two elements in one place");
     written += n;
   }
-  CHECK_MSG(written == kTile * io::kDepth, what + ": not every element of the slice was stored");
+  CHECK_MSG(written == kTile * io::bf16::kDepth, what + ": not every element of the slice was stored");
 }
 
 }  // namespace
@@ -105,14 +105,14 @@ TEST(a_vector_is_inside_exactly_when_its_elements_are) {
 }
 
 TEST(vectors_land_where_single_elements_do) {
-  check_shared_places<false, true, 128, 256>(io::kLdA);
-  check_shared_places<true, true, 128, 256>(io::kLdA);
-  check_shared_places<false, false, 128, 256>(io::ld_b(128));
-  check_shared_places<true, false, 128, 256>(io::ld_b(128));
-  check_shared_places<false, true, 64, 128>(io::kLdA);
-  check_shared_places<true, true, 64, 128>(io::kLdA);
-  check_shared_places<false, false, 64, 128>(io::ld_b(64));
-  check_shared_places<true, false, 64, 128>(io::ld_b(64));
+  check_shared_places<false, true, 128, 256>(io::bf16::kLdA);
+  check_shared_places<true, true, 128, 256>(io::bf16::kLdA);
+  check_shared_places<false, false, 128, 256>(io::bf16::ld_b(128));
+  check_shared_places<true, false, 128, 256>(io::bf16::ld_b(128));
+  check_shared_places<false, true, 64, 128>(io::bf16::kLdA);
+  check_shared_places<true, true, 64, 128>(io::bf16::kLdA);
+  check_shared_places<false, false, 64, 128>(io::bf16::ld_b(64));
+  check_shared_places<true, false, 64, 128>(io::bf16::ld_b(64));
 }
 
 namespace {

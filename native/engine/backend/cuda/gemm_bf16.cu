@@ -26,8 +26,8 @@ namespace {
 
 using namespace nvcuda;
 
-using tile_io::kDepth;  // k slice
-using tile_io::kLdA;    // As[m][k]
+using tile_io::bf16::kDepth;  // k slice
+using tile_io::bf16::kLdA;    // As[m][k]
 constexpr int kLdW = 16 + 4;         // a warp's 16×16 float staging of one fragment for the epilogue
 
 __device__ inline __nv_bfloat16 to_bf(float x) { return __float2bfloat16_rn(x); }
@@ -95,7 +95,7 @@ __device__ __forceinline__ void sgemm_bf16_block(int m0, int n0, int M, int N, i
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kThreadsG = WARPS_M * WARPS_N * 32;
   constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N, FM = WM / 16, FN = WN / 16;
-  constexpr int kLdB = tile_io::ld_b(BN);  // Bs[k][n]
+  constexpr int kLdB = tile_io::bf16::ld_b(BN);  // Bs[k][n]
   constexpr int kPerA = BM * kDepth / kThreadsG, kPerB = BN * kDepth / kThreadsG;
   static_assert(kPerA * kThreadsG == BM * kDepth && kPerB * kThreadsG == BN * kDepth, "loads split evenly");
   __shared__ __align__(32) __nv_bfloat16 As[2][BM * kLdA];

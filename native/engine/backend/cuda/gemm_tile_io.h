@@ -1,7 +1,7 @@
 // How a GEMM block moves one k slice of an operand from global into shared memory four elements at a time
-// (gemm_bf16.cu): which vectors each thread loads, which lie whole inside the operand, and where each element
-// lands. Plain C++ that nvcc also compiles for the device, so the CPU tests check the indexing
-// (native/tests/test_gemm_tile_io.cpp), which a GPU would otherwise be the first to run.
+// (gemm.cu, gemm_bf16.cu): which vectors each thread loads, which lie whole inside the operand, and where each
+// element lands; and the fp32 GEMM's micro-tiles. Plain C++ that nvcc also compiles for the device, so the CPU
+// tests check the indexing (native/tests/test_gemm_tile_io.cpp), which a GPU would otherwise be the first to run.
 #pragma once
 #include <cstdint>
 
@@ -17,9 +17,11 @@ constexpr int kVec = 4;  // elements per vector: 16 bytes of fp32, 8 of bf16
 
 // The bf16 GEMM's k slice, and its shared tiles' leading dimensions (bf16 elements), padded against bank
 // conflicts: rows stay multiples of 16 bytes for WMMA and of 8 for a vector's store.
+namespace bf16 {
 constexpr int kDepth = 32;
-constexpr int kLdA = kDepth + 8;                         // As[m][k]
+constexpr int kLdA = kDepth + 8;                                     // As[m][k]
 MOE_TILE_IO constexpr int ld_b(int block_n) { return block_n + 8; }  // Bs[k][n]
+}  // namespace bf16
 
 // The first element (r, k) of the e-th vector of a [tile, depth] slice. A vector runs along the operand's
 // contiguous dimension (k stored row-major, r transposed), and consecutive e along memory, so consecutive threads
@@ -46,7 +48,7 @@ MOE_TILE_IO int shared_index(int r, int k, int j, int ld) {
   return kRowMajor ? rj * ld + kj : kj * ld + rj;
 }
 
-// Whether a vector's elements are adjacent in that tile (then stored as one 8-byte word).
+// Whether a vector's elements are adjacent in that tile (then stored as one word: 8 bytes of bf16, 16 of fp32).
 template <bool kTransposed, bool kRowMajor>
 MOE_TILE_IO constexpr bool contiguous_in_shared() {
   return kRowMajor != kTransposed;
@@ -83,7 +85,7 @@ MOE_TILE_IO void for_each_vector(int thread, F&& f) {
 // The fp32 GEMM's k slice and threads per block (its shared tiles are [k][r], leading dimension tile + 4).
 namespace f32 {
 constexpr int kDepth = 16, kThreads = 256;
-}
+}  // namespace f32
 
 // The fp32 GEMM's micro-tiles: 16 threads along each side of the block tile, thread t's i-th row (or column) of
 // its kMicro at micro_index(i, t): groups of four adjacent ones, 64 apart, so that a quarter warp's 16-byte shared
