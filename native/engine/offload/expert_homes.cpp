@@ -45,7 +45,15 @@ int ExpertOffload::cache_entries_for(const OffloadConfig& cfg, const std::vector
 
 void ExpertOffload::make_store(const OffloadConfig& cfg, const std::vector<ExpertSizes>& sizes, int entries,
                                size_t host_floats) {
-  if (cfg.mode != OffloadMode::Ssd && model_.backend().device_memory_is_host()) {
+  if (cfg.mode != OffloadMode::Ssd) {
+    if (!model_.backend().device_memory_is_host()) {
+      // Host tier beside a device: the arenas are device memory, so the experts live in page-locked host memory.
+      auto pinned = std::make_unique<PinnedExpertStore>(sizes, host_);
+      apart_ = pinned.get();
+      store_ = std::move(pinned);
+      experts_from_arenas();
+      return;
+    }
     // Host tier in the arenas: each expert's master weights, and its trained tensors' gradient and two AdamW
     // moments (the expert ranges of the parameter arena and of the packed gradient and moment arenas).
     host_.charge(host_floats * sizeof(float), "the experts' master weights, gradients and AdamW moments");
@@ -56,14 +64,6 @@ void ExpertOffload::make_store(const OffloadConfig& cfg, const std::vector<Exper
     }
     store_ = std::make_unique<ArenaExpertStore>(params_, grads_, optimizer_.m(), optimizer_.v(), std::move(begins),
                                                 std::move(grad_begins));
-    return;
-  }
-  if (cfg.mode != OffloadMode::Ssd) {
-    // Host tier beside a device: the arenas are device memory, so the experts live in page-locked host memory.
-    auto pinned = std::make_unique<PinnedExpertStore>(sizes, host_);
-    apart_ = pinned.get();
-    store_ = std::move(pinned);
-    experts_from_arenas();
     return;
   }
   auto ssd = std::make_unique<SsdExpertStore>(cfg.ssd_dir.empty() ? SsdExpertStore::fresh_dir("moe-offload") : cfg.ssd_dir, sizes, entries,

@@ -65,7 +65,8 @@ struct OffloadStepStats {
 
 // The host compute of expert offload, given by the caller: `updates` runs the expert updates (the optimizer
 // worker, separate from the compute pool), `norms` the gradient norms (one thread: the copy worker or, when it is
-// idle, the compute thread; beside a device, only gradients that never went through a slot's final download). Two backends because the two workers call them at the same time.
+// idle, the compute thread; beside a device, only gradients that never went through a slot's final download).
+// Two backends because the two workers call them at the same time.
 struct HostBackends {
   std::unique_ptr<Backend> updates, norms;
 };

@@ -83,13 +83,12 @@ void pack_along_k(const T* src, int64_t stride, int n, int kc, uint32_t* dst, in
 }
 
 // Lines l in [0, n) at src + l, k rows `k_stride` apart: pair p of line l to dst[p*dst_stride + l].
-inline __m256i row_lanes(const float* src, __m256i mask) { return bf16_lanes(_mm256_maskload_ps(src, mask)); }
-inline __m256i row_lanes(const uint16_t* src, __m256i mask) {
+// The first `lines` (1..8) elements of a k row as 32-bit lanes of bf16 bits (mask: those lanes).
+inline __m256i row_lanes(const float* src, int, __m256i mask) { return bf16_lanes(_mm256_maskload_ps(src, mask)); }
+inline __m256i row_lanes(const uint16_t* src, int lines, __m256i) {
+  if (lines == 8) return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
   alignas(16) uint16_t part[8] = {};
-  const int n = _mm256_movemask_ps(_mm256_castsi256_ps(mask));
-  const int count = n == 0xFF ? 8 : __builtin_popcount(static_cast<unsigned>(n));
-  if (count == 8) return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
-  for (int l = 0; l < count; ++l) part[l] = src[l];
+  for (int l = 0; l < lines; ++l) part[l] = src[l];
   return _mm256_cvtepu16_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(part)));
 }
 template <typename T>
@@ -98,9 +97,10 @@ void pack_across_k(const T* src, int64_t k_stride, int n, int kc, uint32_t* dst,
     const T* even_row = src + (2 * p) * k_stride;
     const T* odd_row = 2 * p + 1 < kc ? even_row + k_stride : nullptr;
     for (int l0 = 0; l0 < n; l0 += 8) {
-      const __m256i mask = lanes_below(n - l0);
-      const __m256i even = row_lanes(even_row + l0, mask);
-      const __m256i odd = odd_row ? row_lanes(odd_row + l0, mask) : _mm256_setzero_si256();
+      const int lines = std::min(8, n - l0);
+      const __m256i mask = lanes_below(lines);
+      const __m256i even = row_lanes(even_row + l0, lines, mask);
+      const __m256i odd = odd_row ? row_lanes(odd_row + l0, lines, mask) : _mm256_setzero_si256();
       _mm256_maskstore_epi32(reinterpret_cast<int*>(dst + p * dst_stride + l0), mask,
                              _mm256_or_si256(even, _mm256_slli_epi32(odd, 16)));
     }

@@ -44,29 +44,26 @@ __device__ inline void load_elements(const T* m, int ld, int r, int k, int rows,
   }
 }
 
-// The four elements of the vector at (r, k) as bf16: one 16- or 8-byte load where it lies whole inside the
-// operand, else element by element.
-template <bool kTransposed>
-__device__ inline void load_vector(const float* m, int ld, int r, int k, int rows, int K, __nv_bfloat16* out) {
-  if (tile_io::vector_inside<kTransposed>(r, k, rows, K)) {
-    const float4 v = *reinterpret_cast<const float4*>(m + tile_io::offset<kTransposed>(r, k, ld));
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
-    out[0] = lo.x, out[1] = lo.y, out[2] = hi.x, out[3] = hi.y;
-  } else {
-    load_elements<kTransposed>(m, ld, r, k, rows, K, out);
-  }
+// A vector that lies whole inside its operand, as bf16: 16 bytes of fp32 rounded in pairs, or 8 of bf16 bits.
+__device__ inline void whole_vector(const float* at, __nv_bfloat16* out) {
+  const float4 v = *reinterpret_cast<const float4*>(at);
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+  out[0] = lo.x, out[1] = lo.y, out[2] = hi.x, out[3] = hi.y;
 }
-template <bool kTransposed>
-__device__ inline void load_vector(const uint16_t* m, int ld, int r, int k, int rows, int K, __nv_bfloat16* out) {
-  if (tile_io::vector_inside<kTransposed>(r, k, rows, K)) {
-    const uint2 v = *reinterpret_cast<const uint2*>(m + tile_io::offset<kTransposed>(r, k, ld));
-    out[0] = __ushort_as_bfloat16((unsigned short)(v.x & 0xffffu));
-    out[1] = __ushort_as_bfloat16((unsigned short)(v.x >> 16));
-    out[2] = __ushort_as_bfloat16((unsigned short)(v.y & 0xffffu));
-    out[3] = __ushort_as_bfloat16((unsigned short)(v.y >> 16));
-  } else {
-    load_elements<kTransposed>(m, ld, r, k, rows, K, out);
-  }
+__device__ inline void whole_vector(const uint16_t* at, __nv_bfloat16* out) {
+  const uint2 v = *reinterpret_cast<const uint2*>(at);
+  out[0] = __ushort_as_bfloat16((unsigned short)(v.x & 0xffffu));
+  out[1] = __ushort_as_bfloat16((unsigned short)(v.x >> 16));
+  out[2] = __ushort_as_bfloat16((unsigned short)(v.y & 0xffffu));
+  out[3] = __ushort_as_bfloat16((unsigned short)(v.y >> 16));
+}
+
+// The four elements of the vector at (r, k) as bf16: one load where it lies whole inside the operand, else
+// element by element.
+template <bool kTransposed, class T>
+__device__ inline void load_vector(const T* m, int ld, int r, int k, int rows, int K, __nv_bfloat16* out) {
+  if (tile_io::vector_inside<kTransposed>(r, k, rows, K)) whole_vector(m + tile_io::offset<kTransposed>(r, k, ld), out);
+  else load_elements<kTransposed>(m, ld, r, k, rows, K, out);
 }
 
 // The vector at (r, k) into a shared tile (tile_io::shared_index); where its elements are adjacent, as one
