@@ -126,6 +126,8 @@ export const TrainConfigSchema = z
       .describe('Compute backend of the engine (default cpu); cuda needs a build with CUDA and a GPU, and trains once its self-test has passed on the machine'),
     allow_unvalidated_backend: z.boolean().optional()
       .describe('Train on a backend other than cpu even though its self-test (moe-engine-dev selftest --backend NAME) has not passed on this machine'),
+    gemm: z.enum(['own', 'cublas', 'auto']).optional()
+      .describe('The linear layers’ GEMMs on the cuda backend: own kernels (default), cuBLAS opened at run time (the run fails to start without it), or auto (cuBLAS where found, else own)'),
     compute_dtype: z.enum(['fp32', 'bf16']).default('fp32')
       .describe('GEMM precision: fp32, or bf16 operands with fp32 accumulation (fp32 master weights and AdamW)'),
     pack_frozen_bf16: z.boolean().optional()

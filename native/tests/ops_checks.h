@@ -26,16 +26,37 @@ struct BackendUnderTest {
   // Factor on agreement tolerances with the reference: the CPU backends reduce rows and columns in the
   // reference's order; a device backend sums in its own (warp and block trees), a few ulps further off.
   double order_tol = 1.0;
+  std::string gemm = "own";  // BackendOptions::gemm
 };
 
+inline moe::BackendOptions options_of(const BackendUnderTest& b, int threads) {
+  moe::BackendOptions o;
+  o.threads = threads;
+  o.isa = b.isa;
+  o.gemm = b.gemm;
+  return o;
+}
+
 // Every usable registered backend, then the reference itself (so the scalar kernels meet the double references
-// too). Unusable ones are listed with the reason and skipped.
+// too). Unusable ones are listed with the reason and skipped. The cuda backend runs twice where cuBLAS opens: on
+// our GEMMs and on cuBLAS's.
 inline const std::vector<BackendUnderTest>& backends_under_test() {
   static const std::vector<BackendUnderTest> all = [] {
     std::vector<BackendUnderTest> v;
     for (const moe::BackendInfo& info : moe::list_backends()) {
-      if (info.usable) v.push_back({info.name, info.name, "native", info.name == "cpu" ? 1.0 : 4.0});
-      else std::printf("  backend %s skipped: %s\n", info.name.c_str(), info.why_not.c_str());
+      if (!info.usable) {
+        std::printf("  backend %s skipped: %s\n", info.name.c_str(), info.why_not.c_str());
+        continue;
+      }
+      v.push_back({info.name, info.name, "native", info.name == "cpu" ? 1.0 : 4.0});
+      if (info.name != "cuda") continue;
+      BackendUnderTest blas{"cuda cublas", "cuda", "native", 4.0, "cublas"};
+      try {
+        moe::make_backend(blas.name, options_of(blas, 1));
+        v.push_back(blas);
+      } catch (const std::exception& e) {
+        std::printf("  backend cuda on cuBLAS skipped: %s\n", e.what());
+      }
     }
     v.push_back({"cpu scalar reference", "cpu", "scalar"});
     return v;
@@ -46,7 +67,7 @@ inline const std::vector<BackendUnderTest>& backends_under_test() {
 inline Backend& backend(const BackendUnderTest& b, int threads) {
   static std::map<std::string, std::unique_ptr<Backend>> made;
   std::unique_ptr<Backend>& be = made[b.label + "/" + std::to_string(threads)];
-  if (!be) be = moe::make_backend(b.name, {threads, b.isa});
+  if (!be) be = moe::make_backend(b.name, options_of(b, threads));
   return *be;
 }
 

@@ -91,6 +91,22 @@ TEST(records_round_trip_and_a_new_pass_replaces_the_old_one) {
   moe::fs::remove_all(home);
 }
 
+TEST(train_gemm_names_the_library_and_is_checked_against_the_backend) {
+  CHECK(train_from("{}").gemm == "own");
+  CHECK(moe::json::dump(moe::train_config_to_json(train_from("{}"))).find("gemm") == std::string::npos);
+  const moe::TrainConfig c = train_from(R"({"backend": "cuda", "gemm": "cublas"})");
+  CHECK(c.gemm == "cublas");
+  CHECK(moe::json::dump(moe::train_config_to_json(c)).find("\"gemm\":\"cublas\"") != std::string::npos);
+  CHECK(train_from(R"({"gemm": "auto"})").gemm == "auto");  // any backend: its best
+  std::string e = error_of([] { train_from(R"({"gemm": "cutlass"})"); });
+  CHECK_MSG(e.find("train.gemm") != std::string::npos && e.find("\"cutlass\"") != std::string::npos, e);
+  e = error_of([] { train_from(R"({"gemm": "cublas"})"); });
+  CHECK_MSG(e.find("train.gemm") != std::string::npos && e.find("train.backend \"cuda\"") != std::string::npos, e);
+  // The engine passes it on: the cpu backend, which has only its own GEMMs, runs with "auto".
+  fresh_home("gemm");
+  CHECK(moe::make_compute_backend(train_from(R"({"gemm": "auto"})"))->name() == "cpu");
+}
+
 TEST(the_engine_makes_the_configured_backend) {
   fresh_home("engine");
   auto be = moe::make_compute_backend(train_from(R"({"threads": 3})"));

@@ -6,6 +6,7 @@
 //   --shapes T×I×O,E×T×I×O,...  tokens × in × out, or experts × tokens per expert × in × out (default: two
 //                       square-ish ones, OLMoE's and Qwen3-30B-A3B's expert up and down projections at their
 //                       typical tokens per expert, then those layers' grouped GEMMs)
+//   --library own|cublas  the GEMMs the cuda backend's linear layers run (BackendOptions::gemm; default own)
 //   --json              one JSON object per shape
 #include <cstdio>
 #include <cstring>
@@ -69,7 +70,7 @@ struct Buffer {
   }
 };
 
-void bench_shape(moe::Backend& be, const Shape& s, bool json) {
+void bench_shape(moe::Backend& be, const std::string& library, const Shape& s, bool json) {
   const size_t nx = (size_t)s.tokens * s.in, nw = (size_t)s.out * s.in, ny = (size_t)s.tokens * s.out;
   Buffer x(be, nx * 4), w(be, nw * 4), wb(be, nw * 2), y(be, ny * 4);
   x.fill(nx, 1);
@@ -83,9 +84,10 @@ void bench_shape(moe::Backend& be, const Shape& s, bool json) {
     be.matmul_forward_bf16(y.f(), x.f(), static_cast<const uint16_t*>(wb.p), nullptr, s.tokens, s.in, s.out);
   }) / 1e9;
   if (json)
-    std::printf("{\"bench\":\"backend_gemm\",\"backend\":\"%s\",\"shape\":\"%s\",\"tokens\":%d,\"in\":%d,\"out\":%d,"
+    std::printf("{\"bench\":\"backend_gemm\",\"backend\":\"%s\",\"library\":\"%s\",\"shape\":\"%s\",\"tokens\":%d,"
+                "\"in\":%d,\"out\":%d,"
                 "\"fp32_gflops\":%.6g,\"bf16_gflops\":%.6g}\n",
-                be.name().c_str(), s.name.c_str(), s.tokens, s.in, s.out, fp32, bf16);
+                be.name().c_str(), library.c_str(), s.name.c_str(), s.tokens, s.in, s.out, fp32, bf16);
   else
     std::printf("%-16s %5d x %5d x %5d   fp32 %9.1f GFLOP/s   bf16 %9.1f GFLOP/s\n", s.name.c_str(), s.tokens, s.in,
                 s.out, fp32, bf16);
@@ -93,7 +95,7 @@ void bench_shape(moe::Backend& be, const Shape& s, bool json) {
 }
 
 // E experts' segments of T rows, each with its own weight: one grouped call against E plain calls.
-void bench_grouped(moe::Backend& be, const Shape& s, bool json) {
+void bench_grouped(moe::Backend& be, const std::string& library, const Shape& s, bool json) {
   const int E = s.experts, T = s.tokens;
   const size_t nx = (size_t)E * T * s.in, nw = (size_t)s.out * s.in, ny = (size_t)E * T * s.out;
   Buffer x(be, nx * 4), y(be, ny * 4);
@@ -123,10 +125,12 @@ void bench_grouped(moe::Backend& be, const Shape& s, bool json) {
   const double bf16_grouped = gflops([&] { be.grouped_matmul_forward(y.f(), x.f(), bf16, s.in, s.out); });
   const double fp32_loop = gflops([&] { loop(fp32); }), bf16_loop = gflops([&] { loop(bf16); });
   if (json)
-    std::printf("{\"bench\":\"backend_grouped_gemm\",\"backend\":\"%s\",\"shape\":\"%s\",\"experts\":%d,"
+    std::printf("{\"bench\":\"backend_grouped_gemm\",\"backend\":\"%s\",\"library\":\"%s\",\"shape\":\"%s\","
+                "\"experts\":%d,"
                 "\"tokens\":%d,\"in\":%d,\"out\":%d,\"fp32_gflops\":%.6g,\"bf16_gflops\":%.6g,"
                 "\"fp32_loop_gflops\":%.6g,\"bf16_loop_gflops\":%.6g}\n",
-                be.name().c_str(), s.name.c_str(), E, T, s.in, s.out, fp32_grouped, bf16_grouped, fp32_loop, bf16_loop);
+                be.name().c_str(), library.c_str(), s.name.c_str(), E, T, s.in, s.out, fp32_grouped, bf16_grouped,
+                fp32_loop, bf16_loop);
   else
     std::printf("%-18s %3d x %4d x %5d x %5d   grouped fp32 %8.1f bf16 %8.1f   per expert fp32 %8.1f bf16 %8.1f "
                 "GFLOP/s\n",
@@ -138,7 +142,7 @@ void bench_grouped(moe::Backend& be, const Shape& s, bool json) {
 
 int cmd_bench_backend(int argc, char** argv) {
   try {
-    std::string backend, shapes;
+    std::string backend, shapes, library = "own";
     bool json = false, gemm = false;
     int threads = 2;
     for (int i = 1; i < argc; ++i) {
@@ -146,16 +150,22 @@ int cmd_bench_backend(int argc, char** argv) {
       if (a == "--backend" && i + 1 < argc) backend = argv[++i];
       else if (a == "--shapes" && i + 1 < argc) shapes = argv[++i];
       else if (a == "--threads" && i + 1 < argc) threads = std::stoi(argv[++i]);
+      else if (a == "--library" && i + 1 < argc) library = argv[++i];
       else if (a == "--gemm") gemm = true;
       else if (a == "--json") json = true;
-      else moe::fail("bench --backend: unknown argument '" + a + "' (expected --gemm, --shapes, --threads, --json)");
+      else
+        moe::fail("bench --backend: unknown argument '" + a +
+                  "' (expected --gemm, --shapes, --threads, --library, --json)");
     }
     moe::check(gemm, "bench --backend: only --gemm is measured through a backend");
-    auto be = moe::make_backend(backend, {threads});
+    moe::BackendOptions o;
+    o.threads = threads;
+    o.gemm = library;
+    auto be = moe::make_backend(backend, o);
     if (!json) std::printf("%s\n", be->describe().c_str());
     for (const Shape& s : shapes.empty() ? default_shapes() : parse_shapes(shapes)) {
-      if (s.experts > 1) bench_grouped(*be, s, json);
-      else bench_shape(*be, s, json);
+      if (s.experts > 1) bench_grouped(*be, library, s, json);
+      else bench_shape(*be, library, s, json);
     }
     return 0;
   } catch (const std::exception& e) {

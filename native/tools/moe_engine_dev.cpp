@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
       "  bench    --layer --C N --E N --F N --K N [--shared-F N] [--tokens N] [--dtype fp32|bf16|fp32,bf16] [--gemm]\n"
       "           [--no-optimizer] [--lora R] [--steps N] [--threads N] [--json]\n"
       "  bench    --backend NAME --gemm [--shapes T×I×O,...] [--json]\n"
-      "  selftest [--backend cpu|cuda] [--threads N]\n";
+      "  selftest [--backend cpu|cuda] [--threads N] [--gemm own|cublas|auto]\n";
   static const Command commands[] = {
       {"forward", cmd_forward}, {"tokenize", cmd_tokenize}, {"bench", cmd_bench}, {"selftest", cmd_selftest}};
   return run_command("moe-engine-dev", usage, commands, argc, argv);

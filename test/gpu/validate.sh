@@ -13,9 +13,12 @@
 #      the same losses and gradient norms bit for bit
 #   5. test/bench/cuda/bench.py: our GEMMs against cuBLAS (torch.matmul), tokens/s cuda against cpu, and
 #      host-offloaded against resident; its last line, printed last here too, is `BENCH cuda ...`
+# Steps 2 to 5 also cover the backend on cuBLAS (train.gemm "cublas"): the library PyTorch loads is found and
+# named in MOE_CUBLAS (unless set already), so the op tests run the cuda backend a second time on it, the
+# self-test checks both, step 4 adds a pair on it and the benchmarks measure it; without it they say so.
 # A device lease is short, so every step whose prerequisites hold runs even after an earlier one failed; the
 # summary names each step's result and the exit status is non-zero if any failed. Logs go to $LOGS (default: a
-# temporary folder). Budget: about 4 minutes on an H200 with PREBUILT binaries (the benchmarks take most of it).
+# temporary folder). Budget: about 5 minutes on an H200 with PREBUILT binaries (the benchmarks take most of it).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -61,6 +64,29 @@ finish() {
 TESTS=$( (cd native/tests && grep -l "for_each_backend\|backends_under_test" test_*.cpp; ls test_backend_*.cpp) |
   sed 's/\.cpp$//' | sort -u)
 
+# MOE_CUBLAS: the libcublas PyTorch maps after one matmul on the device (its wheels carry their own).
+find_cublas() {
+  if [ -n "${MOE_CUBLAS:-}" ]; then echo "cuBLAS: $MOE_CUBLAS (MOE_CUBLAS)"; return 0; fi
+  local lib
+  lib=$(python3 - 2>/dev/null <<'PY'
+import torch
+a = torch.ones(8, 8, device="cuda")
+(a @ a).sum().item()
+for line in open("/proc/self/maps"):
+    path = line.split()[-1]
+    if "/libcublas.so" in path:
+        print(path)
+        break
+PY
+  ) || true
+  if [ -n "$lib" ]; then
+    export MOE_CUBLAS="$lib"
+    echo "cuBLAS: $MOE_CUBLAS (the one PyTorch loads)"
+  else
+    echo "cuBLAS: not found through PyTorch; the cuBLAS path is not validated in this run"
+  fi
+}
+
 build() {
   command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
@@ -88,18 +114,21 @@ op_tests() {
       grep -E -m12 "FAIL|rror|mismatch|Assert|abort" "$LOGS/op-$t.txt" | sed 's/^/      /' || tail -8 "$LOGS/op-$t.txt"
       failed=1
     fi
+    grep -q "\[cuda cublas\]" "$LOGS/op-$t.txt" && CUBLAS_COVERED=$((CUBLAS_COVERED + 1))
+    grep -m1 "backend cuda on cuBLAS skipped" "$LOGS/op-$t.txt" || true
     if grep -q "backend cuda skipped" "$LOGS/op-$t.txt"; then
       grep -m1 "backend cuda skipped" "$LOGS/op-$t.txt"
       echo "the cuda backend is not usable on this machine"
       return 1
     fi
   done
+  echo "the cuda backend on cuBLAS ran in $CUBLAS_COVERED of $(echo $TESTS | wc -w) programs"
   return $failed
 }
 
 selftest() {
   timeout 180 "$BUILD/moe-engine-dev" selftest --backend cuda >"$LOGS/selftest.txt" 2>&1 || { tail -20 "$LOGS/selftest.txt"; false; }
-  tail -3 "$LOGS/selftest.txt"
+  grep -E "^cuBLAS not checked|passed, .* failed|^recorded" "$LOGS/selftest.txt"
 }
 
 offload_equivalence() {
@@ -111,10 +140,11 @@ tokens = os.path.join(work, "corpus.bin")
 subprocess.run([os.path.join(build, "moe-engine-dev"), "tokenize", "--bytes",
                 os.path.join(root, "resources", "corpus", "python-tutorial.txt"), "--out", tokens],
                check=True, capture_output=True)
-def records(offload, finetune, name):
+def records(offload, finetune, name, gemm="own"):
     with open(os.path.join(root, "resources", "presets", "tiny.json")) as f:
         cfg = json.load(f)
-    cfg["train"].update({"backend": "cuda", "steps": 6, "checkpoint_every": 0, "allow_unvalidated_backend": True})
+    cfg["train"].update({"backend": "cuda", "steps": 6, "checkpoint_every": 0, "allow_unvalidated_backend": True,
+                         "gemm": gemm})
     cfg["offload"] = offload
     if finetune:
         cfg["finetune"] = finetune
@@ -129,18 +159,22 @@ def records(offload, finetune, name):
                 for r in map(json.loads, f)]
 # The host AdamW of offloaded experts rounds as the device's does, so each pair is the same bit for bit.
 lora = {"method": "lora", "lora": {"rank": 4, "alpha": 8}}
-cases = [("host tier", {"mode": "host", "expert_slots": 2}, None),
-         ("SSD tier", {"mode": "ssd", "expert_slots": 2, "cache_experts": 6}, None),
-         ("host tier, LoRA", {"mode": "host", "expert_slots": 2}, lora),
-         ("host tier, runs of 3 experts", {"mode": "host", "expert_slots": 6, "lookahead": 3, "pin_fraction": 0},
-          None)]
+runs = {"mode": "host", "expert_slots": 6, "lookahead": 3, "pin_fraction": 0}
+cases = [("host tier", {"mode": "host", "expert_slots": 2}, None, "own"),
+         ("SSD tier", {"mode": "ssd", "expert_slots": 2, "cache_experts": 6}, None, "own"),
+         ("host tier, LoRA", {"mode": "host", "expert_slots": 2}, lora, "own"),
+         ("host tier, runs of 3 experts", runs, None, "own")]
+if os.environ.get("MOE_CUBLAS"):
+    cases.append(("host tier, runs of 3 experts, cuBLAS GEMMs", runs, None, "cublas"))
+else:
+    print("cuBLAS GEMMs: no case (MOE_CUBLAS is not set)")
 ok = True
 resident = {}
-for i, (label, offload, finetune) in enumerate(cases):
-    key = json.dumps(finetune)
+for i, (label, offload, finetune, gemm) in enumerate(cases):
+    key = json.dumps([finetune, gemm])
     if key not in resident:
-        resident[key] = records({"mode": "none"}, finetune, f"resident{i}")
-    base, off = resident[key], records(offload, finetune, f"offloaded{i}")
+        resident[key] = records({"mode": "none"}, finetune, f"resident{i}", gemm)
+    base, off = resident[key], records(offload, finetune, f"offloaded{i}", gemm)
     same = [a[:2] == b[:2] for a, b in zip(base, off)]
     worst = max(abs(a[0] - b[0]) / max(abs(a[0]), 1e-6) for a, b in zip(base, off))
     print(f"{label}: resident losses  ", " ".join(f"{x[0]:.9f}" for x in base))
@@ -154,7 +188,7 @@ PY
 }
 
 bench() {
-  timeout 240 python3 test/bench/cuda/bench.py --build "$BUILD" --steps 6 2>&1 | tee "$LOGS/bench.txt"
+  timeout 330 python3 test/bench/cuda/bench.py --build "$BUILD" --steps 6 2>&1 | tee "$LOGS/bench.txt"
 }
 
 # BUILD_ONLY=1: step 1 alone, on a machine with nvcc but no GPU, so that a GPU machine runs the rest with PREBUILT=1.
@@ -164,6 +198,8 @@ if [ "${BUILD_ONLY:-0}" = 1 ]; then
 fi
 run_step "1/5 build with CUDA" build
 [ "$FAILED" = 0 ] || finish
+CUBLAS_COVERED=0
+find_cublas
 run_step "2/5 op tests on every usable backend" op_tests
 run_step "3/5 whole-model self-test on cuda" selftest
 run_step "4/5 offloaded against resident training on cuda" offload_equivalence

@@ -17,6 +17,10 @@ struct BackendOptions {
   // CPU: say its Device memory is not host memory (Backend::device_memory_is_host), as a discrete device's is not,
   // so the host-side code takes the paths it takes for one; for tests of those paths on a machine without one.
   bool device_memory_apart = false;
+  // CUDA: the linear layers' GEMMs: "own" (our kernels), "cublas" (cuBLAS opened at run time, backend/cuda/cublas.h;
+  // making the backend fails saying why when it cannot be opened) or "auto" (cuBLAS where it opens, else ours).
+  // Other backends have only their own.
+  std::string gemm = "own";
 };
 
 struct BackendInfo {

@@ -270,6 +270,14 @@ TrainConfig parse_train_config(const json::Value& obj) {
     t.backend = backend->string;
   }
   t.allow_unvalidated_backend = r.boolean("allow_unvalidated_backend", t.allow_unvalidated_backend);
+  if (const json::Value* gemm = r.get("gemm", json::Type::String)) {
+    if (gemm->string != "own" && gemm->string != "cublas" && gemm->string != "auto")
+      fail("train.gemm: \"" + gemm->string + "\" is not supported; use \"own\", \"cublas\" or \"auto\"");
+    if (gemm->string == "cublas" && t.backend != "cuda")
+      fail("train.gemm: \"cublas\" needs train.backend \"cuda\" (the " + t.backend +
+           " backend has only its own GEMMs)");
+    t.gemm = gemm->string;
+  }
   t.balance_bias_rate = r.number("balance_bias_rate", t.balance_bias_rate, 0.0, 1.0);
   t.eval_every = r.integer("eval_every", t.eval_every, 0, 1 << 30);
   t.eval_batches = r.integer("eval_batches", t.eval_batches, 1, 1 << 16);
@@ -598,6 +606,7 @@ json::Value train_config_to_json(const TrainConfig& t) {
   // Written only when not the defaults, so CPU runs keep exactly the config.json they always had.
   if (t.backend != "cpu") o.set("backend", Value::of(t.backend));
   if (t.allow_unvalidated_backend) o.set("allow_unvalidated_backend", Value::of(true));
+  if (t.gemm != "own") o.set("gemm", Value::of(t.gemm));
   // Written only when on, so configs without evaluation stay as they were.
   if (t.eval_every > 0) {
     o.set("eval_every", Value::of(t.eval_every));

@@ -103,6 +103,10 @@ struct TrainConfig {
   // self-test has passed on this machine (backend/validation.h) or with allow_unvalidated_backend.
   std::string backend = "cpu";
   bool allow_unvalidated_backend = false;
+  // The linear layers' GEMMs on the cuda backend (BackendOptions::gemm): "own" (our kernels), "cublas" (cuBLAS,
+  // opened at run time; the run fails to start without it) or "auto" (cuBLAS where it opens, else ours). Other
+  // backends have only their own, which "own" and "auto" name.
+  std::string gemm = "own";
   // Held-out loss every eval_every steps (and at the last), over eval_batches batches of the evaluation data
   // (moe_engine_set_eval_data); 0: never.
   int eval_every = 0, eval_batches = 4;

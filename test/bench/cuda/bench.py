@@ -13,10 +13,15 @@
    byte vocabulary, --olmoe-batch sequences of 512 tokens a step) on cuda, resident against experts offloaded to
    host memory with --slots device slots per layer and --lookahead (default 3: runs of experts as grouped GEMMs):
    tokens/s of each, and the share of upload time hidden behind compute (Σ upload_hidden_ms / Σ upload_ms).
+   With --parts ...,sweep: the same pair with 4 micro-batches a step and with the `delayed` expert update
+   (offload_sweep), to show how much of the gap is the host optimizer.
+4. Where MOE_CUBLAS names a libcublas (test/gpu/validate.sh finds PyTorch's), the backend on cuBLAS
+   (train.gemm "cublas"): parts 1 and 3 again, its GEMMs through the backend against cuBLAS alone.
 Prints one table per part and, last, `BENCH cuda gemm_bf16_vs_cublas=R gemm_fp32_vs_cublas=R
 grouped_bf16_vs_cublas=R grouped_fp32_vs_cublas=R grouped_vs_per_expert=R tiny_tokens_per_s=X
-tiny_cpu_tokens_per_s=Y tiny_cuda_vs_cpu=Z olmoe_tokens_per_s=X olmoe_offload_vs_resident=R upload_hidden_frac=F`
-(a part that failed prints its error and reports nan).
+tiny_cpu_tokens_per_s=Y tiny_cuda_vs_cpu=Z olmoe_tokens_per_s=X olmoe_offload_vs_resident=R upload_hidden_frac=F
+lib_gemm_bf16_vs_cublas=R lib_gemm_fp32_vs_cublas=R olmoe_cublas_tokens_per_s=X olmoe_cublas_offload_vs_resident=R`
+(a part that failed or did not run reports nan).
 """
 
 import argparse
@@ -32,9 +37,9 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
 
-def ours_gemm(dev_cli):
-    run = subprocess.run([dev_cli, "bench", "--backend", "cuda", "--gemm", "--json"], check=True,
-                         capture_output=True, text=True)
+def ours_gemm(dev_cli, library="own"):
+    run = subprocess.run([dev_cli, "bench", "--backend", "cuda", "--gemm", "--library", library, "--json"],
+                         check=True, capture_output=True, text=True)
     return [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
 
 
@@ -114,19 +119,26 @@ def tiny_tokens_per_s(cli, dev_cli, backend, steps, work):
     return tokens_per_s(train_records(cli, dev_cli, cfg, f"tiny-{backend}", work))
 
 
-def olmoe_offload(cli, dev_cli, layers, slots, lookahead, batch, grad_clip, steps, work):
-    """(resident tokens/s, offloaded tokens/s, hidden share of upload time) on cuda."""
+def olmoe_config(layers, batch, grad_clip, steps, grad_accum=1, gemm="own"):
     with open(os.path.join(ROOT, "resources", "presets", "olmoe-1b-7b.json")) as f:
         cfg = json.load(f)
     cfg["model"].update({"n_layers": layers, "vocab_size": 256, "max_seq_len": 512})
     cfg["train"].update({"backend": "cuda", "steps": steps, "batch_size": batch, "seq_len": 512, "warmup_steps": 1,
-                         "checkpoint_every": 0, "threads": os.cpu_count() or 2, "allow_unvalidated_backend": True})
+                         "grad_accum": grad_accum, "checkpoint_every": 0, "threads": os.cpu_count() or 2,
+                         "allow_unvalidated_backend": True, "gemm": gemm})
     if grad_clip is not None:
         cfg["train"]["grad_clip"] = grad_clip
-    resident, resident_rss = train_run(cli, dev_cli, dict(cfg, offload={"mode": "none"}), "olmoe-resident", work)
+    return cfg
+
+
+def olmoe_offload(cli, dev_cli, layers, slots, lookahead, batch, grad_clip, steps, work, gemm="own"):
+    """(resident tokens/s, offloaded tokens/s, hidden share of upload time) on cuda."""
+    cfg = olmoe_config(layers, batch, grad_clip, steps, gemm=gemm)
+    resident, resident_rss = train_run(cli, dev_cli, dict(cfg, offload={"mode": "none"}), f"olmoe-resident-{gemm}",
+                                       work)
     offloaded, offloaded_rss = train_run(cli, dev_cli, dict(cfg, offload={"mode": "host", "expert_slots": slots,
                                                                          "lookahead": lookahead}),
-                                         "olmoe-host", work)
+                                         f"olmoe-host-{gemm}", work)
     # The host tier is page-locked memory of its own; the arenas' expert pages are handed back, so the offloaded
     # process should hold about the tier's bytes more than the resident one, not twice them.
     print(f"  peak host RSS: resident {resident_rss:.2f} GB, offloaded {offloaded_rss:.2f} GB; host tier "
@@ -142,6 +154,31 @@ def olmoe_offload(cli, dev_cli, layers, slots, lookahead, batch, grad_clip, step
     return tokens_per_s(resident), tokens_per_s(offloaded), (hidden / upload if upload > 0 else float("nan"))
 
 
+def offload_sweep(cli, dev_cli, layers, slots, lookahead, batch, grad_clip, steps, work):
+    """Where host offload loses to resident. Every expert's AdamW runs on the host once a step, over the host tier's
+    memory (7 fp32 streams a parameter); with clipping it starts only when the global norm is known, after backward,
+    and the next forward's uploads wait for it. So the share of the step it costs falls as tokens per step grow
+    (grad_accum micro-batches: one update for several), and vanishes when the update may lag a step (`delayed`, an
+    ablation that is not equivalent to resident). Prints one row per setup: resident and offloaded tokens/s, their
+    ratio, the offloaded run's median optimizer, upload and stall ms a step."""
+    setups = [("as benched", 1, "expert"), ("grad_accum 4", 4, "expert"), ("delayed update", 1, "delayed")]
+    print(f"  {'setup':16} {'resident':>9} {'offloaded':>9} {'ratio':>6} {'optimizer':>9} {'upload':>7} "
+          f"{'stall':>7}   tokens/s; ms a step")
+    for name, accum, optimizer in setups:
+        cfg = olmoe_config(layers, batch, grad_clip, steps, accum)
+        resident = train_records(cli, dev_cli, dict(cfg, offload={"mode": "none"}), f"sweep-r-{accum}", work)
+        offloaded = train_records(cli, dev_cli, dict(cfg, offload={"mode": "host", "expert_slots": slots,
+                                                                   "lookahead": lookahead, "optimizer": optimizer}),
+                                  f"sweep-o-{accum}-{optimizer}", work)
+        r, o = tokens_per_s(resident), tokens_per_s(offloaded)
+
+        def med(key):
+            return statistics.median(x.get(key, 0.0) for x in offloaded[2:])
+
+        print(f"  {name:16} {r:9.0f} {o:9.0f} {o / r:6.2f} {med('optimizer_ms'):9.0f} {med('upload_ms'):7.0f} "
+              f"{med('stall_ms'):7.0f}")
+
+
 def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
@@ -154,7 +191,8 @@ def main():
     p.add_argument("--olmoe-batch", type=int, default=16, help="sequences of 512 tokens per step")
     p.add_argument("--grad-clip", type=float, default=None,
                    help="train.grad_clip of the OLMoE-shaped runs (0: expert updates start during backward)")
-    p.add_argument("--parts", default="gemm,tiny,olmoe", help="which parts run (the others report nan)")
+    p.add_argument("--parts", default="gemm,tiny,olmoe",
+                   help="which parts run (the others report nan); `sweep` adds offload_sweep's table")
     p.add_argument("--slots", type=int, default=8, help="device expert slots per layer in the offloaded OLMoE run")
     p.add_argument("--lookahead", type=int, default=3,
                    help="offload.lookahead of that run (above 1: runs of that many experts, at most half the "
@@ -198,8 +236,32 @@ def main():
         if not xs:
             xs.append(float("nan"))
     lap("GEMMs")
+    # The backend on cuBLAS (train.gemm "cublas"): the same shapes through its linear layers, which round the fp32
+    # activations to bf16 before each bf16 call, against cuBLAS alone; shows what the backend adds around it.
+    lib_fp32, lib_bf16 = [], []
+    if "gemm" in parts and os.environ.get("MOE_CUBLAS"):
+        try:
+            for r in ours_gemm(dev_cli, "cublas"):
+                if r["bench"] == "backend_grouped_gemm":
+                    c32 = cublas_batched_gflops(r["experts"], r["tokens"], r["in"], r["out"], torch.float32)
+                    c16 = cublas_batched_gflops(r["experts"], r["tokens"], r["in"], r["out"], torch.bfloat16)
+                else:
+                    c32 = cublas_gflops(r["tokens"], r["in"], r["out"], torch.float32)
+                    c16 = cublas_gflops(r["tokens"], r["in"], r["out"], torch.bfloat16)
+                lib_fp32.append(r["fp32_gflops"] / c32)
+                lib_bf16.append(r["bf16_gflops"] / c16)
+                print(f"{r['shape']:16} on cuBLAS through the backend: fp32 {r['fp32_gflops']:.0f} "
+                      f"(cuBLAS alone {c32:.0f}), bf16 {r['bf16_gflops']:.0f} (cuBLAS alone {c16:.0f})")
+        except Exception as e:
+            print(f"the backend on cuBLAS failed: {e}")
+    else:
+        print("the backend on cuBLAS: not measured (MOE_CUBLAS is not set)")
+    for xs in (lib_fp32, lib_bf16):
+        if not xs:
+            xs.append(float("nan"))
     nan = float("nan")
     gpu = cpu = olmoe = olmoe_host = hidden = nan
+    lib_olmoe = lib_olmoe_host = nan
     with tempfile.TemporaryDirectory() as work:
         try:
             if "tiny" not in parts:
@@ -222,12 +284,31 @@ def main():
             lap("olmoe-shaped")
         except Exception as e:
             print(f"olmoe-shaped offload failed: {e}")
+        if "olmoe" in parts and os.environ.get("MOE_CUBLAS"):
+            try:
+                lib_olmoe, lib_olmoe_host, lib_hidden = olmoe_offload(
+                    cli, dev_cli, a.olmoe_layers, a.slots, a.lookahead, a.olmoe_batch, a.grad_clip, a.steps, work,
+                    gemm="cublas")
+                print(f"the same on cuBLAS GEMMs: resident {lib_olmoe:.0f} tokens/s, host-offloaded "
+                      f"{lib_olmoe_host:.0f} tokens/s, upload hidden {lib_hidden:.0%}")
+                lap("olmoe-shaped on cuBLAS")
+            except Exception as e:
+                print(f"olmoe-shaped on cuBLAS failed: {e}")
+        if "sweep" in parts:
+            try:
+                offload_sweep(cli, dev_cli, a.olmoe_layers, a.slots, a.lookahead, a.olmoe_batch, a.grad_clip,
+                              a.steps, work)
+                lap("offload sweep")
+            except Exception as e:
+                print(f"offload sweep failed: {e}")
     print(f"BENCH cuda gemm_bf16_vs_cublas={geomean(ratios_bf16):.3f} gemm_fp32_vs_cublas={geomean(ratios_fp32):.3f} "
           f"grouped_bf16_vs_cublas={geomean(grouped_bf16):.3f} grouped_fp32_vs_cublas={geomean(grouped_fp32):.3f} "
           f"grouped_vs_per_expert={geomean(grouped_vs_loop):.2f} "
           f"tiny_tokens_per_s={gpu:.0f} tiny_cpu_tokens_per_s={cpu:.0f} tiny_cuda_vs_cpu={gpu / cpu:.2f} "
           f"olmoe_tokens_per_s={olmoe:.0f} olmoe_offload_vs_resident={olmoe_host / olmoe:.2f} "
-          f"upload_hidden_frac={hidden:.2f}")
+          f"upload_hidden_frac={hidden:.2f} lib_gemm_bf16_vs_cublas={geomean(lib_bf16):.3f} "
+          f"lib_gemm_fp32_vs_cublas={geomean(lib_fp32):.3f} olmoe_cublas_tokens_per_s={lib_olmoe:.0f} "
+          f"olmoe_cublas_offload_vs_resident={lib_olmoe_host / lib_olmoe:.2f}")
     return 0
 
 

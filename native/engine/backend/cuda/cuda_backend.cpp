@@ -68,6 +68,13 @@ CudaBackend::CudaBackend(const BackendOptions& options) : threads_(options.threa
   cuda_check(cudaSetDevice(device_), "selecting device 0");
   cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating the stream");
   cuda_check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "creating the copy stream");
+  check(options.gemm == "own" || options.gemm == "cublas" || options.gemm == "auto",
+        "cuda: gemm \"" + options.gemm + "\" is not one of \"own\", \"cublas\", \"auto\"");
+  if (options.gemm == "own") return;
+  std::string why;
+  blas_ = cuda::Cublas::open(stream_, why);
+  check(blas_ || options.gemm == "auto", "cuda: gemm \"cublas\": " + why);
+  if (!blas_) blas_absent_ = why;
 }
 
 CudaBackend::~CudaBackend() {
@@ -88,11 +95,17 @@ std::string CudaBackend::versions() const {
   return "driver " + cuda::driver_version() + ", runtime " + cuda::runtime_version();
 }
 
+std::string CudaBackend::kernels() const {
+  return blas_ ? "linear layers on " + blas_->describe() + ", the rest on our kernels"
+               : "gemm fp32 tiled SIMT, bf16 WMMA tensor cores" +
+                     (blas_absent_.empty() ? std::string() : " (cuBLAS asked for if found: " + blas_absent_ + ")");
+}
+
 std::string CudaBackend::describe() const {
   cudaDeviceProp p{};
   cuda_check(cudaGetDeviceProperties(&p, device_), "device properties");
   return "cuda (" + std::string(p.name) + ", compute capability " + compute_capability(p) + ", " +
-         gib(p.totalGlobalMem) + "; " + versions() + "; gemm fp32 tiled SIMT, bf16 WMMA tensor cores; every op synchronous; " +
+         gib(p.totalGlobalMem) + "; " + versions() + "; " + kernels() + "; every op synchronous; " +
          validation_status_here("cuda", p.name) + ")";
 }
 

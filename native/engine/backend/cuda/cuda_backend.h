@@ -4,10 +4,12 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/cublas.h"
 #include "backend/registry.h"
 
 namespace moe {
@@ -21,6 +23,7 @@ class CudaBackend final : public Backend {
   int threads() const override { return threads_; }
   std::string device() const override;
   std::string versions() const override;
+  std::string kernels() const override;
   bool bf16_native() const override { return true; }  // bf16 GEMMs on WMMA tensor cores
 
   void* alloc(MemKind kind, size_t bytes) override;
@@ -110,6 +113,8 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   cudaStream_t copy_stream_ = nullptr;  // transfer(): the copy engine's queue, beside the ops' stream
+  std::unique_ptr<cuda::Cublas> blas_;  // the linear layers' GEMMs when BackendOptions::gemm chose cuBLAS
+  std::string blas_absent_;             // gemm "auto" without cuBLAS: why, for describe()
 };
 
 // The registry's entry (registry.cpp lists it when this build has CUDA).

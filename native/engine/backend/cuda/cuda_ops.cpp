@@ -64,7 +64,7 @@ void CudaBackend::grouped_matmul_forward(float* y, const float* x, const LinearG
   Stage st(stream_);
   const int64_t R = rows_spanned(g);
   const LinearGroups d = staged(st, g, I, O, false);
-  cuda::grouped_matmul_forward(st, st.inout(y, sz(R, O)), st.in(x, sz(R, I)), d, I, O, bf16 == 1);
+  cuda::grouped_matmul_forward(st, blas_.get(), st.inout(y, sz(R, O)), st.in(x, sz(R, I)), d, I, O, bf16 == 1);
   st.finish();
 }
 
@@ -75,22 +75,22 @@ void CudaBackend::grouped_matmul_backward(float* dx, const float* dy, const floa
   Stage st(stream_);
   const int64_t R = rows_spanned(g);
   const LinearGroups d = staged(st, g, I, O, true);
-  cuda::grouped_matmul_backward(st, st.inout(dx, sz(R, I)), st.in(dy, sz(R, O)), st.in(x, sz(R, I)), d, I, O,
-                                bf16 == 1);
+  cuda::grouped_matmul_backward(st, blas_.get(), st.inout(dx, sz(R, I)), st.in(dy, sz(R, O)), st.in(x, sz(R, I)), d,
+                                I, O, bf16 == 1);
   st.finish();
 }
 
 void CudaBackend::matmul_forward(float* y, const float* x, const float* w, const float* b, int N, int I, int O) {
   Stage st(stream_);
-  cuda::matmul_forward(stream_, st.out(y, sz(N, O)), st.in(x, sz(N, I)), st.in(w, sz(O, I)), st.in(b, sz(O)), N, I,
-                       O);
+  cuda::matmul_forward(stream_, blas_.get(), st.out(y, sz(N, O)), st.in(x, sz(N, I)), st.in(w, sz(O, I)),
+                       st.in(b, sz(O)), N, I, O);
   st.finish();
 }
 
 void CudaBackend::matmul_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,
                                   int N, int I, int O) {
   Stage st(stream_);
-  cuda::matmul_backward(stream_, st.inout(dx, sz(N, I)), st.inout(dw, sz(O, I)), st.inout(db, sz(O)),
+  cuda::matmul_backward(stream_, blas_.get(), st.inout(dx, sz(N, I)), st.inout(dw, sz(O, I)), st.inout(db, sz(O)),
                         st.in(dy, sz(N, O)), st.in(x, sz(N, I)), st.in(w, sz(O, I)), N, I, O);
   st.finish();
 }
@@ -98,16 +98,17 @@ void CudaBackend::matmul_backward(float* dx, float* dw, float* db, const float* 
 void CudaBackend::matmul_forward_bf16(float* y, const float* x, const uint16_t* w, const float* b, int N, int I,
                                       int O) {
   Stage st(stream_);
-  cuda::matmul_forward_bf16(stream_, st.out(y, sz(N, O)), st.in(x, sz(N, I)), st.in(w, sz(O, I)), st.in(b, sz(O)),
-                            N, I, O);
+  cuda::matmul_forward_bf16(stream_, blas_.get(), st.out(y, sz(N, O)), st.in(x, sz(N, I)), st.in(w, sz(O, I)),
+                            st.in(b, sz(O)), N, I, O);
   st.finish();
 }
 
 void CudaBackend::matmul_backward_bf16(float* dx, float* dw, float* db, const float* dy, const float* x,
                                        const uint16_t* w, int N, int I, int O) {
   Stage st(stream_);
-  cuda::matmul_backward_bf16(stream_, st.inout(dx, sz(N, I)), st.inout(dw, sz(O, I)), st.inout(db, sz(O)),
-                             st.in(dy, sz(N, O)), st.in(x, sz(N, I)), st.in(w, sz(O, I)), N, I, O);
+  cuda::matmul_backward_bf16(stream_, blas_.get(), st.inout(dx, sz(N, I)), st.inout(dw, sz(O, I)),
+                             st.inout(db, sz(O)), st.in(dy, sz(N, O)), st.in(x, sz(N, I)), st.in(w, sz(O, I)), N, I,
+                             O);
   st.finish();
 }
 

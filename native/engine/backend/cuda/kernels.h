@@ -46,19 +46,24 @@ void sgemm_grouped(Stage& st, bool trans_a, bool trans_b, std::vector<GemmGroup>
 void sgemm_bf16_grouped(Stage& st, bool trans_a, bool trans_b, bool b_is_bf16, std::vector<GemmGroup> groups, int N,
                         float alpha, int lda, int ldb, int ldc);
 
-// The linear layers (cpu/matmul.h, cpu/matmul_bf16.h) and the LoRA adapter (cpu/lora.h), composed from the GEMMs.
-void matmul_forward(cudaStream_t s, float* y, const float* x, const float* w, const float* b, int N, int I, int O);
-void matmul_backward(cudaStream_t s, float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,
-                     int N, int I, int O);
-void matmul_forward_bf16(cudaStream_t s, float* y, const float* x, const uint16_t* w, const float* b, int N, int I,
-                         int O);
-void matmul_backward_bf16(cudaStream_t s, float* dx, float* dw, float* db, const float* dy, const float* x,
-                          const uint16_t* w, int N, int I, int O);
+// The linear layers (cpu/matmul.h, cpu/matmul_bf16.h), composed from the GEMMs: ours, or cuBLAS's where blas is
+// not null (cublas.h; a grouped layer is then one cuBLAS call per group, the call its own matmul makes).
+class Cublas;
+void matmul_forward(cudaStream_t s, const Cublas* blas, float* y, const float* x, const float* w, const float* b, int N,
+                    int I, int O);
+void matmul_backward(cudaStream_t s, const Cublas* blas, float* dx, float* dw, float* db, const float* dy,
+                     const float* x, const float* w, int N, int I, int O);
+void matmul_forward_bf16(cudaStream_t s, const Cublas* blas, float* y, const float* x, const uint16_t* w,
+                         const float* b, int N, int I, int O);
+void matmul_backward_bf16(cudaStream_t s, const Cublas* blas, float* dx, float* dw, float* db, const float* dy,
+                          const float* x, const uint16_t* w, int N, int I, int O);
 // Backend::grouped_matmul_* over device pointers, each GEMM of all groups as one grouped launch; bf16: every group
 // computes on its w_bf16, else on its w. Bias seeds and bias gradients are one launch per group that has them.
-void grouped_matmul_forward(Stage& st, float* y, const float* x, const LinearGroups& g, int I, int O, bool bf16);
-void grouped_matmul_backward(Stage& st, float* dx, const float* dy, const float* x, const LinearGroups& g, int I, int O,
-                             bool bf16);
+void grouped_matmul_forward(Stage& st, const Cublas* blas, float* y, const float* x, const LinearGroups& g, int I,
+                            int O, bool bf16);
+void grouped_matmul_backward(Stage& st, const Cublas* blas, float* dx, const float* dy, const float* x,
+                             const LinearGroups& g, int I, int O, bool bf16);
+// The LoRA adapter (cpu/lora.h) on our GEMMs: its rank-r products are too thin to gain from a library.
 void lora_forward(cudaStream_t s, float* y, const float* x, const float* A, const float* B, int N, int I, int O, int r,
                   float scale, int ldy, const LoraDropoutMask& drop);
 void lora_backward(cudaStream_t s, float* dx, float* dA, float* dB, const float* dy, const float* x, const float* A,
