@@ -12,7 +12,8 @@
 #      three experts as grouped GEMMs) against resident training:
 #      the same losses and gradient norms bit for bit
 #   5. test/bench/cuda/bench.py: our GEMMs against cuBLAS (torch.matmul), tokens/s cuda against cpu, and
-#      host-offloaded against resident; its last line, printed last here too, is `BENCH cuda ...`
+#      host-offloaded against resident, and where a resident OLMoE-shaped step spends its device time per op;
+#      its last line, printed last here too, is `BENCH cuda ...`
 # Steps 2 to 5 also cover the backend on cuBLAS (train.gemm "cublas"): the library PyTorch loads is found and
 # named in MOE_CUBLAS (unless set already), so the op tests run the cuda backend a second time on it, the
 # self-test checks both, step 4 adds a pair on it and the benchmarks measure it; without it they say so.
@@ -188,7 +189,8 @@ PY
 }
 
 bench() {
-  timeout 330 python3 test/bench/cuda/bench.py --build "$BUILD" --steps 6 2>&1 | tee "$LOGS/bench.txt"
+  timeout 400 python3 test/bench/cuda/bench.py --build "$BUILD" --steps 6 --parts gemm,tiny,olmoe,profile 2>&1 |
+    tee "$LOGS/bench.txt"
 }
 
 # BUILD_ONLY=1: step 1 alone, on a machine with nvcc but no GPU, so that a GPU machine runs the rest with PREBUILT=1.

@@ -14,7 +14,8 @@
    host memory with --slots device slots per layer and --lookahead (default 3: runs of experts as grouped GEMMs):
    tokens/s of each, and the share of upload time hidden behind compute (Σ upload_hidden_ms / Σ upload_ms).
    With --parts ...,sweep: the same pair with 4 micro-batches a step and with the `delayed` expert update
-   (offload_sweep), to show how much of the gap is the host optimizer.
+   (offload_sweep), to show how much of the gap is the host optimizer; with ...,profile: the resident run's
+   device and wall time per op (op_profile).
 4. Where MOE_CUBLAS names a libcublas (test/gpu/validate.sh finds PyTorch's), the backend on cuBLAS
    (train.gemm "cublas"): parts 1 and 3 again, its GEMMs through the backend against cuBLAS alone.
 Prints one table per part and, last, `BENCH cuda gemm_bf16_vs_cublas=R gemm_fp32_vs_cublas=R
@@ -86,7 +87,7 @@ def train_records(cli, dev_cli, cfg, name, work):
     return train_run(cli, dev_cli, cfg, name, work)[0]
 
 
-def train_run(cli, dev_cli, cfg, name, work):
+def train_run(cli, dev_cli, cfg, name, work, env=None):
     """(the step records, the process's peak resident host memory in GB)."""
     cfg_path = os.path.join(work, f"{name}.json")
     with open(cfg_path, "w") as f:
@@ -97,7 +98,7 @@ def train_run(cli, dev_cli, cfg, name, work):
                         "--out", tokens], check=True, capture_output=True)
     out = tempfile.mkdtemp(dir=work)
     args = [cli, "train", "--config", cfg_path, "--data", tokens, "--out", out, "--quiet"]
-    proc = subprocess.Popen(args)
+    proc = subprocess.Popen(args, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
@@ -177,6 +178,16 @@ def offload_sweep(cli, dev_cli, layers, slots, lookahead, batch, grad_clip, step
 
         print(f"  {name:16} {r:9.0f} {o:9.0f} {o / r:6.2f} {med('optimizer_ms'):9.0f} {med('upload_ms'):7.0f} "
               f"{med('stall_ms'):7.0f}")
+
+
+def op_profile(cli, dev_cli, layers, batch, work):
+    """Where a resident OLMoE-shaped step's time goes on the device: three steps with MOE_CUDA_PROFILE set, whose
+    table (device and wall ms per op, runtime.h's Stage) the engine prints at exit; once on our GEMMs and once on
+    cuBLAS where MOE_CUBLAS names it."""
+    for gemm in ["own", "cublas"] if os.environ.get("MOE_CUBLAS") else ["own"]:
+        print(f"  op profile, gemm {gemm}, 3 steps:", flush=True)
+        train_run(cli, dev_cli, dict(olmoe_config(layers, batch, None, 3, gemm=gemm), offload={"mode": "none"}),
+                  f"profile-{gemm}", work, env=dict(os.environ, MOE_CUDA_PROFILE="1"))
 
 
 def geomean(xs):
@@ -294,6 +305,12 @@ def main():
                 lap("olmoe-shaped on cuBLAS")
             except Exception as e:
                 print(f"olmoe-shaped on cuBLAS failed: {e}")
+        if "profile" in parts:
+            try:
+                op_profile(cli, dev_cli, a.olmoe_layers, a.olmoe_batch, work)
+                lap("op profile")
+            except Exception as e:
+                print(f"op profile failed: {e}")
         if "sweep" in parts:
             try:
                 offload_sweep(cli, dev_cli, a.olmoe_layers, a.slots, a.lookahead, a.olmoe_batch, a.grad_clip,

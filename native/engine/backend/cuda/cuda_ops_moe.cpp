@@ -27,7 +27,7 @@ RouterLosses CudaBackend::router_forward(float* probs, int32_t* topk_idx, float*
                                          int E, int K, const RouterSpec& spec, const int32_t* forced_topk) {
   cpu::check_router_args(N, E, K, spec);
   if (N == 0) return {0.0f, 0.0f};
-  Stage st(stream_);
+  Stage st(stream_, __func__);
   RouterSpec s = spec;
   s.selection_bias = st.in(spec.selection_bias, sz(E));
   double* sums = st.temp<double>(2 * sz(E) + 1);
@@ -48,7 +48,7 @@ void CudaBackend::router_backward(float* dlogits, const float* dtopk_w, const fl
                                   const RouterSpec& spec, float aux_scale, float z_scale) {
   cpu::check_router_args(N, E, K, spec);
   if (!dlogits || N == 0) return;
-  Stage st(stream_);
+  Stage st(stream_, __func__);
   cuda::router_backward(stream_, st.inout(dlogits, sz(N, E)), st.in(dtopk_w, sz(N, K)), st.in(probs, sz(N, E)),
                         st.in(topk_idx, sz(N, K)), st.in(topk_w, sz(N, K)), st.in(logits, sz(N, E)), N, E, K, spec,
                         aux_scale, z_scale, st.temp<float>(sz(E)));
@@ -62,21 +62,21 @@ void CudaBackend::dispatch_plan(DispatchPlan& plan, const int32_t* topk_idx, int
 }
 
 void CudaBackend::permute_forward(float* xs, const float* x, const DispatchPlan& plan, int C) {
-  Stage st(stream_);
+  Stage st(stream_, __func__);
   const cuda::PlanView v = plan_view(st, plan);
   cuda::permute_forward(stream_, st.out(xs, sz(v.S, C)), st.in(x, sz(v.N, C)), v, C);
   st.finish();
 }
 
 void CudaBackend::permute_backward(float* dx, const float* dxs, const DispatchPlan& plan, int C) {
-  Stage st(stream_);
+  Stage st(stream_, __func__);
   const cuda::PlanView v = plan_view(st, plan);
   cuda::permute_backward(stream_, st.inout(dx, sz(v.N, C)), st.in(dxs, sz(v.S, C)), v, C);
   st.finish();
 }
 
 void CudaBackend::combine_forward(float* y, const float* ys, const float* topk_w, const DispatchPlan& plan, int C) {
-  Stage st(stream_);
+  Stage st(stream_, __func__);
   const cuda::PlanView v = plan_view(st, plan);
   cuda::combine_forward(stream_, st.out(y, sz(v.N, C)), st.in(ys, sz(v.S, C)), st.in(topk_w, sz(v.N, v.K)), v, C);
   st.finish();
@@ -85,7 +85,7 @@ void CudaBackend::combine_forward(float* y, const float* ys, const float* topk_w
 void CudaBackend::combine_backward(float* dys, float* dtopk_w, const float* dy, const float* ys, const float* topk_w,
                                    const DispatchPlan& plan, int C) {
   if (!dys && !dtopk_w) return;
-  Stage st(stream_);
+  Stage st(stream_, __func__);
   const cuda::PlanView v = plan_view(st, plan);
   cuda::combine_backward(stream_, st.inout(dys, sz(v.S, C)), st.inout(dtopk_w, sz(v.N, v.K)), st.in(dy, sz(v.N, C)),
                          st.in(ys, sz(v.S, C)), st.in(topk_w, sz(v.N, v.K)), v, C);
@@ -93,14 +93,14 @@ void CudaBackend::combine_backward(float* dys, float* dtopk_w, const float* dy, 
 }
 
 void CudaBackend::adamw_update(float* p, const float* grad, float* m, float* v, int64_t n, const AdamWParams& hp) {
-  Stage st(stream_);
+  Stage st(stream_, __func__);
   cuda::adamw_update(stream_, st.inout(p, sz(n)), st.in(grad, sz(n)), st.inout(m, sz(n)), st.inout(v, sz(n)), n, hp);
   st.finish();
 }
 
 double CudaBackend::sum_squares(const float* x, int64_t n) {
   if (n <= 0) return 0.0;
-  Stage st(stream_);
+  Stage st(stream_, __func__);
   double* out = st.temp<double>(1);
   cuda::sum_squares(stream_, out, st.temp<double>(sz(cuda::sum_squares_chunks(n))), st.in(x, sz(n)), n);
   double result = 0.0;

@@ -1,6 +1,14 @@
 #include "backend/cuda/runtime.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 
@@ -47,6 +55,64 @@ void* device_view(const void* p) {
   }
 }
 
+namespace {
+
+struct OpTotals {
+  int64_t calls = 0;
+  double device_ms = 0, wall_ms = 0;
+};
+
+struct OpProfile {
+  std::mutex mutex;
+  std::map<std::string, OpTotals> ops;
+  OpProfile() {
+    std::atexit([] { std::fputs(op_profile_table().c_str(), stderr); });
+  }
+};
+
+// Null unless MOE_CUDA_PROFILE is set (read once).
+OpProfile* op_profile() {
+  static OpProfile* profile = [] {
+    const char* env = std::getenv("MOE_CUDA_PROFILE");
+    return env && *env ? new OpProfile() : nullptr;  // lives to the exit handler
+  }();
+  return profile;
+}
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+std::string op_profile_table() {
+  OpProfile* p = op_profile();
+  if (!p) return "";
+  std::lock_guard<std::mutex> lock(p->mutex);
+  std::vector<std::pair<std::string, OpTotals>> rows(p->ops.begin(), p->ops.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.wall_ms > b.second.wall_ms; });
+  double wall = 0;
+  for (const auto& r : rows) wall += r.second.wall_ms;
+  std::string out = "cuda op profile (MOE_CUDA_PROFILE): op, calls, device ms, wall ms, share of wall\n";
+  char line[160];
+  for (const auto& [name, t] : rows) {
+    std::snprintf(line, sizeof line, "  %-28s %8lld %10.1f %10.1f %5.1f%%\n", name.c_str(), (long long)t.calls,
+                  t.device_ms, t.wall_ms, wall > 0 ? 100.0 * t.wall_ms / wall : 0.0);
+    out += line;
+  }
+  return out;
+}
+
+Stage::Stage(cudaStream_t stream, const char* op) : stream_(stream) {
+  if (!op || !op_profile()) return;
+  op_ = op;
+  wall_from_ns_ = now_ns();
+  cuda_check(cudaEventCreate(&begin_), "profiling event");
+  cuda_check(cudaEventCreate(&end_), "profiling event");
+  cuda_check(cudaEventRecord(begin_, stream_), "profiling event");
+}
+
 void* Stage::stage(void* p, size_t bytes, bool copy_in, bool copy_out) {
   if (p == nullptr || bytes == 0) return p;
   if (void* view = device_view(p)) return view;
@@ -80,7 +146,17 @@ void Stage::finish() {
       cuda_check(cudaMemcpyAsync(s.host, s.device, s.bytes, cudaMemcpyDeviceToHost, stream_), "staging an output back");
   release_scratch();
   finished_ = true;
+  if (op_) cuda_check(cudaEventRecord(end_, stream_), "profiling event");
   cuda_check(cudaStreamSynchronize(stream_), "kernel execution");
+  if (!op_) return;
+  float device_ms = 0;
+  cuda_check(cudaEventElapsedTime(&device_ms, begin_, end_), "profiling event");
+  OpProfile* p = op_profile();
+  std::lock_guard<std::mutex> lock(p->mutex);
+  OpTotals& t = p->ops[op_];
+  ++t.calls;
+  t.device_ms += device_ms;
+  t.wall_ms += (now_ns() - wall_from_ns_) / 1e6;
 }
 
 void Stage::release_scratch() noexcept {
@@ -89,6 +165,8 @@ void Stage::release_scratch() noexcept {
 }
 
 Stage::~Stage() {
+  if (begin_) cudaEventDestroy(begin_);
+  if (end_) cudaEventDestroy(end_);
   if (finished_) return;
   // An op failed before finish(): let queued work drain so no kernel outlives the scratch it uses.
   cudaStreamSynchronize(stream_);

@@ -30,9 +30,12 @@ void* device_view(const void* p);
 // Null pointers and empty ranges pass through unchanged; the same host range staged twice (an in-place op) gets
 // one device copy. finish() waits for the op and copies staged outputs
 // back; the contract is synchronous, so every op ends with it (a later version can keep work queued).
+// With MOE_CUDA_PROFILE set in the environment, each named op's device time (CUDA events around its work,
+// staging included) and wall time (construction to finish, host staging and the wait included) add up per
+// name, and the process prints the table at exit (op_profile_table).
 class Stage {
  public:
-  explicit Stage(cudaStream_t stream) : stream_(stream) {}
+  explicit Stage(cudaStream_t stream, const char* op = nullptr);
   Stage(const Stage&) = delete;
   Stage& operator=(const Stage&) = delete;
   ~Stage();
@@ -80,6 +83,13 @@ class Stage {
   std::vector<void*> scratch_;
   std::vector<Staged> staged_;
   bool finished_ = false;
+  // Profiling (MOE_CUDA_PROFILE): the op's name, its events and its start on the host clock.
+  const char* op_ = nullptr;
+  cudaEvent_t begin_ = nullptr, end_ = nullptr;
+  int64_t wall_from_ns_ = 0;
 };
+
+// The MOE_CUDA_PROFILE table so far: one line per op name, by wall time: calls, device ms, wall ms, share.
+std::string op_profile_table();
 
 }  // namespace moe::cuda
