@@ -332,6 +332,8 @@ export const RunConfigSchema = z
       ctx.addIssue({ code: 'custom', path: ['train', 'seq_len'], message: `exceeds model.max_seq_len (${m.max_seq_len})` })
     if ((c.train.balance_bias_rate ?? 0) > 0 && !m.selection_bias)
       ctx.addIssue({ code: 'custom', path: ['train', 'balance_bias_rate'], message: 'needs model.selection_bias (the bias it moves)' })
+    if (c.train.gemm === 'cublas' && c.train.backend !== 'cuda')
+      ctx.addIssue({ code: 'custom', path: ['train', 'gemm'], message: 'cublas needs train.backend "cuda" (other backends have only their own GEMMs)' })
     if ((c.train.eval_every ?? 0) > 0 && c.offload && c.offload.mode !== 'none')
       ctx.addIssue({ code: 'custom', path: ['train', 'eval_every'], message: 'evaluation runs with resident experts only for now (offload.mode "none")' })
     if (c.train.min_lr !== undefined && c.train.min_lr > c.train.lr)

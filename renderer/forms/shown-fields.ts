@@ -6,7 +6,7 @@
 // one, or a pipeline on one). Pipeline: the partitions and the memory reuse, the candidates only for "auto".
 // Model: the fields a family's features make meaningful (key/value heads with grouped-query attention, the RoPE
 // base with RoPE, the qkv bias where the family does not fix it). Train: the load-balancing rate only with a
-// selection bias to move.
+// selection bias to move, the GEMM library only on the cuda backend.
 // A field with an issue always shows, so no issue is hidden behind a choice.
 import { FAMILY_NAMES, modelFamily } from '../../main/api/model-families'
 import type { ConfigDraft } from './config-draft'
@@ -67,7 +67,8 @@ function modelUses(key: string, model: Record<string, unknown>): boolean {
   return true
 }
 
-function trainUses(key: string, _train: Record<string, unknown>, draft: ConfigDraft): boolean {
+function trainUses(key: string, train: Record<string, unknown>, draft: ConfigDraft): boolean {
+  if (key === 'gemm') return train['backend'] === 'cuda'
   return key !== 'balance_bias_rate' || draft.model['selection_bias'] === true
 }
 

@@ -36,6 +36,18 @@ describe('family-dependent fields', () => {
     expect(shownKeys('train', setTrain(plain, 'balance_bias_rate', 1e-3), ['train.balance_bias_rate'])).toContain('balance_bias_rate')
   })
 
+  it('show the GEMM library only on the cuda backend, and refuse cublas on another by field', () => {
+    const cpu = defaultDraft()
+    expect(shownKeys('train', cpu)).not.toContain('gemm')
+    const cuda = setTrain(cpu, 'backend', 'cuda')
+    expect(shownKeys('train', cuda)).toContain('gemm')
+    expect(field('train.gemm')).toMatchObject({ kind: 'enum', options: ['own', 'cublas', 'auto'] })
+    expect(checkDraft(setTrain(cuda, 'gemm', 'cublas')).config?.train.gemm).toBe('cublas')
+    const refused = checkDraft(setTrain(cpu, 'gemm', 'cublas'))
+    expect(refused.issues).toEqual([{ path: 'train.gemm', message: 'cublas needs train.backend "cuda" (other backends have only their own GEMMs)' }])
+    expect(shownKeys('train', setTrain(cpu, 'gemm', 'cublas'), ['train.gemm'])).toContain('gemm')
+  })
+
   it('describe the fields the real families need', () => {
     for (const path of ['model.dense_layers', 'model.head_dim', 'model.routed_scaling_factor', 'model.selection_bias', 'train.balance_bias_rate'])
       expect(field(path).description, path).toBeTruthy()
