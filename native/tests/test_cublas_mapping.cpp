@@ -12,6 +12,7 @@
 #include "testing.h"
 
 #if MOE_HAVE_CUDA
+#include <dlfcn.h>
 
 #include "backend/cuda/cublas.h"
 
@@ -81,6 +82,23 @@ TEST(row_major_problems_map_onto_column_major_calls) {
         CHECK_MSG(worst < 1e-5, std::string("ta ") + (ta ? "T" : "N") + " tb " + (tb ? "T" : "N") +
                                     (bf16 ? " bf16" : " fp32") + ": worst error " + std::to_string(worst));
       }
+}
+
+TEST(an_empty_depth_adds_nothing_and_calls_nothing_unless_C_is_scaled) {
+  std::string why;
+  auto blas = open_fake(why);
+  if (!blas) return;
+  void* lib = dlopen(MOE_FAKE_CUBLAS, RTLD_NOW | RTLD_NOLOAD);
+  auto calls = lib ? reinterpret_cast<int (*)()>(dlsym(lib, "fake_cublas_calls")) : nullptr;
+  CHECK(calls != nullptr);
+  if (!calls) return;
+  std::vector<float> C = {1, 2, 3, 4};
+  const int before = calls();
+  // dW of an expert that received no tokens: K = 0 rows, accumulated into (beta 1).
+  blas->sgemm(true, false, 2, 2, 0, 1.0f, nullptr, 2, nullptr, 2, 1.0f, C.data(), 2);
+  CHECK(calls() == before && C == std::vector<float>({1, 2, 3, 4}));
+  blas->sgemm(false, true, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 1, 2.0f, C.data(), 2);
+  CHECK(calls() == before + 1 && C == std::vector<float>({2, 4, 6, 8}));
 }
 
 TEST(a_refused_call_fails_naming_the_problem_and_cublas_own_words) {

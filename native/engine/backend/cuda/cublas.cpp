@@ -121,7 +121,7 @@ Cublas::~Cublas() {
 // transpose: so cuBLAS gets B first, each with its own transpose flag, and M, N swapped.
 void Cublas::gemm_ex(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, int a_type, int lda,
                      const void* B, int b_type, int ldb, float beta, float* C, int ldc) const {
-  if (M <= 0 || N <= 0) return;
+  if (M <= 0 || N <= 0 || (K <= 0 && beta == 1.0f)) return;  // nothing to add (an expert without tokens)
   const int s = api_->gemm_ex(handle_, trans_b ? kOpT : kOpN, trans_a ? kOpT : kOpN, N, M, K, &alpha, B, b_type, ldb,
                               A, a_type, lda, &beta, C, kR32F, ldc, kCompute32F, kGemmDefault);
   check(s == kStatusSuccess, "cuBLAS: cublasGemmEx (" + std::to_string(M) + "x" + std::to_string(N) + "x" +
@@ -135,7 +135,7 @@ void Cublas::sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
 
 void Cublas::sgemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, bool a_bf16,
                         int lda, const void* B, bool b_bf16, int ldb, float beta, float* C, int ldc) const {
-  if (M <= 0 || N <= 0) return;
+  if (M <= 0 || N <= 0 || (K <= 0 && beta == 1.0f)) return;
   // Stored shapes: op(A) is M×K, so A is K×M when transposed; op(B) is K×N, so B is N×K when transposed.
   std::unique_ptr<Bf16Copy> a16, b16;
   if (!a_bf16) {
