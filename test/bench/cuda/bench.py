@@ -160,17 +160,21 @@ def offload_sweep(cli, dev_cli, layers, slots, lookahead, batch, grad_clip, step
     memory (7 fp32 streams a parameter); with clipping it starts only when the global norm is known, after backward,
     and the next forward's uploads wait for it. So the share of the step it costs falls as tokens per step grow
     (grad_accum micro-batches: one update for several), and vanishes when the update may lag a step (`delayed`, an
-    ablation that is not equivalent to resident). Prints one row per setup: resident and offloaded tokens/s, their
-    ratio, the offloaded run's median optimizer, upload and stall ms a step."""
-    setups = [("as benched", 1, "expert"), ("grad_accum 4", 4, "expert"), ("delayed update", 1, "delayed")]
+    ablation that is not equivalent to resident). Without clipping a layer's updates start when its backward ends,
+    so the next forward waits for the first layer's, which come last: a share of all updates that falls as layers
+    are added (twice the layers). Prints one row per setup: resident and offloaded tokens/s, their ratio, the
+    offloaded run's median optimizer, upload and stall ms a step."""
+    setups = [("as benched", 1, "expert", layers), ("grad_accum 4", 4, "expert", layers),
+              ("delayed update", 1, "delayed", layers), (f"{2 * layers} layers", 1, "expert", 2 * layers)]
     print(f"  {'setup':16} {'resident':>9} {'offloaded':>9} {'ratio':>6} {'optimizer':>9} {'upload':>7} "
           f"{'stall':>7}   tokens/s; ms a step")
-    for name, accum, optimizer in setups:
-        cfg = olmoe_config(layers, batch, grad_clip, steps, accum)
-        resident = train_records(cli, dev_cli, dict(cfg, offload={"mode": "none"}), f"sweep-r-{accum}", work)
+    for name, accum, optimizer, n_layers in setups:
+        cfg = olmoe_config(n_layers, batch, grad_clip, steps, accum)
+        tag = f"{accum}-{optimizer}-{n_layers}"
+        resident = train_records(cli, dev_cli, dict(cfg, offload={"mode": "none"}), f"sweep-r-{tag}", work)
         offloaded = train_records(cli, dev_cli, dict(cfg, offload={"mode": "host", "expert_slots": slots,
                                                                    "lookahead": lookahead, "optimizer": optimizer}),
-                                  f"sweep-o-{accum}-{optimizer}", work)
+                                  f"sweep-o-{tag}", work)
         r, o = tokens_per_s(resident), tokens_per_s(offloaded)
 
         def med(key):
