@@ -57,6 +57,8 @@ void* device_view(const void* p) {
 
 namespace {
 
+constexpr size_t kStageAlign = 256;  // what the stream-ordered pool aligns its allocations to
+
 struct OpTotals {
   int64_t calls = 0;
   double device_ms = 0, wall_ms = 0;
@@ -120,7 +122,11 @@ void* Stage::stage(void* p, size_t bytes, bool copy_in, bool copy_out) {
   for (Staged& s : staged_)
     if (s.host == p && s.bytes == bytes) st = &s;
   if (!st) {
-    staged_.push_back({p, scratch(bytes), bytes, false, false});
+    // The copy keeps p's offset within 256 bytes (scratch is 256-aligned): a range staged alone and the same range
+    // inside a larger staged one (a group's rows of a grouped op's activations) then have the same alignment, so a
+    // library that picks its kernel by alignment (cuBLAS) picks the same one for both.
+    const size_t offset = reinterpret_cast<uintptr_t>(p) % kStageAlign;
+    staged_.push_back({p, static_cast<char*>(scratch(bytes + offset)) + offset, bytes, false, false});
     st = &staged_.back();
   }
   // Copies queue before any kernel of the op, so an input staged after its output still arrives first.
