@@ -269,7 +269,7 @@ def main():
                       f"(cuBLAS alone {c32:.0f}), bf16 {r['bf16_gflops']:.0f} (cuBLAS alone {c16:.0f})")
         except Exception as e:
             print(f"the backend on cuBLAS failed: {e}")
-    else:
+    elif "gemm" in parts:
         print("the backend on cuBLAS: not measured (MOE_CUBLAS is not set)")
     for xs in (lib_fp32, lib_bf16):
         if not xs:
