@@ -78,6 +78,7 @@ CudaBackend::CudaBackend(const BackendOptions& options) : threads_(options.threa
 }
 
 CudaBackend::~CudaBackend() {
+  blas_.reset();  // its handle works on stream_, which must outlive it
   for (cudaStream_t s : {stream_, copy_stream_}) {
     if (!s) continue;
     cudaStreamSynchronize(s);
