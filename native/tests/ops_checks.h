@@ -37,6 +37,13 @@ inline moe::BackendOptions options_of(const BackendUnderTest& b, int threads) {
   return o;
 }
 
+inline Backend& backend(const BackendUnderTest& b, int threads) {
+  static std::map<std::string, std::unique_ptr<Backend>> made;
+  std::unique_ptr<Backend>& be = made[b.label + "/" + std::to_string(threads)];
+  if (!be) be = moe::make_backend(b.name, options_of(b, threads));
+  return *be;
+}
+
 // Every usable registered backend, then the reference itself (so the scalar kernels meet the double references
 // too). Unusable ones are listed with the reason and skipped. The cuda backend runs twice where cuBLAS opens: on
 // our GEMMs and on cuBLAS's.
@@ -52,7 +59,7 @@ inline const std::vector<BackendUnderTest>& backends_under_test() {
       if (info.name != "cuda") continue;
       BackendUnderTest blas{"cuda cublas", "cuda", "native", 4.0, "cublas"};
       try {
-        moe::make_backend(blas.name, options_of(blas, 1));
+        backend(blas, 2);  // made once here, then the one for_each_backend runs
         v.push_back(blas);
       } catch (const std::exception& e) {
         std::printf("  backend cuda on cuBLAS skipped: %s\n", e.what());
@@ -62,13 +69,6 @@ inline const std::vector<BackendUnderTest>& backends_under_test() {
     return v;
   }();
   return all;
-}
-
-inline Backend& backend(const BackendUnderTest& b, int threads) {
-  static std::map<std::string, std::unique_ptr<Backend>> made;
-  std::unique_ptr<Backend>& be = made[b.label + "/" + std::to_string(threads)];
-  if (!be) be = moe::make_backend(b.name, options_of(b, threads));
-  return *be;
 }
 
 inline Backend& reference() { return backend(backends_under_test().back(), 2); }

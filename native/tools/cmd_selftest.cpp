@@ -36,8 +36,9 @@ moe::ModelConfig tiny(const moe::ModelFamily& family, int top_k, double capacity
   return m;
 }
 
-// Every family, top-1 and top-2, dropless and with capacity, on be: counts into passed and failed.
-void gradchecks(moe::Backend& be, const std::string& label, int& passed, int& failed) {
+// Every family, top-1 and top-2, dropless and with capacity, on be (its lines start with prefix): counts into
+// passed and failed.
+void gradchecks(moe::Backend& be, const std::string& prefix, int& passed, int& failed) {
   // Float32 central differences with h = 1e-2 carry ~1e-3 relative noise; 5e-2 flags any real error.
   const double tolerance = 5e-2;
   for (const moe::ModelFamily& family : moe::model_families())
@@ -53,9 +54,8 @@ void gradchecks(moe::Backend& be, const std::string& label, int& passed, int& fa
           if (t.worst_rel_err > worst) worst = t.worst_rel_err, worst_name = t.name;
         const bool ok = worst <= tolerance;
         (ok ? passed : failed)++;
-        std::printf("%s %s%s%s top-%d %s: worst gradient error %.2e (%s)\n", ok ? "ok  " : "FAIL",
-                    label.empty() ? "" : "[gemm ", label.empty() ? "" : (label + "] ").c_str(), family.name, k,
-                    cf > 0 ? "capacity 1.0" : "dropless", worst, worst_name.c_str());
+        std::printf("%s %s%s top-%d %s: worst gradient error %.2e (%s)\n", ok ? "ok  " : "FAIL", prefix.c_str(),
+                    family.name, k, cf > 0 ? "capacity 1.0" : "dropless", worst, worst_name.c_str());
       }
 }
 
@@ -68,8 +68,7 @@ int cmd_selftest(int argc, char** argv) {
   const std::string name = args.get("--backend", "cpu"), gemm = args.get("--gemm", "auto");
   std::vector<std::pair<std::string, std::unique_ptr<moe::Backend>>> backends;
   try {
-    moe::check(gemm == "own" || gemm == "cublas" || gemm == "auto",
-               "--gemm \"" + gemm + "\" is not one of own, cublas, auto");
+    moe::check_gemm_choice("--gemm", gemm);
     moe::check(gemm != "cublas" || name == "cuda", "--gemm cublas needs --backend cuda");
     moe::BackendOptions o;
     o.threads = std::stoi(args.get("--threads", "2"));
@@ -89,7 +88,7 @@ int cmd_selftest(int argc, char** argv) {
     return 2;
   }
   int failed = 0, passed = 0;
-  for (auto& [label, be] : backends) gradchecks(*be, label, passed, failed);
+  for (auto& [lib, be] : backends) gradchecks(*be, lib.empty() ? "" : "[gemm " + lib + "] ", passed, failed);
   std::printf("%d passed, %d failed\n", passed, failed);
   if (failed > 0) return 1;
   // A pass is what lets the engine train on a backend other than "cpu" (backend/validation.h); the record's
@@ -97,8 +96,8 @@ int cmd_selftest(int argc, char** argv) {
   moe::Backend* be = backends.front().second.get();
   if (be->name() != "cpu") {
     const std::string path = moe::validation_file();
-    std::string versions = be->versions() + "; gemm checked:";
-    for (auto& [label, checked] : backends) versions += (&checked == &backends.front().second ? " " : " + ") + label;
+    std::string versions = be->versions() + "; gemm checked:", sep = " ";
+    for (const auto& checked : backends) versions += sep + checked.first, sep = " + ";
     moe::record_validation(path, moe::validation_now(be->name(), be->device(), versions));
     std::printf("recorded: %s validated on %s (%s) in %s\n", be->name().c_str(), be->device().c_str(),
                 be->versions().c_str(), path.c_str());

@@ -51,6 +51,11 @@ void check_backend_name(const std::string& field, const std::string& name) {
   unknown(field, name);
 }
 
+void check_gemm_choice(const std::string& field, const std::string& gemm) {
+  if (gemm != "own" && gemm != "cublas" && gemm != "auto")
+    fail(field + ": \"" + gemm + "\" is not supported; use \"own\", \"cublas\" or \"auto\"");
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options) {
   for (const BackendEntry* e : entries()) {
     if (name != e->name) continue;

@@ -44,6 +44,9 @@ std::vector<BackendInfo> list_backends();
 // Fails naming `field` and the registered backends unless one is called name.
 void check_backend_name(const std::string& field, const std::string& name);
 
+// Fails naming `field` unless gemm is one of BackendOptions::gemm's values.
+void check_gemm_choice(const std::string& field, const std::string& gemm);
+
 // A new backend of that name. Fails naming the registered backends when none has that name, and saying why when
 // the backend cannot run on this machine.
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options = {});

@@ -271,8 +271,7 @@ TrainConfig parse_train_config(const json::Value& obj) {
   }
   t.allow_unvalidated_backend = r.boolean("allow_unvalidated_backend", t.allow_unvalidated_backend);
   if (const json::Value* gemm = r.get("gemm", json::Type::String)) {
-    if (gemm->string != "own" && gemm->string != "cublas" && gemm->string != "auto")
-      fail("train.gemm: \"" + gemm->string + "\" is not supported; use \"own\", \"cublas\" or \"auto\"");
+    check_gemm_choice("train.gemm", gemm->string);
     if (gemm->string == "cublas" && t.backend != "cuda")
       fail("train.gemm: \"cublas\" needs train.backend \"cuda\" (the " + t.backend +
            " backend has only its own GEMMs)");

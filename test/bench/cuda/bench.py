@@ -83,6 +83,20 @@ def cublas_batched_gflops(experts, tokens, n_in, n_out, dtype):
     return 2.0 * experts * tokens * n_in * n_out / statistics.median(times) / 1e9
 
 
+def cublas_reference(r, measured):
+    """cuBLAS's (fp32, bf16) GFLOP/s on the shape of our bench row r: batched for a grouped row. Measured once per
+    shape and kept in `measured`, so every ratio of a run divides by the same figure."""
+    import torch
+    if r["shape"] not in measured:
+        if r["bench"] == "backend_grouped_gemm":
+            shape = (r["experts"], r["tokens"], r["in"], r["out"])
+            measured[r["shape"]] = tuple(cublas_batched_gflops(*shape, t) for t in (torch.float32, torch.bfloat16))
+        else:
+            shape = (r["tokens"], r["in"], r["out"])
+            measured[r["shape"]] = tuple(cublas_gflops(*shape, t) for t in (torch.float32, torch.bfloat16))
+    return measured[r["shape"]]
+
+
 def train_records(cli, dev_cli, cfg, name, work):
     return train_run(cli, dev_cli, cfg, name, work)[0]
 
@@ -214,7 +228,6 @@ def main():
                         "streaming slots, computed as grouped GEMMs)")
     a = p.parse_args()
     cli, dev_cli = os.path.join(a.build, "moe-engine"), os.path.join(a.build, "moe-engine-dev")
-    import torch
     ratios_fp32, ratios_bf16 = [], []
     print(f"{'shape':16} {'ours fp32':>10} {'cuBLAS fp32':>12} {'ours bf16':>10} {'cuBLAS bf16':>12}   GFLOP/s")
     parts = a.parts.split(",")
@@ -231,10 +244,10 @@ def main():
         print(f"our GEMM bench failed: {e}")
         gemms, ratios_fp32, ratios_bf16 = [], [float("nan")], [float("nan")]
     grouped_fp32, grouped_bf16, grouped_vs_loop = [], [], []
+    measured = {}  # shape -> cuBLAS's (fp32, bf16) GFLOP/s
     for r in gemms:
+        c32, c16 = cublas_reference(r, measured)
         if r["bench"] == "backend_grouped_gemm":
-            c32 = cublas_batched_gflops(r["experts"], r["tokens"], r["in"], r["out"], torch.float32)
-            c16 = cublas_batched_gflops(r["experts"], r["tokens"], r["in"], r["out"], torch.bfloat16)
             grouped_fp32.append(r["fp32_gflops"] / c32)
             grouped_bf16.append(r["bf16_gflops"] / c16)
             grouped_vs_loop.append(r["bf16_gflops"] / r["bf16_loop_gflops"])
@@ -242,8 +255,6 @@ def main():
                   f"   (grouped, {r['experts']} experts; cuBLAS batched; ours per expert: fp32 "
                   f"{r['fp32_loop_gflops']:.0f}, bf16 {r['bf16_loop_gflops']:.0f})")
             continue
-        c32 = cublas_gflops(r["tokens"], r["in"], r["out"], torch.float32)
-        c16 = cublas_gflops(r["tokens"], r["in"], r["out"], torch.bfloat16)
         ratios_fp32.append(r["fp32_gflops"] / c32)
         ratios_bf16.append(r["bf16_gflops"] / c16)
         print(f"{r['shape']:16} {r['fp32_gflops']:10.0f} {c32:12.0f} {r['bf16_gflops']:10.0f} {c16:12.0f}")
@@ -257,12 +268,7 @@ def main():
     if "gemm" in parts and os.environ.get("MOE_CUBLAS"):
         try:
             for r in ours_gemm(dev_cli, "cublas"):
-                if r["bench"] == "backend_grouped_gemm":
-                    c32 = cublas_batched_gflops(r["experts"], r["tokens"], r["in"], r["out"], torch.float32)
-                    c16 = cublas_batched_gflops(r["experts"], r["tokens"], r["in"], r["out"], torch.bfloat16)
-                else:
-                    c32 = cublas_gflops(r["tokens"], r["in"], r["out"], torch.float32)
-                    c16 = cublas_gflops(r["tokens"], r["in"], r["out"], torch.bfloat16)
+                c32, c16 = cublas_reference(r, measured)
                 lib_fp32.append(r["fp32_gflops"] / c32)
                 lib_bf16.append(r["bf16_gflops"] / c16)
                 print(f"{r['shape']:16} on cuBLAS through the backend: fp32 {r['fp32_gflops']:.0f} "

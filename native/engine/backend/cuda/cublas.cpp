@@ -21,6 +21,34 @@ constexpr int kCompute32F = 68;               // cublasComputeType_t: fp32 accum
 constexpr int kGemmDefault = -1;              // cublasGemmAlgo_t
 constexpr int kStatusSuccess = 0;             // cublasStatus_t
 
+// bf16 bits of the fp32 matrix at src (rows × cols, rows ld apart), rounded as to_bf16 rounds, in stream-ordered
+// scratch, freed on `stream` when this goes (after the work queued before that).
+class Bf16Copy {
+ public:
+  Bf16Copy(cudaStream_t stream, const float* src, int64_t rows, int64_t cols, int64_t ld);
+  ~Bf16Copy();
+  Bf16Copy(const Bf16Copy&) = delete;
+  Bf16Copy& operator=(const Bf16Copy&) = delete;
+  const uint16_t* get() const { return data_; }
+
+ private:
+  cudaStream_t stream_;
+  uint16_t* data_ = nullptr;
+};
+
+Bf16Copy::Bf16Copy(cudaStream_t stream, const float* src, int64_t rows, int64_t cols, int64_t ld) : stream_(stream) {
+  if (rows <= 0 || cols <= 0) return;
+  // Up to the last row's last element: rows ld apart may end before a full ld (a matrix inside a larger one).
+  const int64_t n = (rows - 1) * ld + cols;
+  cuda_check(cudaMallocAsync(reinterpret_cast<void**>(&data_), static_cast<size_t>(n) * sizeof(uint16_t), stream),
+             "bf16 operand scratch");
+  to_bf16(stream, data_, src, n);
+}
+
+Bf16Copy::~Bf16Copy() {
+  if (data_) cudaFreeAsync(data_, stream_);
+}
+
 }  // namespace
 
 // The library stays loaded for the process's life once opened (never dlclose'd): handles of other backends may
@@ -147,19 +175,6 @@ void Cublas::sgemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float a
     B = b16->get();
   }
   gemm_ex(trans_a, trans_b, M, N, K, alpha, A, kR16BF, lda, B, kR16BF, ldb, beta, C, ldc);
-}
-
-Bf16Copy::Bf16Copy(cudaStream_t stream, const float* src, int64_t rows, int64_t cols, int64_t ld) : stream_(stream) {
-  if (rows <= 0 || cols <= 0) return;
-  // Up to the last row's last element: rows ld apart may end before a full ld (a matrix inside a larger one).
-  const int64_t n = (rows - 1) * ld + cols;
-  cuda_check(cudaMallocAsync(reinterpret_cast<void**>(&data_), static_cast<size_t>(n) * sizeof(uint16_t), stream),
-             "bf16 operand scratch");
-  to_bf16(stream, data_, src, n);
-}
-
-Bf16Copy::~Bf16Copy() {
-  if (data_) cudaFreeAsync(data_, stream_);
 }
 
 }  // namespace moe::cuda

@@ -45,19 +45,4 @@ class Cublas {
   std::string describe_;
 };
 
-// bf16 bits of the fp32 matrix at src (rows × cols, rows ld apart), rounded as to_bf16 rounds, in stream-ordered
-// scratch that the returned holder frees on `stream` (after the work queued before its destruction).
-class Bf16Copy {
- public:
-  Bf16Copy(cudaStream_t stream, const float* src, int64_t rows, int64_t cols, int64_t ld);
-  ~Bf16Copy();
-  Bf16Copy(const Bf16Copy&) = delete;
-  Bf16Copy& operator=(const Bf16Copy&) = delete;
-  const uint16_t* get() const { return data_; }
-
- private:
-  cudaStream_t stream_;
-  uint16_t* data_ = nullptr;
-};
-
 }  // namespace moe::cuda

@@ -68,8 +68,7 @@ CudaBackend::CudaBackend(const BackendOptions& options) : threads_(options.threa
   cuda_check(cudaSetDevice(device_), "selecting device 0");
   cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating the stream");
   cuda_check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "creating the copy stream");
-  check(options.gemm == "own" || options.gemm == "cublas" || options.gemm == "auto",
-        "cuda: gemm \"" + options.gemm + "\" is not one of \"own\", \"cublas\", \"auto\"");
+  check_gemm_choice("cuda: gemm", options.gemm);
   if (options.gemm == "own") return;
   std::string why;
   blas_ = cuda::Cublas::open(stream_, why);
