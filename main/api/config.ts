@@ -254,7 +254,6 @@ function checkOffload(c: { train: TrainConfig; offload?: OffloadConfig; placemen
     issue('expert_slots', `${o.mode} offload needs expert_slots or device_budget_bytes`)
   if (o.mode === 'ssd' && o.cache_experts === null && o.host_budget_bytes === null)
     issue('cache_experts', 'SSD offload needs cache_experts or host_budget_bytes')
-  if (c.train.compute_dtype !== 'fp32') issue('mode', 'offload computes in fp32 only; set train.compute_dtype to fp32')
   if (o.mode === 'ssd' && o.optimizer === 'delayed') issue('optimizer', 'delayed updates are host-tier only')
 }
 

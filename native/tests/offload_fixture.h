@@ -29,6 +29,7 @@ struct Variant {
   // A CPU backend whose device memory counts as apart from host memory, as a GPU's does: the host tier then keeps
   // the experts in a store of its own (pinned_store.h) rather than in the arenas.
   bool device_apart = false;
+  std::string dtype = "fp32";  // train.compute_dtype
 };
 
 inline std::unique_ptr<moe::Backend> backend_for(const Variant& v) {
@@ -47,7 +48,8 @@ inline std::string config(const Variant& v) {
                   (v.capacity ? "1.0" : "null") + R"(},
     "train": {"batch_size": 2, "seq_len": 16, "steps": 100, "lr": 1e-2, "warmup_steps": 2, "threads": )" +
                   std::to_string(v.threads) + R"(, "seed": 11, "grad_accum": )" +
-                  std::to_string(v.grad_accum) + R"(, "grad_clip": )" + std::to_string(v.grad_clip) + "}";
+                  std::to_string(v.grad_accum) + R"(, "grad_clip": )" + std::to_string(v.grad_clip) +
+                  R"(, "compute_dtype": ")" + v.dtype + "\"}";
   if (!v.offload.empty()) c += R"(, "offload": )" + v.offload;
   return c + v.sections + "}";
 }

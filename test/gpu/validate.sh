@@ -9,7 +9,7 @@
 #   3. moe-engine-dev selftest --backend cuda: whole-model gradients by finite differences for every family;
 #      a pass is recorded in $MOE_WORKBENCH_HOME/validated-backends.json (default ~/.moe-workbench)
 #   4. training on cuda with experts offloaded (host tier, SSD tier, host tier with LoRA, host tier computing runs of
-#      three experts as grouped GEMMs) against resident training:
+#      three experts as grouped GEMMs, in fp32 and in bf16 compute) against resident training:
 #      the same losses and gradient norms bit for bit
 #   5. test/bench/cuda/bench.py: our GEMMs against cuBLAS (torch.matmul), tokens/s cuda against cpu, and
 #      host-offloaded against resident, and where a resident OLMoE-shaped step spends its device time per op;
@@ -141,11 +141,11 @@ tokens = os.path.join(work, "corpus.bin")
 subprocess.run([os.path.join(build, "moe-engine-dev"), "tokenize", "--bytes",
                 os.path.join(root, "resources", "corpus", "python-tutorial.txt"), "--out", tokens],
                check=True, capture_output=True)
-def records(offload, finetune, name, gemm="own"):
+def records(offload, finetune, name, gemm="own", dtype="fp32"):
     with open(os.path.join(root, "resources", "presets", "tiny.json")) as f:
         cfg = json.load(f)
     cfg["train"].update({"backend": "cuda", "steps": 6, "checkpoint_every": 0, "allow_unvalidated_backend": True,
-                         "gemm": gemm})
+                         "gemm": gemm, "compute_dtype": dtype})
     cfg["offload"] = offload
     if finetune:
         cfg["finetune"] = finetune
@@ -161,21 +161,24 @@ def records(offload, finetune, name, gemm="own"):
 # The host AdamW of offloaded experts rounds as the device's does, so each pair is the same bit for bit.
 lora = {"method": "lora", "lora": {"rank": 4, "alpha": 8}}
 runs = {"mode": "host", "expert_slots": 6, "lookahead": 3, "pin_fraction": 0}
-cases = [("host tier", {"mode": "host", "expert_slots": 2}, None, "own"),
-         ("SSD tier", {"mode": "ssd", "expert_slots": 2, "cache_experts": 6}, None, "own"),
-         ("host tier, LoRA", {"mode": "host", "expert_slots": 2}, lora, "own"),
-         ("host tier, runs of 3 experts", runs, None, "own")]
+# bf16: the slots convert their experts' fp32 weights with the device's own to_bf16, as resident training
+# converts the arena's (the device AdamW's bf16 copy rounds as to_bf16 does).
+cases = [("host tier", {"mode": "host", "expert_slots": 2}, None, "own", "fp32"),
+         ("SSD tier", {"mode": "ssd", "expert_slots": 2, "cache_experts": 6}, None, "own", "fp32"),
+         ("host tier, LoRA", {"mode": "host", "expert_slots": 2}, lora, "own", "fp32"),
+         ("host tier, runs of 3 experts", runs, None, "own", "fp32"),
+         ("host tier, runs of 3 experts, bf16 compute", runs, None, "own", "bf16")]
 if os.environ.get("MOE_CUBLAS"):
-    cases.append(("host tier, runs of 3 experts, cuBLAS GEMMs", runs, None, "cublas"))
+    cases.append(("host tier, runs of 3 experts, cuBLAS GEMMs", runs, None, "cublas", "fp32"))
 else:
     print("cuBLAS GEMMs: no case (MOE_CUBLAS is not set)")
 ok = True
 resident = {}
-for i, (label, offload, finetune, gemm) in enumerate(cases):
-    key = json.dumps([finetune, gemm])
+for i, (label, offload, finetune, gemm, dtype) in enumerate(cases):
+    key = json.dumps([finetune, gemm, dtype])
     if key not in resident:
-        resident[key] = records({"mode": "none"}, finetune, f"resident{i}", gemm)
-    base, off = resident[key], records(offload, finetune, f"offloaded{i}", gemm)
+        resident[key] = records({"mode": "none"}, finetune, f"resident{i}", gemm, dtype)
+    base, off = resident[key], records(offload, finetune, f"offloaded{i}", gemm, dtype)
     same = [a[:2] == b[:2] for a, b in zip(base, off)]
     worst = max(abs(a[0] - b[0]) / max(abs(a[0]), 1e-6) for a, b in zip(base, off))
     print(f"{label}: resident losses  ", " ".join(f"{x[0]:.9f}" for x in base))

@@ -99,6 +99,23 @@ describe('planner: host mode', () => {
     expect(plan({ mode: 'host', device_budget_bytes: 600_000 }).formulas.join('\n')).toContain('slots = min(experts,')
   })
 
+  it('books bf16 compute’s copies: the dense linear weights’, and one per slot', () => {
+    // On cuda (nothing packed): lm_head 2,048 + 2 × (qkv 3,072 + out 1,024) = 10,240 floats of bf16 copies
+    // -> B = 20,480 B; a slot 2·e + e/2 = 46,080 B
+    const config = RunConfigSchema.parse({
+      model: { arch: 'mixtral', vocab_size: 64, d_model: 32, n_layers: 2, n_heads: 4, max_seq_len: 16, d_ff: 48, n_experts: 4, top_k: 2 },
+      train: { batch_size: 2, seq_len: 16, backend: 'cuda', compute_dtype: 'bf16' },
+      offload: { mode: 'host', expert_slots: 2 },
+    })
+    const p = planRun(config, { device: BIG, host: BIG, ssd: null })
+    expect(tier(p, 'device').total).toBe(FIXED + 20_480 + 2 * (SLOT + E / 2))
+    expect(p.formulas.join('\n')).toContain('device = 4·D + B + slots·(2·e + e/2)')
+    // ⌊(700,000 − 548,736) / 46,080⌋ = 3
+    const budgeted = planRun(RunConfigSchema.parse({ ...config, offload: { mode: 'host', device_budget_bytes: 700_000 } }),
+      { device: BIG, host: BIG, ssd: null })
+    expect(budgeted.slots).toBe(3)
+  })
+
   it('books the pending gradients of delayed updates on the host', () => {
     const p = plan({ mode: 'host', expert_slots: 2, optimizer: 'delayed' })
     expect(tier(p, 'host')).toMatchObject({ grads: 2 * ALL, total: 5 * ALL })

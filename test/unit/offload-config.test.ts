@@ -32,9 +32,7 @@ describe('offload config', () => {
   it('refuses what the engine would refuse, naming the field', () => {
     expect(issues({ mode: 'host' })).toEqual(['offload.expert_slots: host offload needs expert_slots or device_budget_bytes'])
     expect(issues({ mode: 'ssd', expert_slots: 2 })).toEqual(['offload.cache_experts: SSD offload needs cache_experts or host_budget_bytes'])
-    expect(issues({ mode: 'host', expert_slots: 2 }, { compute_dtype: 'bf16' })).toEqual([
-      'offload.mode: offload computes in fp32 only; set train.compute_dtype to fp32',
-    ])
+    expect(issues({ mode: 'host', expert_slots: 2 }, { compute_dtype: 'bf16' })).toEqual([])
     expect(issues({ mode: 'ssd', expert_slots: 2, cache_experts: 4, optimizer: 'delayed' })).toEqual(['offload.optimizer: delayed updates are host-tier only'])
     expect(issues({ mode: 'auto', optimizer: 'delayed' })).toEqual([])
     expect(issues({ mode: 'none' }, { compute_dtype: 'bf16' })).toEqual([])

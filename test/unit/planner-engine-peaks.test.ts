@@ -51,6 +51,25 @@ describe('planner peaks against the engine’s', () => {
     expect(within10(measured.device, planned['device']!)).toBeLessThan(0.1)
   })
 
+  it('books a bf16 run’s copies as the engine does: the dense ones, and one per slot', async () => {
+    const base = tinyConfig({ steps: 3, grad_clip: 1, compute_dtype: 'bf16' })
+    const s = sizesOf(base)
+    expect(s.expertBf16).toBe(s.expert / 2)
+    expect(s.bf16Dense).toBeGreaterThan(0)
+    // Room for the fixed part and 3 slots of weights, gradient and bf16 copy, and a little more.
+    const budget = deviceFixed(s) + 3 * (2 * s.expert + s.expertBf16) + s.expert
+    const config = RunConfigSchema.parse({ ...base, offload: { mode: 'host', device_budget_bytes: budget } })
+    const plan = planRun(config, MACHINE)
+    expect(plan).toMatchObject({ mode: 'host', fits: true, slots: 3 })
+    const planned = Object.fromEntries(plan.tiers.map((t) => [t.tier, t.total]))
+    const records = await train(engineConfigJson(config, resolveOffload(config, MACHINE)), join(dir, 'host-bf16'))
+    expect(records).toHaveLength(3)
+    expect(records.every((r) => Number.isFinite(r.loss))).toBe(true)
+    const measured = peaks(records)
+    expect(within10(measured.host, planned['host']!)).toBeLessThan(0.1)
+    expect(within10(measured.device, planned['device']!)).toBeLessThan(0.1)
+  })
+
   it('books what an SSD-offloaded run measures, per tier, within 10%', async () => {
     const config = RunConfigSchema.parse({ ...tinyConfig({ steps: 3 }), offload: { mode: 'ssd', expert_slots: 2, cache_experts: 5 } })
     const plan = planRun(config, MACHINE)

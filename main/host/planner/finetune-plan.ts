@@ -109,13 +109,28 @@ export function finetuneStateBytes(config: RunConfig): { trainedState: number; f
  * LoRA could adapt, and the output head: lm_head, or wte when tied to it), which the CPU backend keeps packed for its bf16 GEMMs
  * (native/engine/backend/cpu/packed_weights.h). Without a finetune section nothing is frozen.
  */
-export function frozenLinearParams(config: RunConfig): number {
+export function frozenLinearParams(config: RunConfig, experts = true): number {
+  return linearParams(config, { experts, frozenOnly: true, padded: false })
+}
+
+/**
+ * Parameters of the tensors with bf16 copies (as frozenLinearParams picks them), each padded to 16 as the engine's
+ * copies are: a routed expert's included or not (an offloaded expert's copy lives in its slot, not beside the arena).
+ */
+export function bf16CopyParams(config: RunConfig, experts: boolean): number {
+  return linearParams(config, { experts, frozenOnly: false, padded: true })
+}
+
+function linearParams(config: RunConfig, o: { experts: boolean; frozenOnly: boolean; padded: boolean }): number {
   const f = resolveFinetune(config.finetune)
   const at = expertsAt(config.model)
   const tied = modelFeatures(config.model).tie_embeddings
   let n = 0
-  for (const t of layoutTensors(config.model))
-    if ((t.linear !== null || t.name === 'lm_head.weight' || (tied && t.name === 'wte')) && !tensorTrains(t, f, at)) n += t.numel
+  for (const t of layoutTensors(config.model)) {
+    if (t.linear === null && t.name !== 'lm_head.weight' && !(tied && t.name === 'wte')) continue
+    if ((!o.experts && t.expert !== null) || (o.frozenOnly && tensorTrains(t, f, at))) continue
+    n += o.padded ? pad16(t.numel) : t.numel
+  }
   return n
 }
 

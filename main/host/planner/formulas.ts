@@ -55,15 +55,20 @@ export function planFormulas({ model, offload, sizes: s, mode, slots, mapped, ca
     } else lines.push(`device = 4 × (D + all experts) + activations + buffers = ${total('device')} (${act}; MPipeMoE eqs. 1–3)`)
     return lines
   }
-  if (mapped) {
-    lines.push(`device = 4·D + slots·e + activations + buffers = ${binaryBytes(4 * s.dense)} + ${slots}·e + ${act} = ${total('device')} (a mapped slot: the gradient alone; the expert computes on its host copy in place)`)
-    if (offload.expert_slots === null)
-      lines.push(`slots = min(experts, ⌊(device budget − 4·D − activations − buffers) / e⌋) = ${slots} (needs ${binaryBytes(deviceFixed(s))} before the first slot)`)
-  } else {
-    lines.push(`device = 4·D + 2·slots·e + activations + buffers = ${binaryBytes(4 * s.dense)} + 2·${slots}·e + ${act} = ${total('device')} (a slot: weights + gradient; MPipeMoE eqs. 1–3)`)
-    if (offload.expert_slots === null)
-      lines.push(`slots = min(experts, ⌊(device budget − 4·D − activations − buffers) / (2·e)⌋) = ${slots} (needs ${binaryBytes(deviceFixed(s))} before the first slot)`)
-  }
+  // bf16 compute: B = the non-expert linear weights' bf16 copies, and each slot also holds its expert's (e/2).
+  const bf16 = s.expertBf16 > 0
+  if (bf16)
+    lines.push(`bf16 compute: B = a bf16 copy of each non-expert linear weight (2 B each) and, on the cpu backend, each frozen one packed for the bf16 GEMMs (2 × 2 B each) = ${binaryBytes(s.bf16Dense)}; each slot also holds its expert's bf16 copy (e/2), converted where it computes`)
+  const fixed = bf16 ? '4·D + B' : '4·D', fixedBytes = binaryBytes(4 * s.dense + s.bf16Dense)
+  const perSlot = mapped ? (bf16 ? 'slots·(e + e/2)' : 'slots·e') : bf16 ? 'slots·(2·e + e/2)' : '2·slots·e'
+  const shown = perSlot.replace('slots', String(slots))
+  const slot = mapped ? (bf16 ? '(e + e/2)' : 'e') : bf16 ? '(2·e + e/2)' : '(2·e)'
+  const what = mapped
+    ? `a mapped slot: the gradient alone${bf16 ? ' and the bf16 copy' : ''}; the expert computes on its host copy in place`
+    : `a slot: weights + gradient${bf16 ? ' + bf16 copy' : ''}; MPipeMoE eqs. 1–3`
+  lines.push(`device = ${fixed} + ${perSlot} + activations + buffers = ${fixedBytes} + ${shown} + ${act} = ${total('device')} (${what})`)
+  if (offload.expert_slots === null)
+    lines.push(`slots = min(experts, ⌊(device budget − ${fixed} − activations − buffers) / ${slot}⌋) = ${slots} (needs ${binaryBytes(deviceFixed(s))} before the first slot)`)
   if (mode === 'host') {
     const delayed = offload.optimizer === 'delayed' ? ' + all experts of pending gradients (delayed updates)' : ''
     lines.push(`host = 4 × all experts${delayed} = ${total('host')} (every expert's weights, gradient and moments; MoESys eq. 1 CPU tier with α = 1)`)

@@ -5,7 +5,7 @@
 import type { RunConfig } from '../../api/config'
 import type { Plan } from '../../api/contract'
 import { activationFloats } from './activations'
-import { frozenLinearParams, stateFloats } from './finetune-plan'
+import { bf16CopyParams, frozenLinearParams, stateFloats } from './finetune-plan'
 import { countParams } from './param-count'
 
 export type TierBytes = Plan['tiers'][number]
@@ -39,6 +39,11 @@ export interface Sizes {
   /** bf16 compute: the bf16 copy of the whole arena (2 B per parameter) and, on the CPU backend, the frozen linear
    * weights packed for its GEMMs (two layouts of 2 B each; not with train.pack_frozen_bf16 false); 0 in fp32. */
   bf16Copies: number
+  /** bf16 compute with offloaded experts: the non-expert linear weights' bf16 copies (2 B each, padded to 16) and
+   * on the CPU backend the frozen ones packed as above; the experts' copies are in their slots. 0 in fp32. */
+  bf16Dense: number
+  /** bf16 compute: a slot's bf16 copy of its expert's weights (half its weights buffer); 0 in fp32. */
+  expertBf16: number
   activations: number
   buffers: number
 }
@@ -53,18 +58,23 @@ const recordBytes = (p: ReturnType<typeof recordParts>) => p.weights + 3 * p.gra
 
 export function sizesOf(config: RunConfig): Sizes {
   const s = stateSizesOf(config)
-  return { ...s, bf16Copies: bf16CopyBytes(config, s.dense + s.allExperts) }
+  const bf16 = config.train.compute_dtype === 'bf16'
+  return {
+    ...s,
+    bf16Copies: bf16 ? (s.dense + s.allExperts) / 2 + packedBytes(config, true) : 0,
+    bf16Dense: bf16 ? 2 * bf16CopyParams(config, false) + packedBytes(config, false) : 0,
+    expertBf16: bf16 ? s.expert / 2 : 0,
+  }
 }
 
-/** The bf16 weight copies beside an arena of `arena` fp32 bytes (native/engine/model/model.cpp bind_bf16_weights). */
-function bf16CopyBytes(config: RunConfig, arena: number): number {
-  if (config.train.compute_dtype !== 'bf16') return 0
+/** The frozen linear weights the CPU backend keeps packed for its bf16 GEMMs (native/engine/model/model.cpp
+ * plan_bf16_copies): two layouts of 2 B each; the routed experts' only while they are resident. */
+function packedBytes(config: RunConfig, experts: boolean): number {
   const keeps = (config.train.backend ?? 'cpu') === 'cpu' && config.train.pack_frozen_bf16 !== false
-  const packed = keeps ? 4 * frozenLinearParams(config) : 0
-  return arena / 2 + packed
+  return keeps ? 4 * frozenLinearParams(config, experts) : 0
 }
 
-function stateSizesOf(config: RunConfig): Omit<Sizes, 'bf16Copies'> {
+function stateSizesOf(config: RunConfig): Omit<Sizes, 'bf16Copies' | 'bf16Dense' | 'expertBf16'> {
   const { saved, scratch } = activationFloats(config)
   const common = { activations: saved * F32, buffers: scratch * F32 }
   if (config.finetune) {
@@ -123,16 +133,17 @@ export function residentDevice(s: Sizes, budget: number): TierBytes {
   return tier('device', { params, grads: trained, optimizer: 2 * trained, activations: s.activations, buffers: s.buffers }, budget)
 }
 
-/** One expert slot: weights + gradient buffer (the trained part only); a mapped slot (the expert computes on its host
- * copy in place) holds the gradient buffer alone. */
-export const slotBytes = (s: Sizes, mapped = false) => (mapped ? 0 : s.expert) + s.expertTrained
+/** One expert slot: weights + gradient buffer (the trained part only) + its bf16 copy under bf16 compute; a mapped
+ * slot (the expert computes on its host copy in place) holds no weights buffer. */
+export const slotBytes = (s: Sizes, mapped = false) => (mapped ? 0 : s.expert) + s.expertTrained + s.expertBf16
 
 /** The dense state, activations and buffers, and `slots` expert slots. */
 export function offloadedDevice(s: Sizes, slots: number, budget: number, mapped = false): TierBytes {
   return tier(
     'device',
     {
-      params: s.dense + s.bf16Copies + (mapped ? 0 : slots * s.expert), grads: s.denseTrained + slots * s.expertTrained, optimizer: 2 * s.denseTrained,
+      params: s.dense + s.bf16Dense + slots * ((mapped ? 0 : s.expert) + s.expertBf16), grads: s.denseTrained + slots * s.expertTrained,
+      optimizer: 2 * s.denseTrained,
       activations: s.activations, buffers: s.buffers,
     },
     budget,
@@ -140,7 +151,7 @@ export function offloadedDevice(s: Sizes, slots: number, budget: number, mapped 
 }
 
 /** What the device holds besides the slots. */
-export const deviceFixed = (s: Sizes) => s.dense + s.bf16Copies + 3 * s.denseTrained + s.activations + s.buffers
+export const deviceFixed = (s: Sizes) => s.dense + s.bf16Dense + 3 * s.denseTrained + s.activations + s.buffers
 
 /** Slots a device budget holds after its fixed part, at most one per expert (the engine's cap). */
 export function slotsFor(s: Sizes, budget: number, mapped = false): number {

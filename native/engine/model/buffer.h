@@ -74,6 +74,8 @@ class KeptBf16Buffer {
     be_->keep_bf16_weights(u16() + offset, u16() + offset + count);
   }
   uint16_t* u16() const { return buf_.u16(); }
+  // Undeclares every kept range (the backend drops its layouts of them).
+  void forget_kept() { forget(); }
 
  private:
   void forget() {

@@ -506,8 +506,6 @@ EngineConfig parse_config(const json::Value& root) {
   // An evaluation forward outside the step would run through the offload scheduler's per-step plan.
   if (c.offload.mode != OffloadMode::None && c.train.eval_every > 0)
     fail("train.eval_every: evaluation runs with resident experts only for now (offload.mode \"none\"); set it to 0");
-  if (c.offload.mode != OffloadMode::None && c.train.compute_dtype != ComputeDtype::F32)
-    fail("offload.mode: expert offload computes in fp32 only; set train.compute_dtype to \"fp32\"");
   // The rule moves a parameter the model must have; turning the tensor on silently would change the model's
   // tensors (and its checkpoints) behind the user's back.
   if (c.train.balance_bias_rate > 0 && !c.model.selection_bias)

@@ -94,6 +94,27 @@ void Model::bind_bf16_weights() {
     mirror_ffn(l.residual);
     for (FfnParams& e : l.experts) mirror_ffn(e);
   }
+  bf16_copied_.assign(layout_.tensors().size(), false);
+  for (size_t i = 0; i < layout_.tensors().size(); ++i) bf16_copied_[i] = offsets.count(layout_.tensors()[i].offset) > 0;
+  plan_bf16_copies();
+}
+
+// Expert ranges are in layout order (ascending offsets): the last starting at or before offset.
+bool Model::in_expert_range(size_t offset) const {
+  const std::vector<ExpertRange>& rs = layout_.expert_ranges();
+  auto it = std::upper_bound(rs.begin(), rs.end(), offset, [](size_t o, const ExpertRange& r) { return o < r.begin; });
+  return it != rs.begin() && offset < std::prev(it)->end;
+}
+
+// The ranges the refresh converts and the frozen weights the backend may keep laid out. With the experts
+// elsewhere (an ExpertAccess that offloads them) their arena copies are never read: an offloaded expert gets its
+// bf16 copy from its own fp32 weights where it computes, so the arena's expert ranges are left out (and their
+// pages never touched).
+void Model::plan_bf16_copies() {
+  params_bf16_.forget_kept();
+  bf16_ranges_.clear();
+  bf16_trained_ranges_.clear();
+  kept_linears_.clear();
   // Tensors are laid out in order, 16-float aligned: adjacent ones (an expert's matrices, consecutive experts)
   // merge into one range.
   auto extend = [](std::vector<std::pair<size_t, size_t>>& ranges, size_t offset, size_t floats) {
@@ -101,11 +122,11 @@ void Model::bind_bf16_weights() {
     else ranges.emplace_back(offset, floats);
   };
   std::vector<std::pair<size_t, size_t>> frozen;
-  bf16_copied_.assign(layout_.tensors().size(), false);
+  bf16_planned_.assign(layout_.tensors().size(), false);
   for (size_t i = 0; i < layout_.tensors().size(); ++i) {
     const ParamTensor& t = layout_.tensors()[i];
-    if (!offsets.count(t.offset)) continue;
-    bf16_copied_[i] = true;
+    if (!bf16_copied_[i] || (experts_apart_ && in_expert_range(t.offset))) continue;
+    bf16_planned_[i] = true;
     const size_t padded = (t.numel + 15) / 16 * 16;
     extend(bf16_ranges_, t.offset, padded);
     extend(trainable_.trains(i) ? bf16_trained_ranges_ : frozen, t.offset, padded);
@@ -116,6 +137,16 @@ void Model::bind_bf16_weights() {
   // them in its own layout, made once. Trained ones change every step and are read about once in between, where
   // keeping a second layout only adds its memory and the traffic of writing it.
   for (auto [offset, count] : frozen) params_bf16_.keep(offset, count);
+  bf16_stale_ = true;
+}
+
+size_t Model::bf16_copy_bytes(bool experts) const {
+  size_t floats = 0;
+  for (size_t i = 0; i < layout_.tensors().size() && i < bf16_copied_.size(); ++i) {
+    const ParamTensor& t = layout_.tensors()[i];
+    if (bf16_copied_[i] && (experts || !in_expert_range(t.offset))) floats += (t.numel + 15) / 16 * 16;
+  }
+  return floats * sizeof(uint16_t);
 }
 
 void Model::refresh_bf16_weights() {
@@ -148,9 +179,11 @@ void Model::zero_dense_grads() {
 }
 
 void Model::set_expert_access(ExpertAccess* access) {
-  check(access == nullptr || dtype_ == ComputeDtype::F32,
-        "offload: expert offload computes in fp32 only; set train.compute_dtype to \"fp32\"");
   expert_access_ = access;
+  if (dtype_ == ComputeDtype::BF16 && experts_apart_ != (access != nullptr)) {
+    experts_apart_ = access != nullptr;
+    plan_bf16_copies();
+  }
 }
 
 void Model::reserve_activations(int B, int T) {

@@ -55,8 +55,11 @@ class Model {
   // For an optimizer that writes the bf16 copies with its update (Backend::adamw_update_bf16): tensor i's copy, or
   // null where it has none (fp32 compute; the tensors bf16 compute keeps in fp32, such as norms and the router).
   uint16_t* bf16_copy_for_update(size_t i) {
-    return i < bf16_copied_.size() && bf16_copied_[i] ? params_bf16_.u16() + layout_.tensors()[i].offset : nullptr;
+    return i < bf16_planned_.size() && bf16_planned_[i] ? params_bf16_.u16() + layout_.tensors()[i].offset : nullptr;
   }
+  // The bytes of the arena's bf16 weight copies (0 in fp32 compute), with or without the routed experts'.
+  size_t bf16_copy_bytes(bool experts) const;
+  bool bf16_experts_apart() const { return experts_apart_; }
   // After an update that wrote the copy of every trained tensor that has one: forward has none of them to refresh.
   void bf16_copies_written() { bf16_trained_stale_ = false; }
   // The gradient arena: trained tensors only, packed in layout order (trainable().grad_offset(i)); with
@@ -124,6 +127,8 @@ class Model {
 
   bool latent() const { return features_.attention == AttentionKind::Latent; }
   void bind_bf16_weights();
+  void plan_bf16_copies();
+  bool in_expert_range(size_t offset) const;
   void attach_lora_dropout(float p);
   void refresh_bf16_weights();
   void norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b, int N);
@@ -153,6 +158,8 @@ class Model {
   };
   std::vector<KeptLinear> kept_linears_;  // the frozen weights in kept regions, prepared after each full refresh
   std::vector<bool> bf16_copied_;          // [tensor index]: the tensor has a bf16 copy
+  std::vector<bool> bf16_planned_;         // [tensor index]: ... which the arena keeps current
+  bool experts_apart_ = false;             // an ExpertAccess holds the routed experts elsewhere
   bool bf16_stale_ = true, bf16_trained_stale_ = false;
   std::vector<std::unique_ptr<MoeLayer>> moe_layers_;
   std::unique_ptr<DeviceGroup> device_group_;

@@ -24,6 +24,7 @@ void ExpertOffload::issue_mapped(int i) {
     free_.erase(free_.begin());
   }
   Slot& s = slots_[x.slot];
+  s.bf16_of = -1;  // the host copy it maps may have changed since (an update)
   const size_t grad_bytes = x.grad_floats * sizeof(float);
   const bool grad_up = first && pass_ == ExpertPass::Backward && !pinned && x.grad_down;
   const bool grad_zero = first && (pinned || (pass_ == ExpertPass::Backward && !x.grad_down));

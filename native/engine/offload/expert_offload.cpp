@@ -60,13 +60,17 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
     x.grad_floats = g.end - g.begin;
     x.pending_at = all_grads;
     bool frozen_tensor = false;
+    const FfnParams& f = model.param_ptrs().layers[r.layer].experts[r.expert];
     for (size_t i = 0; i < layout.tensors().size(); ++i) {
       const ParamTensor& t = layout.tensors()[i];
       if (t.offset < r.begin || t.offset >= r.end) continue;
+      if (params_ + t.offset == f.w_in) x.in_at = t.offset - r.begin, x.in_n = t.numel;
+      if (params_ + t.offset == f.w_out) x.out_at = t.offset - r.begin, x.out_n = t.numel;
       if (trainable.trains(i)) x.trained.push_back({&t, t.offset - r.begin, trainable.grad_offset(i) - g.begin});
       else frozen_tensor = true;
     }
     x.split = frozen_tensor && !x.trained.empty();
+    for (const TrainedTensor& t : x.trained) x.trains_linear = x.trains_linear || t.at == x.in_at || t.at == x.out_at;
     sizes.push_back({x.floats, x.split ? x.grad_floats : 0, x.grad_floats});
     expert_floats_ = std::max(expert_floats_, x.floats);
     grad_floats_ = std::max(grad_floats_, x.grad_floats);
@@ -78,30 +82,39 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
   sum_squares_.assign(experts_.size(), 0.0);
   const int entries = cfg.mode == OffloadMode::Ssd ? cache_entries_for(cfg, sizes) : 0;
   choose_copy_stream(cfg, entries);
-  // A mapped slot computes on the host copy: it needs no weights buffer of its own.
+  // A mapped slot computes on the host copy: it needs no weights buffer of its own. With bf16 compute every slot
+  // also holds the bf16 copy of its expert's linear weights, converted from its fp32 ones where it computes, as
+  // resident training converts the arena's (a bf16 upload would need the host to round as the device does).
+  bf16_ = model.compute_dtype() == ComputeDtype::BF16;
   const size_t slot_w = mapped_ ? 0 : expert_floats_ * sizeof(float), slot_g = grad_floats_ * sizeof(float);
+  const size_t slot_w16 = bf16_ ? expert_floats_ * sizeof(uint16_t) : 0;
 
-  // Device tier: the non-expert parameters, the trained ones' gradients and moments, the activations, then the
-  // slots (a slot's gradient buffer holds only trained tensors).
-  const size_t dense = ((layout.total() - all_weights) + 3 * (model.num_grads() - all_grads)) * sizeof(float);
-  device_.charge(dense, "the non-expert parameters, gradients and AdamW moments");
+  // Device tier: the non-expert parameters (and their bf16 copies), the trained ones' gradients and moments, the
+  // activations, then the slots (a slot's gradient buffer holds only trained tensors).
+  const size_t dense = ((layout.total() - all_weights) + 3 * (model.num_grads() - all_grads)) * sizeof(float) +
+                       (bf16_ ? model.bf16_copy_bytes(false) : 0);
+  device_.charge(dense, bf16_ ? "the non-expert parameters, their bf16 copies, gradients and AdamW moments"
+                              : "the non-expert parameters, gradients and AdamW moments");
   model.reserve_activations(B, T);
   charge_activations();
   int n_slots = cfg.expert_slots;
   if (n_slots == 0) {
     const size_t used = device_.current();
     const size_t left = static_cast<size_t>(cfg.device_budget_bytes) > used ? cfg.device_budget_bytes - used : 0;
-    n_slots = slot_w + slot_g > 0 ? static_cast<int>(left / (slot_w + slot_g)) : static_cast<int>(experts_.size());
+    const size_t slot = slot_w + slot_g + slot_w16;
+    n_slots = slot > 0 ? static_cast<int>(left / slot) : static_cast<int>(experts_.size());
     check(n_slots >= 1, "device tier: offload.device_budget_bytes " + std::to_string(cfg.device_budget_bytes) +
                             " leaves " + std::to_string(left) + " bytes after the non-expert state (" +
                             std::to_string(dense) + ") and the activations (" + std::to_string(activations_charged_) +
-                            "); one expert slot (weights + gradient) needs " + std::to_string(slot_w + slot_g));
+                            "); one expert slot (weights + gradient" + (bf16_ ? " + bf16 copy" : "") + ") needs " +
+                            std::to_string(slot));
   }
   n_slots = std::min<int>(n_slots, static_cast<int>(experts_.size()));
   for (int s = 0; s < n_slots; ++s) {
     Slot slot;
     slot.w = TierBlock(device_, slot_w, "expert slot " + std::to_string(s) + " (weights)");
     slot.g = TierBlock(device_, slot_g, "expert slot " + std::to_string(s) + " (gradient)");
+    if (bf16_) slot.w16 = TierBlock(device_, slot_w16, "expert slot " + std::to_string(s) + " (bf16 copy)");
     slots_.push_back(std::move(slot));
   }
   // At least one slot streams; the rest up to pin_fraction are reserved for pinned experts.
@@ -346,6 +359,7 @@ void ExpertOffload::issue(int i) {
   const bool kept = pinned || next_issue_ - 1 >= keep_from_;
   s.holds = i;
   s.trained_stale = false;
+  if (weights_up || (trained_up && x.trains_linear)) s.bf16_of = -1;
   const size_t bytes = x.floats * sizeof(float), grad_bytes = x.grad_floats * sizeof(float);
   // The gradient buffer starts as the host gradient of earlier micro-batches, or zero (pinned experts keep
   // theirs in the slot until the last micro-batch).
@@ -413,7 +427,7 @@ FfnParams ExpertOffload::weights(int layer, int e) {
   ++requested_;
   // The run's uploads are in; the next run's start behind them while it computes.
   if (max_held() > 1) issue_ahead();
-  const Slot& s = slots_[experts_[i].slot];
+  Slot& s = slots_[experts_[i].slot];
   if (!copy_worker_.done(s.ticket)) {
     const auto t0 = Clock::now();
     copy_worker_.wait(s.ticket);
@@ -423,8 +437,23 @@ FfnParams ExpertOffload::weights(int layer, int e) {
     const auto from = std::max(t0, s.copy_from), to = std::min(t1, s.copy_to);
     if (to > from) copy_stall_ms_ += ms_between(from, to);
   }
-  if (mapped_) return map_params(layer, e, s.mapped);
-  return rebase(model_.param_ptrs().layers[layer].experts[e], params_ + experts_[i].begin, s.w.f());
+  FfnParams f = mapped_ ? map_params(layer, e, s.mapped)
+                        : rebase(model_.param_ptrs().layers[layer].experts[e], params_ + experts_[i].begin, s.w.f());
+  if (bf16_) bf16_weights(s, i, f);
+  return f;
+}
+
+void ExpertOffload::bf16_weights(Slot& s, int i, FfnParams& f) {
+  const Expert& x = experts_[i];
+  uint16_t* w16 = s.w16.u16();
+  if (s.bf16_of != i) {
+    Backend& be = model_.backend();
+    be.to_bf16(w16 + x.in_at, f.w_in, static_cast<int64_t>(x.in_n));
+    be.to_bf16(w16 + x.out_at, f.w_out, static_cast<int64_t>(x.out_n));
+    s.bf16_of = i;
+  }
+  f.w_in_bf16 = w16 + x.in_at;
+  f.w_out_bf16 = w16 + x.out_at;
 }
 
 FfnParams ExpertOffload::grads(int layer, int e) {

@@ -123,6 +123,8 @@ class ExpertOffload final : public ExpertAccess {
  private:
   struct Slot {
     TierBlock w, g;
+    TierBlock w16;    // bf16 compute: the bf16 copy of its expert's linear weights, made where it computes
+    int bf16_of = -1;  // the expert whose current weights w16 holds (-1: none)
     uint64_t ticket = 0;  // the upload that filled it
     // When that upload's copies ran (equal when it copied nothing): the part of a stall inside this interval was
     // spent waiting for the copy, the rest for the expert's update or earlier queued copies.
@@ -148,6 +150,8 @@ class ExpertOffload final : public ExpertAccess {
     bool split = false;                       // trained and frozen tensors both (the SSD keeps the trained apart)
     size_t pending_at = 0;                    // `delayed`: its place in pending_
     std::vector<TrainedTensor> trained;       // for the optimizer
+    size_t in_at = 0, in_n = 0, out_at = 0, out_n = 0;  // its two linear weights, from its start (bf16 copies)
+    bool trains_linear = false;                         // an update changes one of them
     int slot = -1;                            // occupied slot, -1 when only on the host
     int pin_slot = -1;                        // its reserved slot this step, -1 when not pinned
     bool grad_down = false;     // the host gradient holds this step's earlier micro-batches
@@ -172,6 +176,9 @@ class ExpertOffload final : public ExpertAccess {
   void forget_slot_contents(bool all);
   // Whether a slot still holds expert i's frozen base with stale trained tensors.
   bool base_in_slot(int i) const;
+  // bf16 compute: points f's bf16 weights at the slot's copy, converting f's fp32 weights first unless the
+  // copy already holds expert i's current ones.
+  void bf16_weights(Slot& s, int i, FfnParams& f);
   void issue_ahead();
   void issue(int id);
   void issue_mapped(int id);
@@ -263,6 +270,7 @@ class ExpertOffload final : public ExpertAccess {
   int pending_t_ = 0;
   double pending_lr_ = 0, pending_scale_ = 1;
 
+  bool bf16_ = false;           // train.compute_dtype bf16: the slots also hold their experts' bf16 copies
   bool inline_copies_ = false;  // uploads run on the compute thread (offload.copy_stream)
   bool mapped_ = false;         // experts compute on their host copies; slots hold gradients only
   HostBackends host_compute_;

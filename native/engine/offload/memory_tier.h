@@ -48,6 +48,7 @@ class TierBlock {
   ~TierBlock();
 
   float* f() const { return static_cast<float*>(ptr_); }
+  uint16_t* u16() const { return static_cast<uint16_t*>(ptr_); }
   size_t bytes() const { return bytes_; }
 
  private:

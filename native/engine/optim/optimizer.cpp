@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/error.h"
+
 namespace moe {
 
 AdamWParams adamw_params(int t, double lr, const TrainConfig& hp, double clip_scale, bool decay) {
@@ -61,20 +63,22 @@ void AdamWOptimizer::update(int t, double lr, const TrainConfig& hp, double clip
   float *p = model_.params_for_update(), *g = model_.grads();
   const std::vector<ParamTensor>& tensors = model_.layout().tensors();
   const TrainableSet& trainable = model_.trainable();
-  // Updating every trained tensor here, the bf16 copies are written with the weights; the routed experts' (when
-  // someone else updates them) are left to the refresh before the next forward.
-  const bool write_copies = !skip_experts;
+  // The bf16 copies the arena keeps are written with the weights. The routed experts' are not among them when
+  // someone else updates them (expert offload): an offloaded expert's copy is made from its own weights where it
+  // computes.
   for (size_t i = 0; i < tensors.size(); ++i) {
     const ParamTensor& pt = tensors[i];
     if ((skip_experts && expert_tensor_[i]) || !trainable.trains(i)) continue;  // frozen: never written
     const size_t at = trainable.grad_offset(i);
     const AdamWParams hpi = adamw_params(t, lr, hp, clip_scale, pt.decay);
     const int64_t n = static_cast<int64_t>(pt.numel);
-    if (uint16_t* p16 = write_copies ? model_.bf16_copy_for_update(i) : nullptr)
+    if (uint16_t* p16 = model_.bf16_copy_for_update(i))
       be.adamw_update_bf16(p + pt.offset, g + at, m_.f() + at, v_.f() + at, p16, n, hpi);
     else be.adamw_update(p + pt.offset, g + at, m_.f() + at, v_.f() + at, n, hpi);
   }
-  if (write_copies) model_.bf16_copies_written();
+  check(!skip_experts || model_.compute_dtype() == ComputeDtype::F32 || model_.bf16_experts_apart(),
+        "optimizer: the routed experts' bf16 copies in the arena would go stale");
+  model_.bf16_copies_written();
 }
 
 OptimizerStepInfo AdamWOptimizer::step(int t, double lr, const TrainConfig& hp) {

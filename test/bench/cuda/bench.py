@@ -15,13 +15,14 @@
    tokens/s of each, and the share of upload time hidden behind compute (Σ upload_hidden_ms / Σ upload_ms).
    With --parts ...,sweep: the same pair with 4 micro-batches a step and with the `delayed` expert update
    (offload_sweep), to show how much of the gap is the host optimizer; with ...,profile: the resident run's
-   device and wall time per op (op_profile).
+   device and wall time per op (op_profile); with ...,bf16: the same pair in bf16 compute (train.compute_dtype).
 4. Where MOE_CUBLAS names a libcublas (test/gpu/validate.sh finds PyTorch's), the backend on cuBLAS
    (train.gemm "cublas"): parts 1 and 3 again, its GEMMs through the backend against cuBLAS alone.
 Prints one table per part and, last, `BENCH cuda gemm_bf16_vs_cublas=R gemm_fp32_vs_cublas=R
 grouped_bf16_vs_cublas=R grouped_fp32_vs_cublas=R grouped_vs_per_expert=R tiny_tokens_per_s=X
 tiny_cpu_tokens_per_s=Y tiny_cuda_vs_cpu=Z olmoe_tokens_per_s=X olmoe_offload_vs_resident=R upload_hidden_frac=F
-lib_gemm_bf16_vs_cublas=R lib_gemm_fp32_vs_cublas=R olmoe_cublas_tokens_per_s=X olmoe_cublas_offload_vs_resident=R`
+lib_gemm_bf16_vs_cublas=R lib_gemm_fp32_vs_cublas=R olmoe_cublas_tokens_per_s=X olmoe_cublas_offload_vs_resident=R
+olmoe_bf16_tokens_per_s=X olmoe_bf16_offload_vs_resident=R`
 (a part that failed or did not run reports nan).
 """
 
@@ -134,26 +135,26 @@ def tiny_tokens_per_s(cli, dev_cli, backend, steps, work):
     return tokens_per_s(train_records(cli, dev_cli, cfg, f"tiny-{backend}", work))
 
 
-def olmoe_config(layers, batch, grad_clip, steps, grad_accum=1, gemm="own"):
+def olmoe_config(layers, batch, grad_clip, steps, grad_accum=1, gemm="own", dtype="fp32"):
     with open(os.path.join(ROOT, "resources", "presets", "olmoe-1b-7b.json")) as f:
         cfg = json.load(f)
     cfg["model"].update({"n_layers": layers, "vocab_size": 256, "max_seq_len": 512})
     cfg["train"].update({"backend": "cuda", "steps": steps, "batch_size": batch, "seq_len": 512, "warmup_steps": 1,
                          "grad_accum": grad_accum, "checkpoint_every": 0, "threads": os.cpu_count() or 2,
-                         "allow_unvalidated_backend": True, "gemm": gemm})
+                         "allow_unvalidated_backend": True, "gemm": gemm, "compute_dtype": dtype})
     if grad_clip is not None:
         cfg["train"]["grad_clip"] = grad_clip
     return cfg
 
 
-def olmoe_offload(cli, dev_cli, layers, slots, lookahead, batch, grad_clip, steps, work, gemm="own"):
+def olmoe_offload(cli, dev_cli, layers, slots, lookahead, batch, grad_clip, steps, work, gemm="own", dtype="fp32"):
     """(resident tokens/s, offloaded tokens/s, hidden share of upload time) on cuda."""
-    cfg = olmoe_config(layers, batch, grad_clip, steps, gemm=gemm)
-    resident, resident_rss = train_run(cli, dev_cli, dict(cfg, offload={"mode": "none"}), f"olmoe-resident-{gemm}",
-                                       work)
+    cfg = olmoe_config(layers, batch, grad_clip, steps, gemm=gemm, dtype=dtype)
+    resident, resident_rss = train_run(cli, dev_cli, dict(cfg, offload={"mode": "none"}),
+                                       f"olmoe-resident-{gemm}-{dtype}", work)
     offloaded, offloaded_rss = train_run(cli, dev_cli, dict(cfg, offload={"mode": "host", "expert_slots": slots,
                                                                          "lookahead": lookahead}),
-                                         f"olmoe-host-{gemm}", work)
+                                         f"olmoe-host-{gemm}-{dtype}", work)
     # The host tier is page-locked memory of its own; the arenas' expert pages are handed back, so the offloaded
     # process should hold about the tier's bytes more than the resident one, not twice them.
     print(f"  peak host RSS: resident {resident_rss:.2f} GB, offloaded {offloaded_rss:.2f} GB; host tier "
@@ -282,7 +283,6 @@ def main():
             xs.append(float("nan"))
     nan = float("nan")
     gpu = cpu = olmoe = olmoe_host = hidden = nan
-    lib_olmoe = lib_olmoe_host = nan
     with tempfile.TemporaryDirectory() as work:
         try:
             if "tiny" not in parts:
@@ -305,16 +305,24 @@ def main():
             lap("olmoe-shaped")
         except Exception as e:
             print(f"olmoe-shaped offload failed: {e}")
-        if "olmoe" in parts and os.environ.get("MOE_CUBLAS"):
+        # The same pair on cuBLAS GEMMs and in bf16 compute: (resident, offloaded) tokens/s, nan where not run.
+        variants = {"cuBLAS GEMMs": ("olmoe" in parts and bool(os.environ.get("MOE_CUBLAS")), {"gemm": "cublas"}),
+                    "bf16 compute": ("bf16" in parts, {"dtype": "bf16"})}
+        pairs = {}
+        for label, (wanted, kw) in variants.items():
+            pairs[label] = (nan, nan)
+            if not wanted:
+                continue
             try:
-                lib_olmoe, lib_olmoe_host, lib_hidden = olmoe_offload(
-                    cli, dev_cli, a.olmoe_layers, a.slots, a.lookahead, a.olmoe_batch, a.grad_clip, a.steps, work,
-                    gemm="cublas")
-                print(f"the same on cuBLAS GEMMs: resident {lib_olmoe:.0f} tokens/s, host-offloaded "
-                      f"{lib_olmoe_host:.0f} tokens/s, upload hidden {lib_hidden:.0%}")
-                lap("olmoe-shaped on cuBLAS")
+                res, off, hid = olmoe_offload(cli, dev_cli, a.olmoe_layers, a.slots, a.lookahead, a.olmoe_batch,
+                                              a.grad_clip, a.steps, work, **kw)
+                pairs[label] = (res, off)
+                print(f"the same on {label}: resident {res:.0f} tokens/s, host-offloaded {off:.0f} tokens/s, "
+                      f"upload hidden {hid:.0%}")
+                lap(f"olmoe-shaped on {label}")
             except Exception as e:
-                print(f"olmoe-shaped on cuBLAS failed: {e}")
+                print(f"olmoe-shaped on {label} failed: {e}")
+        (lib_olmoe, lib_olmoe_host), (bf16_olmoe, bf16_olmoe_host) = pairs["cuBLAS GEMMs"], pairs["bf16 compute"]
         if "profile" in parts:
             try:
                 op_profile(cli, dev_cli, a.olmoe_layers, a.olmoe_batch, work)
@@ -335,7 +343,8 @@ def main():
           f"olmoe_tokens_per_s={olmoe:.0f} olmoe_offload_vs_resident={olmoe_host / olmoe:.2f} "
           f"upload_hidden_frac={hidden:.2f} lib_gemm_bf16_vs_cublas={geomean(lib_bf16):.3f} "
           f"lib_gemm_fp32_vs_cublas={geomean(lib_fp32):.3f} olmoe_cublas_tokens_per_s={lib_olmoe:.0f} "
-          f"olmoe_cublas_offload_vs_resident={lib_olmoe_host / lib_olmoe:.2f}")
+          f"olmoe_cublas_offload_vs_resident={lib_olmoe_host / lib_olmoe:.2f} olmoe_bf16_tokens_per_s={bf16_olmoe:.0f} "
+          f"olmoe_bf16_offload_vs_resident={bf16_olmoe_host / bf16_olmoe:.2f}")
     return 0
 
 
