@@ -1,7 +1,8 @@
 // Expert offload with bf16 compute (train.compute_dtype "bf16"): a slot converts its expert's fp32 weights to the
 // bf16 copy the GEMMs read, as resident training converts the arena's, so offloaded training is resident bf16
 // training bit for bit on every tier, copy stream, pin fraction and lookahead, beside a device apart from host
-// memory too, and for a LoRA fine-tune; the device tier books each slot's copy and the non-expert copies.
+// memory too, for a LoRA fine-tune and across a checkpoint resume; the device tier books each slot's copy and the
+// non-expert copies.
 #include <string>
 #include <tuple>
 #include <vector>
@@ -70,6 +71,13 @@ TEST(bf16_offloaded_lora_is_bit_identical_to_resident) {
     o.offload = ssd ? ssd_offload(0.25, 2) : host_offload(0.25, 2);
     check_same(train(o, 8), resident, ssd ? "lora ssd" : "lora host");
   }
+}
+
+// A checkpoint written offloaded in bf16 resumes to the uninterrupted resident bf16 run, on every home tier: the
+// slots' copies of the weights before the load are never reused after it.
+TEST(bf16_offloaded_checkpoint_resumes_exactly) {
+  const std::string diff = offloaded_resume_mismatch(bf16(Variant{}));
+  CHECK_MSG(diff.empty(), diff);
 }
 
 // The device tier books a bf16 copy per slot (half its weights buffer) and the non-expert weights' copies.

@@ -110,6 +110,8 @@ describe('planner: host mode', () => {
     const p = planRun(config, { device: BIG, host: BIG, ssd: null })
     expect(tier(p, 'device').total).toBe(FIXED + 20_480 + 2 * (SLOT + E / 2))
     expect(p.formulas.join('\n')).toContain('device = 4·D + B + slots·(2·e + e/2)')
+    // Beside a device, the host converts one expert's linear weights at a time before their upload.
+    expect(tier(p, 'host')).toMatchObject({ buffers: E / 2, total: 4 * ALL + E / 2 })
     // ⌊(700,000 − 548,736) / 46,080⌋ = 3
     const budgeted = planRun(RunConfigSchema.parse({ ...config, offload: { mode: 'host', device_budget_bytes: 700_000 } }),
       { device: BIG, host: BIG, ssd: null })

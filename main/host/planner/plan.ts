@@ -8,7 +8,7 @@ import { binaryBytes, exactBytes, planFormulas } from './formulas'
 import { finetuneVerdict } from './finetune-plan'
 import { countParams } from './param-count'
 import {
-  deviceFixed, emptyTier, hostTierOfHostMode, hostTierOfSsdMode, offloadedDevice, residentDevice, sizesOf,
+  bf16Staging, deviceFixed, emptyTier, hostTierOfHostMode, hostTierOfSsdMode, offloadedDevice, residentDevice, sizesOf,
   sideBytes, slotBytes, slotsFor, ssdTier, type Sizes, type TierBytes,
 } from './tiers'
 
@@ -88,7 +88,7 @@ function hostMode(s: Sizes, o: OffloadConfig, b: Budgets, minSlots: number, back
   const mapped = mappedSlots(o, backend, null, s.experts)
   const { device, slots, short } = offloadedDeviceTier(s, o, b, minSlots, mapped)
   const delayed = o.optimizer === 'delayed'
-  const host = hostTierOfHostMode(s, delayed, b.host)
+  const host = hostTierOfHostMode(s, delayed, b.host, bf16Staging(s, backend, mapped))
   if (host.total > b.host) {
     const what = `every expert’s weights, gradient and AdamW moments${delayed ? ' and pending gradients' : ''}`
     short.push({ tier: 'host', needed: host.total, budget: b.host, what })
@@ -103,7 +103,7 @@ function ssdMode(s: Sizes, o: OffloadConfig, b: Budgets, minSlots: number, backe
   const entries = Math.min(asked, s.experts)
   const mapped = mappedSlots(o, backend, entries, s.experts)
   const { device, slots, short } = offloadedDeviceTier(s, o, b, minSlots, mapped)
-  const host = hostTierOfSsdMode(s, entries, b.host)
+  const host = hostTierOfSsdMode(s, entries, b.host, bf16Staging(s, backend, mapped))
   const least = minCacheEntries(o)
   const problems = mappedProblems(o, backend, entries, s.experts)
   if (asked >= least && host.total > b.host) short.push({ tier: 'host', needed: host.total, budget: b.host, what: `${entries} cache entries` })

@@ -162,20 +162,24 @@ export function slotsFor(s: Sizes, budget: number, mapped = false): number {
 
 /** Host mode: every expert's weights and its trained part's gradient and moments; delayed updates also keep every
  * expert's pending gradient. */
-export function hostTierOfHostMode(s: Sizes, delayed: boolean, budget: number): TierBytes {
+export function hostTierOfHostMode(s: Sizes, delayed: boolean, budget: number, staging = 0): TierBytes {
   const t = s.allExpertsTrained
-  return tier('host', { params: s.allExperts, grads: delayed ? 2 * t : t, optimizer: 2 * t, activations: 0, buffers: 0 }, budget)
+  return tier('host', { params: s.allExperts, grads: delayed ? 2 * t : t, optimizer: 2 * t, activations: 0, buffers: staging }, budget)
 }
 
+/** bf16 compute beside a device (not the cpu backend), copying into slots: one expert's bf16 weights, converted on
+ * the host before their upload (the engine's bf16 upload staging); 0 otherwise. */
+export const bf16Staging = (s: Sizes, backend: string, mapped: boolean) => (backend !== 'cpu' && !mapped ? s.expertBf16 : 0)
+
 /** SSD mode: `entries` cache entries of one record each, and the adapters' state kept beside them. */
-export function hostTierOfSsdMode(s: Sizes, entries: number, budget: number): TierBytes {
+export function hostTierOfSsdMode(s: Sizes, entries: number, budget: number, staging = 0): TierBytes {
   const inFile = s.allExpertsTrained - s.sideTrained
   const ratio = s.allExperts + 3 * inFile
   const bytes = entries * s.record
   // Booked in proportion to what the records hold (full training: a quarter each to weights and gradient).
   const grads = ratio > 0 ? (bytes * inFile) / ratio : 0
   const side = s.sideTrained
-  return tier('host', { params: bytes - 3 * grads + side, grads: grads + side, optimizer: 2 * (grads + side), activations: 0, buffers: 0 }, budget)
+  return tier('host', { params: bytes - 3 * grads + side, grads: grads + side, optimizer: 2 * (grads + side), activations: 0, buffers: staging }, budget)
 }
 
 /** SSD mode: the host bytes besides the cache entries (the adapters' weights, gradient and moments). */

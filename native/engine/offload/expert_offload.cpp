@@ -83,8 +83,9 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
   const int entries = cfg.mode == OffloadMode::Ssd ? cache_entries_for(cfg, sizes) : 0;
   choose_copy_stream(cfg, entries);
   // A mapped slot computes on the host copy: it needs no weights buffer of its own. With bf16 compute every slot
-  // also holds the bf16 copy of its expert's linear weights, converted from its fp32 ones where it computes, as
-  // resident training converts the arena's (a bf16 upload would need the host to round as the device does).
+  // also holds the bf16 copy of its expert's linear weights: converted on the host as it is uploaded (half the
+  // bytes), or where it computes for a mapped slot. Every backend's to_bf16 rounds as moe::f32_to_bf16, so the copy
+  // holds the bits resident training's conversion of the arena gives.
   bf16_ = model.compute_dtype() == ComputeDtype::BF16;
   const size_t slot_w = mapped_ ? 0 : expert_floats_ * sizeof(float), slot_g = grad_floats_ * sizeof(float);
   const size_t slot_w16 = bf16_ ? expert_floats_ * sizeof(uint16_t) : 0;
@@ -123,6 +124,9 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
   pins_ = PinSelector(cfg.pin_policy, pin_slots_, experts_per_layer);
 
   make_store(cfg, sizes, entries, all_weights + 3 * all_grads);
+  // One expert's linear weights in bf16 at a time: the copy worker converts and uploads them in turn.
+  if (bf16_ && !mapped_ && !model.backend().device_memory_is_host())
+    bf16_staging_ = TierBlock(host_, slot_w16, "the bf16 upload staging");
   if (cfg.optimizer == ExpertOptimizer::Delayed)
     pending_ = TierBlock(host_, all_grads * sizeof(float), "the experts' pending (previous step's) gradients");
   // Sizes the per-step bookkeeping, then waits idle: passes before the first step (evaluation) work too.
@@ -359,13 +363,15 @@ void ExpertOffload::issue(int i) {
   const bool kept = pinned || next_issue_ - 1 >= keep_from_;
   s.holds = i;
   s.trained_stale = false;
-  if (weights_up || (trained_up && x.trains_linear)) s.bf16_of = -1;
-  const size_t bytes = x.floats * sizeof(float), grad_bytes = x.grad_floats * sizeof(float);
+  // The upload below writes the slot's bf16 copy from the same fp32 weights (mapped slots convert in weights()).
+  if (weights_up || (trained_up && x.trains_linear)) s.bf16_of = bf16_ ? i : -1;
+  const size_t grad_bytes = x.grad_floats * sizeof(float);
   // The gradient buffer starts as the host gradient of earlier micro-batches, or zero (pinned experts keep
   // theirs in the slot until the last micro-batch).
   const bool grad_up = pass_ == ExpertPass::Backward && !pinned && x.grad_down;
   const bool grad_zero = pinned || (pass_ == ExpertPass::Backward && !x.grad_down);
   float *w_dst = s.w.f(), *g_dst = s.g.f();
+  uint16_t* w16_dst = s.w16.u16();
   Slot* slot = &s;
   auto upload = [=, this] {
     slot->copy_from = slot->copy_to = {};
@@ -377,10 +383,10 @@ void ExpertOffload::issue(int i) {
       const ExpertState host = store_->acquire(i, parts | (grad_up ? kGrad : 0u));
       const auto t0 = Clock::now();
       Backend& dev = model_.backend();
-      if (weights_up) dev.transfer(w_dst, host.w, bytes);
+      if (weights_up) upload_weights(x, 0, host.w, x.floats, w_dst, w16_dst);
       if ((weights_up && host.t) || trained_up)  // the trained tensors' current weights (apart, or in place)
         for (const TrainedTensor& t : x.trained)
-          dev.transfer(w_dst + t.at, host.t ? host.t + t.grad_at : host.w + t.at, t.t->numel * sizeof(float));
+          upload_weights(x, t.at, host.t ? host.t + t.grad_at : host.w + t.at, t.t->numel, w_dst, w16_dst);
       if (grad_up) dev.transfer(g_dst, host.g, grad_bytes);
       slot->copy_from = t0;
       slot->copy_to = Clock::now();
@@ -402,8 +408,57 @@ void ExpertOffload::issue(int i) {
   } else {
     s.ticket = copy_worker_.submit(upload);
   }
-  stats_.bytes_h2d += static_cast<int64_t>((weights_up ? bytes : trained_up ? grad_bytes : 0) + (grad_up ? grad_bytes : 0));
+  size_t weight_bytes = weights_up ? upload_bytes(x, 0, x.floats) : trained_up && !bf16_ ? grad_bytes : 0;
+  if (trained_up && bf16_)
+    for (const TrainedTensor& t : x.trained) weight_bytes += upload_bytes(x, t.at, t.t->numel);
+  stats_.bytes_h2d += static_cast<int64_t>(weight_bytes + (grad_up ? grad_bytes : 0));
   if (weights_up || trained_up) ++stats_.uploads[x.moe_layer][x.e];
+}
+
+size_t ExpertOffload::upload_bytes(const Expert& x, size_t at, size_t n) const {
+  size_t bytes = n * sizeof(float);
+  if (!bf16_) return bytes;
+  for (auto [l, ln] : {std::pair{x.in_at, x.in_n}, std::pair{x.out_at, x.out_n}}) {
+    const size_t lo = std::max(at, l), hi = std::min(at + n, l + ln);
+    if (hi > lo) bytes -= (hi - lo) * (sizeof(float) - sizeof(uint16_t));
+  }
+  return bytes;
+}
+
+size_t ExpertOffload::upload_weights(const Expert& x, size_t at, const float* src, size_t n, float* w_dst,
+                                     uint16_t* w16_dst) {
+  Backend& dev = model_.backend();
+  if (!bf16_) {
+    dev.transfer(w_dst + at, src, n * sizeof(float));
+    return n * sizeof(float);
+  }
+  // [at, at + n) in pieces: the two linear weights (in either order) converted, the rest (biases, adapters) as is.
+  std::pair<size_t, size_t> linear[2] = {{x.in_at, x.in_n}, {x.out_at, x.out_n}};
+  if (linear[1].first < linear[0].first) std::swap(linear[0], linear[1]);
+  size_t moved = 0, pos = at;
+  const size_t end = at + n;
+  auto plain = [&](size_t to) {
+    if (to <= pos) return;
+    dev.transfer(w_dst + pos, src + (pos - at), (to - pos) * sizeof(float));
+    moved += (to - pos) * sizeof(float);
+    pos = to;
+  };
+  for (auto [l, ln] : linear) {
+    const size_t lo = std::max(pos, l), hi = std::min(end, l + ln);
+    if (hi <= lo) continue;
+    plain(lo);
+    const int64_t count = static_cast<int64_t>(hi - lo);
+    if (dev.device_memory_is_host()) {
+      host_compute_.norms->to_bf16(w16_dst + lo, src + (lo - at), count);
+    } else {
+      host_compute_.norms->to_bf16(bf16_staging_.u16(), src + (lo - at), count);
+      dev.transfer(w16_dst + lo, bf16_staging_.u16(), static_cast<size_t>(count) * sizeof(uint16_t));
+    }
+    moved += static_cast<size_t>(count) * sizeof(uint16_t);
+    pos = hi;
+  }
+  plain(end);
+  return moved;
 }
 
 void ExpertOffload::add_upload_time(double ms) { upload_ns_ += static_cast<int64_t>(ms * 1e6); }

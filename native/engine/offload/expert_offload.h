@@ -179,6 +179,11 @@ class ExpertOffload final : public ExpertAccess {
   // bf16 compute: points f's bf16 weights at the slot's copy, converting f's fp32 weights first unless the
   // copy already holds expert i's current ones.
   void bf16_weights(Slot& s, int i, FfnParams& f);
+  // Uploads n floats of x's weights from src to its slot at `at` (from the expert's start): as they are, or under
+  // bf16 compute its linear weights converted to bf16 into the slot's copy (on the host: half the bytes move).
+  // Returns the bytes moved; upload_bytes says it beforehand.
+  size_t upload_weights(const Expert& x, size_t at, const float* src, size_t n, float* w_dst, uint16_t* w16_dst);
+  size_t upload_bytes(const Expert& x, size_t at, size_t n) const;
   void issue_ahead();
   void issue(int id);
   void issue_mapped(int id);
@@ -271,6 +276,7 @@ class ExpertOffload final : public ExpertAccess {
   double pending_lr_ = 0, pending_scale_ = 1;
 
   bool bf16_ = false;           // train.compute_dtype bf16: the slots also hold their experts' bf16 copies
+  TierBlock bf16_staging_;      // ... converted on the host into here before their upload, beside a device
   bool inline_copies_ = false;  // uploads run on the compute thread (offload.copy_stream)
   bool mapped_ = false;         // experts compute on their host copies; slots hold gradients only
   HostBackends host_compute_;
