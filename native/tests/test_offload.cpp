@@ -321,49 +321,52 @@ TEST(offloaded_checkpoint_resumes_exactly) {
 }
 
 // Evaluation and gradients between steps (moe_engine_forward, moe_engine_compute_gradients, twice) stream
-// experts through the slots and give resident logits and gradients, on the host and the SSD tier.
+// experts through the slots and give resident logits and gradients, on the host and the SSD tier, in fp32 and bf16.
 TEST(passes_outside_training_match_resident) {
-  std::vector<std::vector<float>> logits, grads;
-  for (const std::string& offload : {std::string(), host_offload(0.25, 2), ssd_offload(0.25, 2)}) {
-    Variant v;
-    v.grad_accum = 1;
-    v.offload = offload;
-    char err[512] = {};
-    moe_engine* e = moe_engine_create(config(v).c_str(), nullptr, err, sizeof err);
-    CHECK_MSG(e != nullptr, err);
-    if (!e) return;
-    std::vector<int32_t> in(32), tg(32);
-    for (int i = 0; i < 32; ++i) in[i] = tg[i] = (i * 7) % 64;
-    std::vector<float> out(32 * 64);
-    double loss = 0, aux = 0;
-    CHECK(moe_engine_forward(e, in.data(), tg.data(), 2, 16, out.data(), &loss, &aux) == MOE_OK);
-    moe_step_record r{sizeof(moe_step_record)};
-    for (int s = 0; s < 3; ++s) {
-      CHECK(moe_engine_feed_batch(e, in.data(), tg.data(), 2, 16) == MOE_OK);
-      CHECK(moe_engine_step(e, &r) == MOE_OK);
+  for (const char* dtype : {"fp32", "bf16"}) {
+    std::vector<std::vector<float>> logits, grads;
+    for (const std::string& offload : {std::string(), host_offload(0.25, 2), ssd_offload(0.25, 2)}) {
+      Variant v;
+      v.grad_accum = 1;
+      v.offload = offload;
+      v.dtype = dtype;
+      char err[512] = {};
+      moe_engine* e = moe_engine_create(config(v).c_str(), nullptr, err, sizeof err);
+      CHECK_MSG(e != nullptr, err);
+      if (!e) return;
+      std::vector<int32_t> in(32), tg(32);
+      for (int i = 0; i < 32; ++i) in[i] = tg[i] = (i * 7) % 64;
+      std::vector<float> out(32 * 64);
+      double loss = 0, aux = 0;
+      CHECK(moe_engine_forward(e, in.data(), tg.data(), 2, 16, out.data(), &loss, &aux) == MOE_OK);
+      moe_step_record r{sizeof(moe_step_record)};
+      for (int s = 0; s < 3; ++s) {
+        CHECK(moe_engine_feed_batch(e, in.data(), tg.data(), 2, 16) == MOE_OK);
+        CHECK(moe_engine_step(e, &r) == MOE_OK);
+      }
+      CHECK(moe_engine_forward(e, in.data(), tg.data(), 2, 16, out.data(), &loss, &aux) == MOE_OK);
+      logits.push_back(out);
+      for (int pass = 0; pass < 2; ++pass)
+        CHECK(moe_engine_compute_gradients(e, in.data(), tg.data(), 2, 16, &loss, &aux) == MOE_OK);
+      std::vector<float> all;
+      for (int32_t t = 0; t < moe_engine_tensor_count(e); ++t) {
+        const char* name = nullptr;
+        int32_t rank = 0;
+        int64_t dims[8] = {};
+        CHECK(moe_engine_tensor_info(e, t, &name, &rank, dims) == MOE_OK);
+        int64_t numel = 1;
+        for (int d = 0; d < rank; ++d) numel *= dims[d];
+        std::vector<float> g(numel);
+        CHECK(moe_engine_read_tensor(e, name, 1, g.data(), numel) == MOE_OK);
+        all.insert(all.end(), g.begin(), g.end());
+      }
+      grads.push_back(all);
+      moe_engine_destroy(e);
     }
-    CHECK(moe_engine_forward(e, in.data(), tg.data(), 2, 16, out.data(), &loss, &aux) == MOE_OK);
-    logits.push_back(out);
-    for (int pass = 0; pass < 2; ++pass)
-      CHECK(moe_engine_compute_gradients(e, in.data(), tg.data(), 2, 16, &loss, &aux) == MOE_OK);
-    std::vector<float> all;
-    for (int32_t t = 0; t < moe_engine_tensor_count(e); ++t) {
-      const char* name = nullptr;
-      int32_t rank = 0;
-      int64_t dims[8] = {};
-      CHECK(moe_engine_tensor_info(e, t, &name, &rank, dims) == MOE_OK);
-      int64_t numel = 1;
-      for (int d = 0; d < rank; ++d) numel *= dims[d];
-      std::vector<float> g(numel);
-      CHECK(moe_engine_read_tensor(e, name, 1, g.data(), numel) == MOE_OK);
-      all.insert(all.end(), g.begin(), g.end());
+    for (size_t i = 1; i < logits.size(); ++i) {
+      CHECK_MSG(same_bits(logits[0], logits[i]), std::string(dtype) + ": logits of offload variant " + std::to_string(i));
+      CHECK_MSG(same_bits(grads[0], grads[i]), std::string(dtype) + ": gradients of offload variant " + std::to_string(i));
     }
-    grads.push_back(all);
-    moe_engine_destroy(e);
-  }
-  for (size_t i = 1; i < logits.size(); ++i) {
-    CHECK_MSG(same_bits(logits[0], logits[i]), "logits of offload variant " + std::to_string(i));
-    CHECK_MSG(same_bits(grads[0], grads[i]), "gradients of offload variant " + std::to_string(i));
   }
 }
 
