@@ -408,9 +408,11 @@ void ExpertOffload::issue(int i) {
   } else {
     s.ticket = copy_worker_.submit(upload);
   }
-  size_t weight_bytes = weights_up ? upload_bytes(x, 0, x.floats) : trained_up && !bf16_ ? grad_bytes : 0;
-  if (trained_up && bf16_)
-    for (const TrainedTensor& t : x.trained) weight_bytes += upload_bytes(x, t.at, t.t->numel);
+  // The trained tensors alone: their packed gradient's size in fp32, tensor by tensor in bf16.
+  size_t trained_bytes = bf16_ ? 0 : grad_bytes;
+  if (bf16_)
+    for (const TrainedTensor& t : x.trained) trained_bytes += upload_bytes(x, t.at, t.t->numel);
+  const size_t weight_bytes = weights_up ? upload_bytes(x, 0, x.floats) : trained_up ? trained_bytes : 0;
   stats_.bytes_h2d += static_cast<int64_t>(weight_bytes + (grad_up ? grad_bytes : 0));
   if (weights_up || trained_up) ++stats_.uploads[x.moe_layer][x.e];
 }
@@ -425,22 +427,18 @@ size_t ExpertOffload::upload_bytes(const Expert& x, size_t at, size_t n) const {
   return bytes;
 }
 
-size_t ExpertOffload::upload_weights(const Expert& x, size_t at, const float* src, size_t n, float* w_dst,
-                                     uint16_t* w16_dst) {
+void ExpertOffload::upload_weights(const Expert& x, size_t at, const float* src, size_t n, float* w_dst,
+                                   uint16_t* w16_dst) {
   Backend& dev = model_.backend();
-  if (!bf16_) {
-    dev.transfer(w_dst + at, src, n * sizeof(float));
-    return n * sizeof(float);
-  }
+  if (!bf16_) return dev.transfer(w_dst + at, src, n * sizeof(float));
   // [at, at + n) in pieces: the two linear weights (in either order) converted, the rest (biases, adapters) as is.
   std::pair<size_t, size_t> linear[2] = {{x.in_at, x.in_n}, {x.out_at, x.out_n}};
   if (linear[1].first < linear[0].first) std::swap(linear[0], linear[1]);
-  size_t moved = 0, pos = at;
+  size_t pos = at;
   const size_t end = at + n;
   auto plain = [&](size_t to) {
     if (to <= pos) return;
     dev.transfer(w_dst + pos, src + (pos - at), (to - pos) * sizeof(float));
-    moved += (to - pos) * sizeof(float);
     pos = to;
   };
   for (auto [l, ln] : linear) {
@@ -454,11 +452,9 @@ size_t ExpertOffload::upload_weights(const Expert& x, size_t at, const float* sr
       host_compute_.norms->to_bf16(bf16_staging_.u16(), src + (lo - at), count);
       dev.transfer(w16_dst + lo, bf16_staging_.u16(), static_cast<size_t>(count) * sizeof(uint16_t));
     }
-    moved += static_cast<size_t>(count) * sizeof(uint16_t);
     pos = hi;
   }
   plain(end);
-  return moved;
 }
 
 void ExpertOffload::add_upload_time(double ms) { upload_ns_ += static_cast<int64_t>(ms * 1e6); }

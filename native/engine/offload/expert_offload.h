@@ -123,7 +123,7 @@ class ExpertOffload final : public ExpertAccess {
  private:
   struct Slot {
     TierBlock w, g;
-    TierBlock w16;    // bf16 compute: the bf16 copy of its expert's linear weights, made where it computes
+    TierBlock w16;    // bf16 compute: the bf16 copy of its expert's linear weights (uploaded, or made in place)
     int bf16_of = -1;  // the expert whose current weights w16 holds (-1: none)
     uint64_t ticket = 0;  // the upload that filled it
     // When that upload's copies ran (equal when it copied nothing): the part of a stall inside this interval was
@@ -177,12 +177,12 @@ class ExpertOffload final : public ExpertAccess {
   // Whether a slot still holds expert i's frozen base with stale trained tensors.
   bool base_in_slot(int i) const;
   // bf16 compute: points f's bf16 weights at the slot's copy, converting f's fp32 weights first unless the
-  // copy already holds expert i's current ones.
+  // copy already holds expert i's current ones (an upload wrote it; a mapped slot converts here).
   void bf16_weights(Slot& s, int i, FfnParams& f);
   // Uploads n floats of x's weights from src to its slot at `at` (from the expert's start): as they are, or under
   // bf16 compute its linear weights converted to bf16 into the slot's copy (on the host: half the bytes move).
-  // Returns the bytes moved; upload_bytes says it beforehand.
-  size_t upload_weights(const Expert& x, size_t at, const float* src, size_t n, float* w_dst, uint16_t* w16_dst);
+  // upload_bytes: the bytes that moves, counted when the upload is issued.
+  void upload_weights(const Expert& x, size_t at, const float* src, size_t n, float* w_dst, uint16_t* w16_dst);
   size_t upload_bytes(const Expert& x, size_t at, size_t n) const;
   void issue_ahead();
   void issue(int id);
