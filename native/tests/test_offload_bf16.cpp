@@ -80,7 +80,9 @@ TEST(bf16_offloaded_checkpoint_resumes_exactly) {
   CHECK_MSG(diff.empty(), diff);
 }
 
-// The device tier books a bf16 copy per slot (half its weights buffer) and the non-expert weights' copies.
+// The device tier books the non-expert weights' copies, and a slot keeps its expert's two linear weights only as
+// their bf16 copy: against fp32, each of the 4 slots holds 2 bytes in place of 4 per linear weight element (each
+// weight padded to 16 floats, as the layout keeps it).
 TEST(bf16_slots_book_their_copies) {
   auto booked = [](const std::string& dtype) {
     Variant v{"mixtral", false, 1.0};
@@ -89,14 +91,17 @@ TEST(bf16_slots_book_their_copies) {
     moe::EngineConfig cfg = moe::parse_config_text(config(v), "test");
     auto be = backend_for(v);
     moe::Trainer t(cfg, *be);
-    return std::tuple{t.offload()->device_tier().current(), t.offload()->expert_bytes(),
+    size_t linear = 0;
+    for (const char* w : {"gate_up.weight", "down.weight"})
+      linear += (t.model().layout().find(std::string("layers.0.moe.experts.0.") + w)->numel + 15) / 16 * 16;
+    return std::tuple{t.offload()->device_tier().current(), t.offload()->slots(), linear,
                       t.model().bf16_copy_bytes(false), t.model().bf16_copy_bytes(true)};
   };
-  const auto [f32_bytes, expert_bytes, none, none_all] = booked("fp32");
-  const auto [bf16_bytes, expert_bytes16, dense16, all16] = booked("bf16");
-  CHECK(none == 0 && none_all == 0 && expert_bytes == expert_bytes16);
+  const auto [f32_bytes, slots, linear, none, none_all] = booked("fp32");
+  const auto [bf16_bytes, slots16, linear16, dense16, all16] = booked("bf16");
+  CHECK(none == 0 && none_all == 0 && slots == 4 && slots16 == 4 && linear == 1536 + 768);
   CHECK(dense16 > 0 && all16 > dense16);
-  CHECK_MSG(bf16_bytes == f32_bytes + dense16 + 4 * expert_bytes / 2,
+  CHECK_MSG(bf16_bytes + 4 * linear * 2 == f32_bytes + dense16,
             "booked " + std::to_string(bf16_bytes) + " against fp32's " + std::to_string(f32_bytes));
 }
 

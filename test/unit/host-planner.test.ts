@@ -13,6 +13,7 @@ import type { Plan } from '../../main/api/contract'
 import { loadEngineAddon } from '../../main/host/engine/addon'
 import { countParams } from '../../main/host/planner/param-count'
 import { planRun, type Budgets } from '../../main/host/planner/plan'
+import { sizesOf } from '../../main/host/planner/tiers'
 import { tinyConfig } from './contract-fixtures'
 
 const base = {
@@ -101,21 +102,28 @@ describe('planner: host mode', () => {
 
   it('books bf16 compute’s copies: the dense linear weights’, and one per slot', () => {
     // On cuda (nothing packed): lm_head 2,048 + 2 × (qkv 3,072 + out 1,024) = 10,240 floats of bf16 copies
-    // -> B = 20,480 B; a slot 2·e + e/2 = 46,080 B
+    // -> B = 20,480 B; a slot keeps the linear weights (all of e here: l = e) only in bf16: 2·e − l/2 = 27,648 B
     const config = RunConfigSchema.parse({
       model: { arch: 'mixtral', vocab_size: 64, d_model: 32, n_layers: 2, n_heads: 4, max_seq_len: 16, d_ff: 48, n_experts: 4, top_k: 2 },
       train: { batch_size: 2, seq_len: 16, backend: 'cuda', compute_dtype: 'bf16' },
       offload: { mode: 'host', expert_slots: 2 },
     })
     const p = planRun(config, { device: BIG, host: BIG, ssd: null })
-    expect(tier(p, 'device').total).toBe(FIXED + 20_480 + 2 * (SLOT + E / 2))
-    expect(p.formulas.join('\n')).toContain('device = 4·D + B + slots·(2·e + e/2)')
+    expect(tier(p, 'device').total).toBe(FIXED + 20_480 + 2 * (SLOT - E / 2))
+    expect(p.formulas.join('\n')).toContain('device = 4·D + B + slots·(2·e − l/2)')
+    expect(p.formulas.join('\n')).toContain('l = 4 B × (w_in + w_out) of the largest expert = 18,432 B')
     // Beside a device, the host converts one expert's linear weights at a time before their upload.
     expect(tier(p, 'host')).toMatchObject({ buffers: E / 2, total: 4 * ALL + E / 2 })
-    // ⌊(700,000 − 548,736) / 46,080⌋ = 3
+    // ⌊(700,000 − 548,736) / 27,648⌋ = 5
     const budgeted = planRun(RunConfigSchema.parse({ ...config, offload: { mode: 'host', device_budget_bytes: 700_000 } }),
       { device: BIG, host: BIG, ssd: null })
-    expect(budgeted.slots).toBe(3)
+    expect(budgeted.slots).toBe(5)
+    // With biases the slot's fp32 buffer keeps them: gpt-moe's expert is fc 48·32 + fc.bias 48 + proj 32·48 +
+    // proj.bias 32 = 3,152 floats (e = 12,608 B), of which the linear weights are 3,072 (l = 12,288 B).
+    const biased = RunConfigSchema.parse({ ...config, model: { ...config.model, arch: 'gpt-moe' } })
+    expect(sizesOf(biased)).toMatchObject({ expert: 12_608, slotWeights: 320, expertBf16: 6_144 })
+    expect(sizesOf(RunConfigSchema.parse({ ...biased, train: { ...biased.train, compute_dtype: 'fp32' } })))
+      .toMatchObject({ expert: 12_608, slotWeights: 12_608, expertBf16: 0 })
   })
 
   it('books the pending gradients of delayed updates on the host', () => {

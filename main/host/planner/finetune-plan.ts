@@ -140,6 +140,8 @@ export interface ExpertFloats {
   weights: number
   trained: number
   split: boolean
+  /** Its two linear weights (padded): what a slot keeps only as their bf16 copy under bf16 compute. */
+  linear: number
 }
 
 /**
@@ -163,10 +165,11 @@ export function stateFloats(config: RunConfig): { dense: { weights: number; trai
       continue
     }
     const key = `${t.layer}:${t.expert}`
-    const x = experts.get(key) ?? { weights: 0, trained: 0, split: false }
+    const x = experts.get(key) ?? { weights: 0, trained: 0, split: false, linear: 0 }
     x.split ||= !trains  // a frozen base tensor; split only once something trains too (below)
     x.weights += weights
     x.trained += trained
+    if (t.linear !== null) x.linear += pad16(t.numel)
     experts.set(key, x)
   }
   return { dense, experts: [...experts.values()].map((x) => ({ ...x, split: x.split && x.trained > 0 })) }

@@ -55,17 +55,19 @@ export function planFormulas({ model, offload, sizes: s, mode, slots, mapped, ca
     } else lines.push(`device = 4 × (D + all experts) + activations + buffers = ${total('device')} (${act}; MPipeMoE eqs. 1–3)`)
     return lines
   }
-  // bf16 compute: B = the non-expert linear weights' bf16 copies, and each slot also holds its expert's (e/2).
+  // bf16 compute: B = the non-expert linear weights' bf16 copies; a slot keeps its expert's two linear weights (l)
+  // only as their bf16 copy (l/2).
   const bf16 = s.expertBf16 > 0
   if (bf16)
-    lines.push(`bf16 compute: B = a bf16 copy of each non-expert linear weight (2 B each) and, on the cpu backend, each frozen one packed for the bf16 GEMMs (2 × 2 B each) = ${binaryBytes(s.bf16Dense)}; each slot also holds its expert's bf16 copy (e/2), converted where it computes`)
+    lines.push(`bf16 compute: B = a bf16 copy of each non-expert linear weight (2 B each) and, on the cpu backend, each frozen one packed for the bf16 GEMMs (2 × 2 B each) = ${binaryBytes(s.bf16Dense)}; ` +
+      `l = 4 B × (w_in + w_out) of the largest expert = ${n(2 * s.expertBf16)} B, which a slot keeps only as their bf16 copy (l/2, converted where it computes), its fp32 weights buffer the rest of the expert (e − l)`)
   const fixed = bf16 ? '4·D + B' : '4·D', fixedBytes = binaryBytes(4 * s.dense + s.bf16Dense)
-  const perSlot = mapped ? (bf16 ? 'slots·(e + e/2)' : 'slots·e') : bf16 ? 'slots·(2·e + e/2)' : '2·slots·e'
+  const perSlot = mapped ? (bf16 ? 'slots·(e + l/2)' : 'slots·e') : bf16 ? 'slots·(2·e − l/2)' : '2·slots·e'
   const shown = perSlot.replace('slots', String(slots))
-  const slot = mapped ? (bf16 ? '(e + e/2)' : 'e') : bf16 ? '(2·e + e/2)' : '(2·e)'
+  const slot = mapped ? (bf16 ? '(e + l/2)' : 'e') : bf16 ? '(2·e − l/2)' : '(2·e)'
   const what = mapped
     ? `a mapped slot: the gradient alone${bf16 ? ' and the bf16 copy' : ''}; the expert computes on its host copy in place`
-    : `a slot: weights + gradient${bf16 ? ' + bf16 copy' : ''}; MPipeMoE eqs. 1–3`
+    : `a slot: weights${bf16 ? ' less the linear ones' : ''} + gradient${bf16 ? ' + their bf16 copy' : ''}; MPipeMoE eqs. 1–3`
   lines.push(`device = ${fixed} + ${perSlot} + activations + buffers = ${fixedBytes} + ${shown} + ${act} = ${total('device')} (${what})`)
   if (offload.expert_slots === null)
     lines.push(`slots = min(experts, ⌊(device budget − ${fixed} − activations − buffers) / ${slot}⌋) = ${slots} (needs ${binaryBytes(deviceFixed(s))} before the first slot)`)

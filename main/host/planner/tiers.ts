@@ -19,8 +19,11 @@ export interface Sizes {
   dense: number
   /** The trained part of `dense`: its gradient and each moment (= dense without a finetune section). */
   denseTrained: number
-  /** The largest routed expert's weights: a slot's weights buffer. */
+  /** The largest routed expert's weights. */
   expert: number
+  /** A slot's fp32 weights buffer: `expert`, or under bf16 compute the largest expert's tensors other than its two
+   * linear weights (biases, adapters), which a slot keeps only in its bf16 copy. */
+  slotWeights: number
   /** The largest routed expert's trained part: a slot's gradient buffer (= expert without a finetune section). */
   expertTrained: number
   /** One copy of every routed expert's weights. */
@@ -42,7 +45,8 @@ export interface Sizes {
   /** bf16 compute with offloaded experts: the non-expert linear weights' bf16 copies (2 B each, padded to 16) and
    * on the CPU backend the frozen ones packed as above; the experts' copies are in their slots. 0 in fp32. */
   bf16Dense: number
-  /** bf16 compute: a slot's bf16 copy of its expert's weights (half its weights buffer); 0 in fp32. */
+  /** bf16 compute: a slot's bf16 copy of its expert's two linear weights (2 B each, the largest expert's, padded as
+   * the layout pads them); 0 in fp32. */
   expertBf16: number
   activations: number
   buffers: number
@@ -59,11 +63,13 @@ const recordBytes = (p: ReturnType<typeof recordParts>) => p.weights + 3 * p.gra
 export function sizesOf(config: RunConfig): Sizes {
   const s = stateSizesOf(config)
   const bf16 = config.train.compute_dtype === 'bf16'
+  const experts = bf16 ? stateFloats(config).experts : []
   return {
     ...s,
     bf16Copies: bf16 ? (s.dense + s.allExperts) / 2 + packedBytes(config, true) : 0,
     bf16Dense: bf16 ? 2 * bf16CopyParams(config, false) + packedBytes(config, false) : 0,
-    expertBf16: bf16 ? s.expert / 2 : 0,
+    slotWeights: bf16 ? F32 * Math.max(0, ...experts.map((x) => x.weights - x.linear)) : s.expert,
+    expertBf16: bf16 ? 2 * Math.max(0, ...experts.map((x) => x.linear)) : 0,
   }
 }
 
@@ -74,7 +80,7 @@ function packedBytes(config: RunConfig, experts: boolean): number {
   return keeps ? 4 * frozenLinearParams(config, experts) : 0
 }
 
-function stateSizesOf(config: RunConfig): Omit<Sizes, 'bf16Copies' | 'bf16Dense' | 'expertBf16'> {
+function stateSizesOf(config: RunConfig): Omit<Sizes, 'bf16Copies' | 'bf16Dense' | 'slotWeights' | 'expertBf16'> {
   const { saved, scratch } = activationFloats(config)
   const common = { activations: saved * F32, buffers: scratch * F32 }
   if (config.finetune) {
@@ -133,16 +139,16 @@ export function residentDevice(s: Sizes, budget: number): TierBytes {
   return tier('device', { params, grads: trained, optimizer: 2 * trained, activations: s.activations, buffers: s.buffers }, budget)
 }
 
-/** One expert slot: weights + gradient buffer (the trained part only) + its bf16 copy under bf16 compute; a mapped
- * slot (the expert computes on its host copy in place) holds no weights buffer. */
-export const slotBytes = (s: Sizes, mapped = false) => (mapped ? 0 : s.expert) + s.expertTrained + s.expertBf16
+/** One expert slot: weights + gradient buffer (the trained part only) + its linear weights' bf16 copy under bf16
+ * compute; a mapped slot (the expert computes on its host copy in place) holds no weights buffer. */
+export const slotBytes = (s: Sizes, mapped = false) => (mapped ? 0 : s.slotWeights) + s.expertTrained + s.expertBf16
 
 /** The dense state, activations and buffers, and `slots` expert slots. */
 export function offloadedDevice(s: Sizes, slots: number, budget: number, mapped = false): TierBytes {
   return tier(
     'device',
     {
-      params: s.dense + s.bf16Dense + slots * ((mapped ? 0 : s.expert) + s.expertBf16), grads: s.denseTrained + slots * s.expertTrained,
+      params: s.dense + s.bf16Dense + slots * ((mapped ? 0 : s.slotWeights) + s.expertBf16), grads: s.denseTrained + slots * s.expertTrained,
       optimizer: 2 * s.denseTrained,
       activations: s.activations, buffers: s.buffers,
     },

@@ -42,6 +42,7 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
   std::vector<int> experts_per_layer;
   std::vector<ExpertSizes> sizes;
   size_t all_weights = 0, all_grads = 0;
+  bf16_ = model.compute_dtype() == ComputeDtype::BF16;
   for (size_t k = 0; k < layout.expert_ranges().size(); ++k) {
     const ExpertRange& r = layout.expert_ranges()[k];
     const ExpertRange& g = trainable.grad_expert_ranges()[k];
@@ -61,18 +62,30 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
     x.pending_at = all_grads;
     bool frozen_tensor = false;
     const FfnParams& f = model.param_ptrs().layers[r.layer].experts[r.expert];
-    for (size_t i = 0; i < layout.tensors().size(); ++i) {
-      const ParamTensor& t = layout.tensors()[i];
+    std::vector<std::pair<size_t, size_t>> linear;  // (offset, padded span) from the expert's start
+    const std::vector<ParamTensor>& tensors = layout.tensors();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const ParamTensor& t = tensors[i];
       if (t.offset < r.begin || t.offset >= r.end) continue;
+      // Its span up to the next tensor (or the expert's end): the padding the layout keeps after it.
+      const size_t next = i + 1 < tensors.size() && tensors[i + 1].offset < r.end ? tensors[i + 1].offset : r.end;
       if (params_ + t.offset == f.w_in) x.in_at = t.offset - r.begin, x.in_n = t.numel;
       if (params_ + t.offset == f.w_out) x.out_at = t.offset - r.begin, x.out_n = t.numel;
+      if (params_ + t.offset == f.w_in || params_ + t.offset == f.w_out)
+        linear.push_back({t.offset - r.begin, next - t.offset});
       if (trainable.trains(i)) x.trained.push_back({&t, t.offset - r.begin, trainable.grad_offset(i) - g.begin});
       else frozen_tensor = true;
     }
+    check(linear.size() == 2, "offload: an expert's two linear weights were not found in the parameter layout");
+    std::sort(linear.begin(), linear.end());
+    if (bf16_)
+      for (int k = 0; k < 2; ++k) x.lin_at[k] = linear[k].first, x.lin_span[k] = linear[k].second;
     x.split = frozen_tensor && !x.trained.empty();
     for (const TrainedTensor& t : x.trained) x.trains_linear = x.trains_linear || t.at == x.in_at || t.at == x.out_at;
     sizes.push_back({x.floats, x.split ? x.grad_floats : 0, x.grad_floats});
     expert_floats_ = std::max(expert_floats_, x.floats);
+    slot_floats_ = std::max(slot_floats_, x.floats - x.linear_span());
+    slot_bf16_ = std::max(slot_bf16_, x.linear_span());
     grad_floats_ = std::max(grad_floats_, x.grad_floats);
     all_weights += x.floats;
     all_grads += x.grad_floats;
@@ -82,13 +95,12 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
   sum_squares_.assign(experts_.size(), 0.0);
   const int entries = cfg.mode == OffloadMode::Ssd ? cache_entries_for(cfg, sizes) : 0;
   choose_copy_stream(cfg, entries);
-  // A mapped slot computes on the host copy: it needs no weights buffer of its own. With bf16 compute every slot
-  // also holds the bf16 copy of its expert's linear weights: converted on the host as it is uploaded (half the
-  // bytes), or where it computes for a mapped slot. Every backend's to_bf16 rounds as moe::f32_to_bf16, so the copy
-  // holds the bits resident training's conversion of the arena gives.
-  bf16_ = model.compute_dtype() == ComputeDtype::BF16;
-  const size_t slot_w = mapped_ ? 0 : expert_floats_ * sizeof(float), slot_g = grad_floats_ * sizeof(float);
-  const size_t slot_w16 = bf16_ ? expert_floats_ * sizeof(uint16_t) : 0;
+  // A mapped slot computes on the host copy: it needs no weights buffer of its own. With bf16 compute a slot holds
+  // its expert's linear weights only as their bf16 copy: converted on the host as they are uploaded (half the
+  // bytes), or where the expert computes for a mapped slot. Every backend's to_bf16 rounds as moe::f32_to_bf16, so
+  // the copy holds the bits resident training's conversion of the arena gives.
+  const size_t slot_w = mapped_ ? 0 : slot_floats_ * sizeof(float), slot_g = grad_floats_ * sizeof(float);
+  const size_t slot_w16 = slot_bf16_ * sizeof(uint16_t);
 
   // Device tier: the non-expert parameters (and their bf16 copies), the trained ones' gradients and moments, the
   // activations, then the slots (a slot's gradient buffer holds only trained tensors).
@@ -420,9 +432,15 @@ void ExpertOffload::issue(int i) {
 size_t ExpertOffload::upload_bytes(const Expert& x, size_t at, size_t n) const {
   size_t bytes = n * sizeof(float);
   if (!bf16_) return bytes;
-  for (auto [l, ln] : {std::pair{x.in_at, x.in_n}, std::pair{x.out_at, x.out_n}}) {
-    const size_t lo = std::max(at, l), hi = std::min(at + n, l + ln);
-    if (hi > lo) bytes -= (hi - lo) * (sizeof(float) - sizeof(uint16_t));
+  // A linear weight's span moves as the weight in bf16, its padding not at all.
+  for (int k = 0; k < 2; ++k) {
+    const size_t span_lo = x.lin_at[k], w_hi = span_lo + linear_numel(x, k), span_hi = span_lo + x.lin_span[k];
+    const auto overlap = [&](size_t hi) {
+      const size_t lo = std::max(at, span_lo), up = std::min(at + n, hi);
+      return up > lo ? up - lo : 0;
+    };
+    bytes -= overlap(span_hi) * sizeof(float);
+    bytes += overlap(w_hi) * sizeof(uint16_t);
   }
   return bytes;
 }
@@ -432,27 +450,29 @@ void ExpertOffload::upload_weights(const Expert& x, size_t at, const float* src,
   Backend& dev = model_.backend();
   if (!bf16_) return dev.transfer(w_dst + at, src, n * sizeof(float));
   // [at, at + n) in pieces: the two linear weights (in either order) converted, the rest (biases, adapters) as is.
-  std::pair<size_t, size_t> linear[2] = {{x.in_at, x.in_n}, {x.out_at, x.out_n}};
-  if (linear[1].first < linear[0].first) std::swap(linear[0], linear[1]);
   size_t pos = at;
   const size_t end = at + n;
   auto plain = [&](size_t to) {
     if (to <= pos) return;
-    dev.transfer(w_dst + pos, src + (pos - at), (to - pos) * sizeof(float));
+    dev.transfer(w_dst + x.slot_at(pos), src + (pos - at), (to - pos) * sizeof(float));
     pos = to;
   };
-  for (auto [l, ln] : linear) {
-    const size_t lo = std::max(pos, l), hi = std::min(end, l + ln);
-    if (hi <= lo) continue;
-    plain(lo);
-    const int64_t count = static_cast<int64_t>(hi - lo);
-    if (dev.device_memory_is_host()) {
-      host_compute_.norms->to_bf16(w16_dst + lo, src + (lo - at), count);
-    } else {
-      host_compute_.norms->to_bf16(bf16_staging_.u16(), src + (lo - at), count);
-      dev.transfer(w16_dst + lo, bf16_staging_.u16(), static_cast<size_t>(count) * sizeof(uint16_t));
+  for (int k = 0; k < 2; ++k) {
+    const size_t span_lo = x.lin_at[k], span_hi = span_lo + x.lin_span[k];
+    if (end <= span_lo || pos >= span_hi) continue;
+    plain(span_lo);
+    // The weight itself converted into the slot's copy; its padding (which nothing reads) moves nowhere.
+    const size_t lo = pos, hi = std::min(end, span_lo + linear_numel(x, k));
+    if (hi > lo) {
+      const int64_t count = static_cast<int64_t>(hi - lo);
+      if (dev.device_memory_is_host()) {
+        host_compute_.norms->to_bf16(w16_dst + x.bf16_at(lo), src + (lo - at), count);
+      } else {
+        host_compute_.norms->to_bf16(bf16_staging_.u16(), src + (lo - at), count);
+        dev.transfer(w16_dst + x.bf16_at(lo), bf16_staging_.u16(), static_cast<size_t>(count) * sizeof(uint16_t));
+      }
     }
-    pos = hi;
+    pos = std::min(end, span_hi);
   }
   plain(end);
 }
@@ -463,6 +483,15 @@ void ExpertOffload::add_upload_time(double ms) { upload_ns_ += static_cast<int64
 // gradient).
 FfnParams ExpertOffload::rebase(const FfnParams& f, const float* from, float* to) {
   return moved(f, [&](float* p) { return p ? to + (p - from) : nullptr; });
+}
+
+FfnParams ExpertOffload::slot_params(const Expert& x, float* w) const {
+  const float* from = params_ + x.begin;
+  return moved(model_.param_ptrs().layers[x.layer].experts[x.e], [&](float* p) -> float* {
+    if (!p) return nullptr;
+    const size_t at = static_cast<size_t>(p - from);
+    return x.in_linear(at) ? nullptr : w + x.slot_at(at);
+  });
 }
 
 int ExpertOffload::max_held() const {
@@ -489,7 +518,7 @@ FfnParams ExpertOffload::weights(int layer, int e) {
     if (to > from) copy_stall_ms_ += ms_between(from, to);
   }
   FfnParams f = mapped_ ? map_params(layer, e, s.mapped)
-                        : rebase(model_.param_ptrs().layers[layer].experts[e], params_ + experts_[i].begin, s.w.f());
+                        : slot_params(experts_[i], s.w.f());
   if (bf16_) bf16_weights(s, i, f);
   return f;
 }
@@ -498,13 +527,15 @@ void ExpertOffload::bf16_weights(Slot& s, int i, FfnParams& f) {
   const Expert& x = experts_[i];
   uint16_t* w16 = s.w16.u16();
   if (s.bf16_of != i) {
+    // Only a mapped slot has fp32 linear weights to convert (the host copy); an upload writes the others' copy.
+    check(mapped_, "offload: a slot's bf16 copy does not hold the weights of the expert it computes");
     Backend& be = model_.backend();
-    be.to_bf16(w16 + x.in_at, f.w_in, static_cast<int64_t>(x.in_n));
-    be.to_bf16(w16 + x.out_at, f.w_out, static_cast<int64_t>(x.out_n));
+    be.to_bf16(w16 + x.bf16_at(x.in_at), f.w_in, static_cast<int64_t>(x.in_n));
+    be.to_bf16(w16 + x.bf16_at(x.out_at), f.w_out, static_cast<int64_t>(x.out_n));
     s.bf16_of = i;
   }
-  f.w_in_bf16 = w16 + x.in_at;
-  f.w_out_bf16 = w16 + x.out_at;
+  f.w_in_bf16 = w16 + x.bf16_at(x.in_at);
+  f.w_out_bf16 = w16 + x.bf16_at(x.out_at);
 }
 
 FfnParams ExpertOffload::grads(int layer, int e) {

@@ -152,6 +152,22 @@ class ExpertOffload final : public ExpertAccess {
     std::vector<TrainedTensor> trained;       // for the optimizer
     size_t in_at = 0, in_n = 0, out_at = 0, out_n = 0;  // its two linear weights, from its start (bf16 copies)
     bool trains_linear = false;                         // an update changes one of them
+    // bf16 compute: a slot keeps the two linear weights only in its bf16 copy, the first (by offset) at 0 and the
+    // second after the first's padded span, and leaves their spans out of its fp32 block, which holds the other
+    // tensors (biases, adapters) in layout order. Both spans are 0 in fp32, where the slot mirrors the layout.
+    size_t lin_at[2] = {0, 0}, lin_span[2] = {0, 0};
+    size_t linear_span() const { return lin_span[0] + lin_span[1]; }
+    // A non-linear tensor's offset (from the expert's start) in the slot's fp32 block.
+    size_t slot_at(size_t at) const {
+      return at - (lin_at[0] < at ? lin_span[0] : 0) - (lin_at[1] < at ? lin_span[1] : 0);
+    }
+    // A linear weight's element in the slot's bf16 copy.
+    size_t bf16_at(size_t at) const { return at < lin_at[1] ? at - lin_at[0] : lin_span[0] + (at - lin_at[1]); }
+    bool in_linear(size_t at) const {
+      for (int k = 0; k < 2; ++k)
+        if (at >= lin_at[k] && at < lin_at[k] + lin_span[k]) return true;
+      return false;
+    }
     int slot = -1;                            // occupied slot, -1 when only on the host
     int pin_slot = -1;                        // its reserved slot this step, -1 when not pinned
     bool grad_down = false;     // the host gradient holds this step's earlier micro-batches
@@ -184,6 +200,8 @@ class ExpertOffload final : public ExpertAccess {
   // upload_bytes: the bytes that moves, counted when the upload is issued.
   void upload_weights(const Expert& x, size_t at, const float* src, size_t n, float* w_dst, uint16_t* w16_dst);
   size_t upload_bytes(const Expert& x, size_t at, size_t n) const;
+  // The elements of x's k-th linear weight by offset (its span less the layout's padding).
+  static size_t linear_numel(const Expert& x, int k) { return x.lin_at[k] == x.in_at ? x.in_n : x.out_n; }
   void issue_ahead();
   void issue(int id);
   void issue_mapped(int id);
@@ -214,6 +232,8 @@ class ExpertOffload final : public ExpertAccess {
   void update_layer(int layer);
   bool updates_at_backward() const;
   static FfnParams rebase(const FfnParams& f, const float* from, float* to);
+  // x's parameters in a slot's fp32 block w (at slot_at; bf16: its linear weights null, in the slot's copy).
+  FfnParams slot_params(const Expert& x, float* w) const;
   void add_upload_time(double ms);
   void charge_activations();
 
@@ -226,6 +246,8 @@ class ExpertOffload final : public ExpertAccess {
   SsdExpertStore* ssd_ = nullptr;     // store_ when the home is the SSD tier
   ApartExpertStore* apart_ = nullptr;  // store_ when it is not the arenas (the SSD tier, or pinned_store.h's)
   size_t expert_floats_ = 0;       // the largest expert's weights
+  size_t slot_floats_ = 0;         // a slot's fp32 weights: the largest expert's, less its linear spans in bf16
+  size_t slot_bf16_ = 0;           // bf16 compute: a slot's bf16 copy, the largest expert's linear spans
   size_t grad_floats_ = 0;         // the largest expert's gradient (trained tensors)
   size_t activations_charged_ = 0;
   std::vector<int> layer_base_;  // model layer -> first expert id (-1: dense layer)
