@@ -1,8 +1,14 @@
-// core/host_slabs: medium blocks carved from large huge-page slabs, returned a slab at a time.
+// core/host_memory and core/host_slabs: large blocks as mappings of their own; medium blocks carved from large
+// huge-page slabs, returned a slab at a time.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "core/host_memory.h"
 #include "core/host_slabs.h"
 #include "test_files.h"
 #include "testing.h"
@@ -68,6 +74,40 @@ TEST(slab_free_of_a_foreign_pointer_is_an_error) {
   expect_error([&] { slabs.free(&local); }, {"not from these slabs"}, "stack pointer");
   expect_error([&] { slabs.free(static_cast<char*>(a) + 4096); }, {"not from these slabs"}, "past the used part");
   slabs.free(a);
+}
+
+// Pages of [p, p + bytes) resident in memory.
+size_t resident_pages(void* p, size_t bytes) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in((bytes + page - 1) / page);
+  if (mincore(p, bytes, in.data()) != 0) return SIZE_MAX;
+  size_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return n;
+}
+
+// A large zeroed block costs no memory until written (an arena whose experts live elsewhere), and goes back to
+// the OS when freed; a small one is zeroed in place.
+TEST(large_zeroed_blocks_are_untouched_until_written) {
+  const size_t bytes = size_t(64) << 20;
+  char* p = static_cast<char*>(host_alloc_zeroed(bytes));
+  CHECK(p != nullptr && addr(p) % (size_t(2) << 20) == 0);
+  CHECK(resident_pages(p, bytes) == 0);
+  p[bytes / 2] = 1;
+  const size_t touched = resident_pages(p, bytes);
+  CHECK_MSG(touched >= 1 && touched <= 512, std::to_string(touched));  // one page, or one huge page
+  bool zero = true;
+  for (size_t i = 0; i < bytes; i += 4096) zero = zero && p[i] == (i == bytes / 2 ? 1 : 0);
+  CHECK(zero);
+  host_free(p);
+  char* small = static_cast<char*>(host_alloc(1000));
+  std::memset(small, 7, 1000);
+  host_free(small);
+  char* z = static_cast<char*>(host_alloc_zeroed(1000));
+  bool small_zero = true;
+  for (int i = 0; i < 1000; ++i) small_zero = small_zero && z[i] == 0;
+  CHECK(small_zero);
+  host_free(z);
 }
 
 TEST_MAIN()

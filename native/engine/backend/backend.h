@@ -38,6 +38,12 @@ class Backend {
 
   // Memory. Returned blocks are 64-byte aligned.
   virtual void* alloc(MemKind kind, size_t bytes) = 0;
+  // A block of zeros; a backend whose fresh memory is zero already (host mappings) need not touch its pages.
+  virtual void* alloc_zeroed(MemKind kind, size_t bytes) {
+    void* p = alloc(kind, bytes);
+    if (p) zero(p, bytes);
+    return p;
+  }
   virtual void release(MemKind kind, void* ptr) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   virtual void zero(void* ptr, size_t bytes) = 0;

@@ -2,7 +2,11 @@
 
 #include <sys/mman.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 namespace moe {
 namespace {
@@ -10,17 +14,61 @@ namespace {
 constexpr size_t kHugePage = size_t(2) << 20;
 constexpr size_t kHugeFrom = size_t(4) << 20;
 
+// Large blocks are mappings of their own: their pages are zero until first touched and go back to the OS when
+// freed. The map keeps each one's length for munmap.
+struct Mappings {
+  std::mutex mutex;
+  std::unordered_map<void*, size_t> bytes;
+};
+
+Mappings& mappings() {
+  static Mappings* m = new Mappings;  // never destroyed: blocks may be freed from static destructors
+  return *m;
+}
+
+void* map_aligned(size_t rounded) {
+  void* raw = mmap(nullptr, rounded + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (begin + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > begin) munmap(raw, aligned - begin);
+  const uintptr_t tail = aligned + rounded, end = begin + rounded + kHugePage;
+  if (end > tail) munmap(reinterpret_cast<void*>(tail), end - tail);
+  void* p = reinterpret_cast<void*>(aligned);
+  // Advice only: where huge pages are off or exhausted the block keeps normal pages.
+  madvise(p, rounded, MADV_HUGEPAGE);
+  Mappings& m = mappings();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  m.bytes[p] = rounded;
+  return p;
+}
+
 }  // namespace
 
 void* host_alloc(size_t bytes) {
   if (bytes < kHugeFrom) return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  void* p = std::aligned_alloc(kHugePage, rounded);
-  // Advice only: where huge pages are off or exhausted the block keeps normal pages.
-  if (p) madvise(p, rounded, MADV_HUGEPAGE);
+  return map_aligned((bytes + kHugePage - 1) / kHugePage * kHugePage);
+}
+
+void* host_alloc_zeroed(size_t bytes) {
+  void* p = host_alloc(bytes);
+  if (p && bytes < kHugeFrom) std::memset(p, 0, bytes);
   return p;
 }
 
-void host_free(void* ptr) { std::free(ptr); }
+void host_free(void* ptr) {
+  if (!ptr) return;
+  Mappings& m = mappings();
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    auto it = m.bytes.find(ptr);
+    if (it != m.bytes.end()) {
+      munmap(ptr, it->second);
+      m.bytes.erase(it);
+      return;
+    }
+  }
+  std::free(ptr);
+}
 
 }  // namespace moe

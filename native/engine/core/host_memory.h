@@ -9,6 +9,9 @@ namespace moe {
 
 // 64-byte aligned (2 MiB for large blocks); null only when bytes == 0 or memory is exhausted.
 void* host_alloc(size_t bytes);
+// The same, all zero. A large block's pages are untouched (the OS's zero pages) until written, so a block that is
+// mostly never written (an arena whose experts live in another tier) costs no memory for those parts.
+void* host_alloc_zeroed(size_t bytes);
 void host_free(void* ptr);
 
 }  // namespace moe

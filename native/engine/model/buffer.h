@@ -30,8 +30,7 @@ class DeviceBuffer {
     be_ = &be;
     kind_ = kind;
     bytes_ = bytes;
-    ptr_ = be.alloc(kind, bytes == 0 ? 64 : bytes);
-    be.zero(ptr_, bytes_);
+    ptr_ = be.alloc_zeroed(kind, bytes == 0 ? 64 : bytes);
   }
   void reset() {
     if (ptr_) be_->release(kind_, ptr_);

@@ -160,10 +160,26 @@ void Model::refresh_bf16_weights() {
   bf16_stale_ = bf16_trained_stale_ = false;
 }
 
-void Model::init(uint64_t seed) {
-  std::vector<float> host(layout_.total(), 0.0f);
-  init_params(layout_, host.data(), seed, be_.threads());
-  be_.copy(params_.f(), host.data(), host.size() * sizeof(float));
+void Model::init(uint64_t seed, bool experts) {
+  if (experts && be_.device_memory_is_host()) return init_range(seed, 0, layout_.total());
+  size_t from = 0;
+  for (const ExpertRange& r : layout_.expert_ranges()) {
+    init_range(seed, from, experts ? r.end : r.begin);
+    from = r.end;
+  }
+  init_range(seed, from, layout_.total());
+}
+
+void Model::init_range(uint64_t seed, size_t begin, size_t end) {
+  if (end <= begin) return;
+  float* dst = params_.f() + begin;
+  if (be_.device_memory_is_host()) {
+    init_params(layout_, dst, begin, end, seed, be_.threads());
+  } else {
+    std::vector<float> host(end - begin, 0.0f);  // the layout's padding stays zero
+    init_params(layout_, host.data(), begin, end, seed, be_.threads());
+    be_.copy(dst, host.data(), host.size() * sizeof(float));
+  }
   bf16_stale_ = true;
 }
 

@@ -77,7 +77,11 @@ class Model {
   // Where MoE layers reach their experts; null restores the resident default. Not owned.
   void set_expert_access(ExpertAccess* access);
 
-  void init(uint64_t seed);
+  // The seed's weights (init_params), a piece of the arena at a time, so no copy of the whole model is ever made.
+  // experts false leaves the routed experts' ranges as they are: an expert offload whose home is apart from the
+  // arenas initialises each with init_range as it stores it, so their pages are never all touched at once.
+  void init(uint64_t seed, bool experts = true);
+  void init_range(uint64_t seed, size_t begin, size_t end);
   void zero_grads();
   // Zeroes every gradient outside the routed experts' ranges (expert offload zeroes those itself, once the
   // previous step's expert updates no longer read them).

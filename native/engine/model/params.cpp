@@ -267,10 +267,18 @@ ModelParams ParamLayout::bind_with(const Ptr& ptr) const {
 }
 
 void init_params(const ParamLayout& layout, float* arena, uint64_t seed, int threads) {
+  init_params(layout, arena, 0, layout.total(), seed, threads);
+}
+
+void init_params(const ParamLayout& layout, float* dst, size_t begin, size_t end, uint64_t seed, int threads) {
   constexpr int64_t kPerThreadMin = int64_t(1) << 20;
   ThreadPool tp(std::max(threads, 1));
-  for (const ParamTensor& t : layout.tensors()) {
-    float* p = arena + t.offset;
+  const std::vector<ParamTensor>& all = layout.tensors();  // in offset order
+  auto first = std::lower_bound(all.begin(), all.end(), begin,
+                                [](const ParamTensor& t, size_t at) { return t.offset < at; });
+  for (auto it = first; it != all.end() && it->offset < end; ++it) {
+    const ParamTensor& t = *it;
+    float* p = dst + (t.offset - begin);
     uint64_t stream = 0xcbf29ce484222325ull;  // FNV-1a of the name: a stable per-tensor stream
     for (char c : t.name) stream = (stream ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
     tp.parallel_for(static_cast<int64_t>(t.numel), [&](int64_t i0, int64_t i1, int) {

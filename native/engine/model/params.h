@@ -160,5 +160,8 @@ class ParamLayout {
 // tensors are filled by `threads` threads at once with the same result (a real model's billions of normal draws
 // take minutes on one core).
 void init_params(const ParamLayout& layout, float* arena, uint64_t seed, int threads = 1);
+// The same values for the tensors that start in [begin, end) of the arena alone, written to dst + (offset - begin):
+// a part of the model initialised where it lives, without the whole arena at hand.
+void init_params(const ParamLayout& layout, float* dst, size_t begin, size_t end, uint64_t seed, int threads);
 
 }  // namespace moe

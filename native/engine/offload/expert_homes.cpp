@@ -43,15 +43,21 @@ int ExpertOffload::cache_entries_for(const OffloadConfig& cfg, const std::vector
   return entries;
 }
 
+bool ExpertOffload::home_apart(const OffloadConfig& cfg, const Backend& be) {
+  return cfg.mode == OffloadMode::Ssd || !be.device_memory_is_host();
+}
+
 void ExpertOffload::make_store(const OffloadConfig& cfg, const std::vector<ExpertSizes>& sizes, int entries,
-                               size_t host_floats) {
+                               size_t host_floats, const ExpertInit& init) {
+  if (!home_apart(cfg, model_.backend()) && init)
+    for (const Expert& x : experts_) init(x.begin, x.begin + x.floats);
   if (cfg.mode != OffloadMode::Ssd) {
     if (!model_.backend().device_memory_is_host()) {
       // Host tier beside a device: the arenas are device memory, so the experts live in page-locked host memory.
       auto pinned = std::make_unique<PinnedExpertStore>(sizes, host_);
       apart_ = pinned.get();
       store_ = std::move(pinned);
-      experts_from_arenas();
+      experts_from_arenas(init);
       return;
     }
     // Host tier in the arenas: each expert's master weights, and its trained tensors' gradient and two AdamW
@@ -72,7 +78,7 @@ void ExpertOffload::make_store(const OffloadConfig& cfg, const std::vector<Exper
   ssd_ = ssd.get();
   apart_ = ssd_;
   store_ = std::move(ssd);
-  experts_from_arenas();
+  experts_from_arenas(init);
 }
 
 // A home apart keeps a split expert's trained weights packed apart (t); the arenas hold them in place.
@@ -90,7 +96,7 @@ void ExpertOffload::experts_to_arenas() {
   }
 }
 
-void ExpertOffload::experts_from_arenas() {
+void ExpertOffload::experts_from_arenas(const ExpertInit& init) {
   settle();
   forget_slot_contents(true);
   if (!apart_) return;
@@ -99,6 +105,7 @@ void ExpertOffload::experts_from_arenas() {
     const Expert& x = experts_[i];
     float *w = params_ + x.begin, *g = grads_ + x.grad_begin, *m = optimizer_.m() + x.grad_begin,
           *v = optimizer_.v() + x.grad_begin;
+    if (init) init(x.begin, x.begin + x.floats);
     // w's copies of a split expert's trained tensors are stale once t holds them; zeroed, they leave a frozen
     // base from a bf16 checkpoint all bf16 values, which the SSD keeps in half the bytes. (The arena's expert
     // ranges are released right after.)
@@ -108,19 +115,21 @@ void ExpertOffload::experts_from_arenas() {
         std::memset(w + t.at, 0, t.t->numel * sizeof(float));
       }
     apart_->store(i, {w, trained.data(), g, m, v});
+    release_arena_expert(x);  // one expert's pages at a time: a fresh start never holds them all
   }
-  release_arena_experts();
   apart_->flush();
   apart_->take_stats();  // start-up traffic is not a step's
 }
 
 void ExpertOffload::release_arena_experts() {
   if (!apart_) return;
-  for (const Expert& x : experts_) {
-    release_pages(params_ + x.begin, x.floats);
-    if (x.grad_floats)
-      for (float* p : {grads_, optimizer_.m(), optimizer_.v()}) release_pages(p + x.grad_begin, x.grad_floats);
-  }
+  for (const Expert& x : experts_) release_arena_expert(x);
+}
+
+void ExpertOffload::release_arena_expert(const Expert& x) {
+  release_pages(params_ + x.begin, x.floats);
+  if (x.grad_floats)
+    for (float* p : {grads_, optimizer_.m(), optimizer_.v()}) release_pages(p + x.grad_begin, x.grad_floats);
 }
 
 void ExpertOffload::zero_expert_grads() {

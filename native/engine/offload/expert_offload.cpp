@@ -20,7 +20,7 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 }  // namespace
 
 ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const OffloadConfig& cfg, HostBackends host, int B,
-                             int T)
+                             int T, const ExpertInit& init)
     : model_(model),
       optimizer_(optimizer),
       cfg_(cfg),
@@ -135,7 +135,7 @@ ExpertOffload::ExpertOffload(Model& model, AdamWOptimizer& optimizer, const Offl
   if (cfg.pin_policy == PinPolicy::None) pin_slots_ = 0;
   pins_ = PinSelector(cfg.pin_policy, pin_slots_, experts_per_layer);
 
-  make_store(cfg, sizes, entries, all_weights + 3 * all_grads);
+  make_store(cfg, sizes, entries, all_weights + 3 * all_grads, init);
   // One expert's linear weights in bf16 at a time: the copy worker converts and uploads them in turn.
   if (bf16_ && !mapped_ && !model.backend().device_memory_is_host())
     bf16_staging_ = TierBlock(host_, slot_w16, "the bf16 upload staging");

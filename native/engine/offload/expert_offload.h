@@ -33,6 +33,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -71,10 +72,20 @@ struct HostBackends {
   std::unique_ptr<Backend> updates, norms;
 };
 
+// Fills [begin, end) of the parameter arena with an expert's initial weights (Model::init_range).
+using ExpertInit = std::function<void(size_t begin, size_t end)>;
+
 class ExpertOffload final : public ExpertAccess {
  public:
-  // B, T: the micro-batch the activations are sized for.
-  ExpertOffload(Model& model, AdamWOptimizer& optimizer, const OffloadConfig& cfg, HostBackends host, int B, int T);
+  // B, T: the micro-batch the activations are sized for. init: set when the arenas' expert ranges are not
+  // initialised yet (a fresh model, Model::init without experts): a home apart initialises each expert in its
+  // arena range just before storing it and hands those pages back right after, so a start-up never holds every
+  // expert's state at once; the arenas as home initialise them all in place.
+  ExpertOffload(Model& model, AdamWOptimizer& optimizer, const OffloadConfig& cfg, HostBackends host, int B, int T,
+                const ExpertInit& init = {});
+  // Whether the experts' master state lives apart from the model's arenas (the SSD tier; the host tier beside a
+  // device, whose arenas are device memory).
+  static bool home_apart(const OffloadConfig& cfg, const Backend& be);
   ~ExpertOffload() override;
 
   int slots() const { return static_cast<int>(slots_.size()); }
@@ -104,7 +115,7 @@ class ExpertOffload final : public ExpertAccess {
   // arenas' expert state as the new master copy, releasing their pages (after loads). No-ops where the master
   // copy is the arenas.
   void experts_to_arenas();
-  void experts_from_arenas();
+  void experts_from_arenas(const ExpertInit& init = {});
   // A home apart: hands the arenas' expert pages back after experts_to_arenas() when nothing changed them (a
   // checkpoint written): the store still holds that state, so nothing is written again.
   void release_arena_experts();
@@ -181,7 +192,9 @@ class ExpertOffload final : public ExpertAccess {
   static unsigned updated_weights(const Expert& x) { return x.split ? kTrained : kWeights; }
   // SSD tier: the host cache's entries (offload.cache_experts, or what offload.host_budget_bytes holds).
   static int cache_entries_for(const OffloadConfig& cfg, const std::vector<ExpertSizes>& sizes);
-  void make_store(const OffloadConfig& cfg, const std::vector<ExpertSizes>& sizes, int entries, size_t host_floats);
+  void make_store(const OffloadConfig& cfg, const std::vector<ExpertSizes>& sizes, int entries, size_t host_floats,
+                  const ExpertInit& init);
+  void release_arena_expert(const Expert& x);
   void choose_copy_stream(const OffloadConfig& cfg, int entries);
   // Mapped: the expert's parameters as pointers into the host state it computes on, and the hold's end.
   FfnParams map_params(int layer, int e, const ExpertState& host) const;

@@ -61,7 +61,9 @@ const EngineConfig& with_esft_experts_chosen(const EngineConfig& cfg) {
 
 Trainer::Trainer(const EngineConfig& cfg, Backend& be)
     : cfg_(with_esft_experts_chosen(cfg)), be_(be), model_(cfg_.model, be, cfg_.train.compute_dtype, cfg_.finetune), opt_(model_) {
-  model_.init(cfg_.train.seed);
+  // Offloaded experts are initialised by the offload as it stores each in its home (ExpertOffload's init).
+  const bool offloaded = cfg_.offload.mode != OffloadMode::None;
+  model_.init(cfg_.train.seed, !offloaded);
   if (cfg_.runs_on_devices()) {
     DeviceGroupConfig group = cfg_.device_group;
     if (group.threads == 0) group.threads = std::max(1, cfg_.train.threads / cfg_.placement.devices);
@@ -71,7 +73,9 @@ Trainer::Trainer(const EngineConfig& cfg, Backend& be)
   if (cfg_.offload.mode != OffloadMode::None) {
     HostBackends host{make_backend("cpu", {cfg_.train.threads}), make_backend("cpu", {1})};
     offload_ = std::make_unique<ExpertOffload>(model_, opt_, cfg_.offload, std::move(host), cfg_.train.batch_size,
-                                               cfg_.train.seq_len);
+                                               cfg_.train.seq_len, [this](size_t begin, size_t end) {
+                                                 model_.init_range(cfg_.train.seed, begin, end);
+                                               });
     model_.set_expert_access(offload_.get());
   }
 }

@@ -65,6 +65,11 @@ class CpuBackend final : public Backend {
     check(p != nullptr || bytes == 0, "out of host memory allocating " + std::to_string(bytes) + " bytes");
     return p;
   }
+  void* alloc_zeroed(MemKind, size_t bytes) override {
+    void* p = host_alloc_zeroed(bytes);
+    check(p != nullptr || bytes == 0, "out of host memory allocating " + std::to_string(bytes) + " bytes");
+    return p;
+  }
   void release(MemKind, void* ptr) override { host_free(ptr); }
   void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   // Large blocks (the gradients, every step) are cleared by every thread: one core's stores reach about half

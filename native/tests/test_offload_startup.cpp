@@ -1,0 +1,76 @@
+// A fresh start with experts in a home apart from the arenas (the SSD tier; the host tier beside a device) never
+// holds every expert's state at once: the arenas' pages are never touched for them, and each expert is initialised
+// in its range, stored and handed back in turn. Measured as the peak resident memory of a child process that builds
+// the trainer: the experts' state here is about 800 MB, the host cache 4 experts (50 MB). Each test forks before
+// any thread of this process exists (they are the only tests in this binary), so the child starts clean.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "backend/registry.h"
+#include "model/config.h"
+#include "test_files.h"
+#include "testing.h"
+#include "train/trainer.h"
+
+namespace {
+
+constexpr int kExperts = 64;  // 2 layers of 32
+constexpr double kExpertStateMB = kExperts * 3.0 * 256 * 1024 * 16 / 1e6;  // weights, gradient, 2 moments: 805 MB
+
+std::string config(const std::string& offload) {
+  return R"({"model": {"arch": "mixtral", "vocab_size": 64, "d_model": 256, "n_heads": 4, "n_kv_heads": 4,
+    "n_layers": 2, "n_experts": [32, 32], "max_seq_len": 16, "d_ff": 1024, "expert_d_ff": 1024, "top_k": 2},
+    "train": {"batch_size": 1, "seq_len": 16, "steps": 1, "threads": 2, "seed": 3}, "offload": )" +
+         offload + "}";
+}
+
+// The child's peak resident memory in MB (it builds the trainer and exits); -1 when it failed.
+double peak_mb_building(const std::string& offload, bool device_apart) {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    int code = 0;
+    try {
+      moe::BackendOptions o;
+      o.threads = 2;
+      o.device_memory_apart = device_apart;
+      auto be = moe::make_backend("cpu", o);
+      moe::Trainer t(moe::parse_config_text(config(offload), "test"), *be);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
+      code = 1;
+    }
+    _exit(code);
+  }
+  int status = 0;
+  rusage usage{};
+  if (pid < 0 || wait4(pid, &status, 0, &usage) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+  return usage.ru_maxrss / 1e3;  // KiB on Linux
+}
+
+}  // namespace
+
+TEST(ssd_tier_start_up_holds_the_cache_not_every_expert) {
+  const std::string& dir = moe_test::tmp_dir();
+  const double mb = peak_mb_building(
+      R"({"mode": "ssd", "expert_slots": 2, "cache_experts": 4, "ssd_dir": ")" + dir + "\"}", false);
+  std::printf("  SSD tier: peak %.0f MB for %.0f MB of expert state\n", mb, kExpertStateMB);
+  CHECK(mb > 0);
+  // The cache (50 MB), two slots (13 MB) and the rest of the process: about 100 MB.
+  CHECK_MSG(mb < kExpertStateMB / 6, "peak " + std::to_string(mb) + " MB");
+}
+
+// Beside a device the host tier is page-locked memory holding every expert's state; the arenas (device memory
+// there) add nothing for the experts.
+TEST(host_tier_beside_a_device_holds_the_experts_once) {
+  const double mb = peak_mb_building(R"({"mode": "host", "expert_slots": 2})", true);
+  std::printf("  host tier beside a device: peak %.0f MB for %.0f MB of expert state\n", mb, kExpertStateMB);
+  CHECK(mb > 0);
+  CHECK_MSG(mb < kExpertStateMB * 1.25, "peak " + std::to_string(mb) + " MB");
+}
+
+TEST_MAIN()
