@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backend/registry.h"
+#include "core/fsutil.h"
 #include "model/config.h"
 #include "test_files.h"
 #include "testing.h"
@@ -28,8 +29,9 @@ std::string config(const std::string& offload) {
          offload + "}";
 }
 
-// The child's peak resident memory in MB (it builds the trainer and exits); -1 when it failed.
-double peak_mb_building(const std::string& offload, bool device_apart) {
+// The child's peak resident memory in MB (it builds the trainer, saves a checkpoint to `save` unless empty, and
+// exits); -1 when it failed.
+double peak_mb_building(const std::string& offload, bool device_apart, const std::string& save = "") {
   std::fflush(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
@@ -40,6 +42,7 @@ double peak_mb_building(const std::string& offload, bool device_apart) {
       o.device_memory_apart = device_apart;
       auto be = moe::make_backend("cpu", o);
       moe::Trainer t(moe::parse_config_text(config(offload), "test"), *be);
+      if (!save.empty()) t.save_checkpoint(save);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "child: %s\n", e.what());
       code = 1;
@@ -54,11 +57,14 @@ double peak_mb_building(const std::string& offload, bool device_apart) {
 
 }  // namespace
 
-TEST(ssd_tier_start_up_holds_the_cache_not_every_expert) {
+// ... nor does a checkpoint of it: the experts stream from their home into the files an expert at a time.
+TEST(ssd_tier_start_up_and_checkpoint_hold_the_cache_not_every_expert) {
   const std::string& dir = moe_test::tmp_dir();
+  const std::string checkpoint = moe_test::tmp_path("startup-checkpoint");
   const double mb = peak_mb_building(
-      R"({"mode": "ssd", "expert_slots": 2, "cache_experts": 4, "ssd_dir": ")" + dir + "\"}", false);
-  std::printf("  SSD tier: peak %.0f MB for %.0f MB of expert state\n", mb, kExpertStateMB);
+      R"({"mode": "ssd", "expert_slots": 2, "cache_experts": 4, "ssd_dir": ")" + dir + "\"}", false, checkpoint);
+  std::printf("  SSD tier, start-up and a checkpoint: peak %.0f MB for %.0f MB of expert state\n", mb, kExpertStateMB);
+  moe::fs::remove_all(checkpoint);
   CHECK(mb > 0);
   // The cache (50 MB), two slots (13 MB) and the rest of the process: about 100 MB.
   CHECK_MSG(mb < kExpertStateMB / 6, "peak " + std::to_string(mb) + " MB");

@@ -96,6 +96,22 @@ void ExpertOffload::experts_to_arenas() {
   }
 }
 
+void ExpertOffload::read_expert(int i, ExpertPart part, float* dst) {
+  const Expert& x = experts_[i];
+  const unsigned parts = part == kWeights ? weight_parts(x) : static_cast<unsigned>(part);
+  check(part == kWeights || part == kMoment1 || part == kMoment2, "offload: read_expert reads weights or a moment");
+  const ExpertState s = store_->acquire(i, parts);
+  if (part == kWeights) {
+    std::memcpy(dst, s.w, x.floats * sizeof(float));
+    if (s.t)
+      for (const TrainedTensor& t : x.trained)
+        std::memcpy(dst + t.at, s.t + t.grad_at, t.t->numel * sizeof(float));
+  } else {
+    std::memcpy(dst, part == kMoment1 ? s.m : s.v, x.grad_floats * sizeof(float));
+  }
+  store_->release(i, parts, 0, 0);
+}
+
 void ExpertOffload::experts_from_arenas(const ExpertInit& init) {
   settle();
   forget_slot_contents(true);

@@ -116,6 +116,12 @@ class ExpertOffload final : public ExpertAccess {
   // copy is the arenas.
   void experts_to_arenas();
   void experts_from_arenas(const ExpertInit& init = {});
+  // Whether the master state lives in a home apart (experts_to_arenas() copies it back); the arenas otherwise.
+  bool experts_apart() const { return apart_ != nullptr; }
+  // Expert i's current weights (kWeights: its layout range, trained tensors kept apart put in place) or one moment
+  // (kMoment1/kMoment2: its packed range) into dst, from its home; after settle(). A checkpoint streams an expert
+  // at a time this way instead of copying every expert into the arenas.
+  void read_expert(int i, ExpertPart part, float* dst);
   // A home apart: hands the arenas' expert pages back after experts_to_arenas() when nothing changed them (a
   // checkpoint written): the store still holds that state, so nothing is written again.
   void release_arena_experts();

@@ -25,21 +25,10 @@ constexpr double kMaxExactInt = 9007199254740992.0;  // 2^53: larger JSON number
 
 json::Value read_json(const std::string& path) { return json::parse(fs::read_file(path, kMaxJsonBytes), path); }
 
-std::vector<float> copy_to_host(Backend& be, const float* src, size_t n) {
-  std::vector<float> host(n);
-  be.synchronize();
-  be.copy(host.data(), src, n * sizeof(float));
-  return host;
-}
-
 std::vector<TensorSource> identity_sources(const ParamLayout& layout, const std::string& prefix) {
   std::vector<TensorSource> out;
   for (const ParamTensor& t : layout.tensors()) out.push_back({&t, {{prefix + t.name, t.shape, 0}}});
   return out;
-}
-
-void add_arena(st::Writer& w, const ParamLayout& layout, const float* arena, const std::string& prefix) {
-  for (const ParamTensor& t : layout.tensors()) w.add_f32(prefix + t.name, arena + t.offset, t.shape);
 }
 
 json::Value state_to_json(const TrainerState& s) {
@@ -207,8 +196,53 @@ void check_checkpoint_target(const std::string& dir) {
                "or remove the directory");
 }
 
+namespace {
+
+// A save's view of one arena (the parameters, or a moment in the packed gradient layout): each tensor's values on
+// the host, read from the arena in place on a host backend, else copied a tensor at a time; a routed expert's,
+// with a source, from its home, one expert's part at a time (its tensors are adjacent in both layouts).
+class ArenaView {
+ public:
+  ArenaView(Backend& be, const float* arena, const std::vector<ExpertRange>& experts, ExpertStateSource* source,
+            ExpertStateSource::Part part)
+      : be_(be), arena_(arena), experts_(experts), source_(source), part_(part) {}
+
+  const float* tensor(size_t offset, size_t numel) {
+    if (source_) {
+      auto it = std::upper_bound(experts_.begin(), experts_.end(), offset,
+                                 [](size_t at, const ExpertRange& r) { return at < r.begin; });
+      if (it != experts_.begin() && offset < std::prev(it)->end) {
+        const int k = static_cast<int>(std::prev(it) - experts_.begin());
+        const ExpertRange& r = experts_[k];
+        if (k != expert_) {
+          buffer_.resize(r.end - r.begin);
+          source_->read_expert(k, part_, buffer_.data());
+          expert_ = k;
+        }
+        return buffer_.data() + (offset - r.begin);
+      }
+    }
+    if (be_.device_memory_is_host()) return arena_ + offset;
+    expert_ = -1;
+    buffer_.resize(numel);
+    be_.copy(buffer_.data(), arena_ + offset, numel * sizeof(float));
+    return buffer_.data();
+  }
+
+ private:
+  Backend& be_;
+  const float* arena_;
+  const std::vector<ExpertRange>& experts_;
+  ExpertStateSource* source_;
+  ExpertStateSource::Part part_;
+  std::vector<float> buffer_;
+  int expert_ = -1;  // whose part buffer_ holds
+};
+
+}  // namespace
+
 void save_checkpoint(const std::string& dir, const EngineConfig& cfg, Model& model, AdamWOptimizer* opt,
-                     const TrainerState* state) {
+                     const TrainerState* state, ExpertStateSource* experts) {
   check_checkpoint_target(dir);
   if (json::dump(model_config_to_json(cfg.model)) != json::dump(model_config_to_json(model.config())))
     fail(dir + ": cannot save: the config's model section differs from the model's own config; pass the config "
@@ -216,37 +250,41 @@ void save_checkpoint(const std::string& dir, const EngineConfig& cfg, Model& mod
   const std::string config_text = json::dump(config_to_json(cfg), 2) + "\n";
   const std::string state_text = state ? json::dump(state_to_json(*state), 2) + "\n" : "";
   Backend& be = model.backend();
+  be.synchronize();
   const ParamLayout& layout = model.layout();
-  const size_t n = model.num_params();
+  const TrainableSet& trainable = model.trainable();
+  using Part = ExpertStateSource::Part;
 
-  // One host copy at a time (params, then the moments), not all three at once.
   fs::write_dir_atomic(dir, [&](const std::string& tmp) {
     fs::write_file_atomic(fs::join(tmp, "config.json"), config_text);
     {
-      const std::vector<float> params = copy_to_host(be, model.params(), n);
-      // A diverged run's weights are never written: a checkpoint is what a resume or an export trusts.
-      for (const ParamTensor& t : layout.tensors())
-        if (!std::all_of(params.begin() + t.offset, params.begin() + t.offset + t.numel,
-                         [](float v) { return std::isfinite(v); }))
-          fail(dir + ": not saved: parameter '" + t.name + "' holds a NaN or an infinity (the run diverged); "
-                     "resume or restart from an earlier checkpoint");
+      ArenaView params(be, model.params(), layout.expert_ranges(), experts, Part::Weights);
       st::Writer w;
       w.set_metadata("format", "pt");
-      add_arena(w, layout, params.data(), "");
+      for (const ParamTensor& t : layout.tensors())
+        w.add_f32_streamed(t.name, t.shape, [&params, &t, &dir] {
+          const float* p = params.tensor(t.offset, t.numel);
+          // A diverged run's weights are never written: a checkpoint is what a resume or an export trusts.
+          if (!std::all_of(p, p + t.numel, [](float v) { return std::isfinite(v); }))
+            fail(dir + ": not saved: parameter '" + t.name + "' holds a NaN or an infinity (the run diverged); "
+                       "resume or restart from an earlier checkpoint");
+          return p;
+        });
       w.write(fs::join(tmp, "model.safetensors"));
     }
     if (opt) {
       // Moments of trained tensors only (a frozen tensor has none).
-      const TrainableSet& trainable = model.trainable();
-      const std::vector<float> m = copy_to_host(be, opt->m(), model.num_grads());
-      const std::vector<float> v = copy_to_host(be, opt->v(), model.num_grads());
+      ArenaView m(be, opt->m(), trainable.grad_expert_ranges(), experts, Part::Moment1);
+      ArenaView v(be, opt->v(), trainable.grad_expert_ranges(), experts, Part::Moment2);
       st::Writer w;
       w.set_metadata("format", "pt");
-      for (const char* prefix : {"m.", "v."})
+      for (ArenaView* moment : {&m, &v})
         for (size_t i = 0; i < layout.tensors().size(); ++i) {
           const ParamTensor& t = layout.tensors()[i];
           if (!trainable.trains(i)) continue;
-          w.add_f32(prefix + t.name, (prefix[0] == 'm' ? m : v).data() + trainable.grad_offset(i), t.shape);
+          const size_t at = trainable.grad_offset(i);
+          w.add_f32_streamed((moment == &m ? "m." : "v.") + t.name, t.shape,
+                             [moment, at, n = t.numel] { return moment->tensor(at, n); });
         }
       w.write(fs::join(tmp, "optimizer.safetensors"));
     }

@@ -29,11 +29,24 @@ struct TrainerState {
   std::string data_path;
 };
 
+// Where a save reads the routed experts' state when their home is apart from the arenas (an expert offload's SSD
+// tier, or its host tier beside a device): expert k of the layout's expert_ranges(), one part at a time.
+class ExpertStateSource {
+ public:
+  enum class Part { Weights, Moment1, Moment2 };
+  virtual ~ExpertStateSource() = default;
+  // Weights: the expert's layout range (ExpertRange begin..end) in layout order; a moment: its packed range
+  // (TrainableSet::grad_expert_ranges()[k]).
+  virtual void read_expert(int k, Part part, float* dst) = 0;
+};
+
 // Writes `dir` as a unit (temp sibling, fsync, rename): an existing checkpoint of that name is replaced only
 // once the new one is complete. cfg.model must equal the model's config. opt adds optimizer.safetensors
-// (moments as m.<name> / v.<name>), state adds trainer_state.json; either may be null.
+// (moments as m.<name> / v.<name>), state adds trainer_state.json; either may be null. The files stream a tensor
+// at a time from where each lives (experts: from `experts` when set, one expert's part at a time), so a save
+// never holds a copy of the model.
 void save_checkpoint(const std::string& dir, const EngineConfig& cfg, Model& model, AdamWOptimizer* opt,
-                     const TrainerState* state);
+                     const TrainerState* state, ExpertStateSource* experts = nullptr);
 
 // Guards the directory replacement of save_checkpoint and export_hf: fails unless dir is absent, empty, or
 // holds a config.json (a checkpoint), so a mistyped path never deletes an unrelated directory.

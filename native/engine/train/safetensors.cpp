@@ -348,7 +348,14 @@ void Writer::add(const std::string& name, DType dtype, const void* data, std::ve
     fail("safetensors writer: tensor '" + name + "' has an invalid shape " + shape_str(shape) +
          " (negative or overflowing dimensions)");
   if (bytes > 0 && !data) fail("safetensors writer: tensor '" + name + "' has no data");
-  entries_.push_back({name, dtype, data, std::move(shape), bytes});
+  entries_.push_back({name, dtype, data, std::move(shape), bytes, {}});
+}
+
+void Writer::add_f32_streamed(const std::string& name, std::vector<int64_t> shape,
+                              std::function<const float*()> data) {
+  static const float kPlaceholder = 0;  // checked by add(); replaced at write time
+  add(name, DType::F32, &kPlaceholder, std::move(shape));
+  entries_.back().streamed = std::move(data);
 }
 
 void Writer::set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
@@ -380,7 +387,7 @@ void Writer::write(const std::string& path) const {
     uint64_t n = text.size();
     sink.write(&n, 8);
     sink.write(text);
-    for (const auto& e : entries_) sink.write(e.data, e.bytes);
+    for (const auto& e : entries_) sink.write(e.streamed ? static_cast<const void*>(e.streamed()) : e.data, e.bytes);
   });
 }
 

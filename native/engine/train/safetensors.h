@@ -3,6 +3,7 @@
 // access is in bounds; errors name the file, byte offset and reason.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -63,6 +64,10 @@ class Writer {
   // Tensors are referenced, not copied: their data must stay alive and unchanged until write().
   void add_f32(const std::string& name, const float* data, std::vector<int64_t> shape);
   void add(const std::string& name, DType dtype, const void* data, std::vector<int64_t> shape);
+  // A tensor whose data is asked for only as write() reaches it (in insertion order); the pointer must stay valid
+  // until the next tensor's is asked for. So a file larger than memory streams from wherever its parts live; an
+  // exception from `data` abandons the write (the file is not created).
+  void add_f32_streamed(const std::string& name, std::vector<int64_t> shape, std::function<const float*()> data);
   void set_metadata(const std::string& key, const std::string& value);
   // Writes atomically (temp file, fsync, rename); header padded with spaces to a multiple of 8 so the
   // data buffer is 8-byte aligned; tensors in insertion order.
@@ -75,6 +80,7 @@ class Writer {
     const void* data;
     std::vector<int64_t> shape;
     uint64_t bytes;
+    std::function<const float*()> streamed;  // set: data is asked for at write time
   };
   std::vector<Entry> entries_;
   std::map<std::string, std::string> metadata_;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "backend/registry.h"
 #include "core/error.h"
@@ -276,15 +277,28 @@ void Trainer::resume_from(const std::string& dir) {
   if (!data_path.empty()) state_.data_path = data_path;
 }
 
-void Trainer::save_checkpoint(const std::string& dir) {
-  experts_to_arenas();
-  try {
-    moe::save_checkpoint(dir, cfg_, model_, &opt_, &state_);
-  } catch (...) {
-    if (offload_) offload_->release_arena_experts();  // their tier still holds them, unchanged
-    throw;
+namespace {
+
+// The checkpoint's view of offloaded experts whose home is apart from the arenas: read from the home an expert at
+// a time, never all copied into the arenas.
+class OffloadedExperts final : public ExpertStateSource {
+ public:
+  explicit OffloadedExperts(ExpertOffload& offload) : offload_(offload) {}
+  void read_expert(int k, Part part, float* dst) override {
+    offload_.read_expert(k, part == Part::Weights ? kWeights : part == Part::Moment1 ? kMoment1 : kMoment2, dst);
   }
-  if (offload_) offload_->release_arena_experts();
+
+ private:
+  ExpertOffload& offload_;
+};
+
+}  // namespace
+
+void Trainer::save_checkpoint(const std::string& dir) {
+  settle();
+  std::optional<OffloadedExperts> experts;
+  if (offload_ && offload_->experts_apart()) experts.emplace(*offload_);
+  moe::save_checkpoint(dir, cfg_, model_, &opt_, &state_, experts ? &*experts : nullptr);
 }
 
 }  // namespace moe
