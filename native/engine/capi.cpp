@@ -221,7 +221,7 @@ int moe_engine_read_tensor(moe_engine* engine, const char* name, int which, floa
     moe::check(numel == static_cast<int64_t>(t.numel), std::string("read_tensor '") + name + "': expected " +
                                                           std::to_string(t.numel) + " elements, got " +
                                                           std::to_string(numel));
-    engine->trainer->experts_to_arenas();
+    engine->trainer->experts_to_arenas(which == 0);
     moe::Model& model = engine->trainer->model();
     if (which == 0) {
       model.backend().copy(dst, model.params() + t.offset, t.numel * sizeof(float));
@@ -271,7 +271,7 @@ int moe_engine_export_hf_with(moe_engine* engine, const char* dir, const char* m
                                                                                    : moe::HfExpertLayout::PerExpert;
     moe::check(dtype >= MOE_EXPORT_F32 && dtype <= MOE_EXPORT_F16,
                "export: dtype " + std::to_string(dtype) + " is not MOE_EXPORT_F32, MOE_EXPORT_BF16 or MOE_EXPORT_F16");
-    engine->trainer->experts_to_arenas();
+    engine->trainer->experts_to_arenas(true);
     moe::check(options.format == MOE_EXPORT_CHECKPOINT || options.format == MOE_EXPORT_ADAPTER,
                "export: format " + std::to_string(options.format) + " is not MOE_EXPORT_CHECKPOINT or MOE_EXPORT_ADAPTER");
     if (options.format == MOE_EXPORT_ADAPTER) {

@@ -55,7 +55,7 @@ moe_generation* moe_generation_create(moe_engine* engine, const moe_generate_opt
     moe::check(o.expert_slots >= 0, "generate: expert_slots must be >= 0");
     moe::check(o.cache_experts >= 0, "generate: cache_experts must be >= 0");
     // The model's arenas must hold every expert (an engine training with the SSD tier keeps them there).
-    engine->trainer->experts_to_arenas();
+    engine->trainer->experts_to_arenas(true);
     moe::Model& model = engine->trainer->model();
     const int K = model.config().top_k;
     if (o.expert_home != MOE_EXPERTS_RESIDENT) {

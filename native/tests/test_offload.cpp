@@ -321,10 +321,11 @@ TEST(offloaded_checkpoint_resumes_exactly) {
 }
 
 // Evaluation and gradients between steps (moe_engine_forward, moe_engine_compute_gradients, twice) stream
-// experts through the slots and give resident logits and gradients, on the host and the SSD tier, in fp32 and bf16.
+// experts through the slots and give resident logits and gradients, on the host and the SSD tier, in fp32 and bf16;
+// the weights read after them (the SSD tier copies its experts' weights alone into the arenas) are resident's too.
 TEST(passes_outside_training_match_resident) {
   for (const char* dtype : {"fp32", "bf16"}) {
-    std::vector<std::vector<float>> logits, grads;
+    std::vector<std::vector<float>> logits, grads, weights;
     for (const std::string& offload : {std::string(), host_offload(0.25, 2), ssd_offload(0.25, 2)}) {
       Variant v;
       v.grad_accum = 1;
@@ -348,24 +349,27 @@ TEST(passes_outside_training_match_resident) {
       logits.push_back(out);
       for (int pass = 0; pass < 2; ++pass)
         CHECK(moe_engine_compute_gradients(e, in.data(), tg.data(), 2, 16, &loss, &aux) == MOE_OK);
-      std::vector<float> all;
-      for (int32_t t = 0; t < moe_engine_tensor_count(e); ++t) {
-        const char* name = nullptr;
-        int32_t rank = 0;
-        int64_t dims[8] = {};
-        CHECK(moe_engine_tensor_info(e, t, &name, &rank, dims) == MOE_OK);
-        int64_t numel = 1;
-        for (int d = 0; d < rank; ++d) numel *= dims[d];
-        std::vector<float> g(numel);
-        CHECK(moe_engine_read_tensor(e, name, 1, g.data(), numel) == MOE_OK);
-        all.insert(all.end(), g.begin(), g.end());
+      for (int which : {0, 1}) {
+        std::vector<float> all;
+        for (int32_t t = 0; t < moe_engine_tensor_count(e); ++t) {
+          const char* name = nullptr;
+          int32_t rank = 0;
+          int64_t dims[8] = {};
+          CHECK(moe_engine_tensor_info(e, t, &name, &rank, dims) == MOE_OK);
+          int64_t numel = 1;
+          for (int d = 0; d < rank; ++d) numel *= dims[d];
+          std::vector<float> g(numel);
+          CHECK(moe_engine_read_tensor(e, name, which, g.data(), numel) == MOE_OK);
+          all.insert(all.end(), g.begin(), g.end());
+        }
+        (which == 0 ? weights : grads).push_back(all);
       }
-      grads.push_back(all);
       moe_engine_destroy(e);
     }
     for (size_t i = 1; i < logits.size(); ++i) {
       CHECK_MSG(same_bits(logits[0], logits[i]), std::string(dtype) + ": logits of offload variant " + std::to_string(i));
       CHECK_MSG(same_bits(grads[0], grads[i]), std::string(dtype) + ": gradients of offload variant " + std::to_string(i));
+      CHECK_MSG(same_bits(weights[0], weights[i]), std::string(dtype) + ": weights of offload variant " + std::to_string(i));
     }
   }
 }

@@ -82,9 +82,13 @@ void ExpertOffload::make_store(const OffloadConfig& cfg, const std::vector<Exper
 }
 
 // A home apart keeps a split expert's trained weights packed apart (t); the arenas hold them in place.
-void ExpertOffload::experts_to_arenas() {
+void ExpertOffload::experts_to_arenas(bool weights_only) {
   settle();
   if (!apart_) return;
+  if (weights_only) {
+    for (int i = 0; i < static_cast<int>(experts_.size()); ++i) read_expert(i, kWeights, params_ + experts_[i].begin);
+    return;
+  }
   std::vector<float> trained(grad_floats_);
   for (int i = 0; i < static_cast<int>(experts_.size()); ++i) {
     const Expert& x = experts_[i];
@@ -135,11 +139,6 @@ void ExpertOffload::experts_from_arenas(const ExpertInit& init) {
   }
   apart_->flush();
   apart_->take_stats();  // start-up traffic is not a step's
-}
-
-void ExpertOffload::release_arena_experts() {
-  if (!apart_) return;
-  for (const Expert& x : experts_) release_arena_expert(x);
 }
 
 void ExpertOffload::release_arena_expert(const Expert& x) {

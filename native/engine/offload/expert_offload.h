@@ -111,10 +111,10 @@ class ExpertOffload final : public ExpertAccess {
   // Waits for every copy, update and prefetch.
   void settle();
   // A home apart from the arenas (the SSD tier; the host tier of a backend whose device memory is not host
-  // memory): copy every expert's state into the arenas (before checkpoints, tensor reads, export), and take the
-  // arenas' expert state as the new master copy, releasing their pages (after loads). No-ops where the master
-  // copy is the arenas.
-  void experts_to_arenas();
+  // memory): copy every expert's state into the arenas (before tensor reads, exports, generation; weights_only:
+  // the parameters alone, a quarter of it), and take the arenas' expert state as the new master copy, releasing
+  // their pages (after loads). No-ops where the master copy is the arenas.
+  void experts_to_arenas(bool weights_only = false);
   void experts_from_arenas(const ExpertInit& init = {});
   // Whether the master state lives in a home apart (experts_to_arenas() copies it back); the arenas otherwise.
   bool experts_apart() const { return apart_ != nullptr; }
@@ -122,9 +122,6 @@ class ExpertOffload final : public ExpertAccess {
   // (kMoment1/kMoment2: its packed range) into dst, from its home; after settle(). A checkpoint streams an expert
   // at a time this way instead of copying every expert into the arenas.
   void read_expert(int i, ExpertPart part, float* dst);
-  // A home apart: hands the arenas' expert pages back after experts_to_arenas() when nothing changed them (a
-  // checkpoint written): the store still holds that state, so nothing is written again.
-  void release_arena_experts();
   // Zeroes every expert's gradient (a gradient pass outside training starts from zero, as resident's does).
   void zero_expert_grads();
 

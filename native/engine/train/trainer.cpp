@@ -247,8 +247,8 @@ void Trainer::settle() {
   if (offload_) offload_->settle();
 }
 
-void Trainer::experts_to_arenas() {
-  if (offload_) offload_->experts_to_arenas();
+void Trainer::experts_to_arenas(bool weights_only) {
+  if (offload_) offload_->experts_to_arenas(weights_only);
 }
 
 void Trainer::zero_grads() {

@@ -48,9 +48,10 @@ class Trainer {
   // Waits for offloaded experts' updates still running after step(): on the host tier the model and
   // optimizer arenas are then current.
   void settle();
-  // settle(), and with the SSD tier also copies every expert's state into the arenas (for reads and exports;
-  // the next load or step works from the SSD copy again).
-  void experts_to_arenas();
+  // settle(), and with the experts' home apart from the arenas (the SSD tier; the host tier beside a device) also
+  // copies every expert's state (weights_only: its weights) into the arenas, for reads, exports and generation;
+  // the next load or step works from the home again.
+  void experts_to_arenas(bool weights_only = false);
   // Zeroes every gradient, wherever it lives (a gradient pass outside training).
   void zero_grads();
 
