@@ -93,6 +93,8 @@ bool is_derived_buffer(const std::string& name) {
 struct ArenaTarget {
   const std::vector<TensorSource>* sources;
   float* arena;
+  // Where each source's tensor starts in `arena`, in floats (the moments' packed offsets); null: its layout offset.
+  const std::vector<size_t>* at = nullptr;
 };
 
 // Checks the whole stored set against the expected parts (each present once, float dtype or FP8 with its
@@ -160,12 +162,14 @@ void check_stored(const st::TensorSet& ts, const std::vector<ArenaTarget>& targe
 void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targets, const HfStorage* storage) {
   check_stored(ts, targets, storage, nullptr);
   for (const ArenaTarget& t : targets)
-    for (const TensorSource& s : *t.sources)
+    for (size_t k = 0; k < t.sources->size(); ++k) {
+      const TensorSource& s = (*t.sources)[k];
+      float* tensor = t.arena + (t.at ? (*t.at)[k] : s.param->offset);
       for (const StoredPart& p : s.parts) {
         const bool fp8 = storage && stored_as_fp8(ts, p);
         if (p.experts.empty() && !stored_as_mxfp4(ts, p) && !fp8) {
           const st::TensorSet::Entry* e = ts.find(p.name);
-          e->reader->read_f32(*e->info, t.arena + s.param->offset + p.offset, p.shape);
+          e->reader->read_f32(*e->info, tensor + p.offset, p.shape);
           continue;
         }
         std::vector<float> values;
@@ -178,9 +182,14 @@ void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targe
           values.resize(static_cast<size_t>(e->info->numel()));
           e->reader->read_f32(*e->info, values.data(), p.shape);
         }
-        if (p.experts.empty()) std::copy(values.begin(), values.end(), t.arena + s.param->offset + p.offset);
-        else scatter_fused(p, values.data(), t.arena);
+        if (p.experts.empty()) {
+          std::copy(values.begin(), values.end(), tensor + p.offset);
+        } else {
+          check(!t.at, "checkpoint: a fused expert tensor is read into the parameter layout only");
+          scatter_fused(p, values.data(), t.arena);
+        }
       }
+    }
 }
 
 }  // namespace
@@ -384,7 +393,7 @@ bool load_optimizer_state(const std::string& dir, Model& model, AdamWOptimizer& 
                "resume from a complete checkpoint, or start from its weights only");
   verify_checksum(dir, "optimizer.safetensors");
   const st::TensorSet ts(path);
-  // Read in layout coordinates, then packed: only the trained tensors' moments are stored and read.
+  // Only the trained tensors' moments are stored and read.
   const TrainableSet& trainable = model.trainable();
   const ParamLayout& layout = model.layout();
   std::vector<TensorSource> m_src = identity_sources(layout, "m."), v_src = identity_sources(layout, "v.");
@@ -392,15 +401,11 @@ bool load_optimizer_state(const std::string& dir, Model& model, AdamWOptimizer& 
     src->erase(std::remove_if(src->begin(), src->end(),
                               [&](const TensorSource& x) { return !trainable.trains(x.param - layout.tensors().data()); }),
                src->end());
-  std::vector<float> m(model.num_params(), 0.0f), v(model.num_params(), 0.0f);
-  read_checked(ts, {{&m_src, m.data()}, {&v_src, v.data()}}, nullptr);
+  // Straight into the packed layout: one host copy of each moment, not a layout-sized one besides.
+  std::vector<size_t> packed;
+  for (const TensorSource& x : m_src) packed.push_back(trainable.grad_offset(x.param - layout.tensors().data()));
   std::vector<float> pm(model.num_grads(), 0.0f), pv(model.num_grads(), 0.0f);
-  for (size_t i = 0; i < layout.tensors().size(); ++i) {
-    if (!trainable.trains(i)) continue;
-    const ParamTensor& t = layout.tensors()[i];
-    std::copy_n(m.begin() + t.offset, t.numel, pm.begin() + trainable.grad_offset(i));
-    std::copy_n(v.begin() + t.offset, t.numel, pv.begin() + trainable.grad_offset(i));
-  }
+  read_checked(ts, {{&m_src, pm.data(), &packed}, {&v_src, pv.data(), &packed}}, nullptr);
   Backend& be = model.backend();
   be.copy(opt.m(), pm.data(), pm.size() * sizeof(float));
   be.copy(opt.v(), pv.data(), pv.size() * sizeof(float));
