@@ -48,7 +48,11 @@ and io_vs_disk_bound = bound_ms / step_ms, medians over the steps after the firs
 exactly the time the disk needs for what the step moves; the target is >= 0.8 (within 1.25x of it) when the disk
 is the bottleneck. ssd_vs_resident: tokens/s of the SSD run over the resident run's.
 
-Ends with: BENCH ssdshapes io_vs_disk_bound=R ssd_vs_resident=R
+Also the SSD run's peak resident memory (start-up included) against the bytes its host and device tiers book:
+rss_vs_tiers near 1 means the process never held more than the plan says (a fresh start streams its experts into
+the tier one at a time).
+
+Ends with: BENCH ssdshapes io_vs_disk_bound=R ssd_vs_resident=R rss_vs_tiers=R
 """
 import argparse
 import json
@@ -77,9 +81,10 @@ def run_config(a, offload=None):
 
 
 def train(cli, data, work, name, cfg):
-    recs, text, _ = train_records(cli, data, work, name, cfg)
+    """The run's step records and its peak resident memory in bytes (wait4's ru_maxrss)."""
+    recs, text, usage = train_records(cli, data, work, name, cfg)
     print("".join("   " + line for line in text.splitlines(True)), end="", flush=True)
-    return recs
+    return recs, usage.ru_maxrss * 1024
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -159,13 +164,13 @@ def main():
         print(f"== disk: direct I/O in {ssd_dir}", flush=True)
         probes = [disk(ssd_dir)]
         print(f"== SSD tier: every expert in {ssd_dir}, host cache of {a.cache_experts} experts", flush=True)
-        ssd = train(a.cli, a.data, work, "ssd", run_config(a, offload))
+        ssd, ssd_rss = train(a.cli, a.data, work, "ssd", run_config(a, offload))
         print("== disk after the SSD run", flush=True)
         probes.append(disk(ssd_dir))
         for name in os.listdir(ssd_dir):  # the expert file of the stopped run
             os.remove(os.path.join(ssd_dir, name))
         print("== resident", flush=True)
-        resident = train(a.cli, a.data, work, "resident", run_config(a))
+        resident, resident_rss = train(a.cli, a.data, work, "resident", run_config(a))
         print("== disk after the resident run", flush=True)
         probes.append(disk(ssd_dir))
     finally:
@@ -222,11 +227,16 @@ def main():
           f"{med['bytes_ssd_write'] / write_bw * 1e3:.0f} ms); stall {med['stall_ms']:.0f} ms, in file I/O "
           f"{med['ssd_ms']:.0f} ms (reads {med['ssd_read_ms']:.0f} ms)")
     print(f"resident: step {res_ms:.0f} ms, {res_tok:.1f} tok/s; SSD tier: {ssd_tok:.1f} tok/s")
+    # What the SSD run's tiers book against what the process held at its peak (start-up included).
+    tiers = max(r.get("peak_host_bytes", 0) for r in ssd) + max(r.get("peak_device_bytes", 0) for r in ssd)
+    print(f"peak resident memory: SSD run {ssd_rss / 1e9:.2f} GB against the {tiers / 1e9:.2f} GB its host and "
+          f"device tiers book (rss_vs_tiers {ssd_rss / tiers:.2f}); resident run {resident_rss / 1e9:.2f} GB")
     print(f"losses SSD:      {[r['loss'] for r in ssd]}\nlosses resident: {[r['loss'] for r in resident]}")
     print(f"same_losses: {same}")
     with open("/proc/loadavg") as fh:
         print(f"load average after: {' '.join(fh.read().split()[:3])}")
-    print(f"BENCH ssdshapes io_vs_disk_bound={io_vs_bound:.2f} ssd_vs_resident={ssd_tok / res_tok:.2f}")
+    print(f"BENCH ssdshapes io_vs_disk_bound={io_vs_bound:.2f} ssd_vs_resident={ssd_tok / res_tok:.2f} "
+          f"rss_vs_tiers={ssd_rss / tiers:.2f}")
 
 
 if __name__ == "__main__":

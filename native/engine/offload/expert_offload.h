@@ -83,9 +83,6 @@ class ExpertOffload final : public ExpertAccess {
   // expert's state at once; the arenas as home initialise them all in place.
   ExpertOffload(Model& model, AdamWOptimizer& optimizer, const OffloadConfig& cfg, HostBackends host, int B, int T,
                 const ExpertInit& init = {});
-  // Whether the experts' master state lives apart from the model's arenas (the SSD tier; the host tier beside a
-  // device, whose arenas are device memory).
-  static bool home_apart(const OffloadConfig& cfg, const Backend& be);
   ~ExpertOffload() override;
 
   int slots() const { return static_cast<int>(slots_.size()); }
@@ -195,6 +192,9 @@ class ExpertOffload final : public ExpertAccess {
   static unsigned updated_weights(const Expert& x) { return x.split ? kTrained : kWeights; }
   // SSD tier: the host cache's entries (offload.cache_experts, or what offload.host_budget_bytes holds).
   static int cache_entries_for(const OffloadConfig& cfg, const std::vector<ExpertSizes>& sizes);
+  // Whether the experts' master state lives apart from the model's arenas (the SSD tier; the host tier beside a
+  // device, whose arenas are device memory).
+  static bool home_apart(const OffloadConfig& cfg, const Backend& be);
   void make_store(const OffloadConfig& cfg, const std::vector<ExpertSizes>& sizes, int entries, size_t host_floats,
                   const ExpertInit& init);
   void release_arena_expert(const Expert& x);
