@@ -213,7 +213,7 @@ namespace {
 class ArenaView {
  public:
   ArenaView(Backend& be, const float* arena, const std::vector<ExpertRange>& experts, ExpertStateSource* source,
-            ExpertStateSource::Part part)
+            ExpertPart part)
       : be_(be), arena_(arena), experts_(experts), source_(source), part_(part) {}
 
   const float* tensor(size_t offset, size_t numel) {
@@ -243,7 +243,7 @@ class ArenaView {
   const float* arena_;
   const std::vector<ExpertRange>& experts_;
   ExpertStateSource* source_;
-  ExpertStateSource::Part part_;
+  ExpertPart part_;
   std::vector<float> buffer_;
   int expert_ = -1;  // whose part buffer_ holds
 };
@@ -262,12 +262,11 @@ void save_checkpoint(const std::string& dir, const EngineConfig& cfg, Model& mod
   be.synchronize();
   const ParamLayout& layout = model.layout();
   const TrainableSet& trainable = model.trainable();
-  using Part = ExpertStateSource::Part;
 
   fs::write_dir_atomic(dir, [&](const std::string& tmp) {
     fs::write_file_atomic(fs::join(tmp, "config.json"), config_text);
     {
-      ArenaView params(be, model.params(), layout.expert_ranges(), experts, Part::Weights);
+      ArenaView params(be, model.params(), layout.expert_ranges(), experts, kWeights);
       st::Writer w;
       w.set_metadata("format", "pt");
       for (const ParamTensor& t : layout.tensors())
@@ -283,8 +282,8 @@ void save_checkpoint(const std::string& dir, const EngineConfig& cfg, Model& mod
     }
     if (opt) {
       // Moments of trained tensors only (a frozen tensor has none).
-      ArenaView m(be, opt->m(), trainable.grad_expert_ranges(), experts, Part::Moment1);
-      ArenaView v(be, opt->v(), trainable.grad_expert_ranges(), experts, Part::Moment2);
+      ArenaView m(be, opt->m(), trainable.grad_expert_ranges(), experts, kMoment1);
+      ArenaView v(be, opt->v(), trainable.grad_expert_ranges(), experts, kMoment2);
       st::Writer w;
       w.set_metadata("format", "pt");
       for (ArenaView* moment : {&m, &v})

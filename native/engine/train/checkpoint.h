@@ -9,6 +9,7 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "model/params.h"
+#include "offload/expert_store.h"
 #include "optim/optimizer.h"
 
 namespace moe {
@@ -33,11 +34,10 @@ struct TrainerState {
 // tier, or its host tier beside a device): expert k of the layout's expert_ranges(), one part at a time.
 class ExpertStateSource {
  public:
-  enum class Part { Weights, Moment1, Moment2 };
   virtual ~ExpertStateSource() = default;
-  // Weights: the expert's layout range (ExpertRange begin..end) in layout order; a moment: its packed range
-  // (TrainableSet::grad_expert_ranges()[k]).
-  virtual void read_expert(int k, Part part, float* dst) = 0;
+  // kWeights: the expert's layout range (ExpertRange begin..end) in layout order; kMoment1/kMoment2: its packed
+  // range (TrainableSet::grad_expert_ranges()[k]).
+  virtual void read_expert(int k, ExpertPart part, float* dst) = 0;
 };
 
 // Writes `dir` as a unit (temp sibling, fsync, rename): an existing checkpoint of that name is replaced only

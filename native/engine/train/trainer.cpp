@@ -284,9 +284,7 @@ namespace {
 class OffloadedExperts final : public ExpertStateSource {
  public:
   explicit OffloadedExperts(ExpertOffload& offload) : offload_(offload) {}
-  void read_expert(int k, Part part, float* dst) override {
-    offload_.read_expert(k, part == Part::Weights ? kWeights : part == Part::Moment1 ? kMoment1 : kMoment2, dst);
-  }
+  void read_expert(int k, ExpertPart part, float* dst) override { offload_.read_expert(k, part, dst); }
 
  private:
   ExpertOffload& offload_;
