@@ -145,6 +145,15 @@ inline bool same_bits(const std::vector<double>& a, const std::vector<double>& b
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
+// "" when two runs' losses, gradient norms, weights and moments are bit-identical, else what differs.
+inline std::string run_mismatch(const Run& a, const Run& b) {
+  if (!same_bits(a.losses, b.losses)) return "losses differ";
+  if (!same_bits(a.grad_norms, b.grad_norms)) return "grad norms differ";
+  if (!same_bits(a.params, b.params)) return "weights differ";
+  if (!same_bits(a.m, b.m) || !same_bits(a.v, b.v)) return "moments differ";
+  return "";
+}
+
 // Resumes `o` after 4 of 8 steps: "" when its losses, weights and moments are the uninterrupted run's, else what
 // differs.
 inline std::string resume_mismatch(const Variant& o, const Run& uninterrupted) {

@@ -40,10 +40,8 @@ Variant with_finetune(const Variant& v, const Finetune& f) {
 }
 
 void check_same(const Run& off, const Run& resident, const std::string& what) {
-  CHECK_MSG(same_bits(off.losses, resident.losses), what + ": losses differ");
-  CHECK_MSG(same_bits(off.grad_norms, resident.grad_norms), what + ": grad norms differ");
-  CHECK_MSG(same_bits(off.params, resident.params), what + ": weights differ");
-  CHECK_MSG(same_bits(off.m, resident.m) && same_bits(off.v, resident.v), what + ": moments differ");
+  const std::string diff = run_mismatch(off, resident);
+  CHECK_MSG(diff.empty(), what + ": " + diff);
 }
 
 size_t round4k(size_t floats) { return (floats * sizeof(float) + 4095) / 4096 * 4096; }

@@ -1,13 +1,15 @@
 // A fresh start with experts in a home apart from the arenas (the SSD tier; the host tier beside a device) never
 // holds every expert's state at once: the arenas' pages are never touched for them, and each expert is initialised
-// in its range, stored and handed back in turn. Measured as the peak resident memory of a child process that builds
-// the trainer: the experts' state here is about 800 MB, the host cache 4 experts (50 MB). Each test forks before
-// any thread of this process exists (they are the only tests in this binary), so the child starts clean.
+// in its range, stored and handed back in turn; checkpoints stream out of the home and loads into it an expert at a
+// time. Measured as the peak resident memory of a child process that builds the trainer: the experts' state here is
+// about 800 MB, the host cache 4 experts (50 MB). Each test forks before any thread of this process exists (they
+// are the only tests in this binary), so the child starts clean.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include "backend/registry.h"
@@ -15,6 +17,7 @@
 #include "model/config.h"
 #include "test_files.h"
 #include "testing.h"
+#include "train/hf_interchange.h"
 #include "train/trainer.h"
 
 namespace {
@@ -29,9 +32,10 @@ std::string config(const std::string& offload) {
          offload + "}";
 }
 
-// The child's peak resident memory in MB (it builds the trainer, saves a checkpoint to `save` unless empty, and
-// exits); -1 when it failed.
-double peak_mb_building(const std::string& offload, bool device_apart, const std::string& save = "") {
+// The child's peak resident memory in MB (it builds the trainer, then runs `then` on it, and exits); -1 when it
+// failed.
+double peak_mb_building(const std::string& offload, bool device_apart,
+                        const std::function<void(moe::Trainer&)>& then = {}) {
   std::fflush(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
@@ -42,7 +46,7 @@ double peak_mb_building(const std::string& offload, bool device_apart, const std
       o.device_memory_apart = device_apart;
       auto be = moe::make_backend("cpu", o);
       moe::Trainer t(moe::parse_config_text(config(offload), "test"), *be);
-      if (!save.empty()) t.save_checkpoint(save);
+      if (then) then(t);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "child: %s\n", e.what());
       code = 1;
@@ -55,19 +59,40 @@ double peak_mb_building(const std::string& offload, bool device_apart, const std
   return usage.ru_maxrss / 1e3;  // KiB on Linux
 }
 
+std::string ssd_offload() {
+  return R"({"mode": "ssd", "expert_slots": 2, "cache_experts": 4, "ssd_dir": ")" + moe_test::tmp_dir() + "\"}";
+}
+
+// The cache (50 MB), two slots (13 MB), the non-expert state and the rest of the process: about 100 MB.
+void check_bounded(double mb, const char* what) {
+  std::printf("  SSD tier, %s: peak %.0f MB for %.0f MB of expert state\n", what, mb, kExpertStateMB);
+  CHECK(mb > 0);
+  CHECK_MSG(mb < kExpertStateMB / 6, std::string(what) + ": peak " + std::to_string(mb) + " MB");
+}
+
 }  // namespace
 
 // ... nor does a checkpoint of it: the experts stream from their home into the files an expert at a time.
 TEST(ssd_tier_start_up_and_checkpoint_hold_the_cache_not_every_expert) {
-  const std::string& dir = moe_test::tmp_dir();
   const std::string checkpoint = moe_test::tmp_path("startup-checkpoint");
-  const double mb = peak_mb_building(
-      R"({"mode": "ssd", "expert_slots": 2, "cache_experts": 4, "ssd_dir": ")" + dir + "\"}", false, checkpoint);
-  std::printf("  SSD tier, start-up and a checkpoint: peak %.0f MB for %.0f MB of expert state\n", mb, kExpertStateMB);
+  check_bounded(peak_mb_building(ssd_offload(), false, [&](moe::Trainer& t) { t.save_checkpoint(checkpoint); }),
+                "start-up and a checkpoint");
+}
+
+// ... nor does a resume or a start from a checkpoint's weights (ours, or a Hugging Face folder): the files are read
+// an expert at a time into the home, and the pages of the files read are handed back.
+TEST(ssd_tier_loads_hold_the_cache_not_every_expert) {
+  const std::string checkpoint = moe_test::tmp_path("startup-checkpoint"), hf = moe_test::tmp_path("startup-hf");
+  CHECK(moe::fs::exists(moe::fs::join(checkpoint, "optimizer.safetensors")));
+  check_bounded(peak_mb_building(ssd_offload(), false, [&](moe::Trainer& t) { t.resume_from(checkpoint); }),
+                "a resume");
+  CHECK(peak_mb_building(R"({"mode": "none"})", false, [&](moe::Trainer& t) {
+          moe::export_hf(hf, t.model(), "mixtral", moe::st::DType::BF16);
+        }) > 0);
+  check_bounded(peak_mb_building(ssd_offload(), false, [&](moe::Trainer& t) { t.init_from(hf); }),
+                "a start from a Hugging Face folder");
   moe::fs::remove_all(checkpoint);
-  CHECK(mb > 0);
-  // The cache (50 MB), two slots (13 MB) and the rest of the process: about 100 MB.
-  CHECK_MSG(mb < kExpertStateMB / 6, "peak " + std::to_string(mb) + " MB");
+  moe::fs::remove_all(hf);
 }
 
 // Beside a device the host tier is page-locked memory holding every expert's state; the arenas (device memory

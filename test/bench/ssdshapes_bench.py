@@ -48,11 +48,14 @@ and io_vs_disk_bound = bound_ms / step_ms, medians over the steps after the firs
 exactly the time the disk needs for what the step moves; the target is >= 0.8 (within 1.25x of it) when the disk
 is the bottleneck. ssd_vs_resident: tokens/s of the SSD run over the resident run's.
 
-Also the SSD run's peak resident memory (start-up included) against the bytes its host and device tiers book:
-rss_vs_tiers near 1 means the process never held more than the plan says (a fresh start streams its experts into
-the tier one at a time).
+Also the SSD run's peak resident memory (start-up and its final checkpoint included) against the bytes its host
+and device tiers book: rss_vs_tiers near 1 means the process never held more than the plan says (a fresh start
+streams its experts into the tier one at a time, a checkpoint streams them out of it). Then a new process resumes
+from that final checkpoint for one more step (`moe-engine train --resume`): its peak against the same tiers
+(resume_rss_vs_tiers: a load streams each expert from the files into the tier), and its loss against the resident
+run's at that step (the resident run trains one step more than the SSD run, outside the medians).
 
-Ends with: BENCH ssdshapes io_vs_disk_bound=R ssd_vs_resident=R rss_vs_tiers=R
+Ends with: BENCH ssdshapes io_vs_disk_bound=R ssd_vs_resident=R rss_vs_tiers=R resume_rss_vs_tiers=R
 """
 import argparse
 import json
@@ -85,6 +88,45 @@ def train(cli, data, work, name, cfg):
     recs, text, usage = train_records(cli, data, work, name, cfg)
     print("".join("   " + line for line in text.splitlines(True)), end="", flush=True)
     return recs, usage.ru_maxrss * 1024
+
+
+def run_cli(args, stop=None):
+    """Runs the CLI to its end, or kills it once a line starts with `stop`; returns its peak resident memory in
+    bytes (wait4's ru_maxrss)."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, stopped = [], False
+    for line in proc.stdout:
+        lines.append(line)
+        print("   " + line, end="", flush=True)
+        if stop and line.startswith(stop):
+            stopped = True
+            proc.kill()
+            break
+    _, status, usage = os.wait4(proc.pid, 0)
+    if not stopped and os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(lines[-1].strip() if lines else f"exit {os.waitstatus_to_exitcode(status)}")
+    return usage.ru_maxrss * 1024
+
+
+def train_then_resume(cli, data, work, cfg):
+    """The SSD run to its end (its final checkpoint written), then one more step resumed from that checkpoint by a
+    new process: (the step records of both, the first's peak resident memory, the resume's, the checkpoint's bytes,
+    the seconds the resume took to its step)."""
+    path, out = os.path.join(work, "ssd.json"), os.path.join(work, "ssd")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    steps = cfg["train"]["steps"]
+    first_rss = run_cli([cli, "train", "--config", path, "--data", data, "--out", out])
+    ckpt = os.path.join(out, f"checkpoint-{steps}")
+    ckpt_bytes = sum(os.path.getsize(os.path.join(ckpt, n)) for n in os.listdir(ckpt))
+    t0 = time.perf_counter()
+    resume_rss = run_cli([cli, "train", "--config", path, "--data", data, "--out", out, "--resume", out,
+                          "--steps", str(steps + 1)], stop=f"step {steps + 1}/{steps + 1} ")
+    resume_s = time.perf_counter() - t0
+    with open(os.path.join(out, "log.jsonl")) as f:
+        recs = [json.loads(line) for line in f if line.strip()]
+    subprocess.run(["rm", "-rf", out], check=True)
+    return recs, first_rss, resume_rss, ckpt_bytes, resume_s
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -164,13 +206,17 @@ def main():
         print(f"== disk: direct I/O in {ssd_dir}", flush=True)
         probes = [disk(ssd_dir)]
         print(f"== SSD tier: every expert in {ssd_dir}, host cache of {a.cache_experts} experts", flush=True)
-        ssd, ssd_rss = train(a.cli, a.data, work, "ssd", run_config(a, offload))
+        ssd, ssd_rss, resume_rss, ckpt_bytes, resume_s = train_then_resume(a.cli, a.data, work, run_config(a, offload))
+        resumed, ssd = ssd[-1], ssd[:-1]
         print("== disk after the SSD run", flush=True)
         probes.append(disk(ssd_dir))
         for name in os.listdir(ssd_dir):  # the expert file of the stopped run
             os.remove(os.path.join(ssd_dir, name))
         print("== resident", flush=True)
-        resident, resident_rss = train(a.cli, a.data, work, "resident", run_config(a))
+        resident_cfg = run_config(a)
+        resident_cfg["train"]["steps"] += 1  # as far as the resumed run
+        resident, resident_rss = train(a.cli, a.data, work, "resident", resident_cfg)
+        resident_resumed, resident = resident[-1], resident[:-1]
         print("== disk after the resident run", flush=True)
         probes.append(disk(ssd_dir))
     finally:
@@ -221,6 +267,7 @@ def main():
     res_tok = statistics.median(r["tokens"] / r["step_ms"] * 1e3 for r in resident[1:])
     res_ms = statistics.median(r["step_ms"] for r in resident[1:])
     same = [r["loss"] for r in ssd] == [r["loss"] for r in resident]
+    same_resumed = resumed["loss"] == resident_resumed["loss"]
     print(f"median after the first: step {med['step_ms']:.0f} ms, {med['bytes_ssd_read'] / 1e9:.2f} GB read and "
           f"{med['bytes_ssd_write'] / 1e9:.2f} GB written per step; the disk needs {bound:.0f} ms for them "
           f"(reads {med['bytes_ssd_read'] / read_bw * 1e3:.0f} ms, writes "
@@ -231,12 +278,16 @@ def main():
     tiers = max(r.get("peak_host_bytes", 0) for r in ssd) + max(r.get("peak_device_bytes", 0) for r in ssd)
     print(f"peak resident memory: SSD run {ssd_rss / 1e9:.2f} GB against the {tiers / 1e9:.2f} GB its host and "
           f"device tiers book (rss_vs_tiers {ssd_rss / tiers:.2f}); resident run {resident_rss / 1e9:.2f} GB")
+    print(f"the SSD run's final checkpoint ({ckpt_bytes / 2**30:.1f} GiB) resumed by a new process: step "
+          f"{resumed['step']} after {resume_s:.0f} s, peak resident memory {resume_rss / 1e9:.2f} GB "
+          f"(resume_rss_vs_tiers {resume_rss / tiers:.2f}); loss {resumed['loss']} against the uninterrupted resident "
+          f"run's {resident_resumed['loss']}: same_resumed_loss {same_resumed}")
     print(f"losses SSD:      {[r['loss'] for r in ssd]}\nlosses resident: {[r['loss'] for r in resident]}")
     print(f"same_losses: {same}")
     with open("/proc/loadavg") as fh:
         print(f"load average after: {' '.join(fh.read().split()[:3])}")
     print(f"BENCH ssdshapes io_vs_disk_bound={io_vs_bound:.2f} ssd_vs_resident={ssd_tok / res_tok:.2f} "
-          f"rss_vs_tiers={ssd_rss / tiers:.2f}")
+          f"rss_vs_tiers={ssd_rss / tiers:.2f} resume_rss_vs_tiers={resume_rss / tiers:.2f}")
 
 
 if __name__ == "__main__":

@@ -61,6 +61,9 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Unmaps the whole pages inside [offset, offset + bytes) from this process (they stay in the page cache and are
+  // read again if touched), so streaming through a file larger than memory does not count it all as resident.
+  void drop(uint64_t offset, uint64_t bytes) const;
 
  private:
   void release();

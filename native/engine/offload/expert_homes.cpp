@@ -116,6 +116,34 @@ void ExpertOffload::read_expert(int i, ExpertPart part, float* dst) {
   store_->release(i, parts, 0, 0);
 }
 
+void ExpertOffload::write_expert(int i, ExpertPart part, const float* src) {
+  const Expert& x = experts_[i];
+  check(part == kWeights || part == kMoment1 || part == kMoment2, "offload: write_expert writes weights or a moment");
+  if (part != kWeights && x.grad_floats == 0) return;  // frozen: no moments
+  const unsigned parts = part == kWeights ? weight_parts(x) : static_cast<unsigned>(part);
+  const ExpertState s = store_->acquire(i, 0, parts);
+  if (part == kWeights) {
+    std::memcpy(s.w, src, x.floats * sizeof(float));
+    // As experts_from_arenas: the trained tensors go apart, w's copies of them zeroed.
+    if (s.t)
+      for (const TrainedTensor& t : x.trained) {
+        std::memcpy(s.t + t.grad_at, src + t.at, t.t->numel * sizeof(float));
+        std::memset(s.w + t.at, 0, t.t->numel * sizeof(float));
+      }
+  } else {
+    std::memcpy(part == kMoment1 ? s.m : s.v, src, x.grad_floats * sizeof(float));
+  }
+  store_->release(i, parts, parts, 0);
+}
+
+void ExpertOffload::experts_loaded() {
+  settle();
+  forget_slot_contents(true);
+  if (!apart_) return;
+  apart_->flush();
+  apart_->take_stats();
+}
+
 void ExpertOffload::experts_from_arenas(const ExpertInit& init) {
   settle();
   forget_slot_contents(true);

@@ -119,6 +119,12 @@ class ExpertOffload final : public ExpertAccess {
   // (kMoment1/kMoment2: its packed range) into dst, from its home; after settle(). A checkpoint streams an expert
   // at a time this way instead of copying every expert into the arenas.
   void read_expert(int i, ExpertPart part, float* dst);
+  // The inverse: replaces expert i's weights or one moment in its home with src's (a load streaming a checkpoint
+  // an expert at a time); after settle(). experts_loaded() follows the last.
+  void write_expert(int i, ExpertPart part, const float* src);
+  // After a load changed expert state in the arenas or through write_expert: no slot keeps an old copy, and the
+  // load's traffic is not counted as a step's.
+  void experts_loaded();
   // Zeroes every expert's gradient (a gradient pass outside training starts from zero, as resident's does).
   void zero_expert_grads();
 

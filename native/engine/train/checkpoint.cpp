@@ -4,11 +4,13 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/json.h"
 #include "train/checkpoint_checksums.h"
+#include "train/checkpoint_read.h"
 #include "train/hf_experts.h"
 #include "train/hf_interchange.h"
 #include "train/hf_storage.h"
@@ -80,118 +82,6 @@ TrainerState state_from_json(const json::Value& o, const std::string& path) {
   return s;
 }
 
-bool is_float_dtype(st::DType t) {
-  return t == st::DType::F32 || t == st::DType::BF16 || t == st::DType::F16 || t == st::DType::F64;
-}
-
-// Stored tensors a Hugging Face checkpoint may carry that are derived from the config, not weights.
-bool is_derived_buffer(const std::string& name) {
-  const std::string suffix = ".rotary_emb.inv_freq";
-  return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-struct ArenaTarget {
-  const std::vector<TensorSource>* sources;
-  float* arena;
-  // Where each source's tensor starts in `arena`, in floats (the moments' packed offsets); null: its layout offset.
-  const std::vector<size_t>* at = nullptr;
-};
-
-// Checks the whole stored set against the expected parts (each present once, float dtype or FP8 with its
-// scales, exact shape, and nothing else stored but what `storage` skips) from the headers alone. Every problem
-// found goes to `problems`; null: fails on the first.
-void check_stored(const st::TensorSet& ts, const std::vector<ArenaTarget>& targets, const HfStorage* storage,
-                  std::vector<std::string>* problems) {
-  const std::string fix = "; the checkpoint does not match the model config: build the model from the checkpoint's "
-                          "own config.json (read_checkpoint_model_config) or pick the matching checkpoint";
-  const bool hf = storage != nullptr;
-  const auto problem = [&](const std::string& message) {
-    if (!problems) fail(message);
-    problems->push_back(message);
-  };
-  struct Want {
-    const StoredPart* part;
-    const ParamTensor* param;
-  };
-  std::map<std::string, Want> want;
-  for (const ArenaTarget& t : targets)
-    for (const TensorSource& s : *t.sources)
-      for (const StoredPart& p : s.parts) want[p.name] = {&p, s.param};
-
-  // A part stored as MXFP4 is present under its _blocks and _scales names instead; an FP8 one beside its scales.
-  std::map<std::string, const StoredPart*> companions;
-  for (const auto& [name, w] : want)
-    if (stored_as_mxfp4(ts, *w.part)) {
-      companions[mxfp4_blocks_name(*w.part)] = w.part;
-      companions[mxfp4_scales_name(*w.part)] = w.part;
-    } else if (hf && stored_as_fp8(ts, *w.part)) {
-      companions[fp8_scale_name(name)] = w.part;
-    }
-  for (const auto& [name, e] : ts.entries())
-    if (!want.count(name) && !companions.count(name) && !(hf && (is_derived_buffer(name) || storage->skipped(name))))
-      problem(e.reader->path() + ": unexpected tensor '" + name + "' (" + st::dtype_name(e.info->dtype) + " " +
-              st::shape_str(e.info->shape) + "): the model has no place for it" + fix);
-  for (const auto& [name, w] : want) {
-    const st::TensorSet::Entry* e = ts.find(name);
-    const std::string target = name == w.param->name ? "" : " (for model tensor '" + w.param->name + "')";
-    if (stored_as_mxfp4(ts, *w.part)) continue;  // checked when decoded
-    if (!e) {
-      problem(ts.path() + ": tensor '" + name + "'" + target + " is missing; expected shape " +
-              st::shape_str(w.part->shape) + fix);
-      continue;
-    }
-    if (hf && stored_as_fp8(ts, *w.part)) {
-      try {
-        check_fp8_part(ts, *w.part, storage->fp8);
-      } catch (const EngineError& err) {
-        problem(err.what());
-      }
-      continue;
-    }
-    if (!is_float_dtype(e->info->dtype))
-      problem(e->reader->path() + ": tensor '" + name + "' has dtype " + st::dtype_name(e->info->dtype) +
-              "; weights must be F32, BF16, F16 or F64" + (hf ? " (or F8_E4M3 with block scales)" : "") +
-              ": re-export the checkpoint with float weights");
-    else if (e->info->shape != w.part->shape)
-      problem(e->reader->path() + ": tensor '" + name + "'" + target + " has shape " + st::shape_str(e->info->shape) +
-              ", expected " + st::shape_str(w.part->shape) + fix);
-  }
-}
-
-// check_stored, then converts every part into its arena.
-void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targets, const HfStorage* storage) {
-  check_stored(ts, targets, storage, nullptr);
-  for (const ArenaTarget& t : targets)
-    for (size_t k = 0; k < t.sources->size(); ++k) {
-      const TensorSource& s = (*t.sources)[k];
-      float* tensor = t.arena + (t.at ? (*t.at)[k] : s.param->offset);
-      for (const StoredPart& p : s.parts) {
-        const bool fp8 = storage && stored_as_fp8(ts, p);
-        if (p.experts.empty() && !stored_as_mxfp4(ts, p) && !fp8) {
-          const st::TensorSet::Entry* e = ts.find(p.name);
-          e->reader->read_f32(*e->info, tensor + p.offset, p.shape);
-          continue;
-        }
-        std::vector<float> values;
-        if (stored_as_mxfp4(ts, p)) {
-          values = read_mxfp4_part(ts, p);
-        } else if (fp8) {
-          values = read_fp8_part(ts, p, storage->fp8);
-        } else {
-          const st::TensorSet::Entry* e = ts.find(p.name);
-          values.resize(static_cast<size_t>(e->info->numel()));
-          e->reader->read_f32(*e->info, values.data(), p.shape);
-        }
-        if (p.experts.empty()) {
-          std::copy(values.begin(), values.end(), tensor + p.offset);
-        } else {
-          check(!t.at, "checkpoint: a fused expert tensor is read into the parameter layout only");
-          scatter_fused(p, values.data(), t.arena);
-        }
-      }
-    }
-}
-
 }  // namespace
 
 void check_checkpoint_target(const std::string& dir) {
@@ -212,7 +102,7 @@ namespace {
 // with a source, from its home, one expert's part at a time (its tensors are adjacent in both layouts).
 class ArenaView {
  public:
-  ArenaView(Backend& be, const float* arena, const std::vector<ExpertRange>& experts, ExpertStateSource* source,
+  ArenaView(Backend& be, const float* arena, const std::vector<ExpertRange>& experts, ExpertStateHome* source,
             ExpertPart part)
       : be_(be), arena_(arena), experts_(experts), source_(source), part_(part) {}
 
@@ -242,7 +132,7 @@ class ArenaView {
   Backend& be_;
   const float* arena_;
   const std::vector<ExpertRange>& experts_;
-  ExpertStateSource* source_;
+  ExpertStateHome* source_;
   ExpertPart part_;
   std::vector<float> buffer_;
   int expert_ = -1;  // whose part buffer_ holds
@@ -251,7 +141,7 @@ class ArenaView {
 }  // namespace
 
 void save_checkpoint(const std::string& dir, const EngineConfig& cfg, Model& model, AdamWOptimizer* opt,
-                     const TrainerState* state, ExpertStateSource* experts) {
+                     const TrainerState* state, ExpertStateHome* experts) {
   check_checkpoint_target(dir);
   if (json::dump(model_config_to_json(cfg.model)) != json::dump(model_config_to_json(model.config())))
     fail(dir + ": cannot save: the config's model section differs from the model's own config; pass the config "
@@ -340,7 +230,7 @@ std::vector<std::string> check_hf_tensors(const st::TensorSet& ts, const ModelCo
   return problems;
 }
 
-void load_weights(const std::string& dir, Model& model) {
+void load_weights(const std::string& dir, Model& model, ExpertStateHome* experts) {
   const ParamLayout& layout = model.layout();
   const bool hf = is_hf_checkpoint(dir);
   if (!hf) verify_checksum(dir, "model.safetensors");  // before a byte of it is parsed
@@ -369,10 +259,17 @@ void load_weights(const std::string& dir, Model& model) {
       sources.erase(std::remove_if(sources.begin(), sources.end(), [](const TensorSource& x) { return x.param->adapter; }),
                     sources.end());
   }
-  std::vector<float> host(model.num_params(), 0.0f);
-  model.backend().copy(host.data(), model.params(), host.size() * sizeof(float));  // what is not read stays
-  read_checked(ts, {{&sources, host.data()}}, hf ? &storage : nullptr);
-  model.backend().copy(model.params(), host.data(), host.size() * sizeof(float));
+  // Whether some model tensor is left as it is (the adapters beside a base checkpoint).
+  std::set<const ParamTensor*> read;
+  for (const TensorSource& s : sources) {
+    read.insert(s.param);
+    for (const StoredPart& p : s.parts) read.insert(p.experts.begin(), p.experts.end());
+  }
+  ArenaStaging host(model.backend(), model.params(), model.num_params(), experts ? &layout.expert_ranges() : nullptr);
+  ArenaTarget target{&sources, host.data(), nullptr, &layout.expert_ranges(), experts, kWeights,
+                     read.size() < layout.tensors().size()};
+  read_checked(ts, {target}, hf ? &storage : nullptr);
+  host.put();
 }
 
 bool read_trainer_state(const std::string& dir, TrainerState& state) {
@@ -383,7 +280,8 @@ bool read_trainer_state(const std::string& dir, TrainerState& state) {
   return true;
 }
 
-bool load_optimizer_state(const std::string& dir, Model& model, AdamWOptimizer& opt, TrainerState& state) {
+bool load_optimizer_state(const std::string& dir, Model& model, AdamWOptimizer& opt, TrainerState& state,
+                          ExpertStateHome* experts) {
   const std::string path = fs::join(dir, "optimizer.safetensors");
   if (!fs::exists(path)) return false;
   TrainerState s;
@@ -400,14 +298,18 @@ bool load_optimizer_state(const std::string& dir, Model& model, AdamWOptimizer& 
     src->erase(std::remove_if(src->begin(), src->end(),
                               [&](const TensorSource& x) { return !trainable.trains(x.param - layout.tensors().data()); }),
                src->end());
-  // Straight into the packed layout: one host copy of each moment, not a layout-sized one besides.
+  // Straight into the packed layout: one host copy of each moment's non-expert part, not a layout-sized one.
   std::vector<size_t> packed;
   for (const TensorSource& x : m_src) packed.push_back(trainable.grad_offset(x.param - layout.tensors().data()));
-  std::vector<float> pm(model.num_grads(), 0.0f), pv(model.num_grads(), 0.0f);
-  read_checked(ts, {{&m_src, pm.data(), &packed}, {&v_src, pv.data(), &packed}}, nullptr);
   Backend& be = model.backend();
-  be.copy(opt.m(), pm.data(), pm.size() * sizeof(float));
-  be.copy(opt.v(), pv.data(), pv.size() * sizeof(float));
+  const std::vector<ExpertRange>& ranges = trainable.grad_expert_ranges();
+  const std::vector<ExpertRange>* skip = experts ? &ranges : nullptr;
+  ArenaStaging pm(be, opt.m(), model.num_grads(), skip), pv(be, opt.v(), model.num_grads(), skip);
+  read_checked(ts,
+               {{&m_src, pm.data(), &packed, &ranges, experts, kMoment1}, {&v_src, pv.data(), &packed, &ranges, experts, kMoment2}},
+               nullptr);
+  pm.put();
+  pv.put();
   state = s;
   return true;
 }

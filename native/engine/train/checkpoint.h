@@ -30,14 +30,15 @@ struct TrainerState {
   std::string data_path;
 };
 
-// Where a save reads the routed experts' state when their home is apart from the arenas (an expert offload's SSD
-// tier, or its host tier beside a device): expert k of the layout's expert_ranges(), one part at a time.
-class ExpertStateSource {
+// The routed experts' state when its home is apart from the arenas (an expert offload's SSD tier, or its host
+// tier beside a device): a save reads it and a load writes it one expert's part at a time, so neither holds a
+// copy of every expert. Expert k of the layout's expert_ranges(); kWeights: its layout range (ExpertRange
+// begin..end) in layout order; kMoment1/kMoment2: its packed range (TrainableSet::grad_expert_ranges()[k]).
+class ExpertStateHome {
  public:
-  virtual ~ExpertStateSource() = default;
-  // kWeights: the expert's layout range (ExpertRange begin..end) in layout order; kMoment1/kMoment2: its packed
-  // range (TrainableSet::grad_expert_ranges()[k]).
+  virtual ~ExpertStateHome() = default;
   virtual void read_expert(int k, ExpertPart part, float* dst) = 0;
+  virtual void write_expert(int k, ExpertPart part, const float* src) = 0;
 };
 
 // Writes `dir` as a unit (temp sibling, fsync, rename): an existing checkpoint of that name is replaced only
@@ -46,7 +47,7 @@ class ExpertStateSource {
 // at a time from where each lives (experts: from `experts` when set, one expert's part at a time), so a save
 // never holds a copy of the model.
 void save_checkpoint(const std::string& dir, const EngineConfig& cfg, Model& model, AdamWOptimizer* opt,
-                     const TrainerState* state, ExpertStateSource* experts = nullptr);
+                     const TrainerState* state, ExpertStateHome* experts = nullptr);
 
 // Guards the directory replacement of save_checkpoint and export_hf: fails unless dir is absent, empty, or
 // holds a config.json (a checkpoint), so a mistyped path never deletes an unrelated directory.
@@ -58,9 +59,12 @@ bool is_hf_checkpoint(const std::string& dir);
 ModelConfig read_checkpoint_model_config(const std::string& dir);
 
 // Loads every parameter from our or a Hugging Face checkpoint (F32, BF16, F16 or F64 tensors). Every model
-// tensor must be present with its exact shape and nothing else may be stored; all of it is read and checked
-// into host memory before the model's parameters are overwritten, so a failed load leaves them unchanged.
-void load_weights(const std::string& dir, Model& model);
+// tensor must be present with its exact shape and nothing else may be stored; all of it is checked from the
+// headers, and read into host memory before the model's parameters are overwritten, so a failed load leaves them
+// unchanged. experts: the routed experts' home apart from the arenas, which receives each expert's weights as
+// soon as they are read (the arenas' expert ranges stay untouched); a load failing on an I/O error after the
+// check leaves the experts written so far with their new values.
+void load_weights(const std::string& dir, Model& model, ExpertStateHome* experts = nullptr);
 
 // What load_weights would refuse in a Hugging Face checkpoint's stored tensors for model config m, from the
 // headers alone (nothing is read or decoded): every missing, unexpected, mistyped or misshapen tensor, each
@@ -70,7 +74,9 @@ std::vector<std::string> check_hf_tensors(const st::TensorSet& ts, const ModelCo
 
 // False (changing nothing) when dir has no optimizer.safetensors. Otherwise loads the AdamW moments of
 // `model`'s layout into opt and trainer_state.json into state, or fails without changing either.
-bool load_optimizer_state(const std::string& dir, Model& model, AdamWOptimizer& opt, TrainerState& state);
+// experts: as load_weights', for the experts' moments.
+bool load_optimizer_state(const std::string& dir, Model& model, AdamWOptimizer& opt, TrainerState& state,
+                          ExpertStateHome* experts = nullptr);
 // False when dir has no trainer_state.json.
 bool read_trainer_state(const std::string& dir, TrainerState& state);
 

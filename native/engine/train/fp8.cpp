@@ -57,7 +57,8 @@ void check_fp8_part(const st::TensorSet& ts, const StoredPart& p, const Fp8Block
          std::to_string(blocks.rows) + "x" + std::to_string(blocks.cols) + " blocks");
 }
 
-std::vector<float> read_fp8_part(const st::TensorSet& ts, const StoredPart& p, const Fp8Blocks& blocks) {
+std::vector<float> read_fp8_part(const st::TensorSet& ts, const StoredPart& p, const Fp8Blocks& blocks,
+                                 int64_t slab) {
   check_fp8_part(ts, p, blocks);
   const st::TensorSet::Entry* e = ts.find(p.name);
   const st::TensorSet::Entry* s = ts.find(fp8_scale_name(p.name));
@@ -66,13 +67,16 @@ std::vector<float> read_fp8_part(const st::TensorSet& ts, const StoredPart& p, c
   const int64_t R = p.shape[p.shape.size() - 2], C = p.shape.back();
   const int64_t SR = s->info->shape[s->info->shape.size() - 2], SC = s->info->shape.back();
   const int64_t lead = e->info->numel() / (R * C);
+  if (slab >= lead) fail(ts.path() + ": tensor '" + p.name + "' has no leading index " + std::to_string(slab));
+  const int64_t first = slab < 0 ? 0 : slab, last = slab < 0 ? lead : slab + 1;
   const uint8_t* q = e->reader->data(*e->info);
-  std::vector<float> out(static_cast<size_t>(e->info->numel()));
-  for (int64_t m = 0; m < lead; ++m)
+  std::vector<float> out(static_cast<size_t>((last - first) * R * C));
+  for (int64_t m = first; m < last; ++m)
     for (int64_t r = 0; r < R; ++r)
       for (int64_t c = 0; c < C; ++c) {
         const size_t i = static_cast<size_t>((m * R + r) * C + c);
-        out[i] = fp8_e4m3_value(q[i]) * scales[static_cast<size_t>((m * SR + r / blocks.rows) * SC + c / blocks.cols)];
+        out[i - static_cast<size_t>(first * R * C)] =
+            fp8_e4m3_value(q[i]) * scales[static_cast<size_t>((m * SR + r / blocks.rows) * SC + c / blocks.cols)];
       }
   return out;
 }

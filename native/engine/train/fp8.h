@@ -28,7 +28,9 @@ bool stored_as_fp8(const st::TensorSet& ts, const StoredPart& p);
 // Checks an FP8 part from the headers only (its shape, its companion's presence, dtype and shape, the block size
 // declared); fails naming the file and tensor.
 void check_fp8_part(const st::TensorSet& ts, const StoredPart& p, const Fp8Blocks& blocks);
-// Checks, then dequantises p into p.shape's float values.
-std::vector<float> read_fp8_part(const st::TensorSet& ts, const StoredPart& p, const Fp8Blocks& blocks);
+// Checks, then dequantises p into p.shape's float values; slab >= 0: only that leading index's [R, C] values (one
+// expert of a fused part).
+std::vector<float> read_fp8_part(const st::TensorSet& ts, const StoredPart& p, const Fp8Blocks& blocks,
+                                 int64_t slab = -1);
 
 }  // namespace moe

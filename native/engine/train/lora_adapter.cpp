@@ -10,6 +10,7 @@
 #include "core/json.h"
 #include "model/model.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_read.h"
 #include "train/hf_families.h"
 #include "train/hf_interchange.h"
 #include "train/safetensors.h"
@@ -162,7 +163,8 @@ void export_peft_adapter(const std::string& dir, Model& model, const FinetuneCon
 
 bool is_peft_adapter(const std::string& dir) { return fs::exists(fs::join(dir, "adapter_config.json")); }
 
-void load_peft_adapter(const std::string& dir, Model& model, const FinetuneConfig& finetune) {
+void load_peft_adapter(const std::string& dir, Model& model, const FinetuneConfig& finetune,
+                       ExpertStateHome* experts) {
   const std::string path = fs::join(dir, "adapter_config.json");
   if (!fs::exists(path)) fail(dir + ": no adapter_config.json; pass a PEFT adapter directory");
   const json::Value c = json::parse(fs::read_file(path, 1 << 24), path);
@@ -208,19 +210,21 @@ void load_peft_adapter(const std::string& dir, Model& model, const FinetuneConfi
                      "model can take; load an adapter written for this model and finetune section");
 
   const ParamLayout& layout = model.layout();
-  std::vector<float> host(model.num_params());
-  model.backend().copy(host.data(), model.params(), host.size() * sizeof(float));
-  auto read = [&](const std::string& name, float* dst, const std::vector<int64_t>& shape) {
-    ts.read_f32(name, dst, shape);  // checks dtype and shape, naming the tensor
-  };
+  std::vector<TensorSource> sources;
   for (const PeftPlan::Lora& l : plan.lora) {
     const ParamTensor &A = layout.tensors()[l.adapter->a], &B = layout.tensors()[l.adapter->b];
-    read(kPrefix + l.module + ".lora_A.weight", host.data() + A.offset, A.shape);
-    read(kPrefix + l.module + ".lora_B.weight", host.data() + B.offset, B.shape);
+    sources.push_back({&A, {{kPrefix + l.module + ".lora_A.weight", A.shape, 0}}});
+    sources.push_back({&B, {{kPrefix + l.module + ".lora_B.weight", B.shape, 0}}});
   }
-  for (const PeftPlan::Saved& s : plan.saved)
-    read(kPrefix + s.part.name, host.data() + s.tensor->offset + s.part.offset, s.part.shape);
-  model.backend().copy(model.params(), host.data(), host.size() * sizeof(float));
+  for (const PeftPlan::Saved& s : plan.saved) {
+    StoredPart part = s.part;
+    part.name = kPrefix + part.name;
+    sources.push_back({s.tensor, {part}});
+  }
+  // Checks dtypes and shapes before anything changes, naming the tensor; every other tensor keeps its value.
+  ArenaStaging host(model.backend(), model.params(), model.num_params(), experts ? &layout.expert_ranges() : nullptr);
+  read_checked(ts, {{&sources, host.data(), nullptr, &layout.expert_ranges(), experts, kWeights, true}}, nullptr);
+  host.put();
 }
 
 }  // namespace moe

@@ -12,6 +12,7 @@
 namespace moe {
 
 class Model;
+class ExpertStateHome;
 
 // arena (host, the layout's): every adapted base weight's rows += scale·B·A, summed in double.
 void merge_lora_adapters(const ParamLayout& layout, float* arena);
@@ -24,7 +25,9 @@ void export_peft_adapter(const std::string& dir, Model& model, const FinetuneCon
 
 // Reads a PEFT adapter directory written for this model (rank, scaling and modules must match) into the model's
 // adapters and the trained base modules it saved; the base weights come from elsewhere (load_weights first).
-void load_peft_adapter(const std::string& dir, Model& model, const FinetuneConfig& finetune);
+// experts: as load_weights' (each expert's other tensors are read from it first and kept).
+void load_peft_adapter(const std::string& dir, Model& model, const FinetuneConfig& finetune,
+                       ExpertStateHome* experts = nullptr);
 
 // Whether dir holds adapter_config.json.
 bool is_peft_adapter(const std::string& dir);

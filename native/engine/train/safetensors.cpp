@@ -287,8 +287,20 @@ void Reader::read_f32(const TensorInfo& t, float* dst, const std::vector<int64_t
   if (t.shape != expected_shape)
     fail(path() + ": tensor '" + t.name + "' has shape " + shape_str(t.shape) + ", expected " +
          shape_str(expected_shape) + "; check that the checkpoint matches the model config");
-  const uint8_t* src = data(t);
-  const size_t n = static_cast<size_t>(t.numel());
+  read_f32_range(t, dst, 0, static_cast<size_t>(t.numel()));
+}
+
+void Reader::read_f32_range(const TensorInfo& t, float* dst, size_t first, size_t n) const {
+  if (first + n > static_cast<size_t>(t.numel()))
+    fail(path() + ": tensor '" + t.name + "': elements [" + std::to_string(first) + ", " + std::to_string(first + n) +
+         ") are outside its " + std::to_string(t.numel()) + " elements");
+  const size_t size = t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16 || t.dtype == DType::F64
+                          ? dtype_size(t.dtype)
+                          : 0;
+  if (!size)
+    fail(path() + ": tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) +
+         ", expected a float dtype (F32, F16, BF16 or F64)");
+  const uint8_t* src = data(t) + first * size;
   switch (t.dtype) {
     case DType::F32:
       if (n) std::memcpy(dst, src, n * 4);
@@ -299,17 +311,15 @@ void Reader::read_f32(const TensorInfo& t, float* dst, const std::vector<int64_t
     case DType::BF16:
       for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(load_u16(src + 2 * i));
       break;
-    case DType::F64:
+    default:  // F64
       for (size_t i = 0; i < n; ++i) {
         double d;
         std::memcpy(&d, src + 8 * i, 8);
         dst[i] = static_cast<float>(d);
       }
       break;
-    default:
-      fail(path() + ": tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) +
-           ", expected a float dtype (F32, F16, BF16 or F64)");
   }
+  file_.drop(data_start_ + t.begin + first * size, n * size);
 }
 
 std::vector<int32_t> Reader::read_i32(const std::string& name) const {

@@ -45,6 +45,9 @@ class Reader {
   // is absent, has another dtype, or its shape differs from expected_shape.
   void read_f32(const std::string& name, float* dst, const std::vector<int64_t>& expected_shape) const;
   void read_f32(const TensorInfo& t, float* dst, const std::vector<int64_t>& expected_shape) const;
+  // Elements [first, first + count) of a float tensor (in stored order) into dst. Both reads hand the file pages
+  // they went through back (MappedFile::drop), so a load streams through a checkpoint larger than memory.
+  void read_f32_range(const TensorInfo& t, float* dst, size_t first, size_t count) const;
   // An I32 or I64 tensor (I64 values range-checked) as int32.
   std::vector<int32_t> read_i32(const std::string& name) const;
 

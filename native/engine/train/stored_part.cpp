@@ -8,29 +8,28 @@
 namespace moe {
 namespace {
 
-// Calls f(stored index, arena index) for every element of a fused part.
+// Calls f(index in e's slab, arena index) for every element of leading index e of a fused part.
 template <class F>
-void for_each_element(const StoredPart& p, F f) {
-  const int64_t E = p.shape[0];
+void for_each_element(const StoredPart& p, int64_t e, F f) {
   const int64_t A = p.shape.size() == 3 ? p.shape[1] : 1;
   const int64_t B = p.shape.back();
-  for (int64_t e = 0; e < E; ++e) {
-    const size_t base = p.experts[e]->offset + p.offset;
-    for (int64_t a = 0; a < A; ++a)
-      for (int64_t b = 0; b < B; ++b)
-        f(static_cast<size_t>((e * A + a) * B + b),
-          base + static_cast<size_t>(a * p.stride_a + (b / p.group) * p.stride_b + (b % p.group) * p.stride_group));
-  }
+  const size_t base = p.experts[e]->offset + p.offset;
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t b = 0; b < B; ++b)
+      f(static_cast<size_t>(a * B + b),
+        base + static_cast<size_t>(a * p.stride_a + (b / p.group) * p.stride_b + (b % p.group) * p.stride_group));
 }
 
 }  // namespace
 
-void scatter_fused(const StoredPart& p, const float* stored, float* arena) {
-  for_each_element(p, [&](size_t s, size_t a) { arena[a] = stored[s]; });
+void scatter_fused_expert(const StoredPart& p, int64_t e, const float* slab, float* dst, size_t dst_begin) {
+  for_each_element(p, e, [&](size_t s, size_t a) { dst[a - dst_begin] = slab[s]; });
 }
 
 void gather_fused(const StoredPart& p, const float* arena, float* stored) {
-  for_each_element(p, [&](size_t s, size_t a) { stored[s] = arena[a]; });
+  const size_t slab = static_cast<size_t>(p.shape.size() == 3 ? p.shape[1] * p.shape[2] : p.shape.back());
+  for (int64_t e = 0; e < p.shape[0]; ++e)
+    for_each_element(p, e, [&](size_t s, size_t a) { stored[e * slab + s] = arena[a]; });
 }
 
 std::string mxfp4_blocks_name(const StoredPart& p) { return p.name + "_blocks"; }
@@ -40,9 +39,7 @@ bool stored_as_mxfp4(const st::TensorSet& ts, const StoredPart& p) {
   return p.mxfp4 && !ts.find(p.name) && ts.find(mxfp4_blocks_name(p)) && ts.find(mxfp4_scales_name(p));
 }
 
-// transformers decodes blocks [E, B, A/32, 16] to [E, B, A] and transposes the last two dimensions, so the
-// stored values are the HF parameter [E, A, B] transposed.
-std::vector<float> read_mxfp4_part(const st::TensorSet& ts, const StoredPart& p) {
+void check_mxfp4_part(const st::TensorSet& ts, const StoredPart& p) {
   const st::TensorSet::Entry* blocks = ts.find(mxfp4_blocks_name(p));
   const st::TensorSet::Entry* scales = ts.find(mxfp4_scales_name(p));
   if (p.shape.size() != 3 || p.shape[1] % 32 != 0)
@@ -59,14 +56,21 @@ std::vector<float> read_mxfp4_part(const st::TensorSet& ts, const StoredPart& p)
            st::shape_str(entry->info->shape) + ", expected " + st::shape_str(want) + " for '" + p.name + "' " +
            st::shape_str(p.shape));
   }
-  std::vector<uint8_t> b(static_cast<size_t>(E * B * G * 16)), s(static_cast<size_t>(E * B * G));
-  std::memcpy(b.data(), blocks->reader->data(*blocks->info), b.size());
-  std::memcpy(s.data(), scales->reader->data(*scales->info), s.size());
-  std::vector<float> decoded(static_cast<size_t>(E * B * A)), out(decoded.size());
-  mxfp4_decode(b.data(), s.data(), E * B, G, decoded.data());
-  for (int64_t e = 0; e < E; ++e)
-    for (int64_t i = 0; i < B; ++i)
-      for (int64_t a = 0; a < A; ++a) out[(e * A + a) * B + i] = decoded[(e * B + i) * A + a];
+}
+
+// transformers decodes blocks [E, B, A/32, 16] to [E, B, A] and transposes the last two dimensions, so the
+// stored values are the HF parameter [E, A, B] transposed.
+std::vector<float> read_mxfp4_slab(const st::TensorSet& ts, const StoredPart& p, int64_t e) {
+  check_mxfp4_part(ts, p);
+  const st::TensorSet::Entry* blocks = ts.find(mxfp4_blocks_name(p));
+  const st::TensorSet::Entry* scales = ts.find(mxfp4_scales_name(p));
+  const int64_t A = p.shape[1], B = p.shape[2], G = A / 32;
+  const size_t nb = static_cast<size_t>(B * G * 16), ns = static_cast<size_t>(B * G);
+  std::vector<float> decoded(static_cast<size_t>(B * A)), out(decoded.size());
+  mxfp4_decode(blocks->reader->data(*blocks->info) + e * nb, scales->reader->data(*scales->info) + e * ns, B, G,
+               decoded.data());
+  for (int64_t i = 0; i < B; ++i)
+    for (int64_t a = 0; a < A; ++a) out[a * B + i] = decoded[i * A + a];
   return out;
 }
 

@@ -9,8 +9,9 @@
 
 namespace moe {
 
-// stored [numel of p.shape] -> the arena (the model's flat parameters), by p's element map.
-void scatter_fused(const StoredPart& p, const float* stored, float* arena);
+// One expert's slab of the stored part (leading index e: [A, B] or [B] values) -> its tensor, by p's element map;
+// dst holds the arena's floats from float dst_begin on (the whole arena: 0; one expert's buffer: its range's begin).
+void scatter_fused_expert(const StoredPart& p, int64_t e, const float* slab, float* dst, size_t dst_begin);
 // The arena -> stored, the inverse of scatter_fused.
 void gather_fused(const StoredPart& p, const float* arena, float* stored);
 
@@ -19,8 +20,10 @@ std::string mxfp4_blocks_name(const StoredPart& p);
 std::string mxfp4_scales_name(const StoredPart& p);
 // Whether ts holds p as MXFP4 (<name>_blocks and <name>_scales, and not <name> itself).
 bool stored_as_mxfp4(const st::TensorSet& ts, const StoredPart& p);
-// Checks the blocks/scales of p (U8, shapes [E, B, A/32, 16] and [E, B, A/32] for p.shape [E, A, B]) and decodes
-// them into p.shape's values; fails naming the tensor.
-std::vector<float> read_mxfp4_part(const st::TensorSet& ts, const StoredPart& p);
+// Checks the blocks/scales of p from the headers (U8, shapes [E, B, A/32, 16] and [E, B, A/32] for p.shape
+// [E, A, B]); fails naming the tensor.
+void check_mxfp4_part(const st::TensorSet& ts, const StoredPart& p);
+// Decodes leading index e of p (checked) into its [A, B] values.
+std::vector<float> read_mxfp4_slab(const st::TensorSet& ts, const StoredPart& p, int64_t e);
 
 }  // namespace moe

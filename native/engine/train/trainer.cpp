@@ -256,11 +256,35 @@ void Trainer::zero_grads() {
   if (offload_) offload_->zero_expert_grads();
 }
 
+namespace {
+
+// The checkpoint's view of offloaded experts whose home is apart from the arenas: read from and written to the
+// home an expert at a time, never all copied into the arenas.
+class OffloadedExperts final : public ExpertStateHome {
+ public:
+  explicit OffloadedExperts(ExpertOffload& offload) : offload_(offload) {}
+  void read_expert(int k, ExpertPart part, float* dst) override { offload_.read_expert(k, part, dst); }
+  void write_expert(int k, ExpertPart part, const float* src) override { offload_.write_expert(k, part, src); }
+
+ private:
+  ExpertOffload& offload_;
+};
+
+// The experts' home when it lives apart from the arenas; empty where the arenas are read and written in place.
+std::optional<OffloadedExperts> apart_home(ExpertOffload* offload) {
+  if (offload && offload->experts_apart()) return OffloadedExperts(*offload);
+  return std::nullopt;
+}
+ExpertStateHome* ptr(std::optional<OffloadedExperts>& home) { return home ? &*home : nullptr; }
+
+}  // namespace
+
 void Trainer::init_from(const std::string& dir) {
-  experts_to_arenas();  // the moments of experts stay as they are
-  if (is_peft_adapter(dir)) load_peft_adapter(dir, model_, cfg_.finetune);
-  else load_weights(dir, model_);
-  if (offload_) offload_->experts_from_arenas();
+  settle();
+  std::optional<OffloadedExperts> home = apart_home(offload_.get());
+  if (is_peft_adapter(dir)) load_peft_adapter(dir, model_, cfg_.finetune, ptr(home));
+  else load_weights(dir, model_, ptr(home));
+  if (offload_) offload_->experts_loaded();
 }
 
 void Trainer::resume_from(const std::string& dir) {
@@ -269,34 +293,19 @@ void Trainer::resume_from(const std::string& dir) {
   if (!fs::exists(fs::join(dir, "optimizer.safetensors")) || !fs::exists(fs::join(dir, "trainer_state.json")))
     fail(dir + ": has no optimizer.safetensors / trainer_state.json to resume from; use it with --init instead");
   TrainerState st;
-  load_weights(dir, model_);
-  load_optimizer_state(dir, model_, opt_, st);
-  if (offload_) offload_->experts_from_arenas();
+  std::optional<OffloadedExperts> home = apart_home(offload_.get());
+  load_weights(dir, model_, ptr(home));
+  load_optimizer_state(dir, model_, opt_, st, ptr(home));
+  if (offload_) offload_->experts_loaded();
   const std::string data_path = state_.data_path;
   state_ = st;
   if (!data_path.empty()) state_.data_path = data_path;
 }
 
-namespace {
-
-// The checkpoint's view of offloaded experts whose home is apart from the arenas: read from the home an expert at
-// a time, never all copied into the arenas.
-class OffloadedExperts final : public ExpertStateSource {
- public:
-  explicit OffloadedExperts(ExpertOffload& offload) : offload_(offload) {}
-  void read_expert(int k, ExpertPart part, float* dst) override { offload_.read_expert(k, part, dst); }
-
- private:
-  ExpertOffload& offload_;
-};
-
-}  // namespace
-
 void Trainer::save_checkpoint(const std::string& dir) {
   settle();
-  std::optional<OffloadedExperts> experts;
-  if (offload_ && offload_->experts_apart()) experts.emplace(*offload_);
-  moe::save_checkpoint(dir, cfg_, model_, &opt_, &state_, experts ? &*experts : nullptr);
+  std::optional<OffloadedExperts> home = apart_home(offload_.get());
+  moe::save_checkpoint(dir, cfg_, model_, &opt_, &state_, ptr(home));
 }
 
 }  // namespace moe

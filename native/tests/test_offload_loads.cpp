@@ -1,0 +1,97 @@
+// Loads into experts whose home is apart from the arenas (the SSD tier; the host tier beside a device) write each
+// expert into its home as soon as it is read, instead of reading the whole model into the arenas first. Every
+// kind of source lands exactly where a resident load puts it: a Hugging Face folder with per-expert or fused
+// expert tensors, in F32 or BF16; our checkpoint's weights under a LoRA run whose adapters it does not hold (they
+// keep their values, read back from the home); a PEFT adapter. Checked by training from each start: losses,
+// gradient norms, weights and moments bit-identical to the resident run's.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "backend/registry.h"
+#include "core/fsutil.h"
+#include "offload_fixture.h"
+#include "test_files.h"
+#include "testing.h"
+#include "train/hf_experts.h"
+#include "train/hf_interchange.h"
+#include "train/lora_adapter.h"
+#include "train/trainer.h"
+
+using namespace offload_test;
+
+namespace {
+
+const std::string kLora = R"(, "finetune": {"method": "lora", "lora": {"rank": 4, "alpha": 8}})";
+
+// A model trained 3 steps from another seed than the runs', so a load changes every weight.
+std::unique_ptr<moe::Trainer> trained_source(const Variant& v, moe::Backend& be) {
+  std::string text = config(v);
+  const std::string seed = "\"seed\": 11";
+  text.replace(text.find(seed), seed.size(), "\"seed\": 29");
+  auto t = std::make_unique<moe::Trainer>(moe::parse_config_text(text, "test"), be);
+  feed(*t, 3 * v.grad_accum);
+  for (int s = 0; s < 3; ++s) t->step();
+  return t;
+}
+
+void check_same(const Run& off, const Run& resident, const std::string& what) {
+  const std::string diff = run_mismatch(off, resident);
+  CHECK_MSG(diff.empty(), what + ": " + diff);
+}
+
+// v started from `init` resident, and with its experts on the host tier apart from the arenas and on the SSD tier.
+void check_starts_alike(Variant v, const std::string& init, const std::string& what) {
+  v.init = init;
+  const Run resident = train(v, 4);
+  Variant apart = v, ssd = v;
+  apart.offload = host_offload(0.25, 2);
+  apart.device_apart = true;
+  ssd.offload = ssd_offload(0.25, 2);
+  check_same(train(apart, 4), resident, what + ", host tier apart");
+  check_same(train(ssd, 4), resident, what + ", SSD tier");
+}
+
+}  // namespace
+
+TEST(starts_from_hugging_face_folders_match_resident) {
+  auto be = backend_for(Variant{});
+  auto source = trained_source(Variant{}, *be);
+  const moe::HfExpertLayout per = moe::HfExpertLayout::PerExpert, fused = moe::HfExpertLayout::Fused;
+  struct Folder {
+    const char* what;
+    moe::st::DType dtype;
+    const moe::HfExpertLayout* layout;
+  };
+  for (const Folder& f : {Folder{"per-expert F32", moe::st::DType::F32, &per},
+                          Folder{"fused F32", moe::st::DType::F32, &fused},
+                          Folder{"fused BF16", moe::st::DType::BF16, &fused}}) {
+    const std::string dir = moe_test::tmp_path(std::string("loads-hf-") + f.what);
+    moe::fs::remove_all(dir);
+    moe::export_hf(dir, source->model(), "mixtral", f.dtype, f.layout);
+    check_starts_alike(Variant{}, dir, f.what);
+    Variant lora;
+    lora.sections = kLora;
+    check_starts_alike(lora, dir, std::string(f.what) + " under LoRA");  // the adapters are not in the folder
+    moe::fs::remove_all(dir);
+  }
+}
+
+TEST(starts_from_our_base_checkpoint_and_a_peft_adapter_match_resident) {
+  auto be = backend_for(Variant{});
+  const std::string base = moe_test::tmp_path("loads-base"), peft = moe_test::tmp_path("loads-peft");
+  moe::fs::remove_all(base);
+  moe::fs::remove_all(peft);
+  trained_source(Variant{}, *be)->save_checkpoint(base);
+  Variant lora;
+  lora.sections = kLora;
+  // Our full checkpoint without adapters: a LoRA run takes its base weights and keeps its own adapters.
+  check_starts_alike(lora, base, "base checkpoint under LoRA");
+  auto tuned = trained_source(lora, *be);
+  moe::export_peft_adapter(peft, tuned->model(), tuned->config().finetune, "mixtral");
+  check_starts_alike(lora, peft, "PEFT adapter");
+  moe::fs::remove_all(base);
+  moe::fs::remove_all(peft);
+}
+
+TEST_MAIN()
