@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "include/moe_engine.h"
 #include "telemetry/step_record_capi.h"
+#include "train/arena_view.h"
 #include "train/checkpoint_checksums.h"
 #include "train/compute_backend.h"
 #include "train/expert_shares.h"
@@ -221,16 +222,22 @@ int moe_engine_read_tensor(moe_engine* engine, const char* name, int which, floa
     moe::check(numel == static_cast<int64_t>(t.numel), std::string("read_tensor '") + name + "': expected " +
                                                           std::to_string(t.numel) + " elements, got " +
                                                           std::to_string(numel));
-    engine->trainer->experts_to_arenas(which == 0);
+    engine->trainer->settle();
     moe::Model& model = engine->trainer->model();
+    model.backend().synchronize();
+    // From where the tensor lives: an offloaded expert's from its home, never every expert copied out.
     if (which == 0) {
-      model.backend().copy(dst, model.params() + t.offset, t.numel * sizeof(float));
+      moe::ArenaView(model.backend(), model.params(), model.layout().expert_ranges(), engine->trainer->expert_home(),
+                     moe::kWeights)
+          .read(t.offset, t.numel, dst);
       return MOE_OK;
     }
     const size_t i = static_cast<size_t>(&t - model.layout().tensors().data());
     moe::check(model.trainable().trains(i), std::string("read_tensor '") + name +
                                                 "': the tensor is frozen (finetune), so it has no gradient");
-    model.backend().copy(dst, model.grads() + model.trainable().grad_offset(i), t.numel * sizeof(float));
+    moe::ArenaView(model.backend(), model.grads(), model.trainable().grad_expert_ranges(),
+                   engine->trainer->expert_home(), moe::kGrad)
+        .read(model.trainable().grad_offset(i), t.numel, dst);
     return MOE_OK;
   });
 }
@@ -271,20 +278,20 @@ int moe_engine_export_hf_with(moe_engine* engine, const char* dir, const char* m
                                                                                    : moe::HfExpertLayout::PerExpert;
     moe::check(dtype >= MOE_EXPORT_F32 && dtype <= MOE_EXPORT_F16,
                "export: dtype " + std::to_string(dtype) + " is not MOE_EXPORT_F32, MOE_EXPORT_BF16 or MOE_EXPORT_F16");
-    engine->trainer->experts_to_arenas(true);
+    engine->trainer->settle();
     moe::check(options.format == MOE_EXPORT_CHECKPOINT || options.format == MOE_EXPORT_ADAPTER,
                "export: format " + std::to_string(options.format) + " is not MOE_EXPORT_CHECKPOINT or MOE_EXPORT_ADAPTER");
     if (options.format == MOE_EXPORT_ADAPTER) {
       moe::check(dtype == MOE_EXPORT_F32, "export: a PEFT adapter is written in f32 (the adapters' own precision)");
       moe::export_peft_adapter(dir ? dir : "", engine->trainer->model(), engine->trainer->config().finetune,
-                               model_type ? model_type : "mixtral");
+                               model_type ? model_type : "mixtral", engine->trainer->expert_home());
       return MOE_OK;
     }
     moe::export_hf(dir ? dir : "", engine->trainer->model(), model_type ? model_type : "mixtral",
                    dtype == MOE_EXPORT_BF16 ? moe::st::DType::BF16
                    : dtype == MOE_EXPORT_F16 ? moe::st::DType::F16
                                              : moe::st::DType::F32,
-                   options.expert_layout == MOE_EXPERTS_DEFAULT ? nullptr : &layout);
+                   options.expert_layout == MOE_EXPERTS_DEFAULT ? nullptr : &layout, engine->trainer->expert_home());
     return MOE_OK;
   });
 }

@@ -3,7 +3,8 @@
 // kind of source lands exactly where a resident load puts it: a Hugging Face folder with per-expert or fused
 // expert tensors, in F32 or BF16; our checkpoint's weights under a LoRA run whose adapters it does not hold (they
 // keep their values, read back from the home); a PEFT adapter. Checked by training from each start: losses,
-// gradient norms, weights and moments bit-identical to the resident run's.
+// gradient norms, weights and moments bit-identical to the resident run's. Exports go the other way, an expert at
+// a time out of the home: their files are byte for byte the resident run's.
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "train/hf_experts.h"
 #include "train/hf_interchange.h"
 #include "train/lora_adapter.h"
+#include "train/safetensors.h"
 #include "train/trainer.h"
 
 using namespace offload_test;
@@ -92,6 +94,50 @@ TEST(starts_from_our_base_checkpoint_and_a_peft_adapter_match_resident) {
   check_starts_alike(lora, peft, "PEFT adapter");
   moe::fs::remove_all(base);
   moe::fs::remove_all(peft);
+}
+
+// The bytes of every file of an export folder, by name.
+std::string folder_bytes(const std::string& dir) {
+  std::string all;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    all += e.path().filename().string() + ":" + moe::fs::read_file(e.path().string(), 1ull << 30) + ";";
+  return all;
+}
+
+TEST(exports_from_an_offloaded_home_match_resident) {
+  for (const bool lora : {false, true}) {
+    Variant v;
+    if (lora) v.sections = kLora;
+    Variant apart = v, ssd = v;
+    apart.offload = host_offload(0.25, 2);
+    apart.device_apart = true;
+    ssd.offload = ssd_offload(0.25, 2);
+    std::vector<std::string> exports[3];
+    int k = 0;
+    for (const Variant& o : {v, apart, ssd}) {
+      auto be = backend_for(o);
+      auto t = trained_source(o, *be);
+      const moe::HfExpertLayout fused = moe::HfExpertLayout::Fused;
+      const std::string a = moe_test::tmp_path("loads-export-a"), b = moe_test::tmp_path("loads-export-b"),
+                        c = moe_test::tmp_path("loads-export-c");
+      for (const std::string& d : {a, b, c}) moe::fs::remove_all(d);
+      t->settle();
+      moe::export_hf(a, t->model(), "mixtral", moe::st::DType::F32, nullptr, t->expert_home());
+      moe::export_hf(b, t->model(), "mixtral", moe::st::DType::BF16, &fused, t->expert_home());
+      exports[k] = {folder_bytes(a), folder_bytes(b)};
+      if (lora) {
+        moe::export_peft_adapter(c, t->model(), t->config().finetune, "mixtral", t->expert_home());
+        exports[k].push_back(folder_bytes(c));
+      }
+      for (const std::string& d : {a, b, c}) moe::fs::remove_all(d);
+      ++k;
+    }
+    for (size_t f = 0; f < exports[0].size(); ++f) {
+      const std::string what = std::string(lora ? "LoRA " : "") + "export " + std::to_string(f);
+      CHECK_MSG(exports[1][f] == exports[0][f], what + ": host tier apart differs from resident");
+      CHECK_MSG(exports[2][f] == exports[0][f], what + ": SSD tier differs from resident");
+    }
+  }
 }
 
 TEST_MAIN()

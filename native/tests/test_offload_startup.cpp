@@ -79,16 +79,19 @@ TEST(ssd_tier_start_up_and_checkpoint_hold_the_cache_not_every_expert) {
                 "start-up and a checkpoint");
 }
 
-// ... nor does a resume or a start from a checkpoint's weights (ours, or a Hugging Face folder): the files are read
-// an expert at a time into the home, and the pages of the files read are handed back.
-TEST(ssd_tier_loads_hold_the_cache_not_every_expert) {
+// ... nor does a resume, an export to a Hugging Face folder, or a start from it: the files are read and written an
+// expert at a time out of and into the home, and the pages of the files read are handed back.
+TEST(ssd_tier_loads_and_exports_hold_the_cache_not_every_expert) {
   const std::string checkpoint = moe_test::tmp_path("startup-checkpoint"), hf = moe_test::tmp_path("startup-hf");
   CHECK(moe::fs::exists(moe::fs::join(checkpoint, "optimizer.safetensors")));
   check_bounded(peak_mb_building(ssd_offload(), false, [&](moe::Trainer& t) { t.resume_from(checkpoint); }),
                 "a resume");
-  CHECK(peak_mb_building(R"({"mode": "none"})", false, [&](moe::Trainer& t) {
-          moe::export_hf(hf, t.model(), "mixtral", moe::st::DType::BF16);
-        }) > 0);
+  check_bounded(peak_mb_building(ssd_offload(), false,
+                                 [&](moe::Trainer& t) {
+                                   moe::export_hf(hf, t.model(), "mixtral", moe::st::DType::BF16, nullptr,
+                                                  t.expert_home());
+                                 }),
+                "an export to a Hugging Face folder");
   check_bounded(peak_mb_building(ssd_offload(), false, [&](moe::Trainer& t) { t.init_from(hf); }),
                 "a start from a Hugging Face folder");
   moe::fs::remove_all(checkpoint);

@@ -75,8 +75,9 @@ PROBE = 2 << 30
 
 
 def run_config(a, offload=None):
+    # One step more than the medians' runs: the SSD run's last step is the resumed one.
     cfg = {"model": model_config(a.layers, a.seq),
-           "train": {"batch_size": 1, "seq_len": a.seq, "steps": a.steps, "warmup_steps": 1, "threads": a.threads,
+           "train": {"batch_size": 1, "seq_len": a.seq, "steps": a.steps + 1, "warmup_steps": 1, "threads": a.threads,
                      "lr": 1e-4, "seed": 7, "checkpoint_every": 0, "compute_dtype": "fp32"}}
     if offload:
         cfg["offload"] = offload
@@ -109,14 +110,14 @@ def run_cli(args, stop=None):
 
 
 def train_then_resume(cli, data, work, cfg):
-    """The SSD run to its end (its final checkpoint written), then one more step resumed from that checkpoint by a
-    new process: (the step records of both, the first's peak resident memory, the resume's, the checkpoint's bytes,
-    the seconds the resume took to its step)."""
+    """The SSD run to its last step but one (stopping there as finished writes its final checkpoint), then the last
+    step resumed from that checkpoint by a new process: (the step records of both, the first's peak resident memory,
+    the resume's, the checkpoint's bytes, the seconds the resume took to its step)."""
     path, out = os.path.join(work, "ssd.json"), os.path.join(work, "ssd")
     with open(path, "w") as f:
         json.dump(cfg, f)
-    steps = cfg["train"]["steps"]
-    first_rss = run_cli([cli, "train", "--config", path, "--data", data, "--out", out])
+    steps = cfg["train"]["steps"] - 1
+    first_rss = run_cli([cli, "train", "--config", path, "--data", data, "--out", out, "--steps", str(steps)])
     ckpt = os.path.join(out, f"checkpoint-{steps}")
     ckpt_bytes = sum(os.path.getsize(os.path.join(ckpt, n)) for n in os.listdir(ckpt))
     t0 = time.perf_counter()
@@ -213,9 +214,7 @@ def main():
         for name in os.listdir(ssd_dir):  # the expert file of the stopped run
             os.remove(os.path.join(ssd_dir, name))
         print("== resident", flush=True)
-        resident_cfg = run_config(a)
-        resident_cfg["train"]["steps"] += 1  # as far as the resumed run
-        resident, resident_rss = train(a.cli, a.data, work, "resident", resident_cfg)
+        resident, resident_rss = train(a.cli, a.data, work, "resident", run_config(a))
         resident_resumed, resident = resident[-1], resident[:-1]
         print("== disk after the resident run", flush=True)
         probes.append(disk(ssd_dir))

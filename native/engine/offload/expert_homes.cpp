@@ -103,7 +103,9 @@ void ExpertOffload::experts_to_arenas(bool weights_only) {
 void ExpertOffload::read_expert(int i, ExpertPart part, float* dst) {
   const Expert& x = experts_[i];
   const unsigned parts = part == kWeights ? weight_parts(x) : static_cast<unsigned>(part);
-  check(part == kWeights || part == kMoment1 || part == kMoment2, "offload: read_expert reads weights or a moment");
+  check(part == kWeights || part == kGrad || part == kMoment1 || part == kMoment2,
+        "offload: read_expert reads weights, the gradient or a moment");
+  if (part != kWeights && x.grad_floats == 0) return;  // frozen: nothing trained
   const ExpertState s = store_->acquire(i, parts);
   if (part == kWeights) {
     std::memcpy(dst, s.w, x.floats * sizeof(float));
@@ -111,7 +113,7 @@ void ExpertOffload::read_expert(int i, ExpertPart part, float* dst) {
       for (const TrainedTensor& t : x.trained)
         std::memcpy(dst + t.at, s.t + t.grad_at, t.t->numel * sizeof(float));
   } else {
-    std::memcpy(dst, part == kMoment1 ? s.m : s.v, x.grad_floats * sizeof(float));
+    std::memcpy(dst, part == kGrad ? s.g : part == kMoment1 ? s.m : s.v, x.grad_floats * sizeof(float));
   }
   store_->release(i, parts, 0, 0);
 }

@@ -115,9 +115,9 @@ class ExpertOffload final : public ExpertAccess {
   void experts_from_arenas(const ExpertInit& init = {});
   // Whether the master state lives in a home apart (experts_to_arenas() copies it back); the arenas otherwise.
   bool experts_apart() const { return apart_ != nullptr; }
-  // Expert i's current weights (kWeights: its layout range, trained tensors kept apart put in place) or one moment
-  // (kMoment1/kMoment2: its packed range) into dst, from its home; after settle(). A checkpoint streams an expert
-  // at a time this way instead of copying every expert into the arenas.
+  // Expert i's current weights (kWeights: its layout range, trained tensors kept apart put in place), gradient or
+  // one moment (kGrad, kMoment1, kMoment2: its packed range) into dst, from its home; after settle(). Checkpoints,
+  // exports and tensor reads stream an expert at a time this way instead of copying every expert into the arenas.
   void read_expert(int i, ExpertPart part, float* dst);
   // The inverse: replaces expert i's weights or one moment in its home with src's (a load streaming a checkpoint
   // an expert at a time); after settle(). experts_loaded() follows the last.

@@ -10,6 +10,7 @@
 #include "core/fsutil.h"
 #include "core/json.h"
 #include "train/checkpoint_checksums.h"
+#include "train/arena_view.h"
 #include "train/checkpoint_read.h"
 #include "train/hf_experts.h"
 #include "train/hf_interchange.h"
@@ -95,50 +96,6 @@ void check_checkpoint_target(const std::string& dir) {
                "or remove the directory");
 }
 
-namespace {
-
-// A save's view of one arena (the parameters, or a moment in the packed gradient layout): each tensor's values on
-// the host, read from the arena in place on a host backend, else copied a tensor at a time; a routed expert's,
-// with a source, from its home, one expert's part at a time (its tensors are adjacent in both layouts).
-class ArenaView {
- public:
-  ArenaView(Backend& be, const float* arena, const std::vector<ExpertRange>& experts, ExpertStateHome* source,
-            ExpertPart part)
-      : be_(be), arena_(arena), experts_(experts), source_(source), part_(part) {}
-
-  const float* tensor(size_t offset, size_t numel) {
-    if (source_) {
-      auto it = std::upper_bound(experts_.begin(), experts_.end(), offset,
-                                 [](size_t at, const ExpertRange& r) { return at < r.begin; });
-      if (it != experts_.begin() && offset < std::prev(it)->end) {
-        const int k = static_cast<int>(std::prev(it) - experts_.begin());
-        const ExpertRange& r = experts_[k];
-        if (k != expert_) {
-          buffer_.resize(r.end - r.begin);
-          source_->read_expert(k, part_, buffer_.data());
-          expert_ = k;
-        }
-        return buffer_.data() + (offset - r.begin);
-      }
-    }
-    if (be_.device_memory_is_host()) return arena_ + offset;
-    expert_ = -1;
-    buffer_.resize(numel);
-    be_.copy(buffer_.data(), arena_ + offset, numel * sizeof(float));
-    return buffer_.data();
-  }
-
- private:
-  Backend& be_;
-  const float* arena_;
-  const std::vector<ExpertRange>& experts_;
-  ExpertStateHome* source_;
-  ExpertPart part_;
-  std::vector<float> buffer_;
-  int expert_ = -1;  // whose part buffer_ holds
-};
-
-}  // namespace
 
 void save_checkpoint(const std::string& dir, const EngineConfig& cfg, Model& model, AdamWOptimizer* opt,
                      const TrainerState* state, ExpertStateHome* experts) {

@@ -9,6 +9,7 @@
 #include "core/fsutil.h"
 #include "core/half.h"
 #include "model/features.h"
+#include "train/arena_view.h"
 #include "train/hf_experts.h"
 #include "train/hf_latent.h"
 #include "train/lora_adapter.h"
@@ -502,51 +503,87 @@ void check_hf_tensors_supported(const st::TensorSet& tensors, HfType type) {
   }
 }
 
+namespace {
+
+// A model tensor's values as the Hugging Face layout holds them, W + scale·B·A for each of its LoRA adapters, read
+// through the view. The last one is kept: a tensor stored as several parts (q, k and v of qkv) is merged once.
+class MergedTensors {
+ public:
+  MergedTensors(const ParamLayout& layout, ArenaView& view) : layout_(layout), view_(view) {}
+
+  const float* get(const ParamTensor& t) {
+    if (&t == last_) return values_.data();
+    values_.resize(t.numel);
+    view_.read(t.offset, t.numel, values_.data());
+    for (const LoraAdapter& a : layout_.adapters()) {
+      if (&layout_.tensors()[a.base] != &t) continue;
+      const ParamTensor &A = layout_.tensors()[a.a], &B = layout_.tensors()[a.b];
+      a_.resize(A.numel);
+      b_.resize(B.numel);
+      view_.read(A.offset, A.numel, a_.data());
+      view_.read(B.offset, B.numel, b_.data());
+      merge_lora_adapter(a, layout_.lora_scale(), layout_.lora_rank(), a_.data(), b_.data(), values_.data());
+    }
+    last_ = &t;
+    return values_.data();
+  }
+
+ private:
+  const ParamLayout& layout_;
+  ArenaView& view_;
+  const ParamTensor* last_ = nullptr;
+  std::vector<float> values_, a_, b_;
+};
+
+size_t numel_of(const std::vector<int64_t>& shape) {
+  size_t n = 1;
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  return n;
+}
+
+}  // namespace
+
 void export_hf(const std::string& dir, Model& model, const std::string& model_type, st::DType dtype,
-               const HfExpertLayout* expert_layout) {
+               const HfExpertLayout* expert_layout, ExpertStateHome* experts) {
   const HfType type = parse_hf_model_type(model_type);
   const ModelConfig& m = model.config();
   const json::Value config = model_to_hf_config(m, type, dtype);
-  const HfExpertLayout experts = expert_layout ? *expert_layout : hf_family(type).default_layout;
-  const std::vector<TensorSource> sources = hf_tensor_sources(m, model.layout(), type, experts);
+  const HfExpertLayout layout = expert_layout ? *expert_layout : hf_family(type).default_layout;
+  const std::vector<TensorSource> sources = hf_tensor_sources(m, model.layout(), type, layout);
   check_checkpoint_target(dir);
 
   Backend& be = model.backend();
-  std::vector<float> host(model.num_params());
   be.synchronize();
-  be.copy(host.data(), model.params(), host.size() * sizeof(float));
-  merge_lora_adapters(model.layout(), host.data());  // the Hugging Face layout holds W + scale·B·A
+  ArenaView view(be, model.params(), model.layout().expert_ranges(), experts, kWeights);
+  MergedTensors merged(model.layout(), view);
+  // The tensor the writer is at (it asks for one at a time), in fp32 and in the stored dtype.
+  std::vector<float> values;
   std::vector<uint16_t> half;
-  if (dtype != st::DType::F32) {
-    half.resize(host.size());
-    for (size_t i = 0; i < host.size(); ++i) half[i] = dtype == st::DType::BF16 ? f32_to_bf16(host[i]) : f32_to_f16(host[i]);
-  }
-
+  auto stored = [&]() -> const void* {
+    if (dtype == st::DType::F32) return values.data();
+    half.resize(values.size());
+    for (size_t i = 0; i < values.size(); ++i)
+      half[i] = dtype == st::DType::BF16 ? f32_to_bf16(values[i]) : f32_to_f16(values[i]);
+    return half.data();
+  };
   st::Writer w;
   w.set_metadata("format", "pt");  // transformers refuses safetensors files without it
-  std::vector<std::vector<float>> fused_f32;  // gathered fused expert tensors, alive until the write
-  std::vector<std::vector<uint16_t>> fused_half;
   for (const TensorSource& s : sources)
-    for (const StoredPart& p : s.parts) {
-      if (!p.experts.empty()) {
-        std::vector<float>& v = fused_f32.emplace_back();
-        size_t numel = 1;
-        for (int64_t d : p.shape) numel *= static_cast<size_t>(d);
-        v.resize(numel);
-        gather_fused(p, host.data(), v.data());
-        if (dtype == st::DType::F32) {
-          w.add(p.name, dtype, v.data(), p.shape);
-          continue;
+    for (const StoredPart& p : s.parts)
+      w.add_streamed(p.name, dtype, p.shape, [&, s = &s, p = &p] {
+        values.resize(numel_of(p->shape));
+        if (p->experts.empty()) {
+          const float* t = merged.get(*s->param) + p->offset;
+          std::copy(t, t + values.size(), values.begin());
+        } else {
+          // A fused tensor: each expert's slab from that expert's tensor.
+          const size_t slab = values.size() / p->experts.size();
+          for (size_t e = 0; e < p->experts.size(); ++e)
+            gather_fused_expert(*p, static_cast<int64_t>(e), merged.get(*p->experts[e]), p->experts[e]->offset,
+                                values.data() + e * slab);
         }
-        std::vector<uint16_t>& hv = fused_half.emplace_back(numel);
-        for (size_t i = 0; i < numel; ++i) hv[i] = dtype == st::DType::BF16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
-        w.add(p.name, dtype, hv.data(), p.shape);
-        continue;
-      }
-      const size_t at = s.param->offset + p.offset;
-      w.add(p.name, dtype, dtype != st::DType::F32 ? static_cast<const void*>(half.data() + at) : host.data() + at,
-            p.shape);
-    }
+        return stored();
+      });
   fs::write_dir_atomic(dir, [&](const std::string& tmp) {
     fs::write_file_atomic(fs::join(tmp, "config.json"), json::dump(config, 2) + "\n");
     w.write(fs::join(tmp, "model.safetensors"));

@@ -36,8 +36,10 @@ void check_hf_tensors_supported(const st::TensorSet& tensors, HfType type);
 // once complete. OLMoE note: transformers' OlmoeAttention always applies q_norm/k_norm, which this engine
 // does not have, so an "olmoe" export round-trips here but is not numerically equivalent in transformers.
 // expert_layout: per-expert or fused expert tensors; null: the type's default (hf_families.h). MXFP4-stored
-// experts are written decoded, in `dtype`, and config.json carries no quantization_config.
+// experts are written decoded, in `dtype`, and config.json carries no quantization_config. The file streams a
+// tensor at a time (LoRA adapters merged into it) from where each lives: experts, the routed experts' home when
+// apart from the arenas, read an expert at a time; so an export never holds a copy of the model.
 void export_hf(const std::string& dir, Model& model, const std::string& model_type, st::DType dtype,
-               const HfExpertLayout* expert_layout = nullptr);
+               const HfExpertLayout* expert_layout = nullptr, ExpertStateHome* experts = nullptr);
 
 }  // namespace moe

@@ -9,6 +9,7 @@
 #include "core/fsutil.h"
 #include "core/json.h"
 #include "model/model.h"
+#include "train/arena_view.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_read.h"
 #include "train/hf_families.h"
@@ -94,44 +95,47 @@ PeftPlan plan_peft(const Model& model, const std::string& model_type) {
 
 }  // namespace
 
-void merge_lora_adapters(const ParamLayout& layout, float* arena) {
-  const double scale = layout.lora_scale();
-  const int64_t r = layout.lora_rank();
-  for (const LoraAdapter& a : layout.adapters()) {
-    const float* A = arena + layout.tensors()[a.a].offset;
-    const float* B = arena + layout.tensors()[a.b].offset;
-    float* W = arena + layout.tensors()[a.base].offset + a.row0 * a.cols;
-    std::vector<double> row(a.cols);
-    for (int64_t i = 0; i < a.rows; ++i) {
-      std::fill(row.begin(), row.end(), 0.0);
-      for (int64_t k = 0; k < r; ++k) {
-        const double b = B[i * r + k];
-        if (b == 0) continue;
-        for (int64_t c = 0; c < a.cols; ++c) row[c] += b * A[k * a.cols + c];
-      }
-      for (int64_t c = 0; c < a.cols; ++c) W[i * a.cols + c] = static_cast<float>(W[i * a.cols + c] + scale * row[c]);
+void merge_lora_adapter(const LoraAdapter& a, double scale, int64_t rank, const float* A, const float* B, float* W) {
+  W += a.row0 * a.cols;
+  std::vector<double> row(a.cols);
+  for (int64_t i = 0; i < a.rows; ++i) {
+    std::fill(row.begin(), row.end(), 0.0);
+    for (int64_t k = 0; k < rank; ++k) {
+      const double b = B[i * rank + k];
+      if (b == 0) continue;
+      for (int64_t c = 0; c < a.cols; ++c) row[c] += b * A[k * a.cols + c];
     }
+    for (int64_t c = 0; c < a.cols; ++c) W[i * a.cols + c] = static_cast<float>(W[i * a.cols + c] + scale * row[c]);
   }
 }
 
+void merge_lora_adapters(const ParamLayout& layout, float* arena) {
+  for (const LoraAdapter& a : layout.adapters())
+    merge_lora_adapter(a, layout.lora_scale(), layout.lora_rank(), arena + layout.tensors()[a.a].offset,
+                       arena + layout.tensors()[a.b].offset, arena + layout.tensors()[a.base].offset);
+}
+
 void export_peft_adapter(const std::string& dir, Model& model, const FinetuneConfig& finetune,
-                         const std::string& model_type) {
+                         const std::string& model_type, ExpertStateHome* experts) {
   const PeftPlan plan = plan_peft(model, model_type);
   check_checkpoint_target(dir);
   const ParamLayout& layout = model.layout();
-  std::vector<float> host(model.num_params());
   model.backend().synchronize();
-  model.backend().copy(host.data(), model.params(), host.size() * sizeof(float));
+  ArenaView view(model.backend(), model.params(), layout.expert_ranges(), experts, kWeights);
 
   st::Writer w;
   w.set_metadata("format", "pt");
+  auto add = [&](const std::string& name, size_t at, const std::vector<int64_t>& shape) {
+    size_t numel = 1;
+    for (int64_t d : shape) numel *= static_cast<size_t>(d);
+    w.add_f32_streamed(name, shape, [&view, at, numel] { return view.tensor(at, numel); });
+  };
   for (const PeftPlan::Lora& l : plan.lora) {
     const ParamTensor &A = layout.tensors()[l.adapter->a], &B = layout.tensors()[l.adapter->b];
-    w.add_f32(kPrefix + l.module + ".lora_A.weight", host.data() + A.offset, A.shape);
-    w.add_f32(kPrefix + l.module + ".lora_B.weight", host.data() + B.offset, B.shape);
+    add(kPrefix + l.module + ".lora_A.weight", A.offset, A.shape);
+    add(kPrefix + l.module + ".lora_B.weight", B.offset, B.shape);
   }
-  for (const PeftPlan::Saved& s : plan.saved)
-    w.add_f32(kPrefix + s.part.name, host.data() + s.tensor->offset + s.part.offset, s.part.shape);
+  for (const PeftPlan::Saved& s : plan.saved) add(kPrefix + s.part.name, s.tensor->offset + s.part.offset, s.part.shape);
 
   json::Value c = json::Value::make_object();
   c.set("peft_type", json::Value::of("LORA"));

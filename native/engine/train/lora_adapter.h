@@ -14,14 +14,17 @@ namespace moe {
 class Model;
 class ExpertStateHome;
 
-// arena (host, the layout's): every adapted base weight's rows += scale·B·A, summed in double.
+// W (the adapter's base tensor, host): its rows row0.. += scale·B·A, summed in double; A [rank, cols], B [rows, rank].
+void merge_lora_adapter(const LoraAdapter& a, double scale, int64_t rank, const float* A, const float* B, float* W);
+// arena (host, the layout's): every adapted base weight merged so.
 void merge_lora_adapters(const ParamLayout& layout, float* arena);
 
 // Writes dir as a PEFT adapter of the model's LoRA run for Hugging Face model type `model_type`. Refused by name:
 // a model without adapters, a layout whose adapted or trained module is not a separate Linear in that type (fused
 // experts: export merged instead), a module both adapted and trained.
+// experts: the routed experts' home when apart from the arenas (their adapters are read from it).
 void export_peft_adapter(const std::string& dir, Model& model, const FinetuneConfig& finetune,
-                         const std::string& model_type);
+                         const std::string& model_type, ExpertStateHome* experts = nullptr);
 
 // Reads a PEFT adapter directory written for this model (rank, scaling and modules must match) into the model's
 // adapters and the trained base modules it saved; the base weights come from elsewhere (load_weights first).

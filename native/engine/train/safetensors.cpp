@@ -363,8 +363,13 @@ void Writer::add(const std::string& name, DType dtype, const void* data, std::ve
 
 void Writer::add_f32_streamed(const std::string& name, std::vector<int64_t> shape,
                               std::function<const float*()> data) {
-  static const float kPlaceholder = 0;  // checked by add(); replaced at write time
-  add(name, DType::F32, &kPlaceholder, std::move(shape));
+  add_streamed(name, DType::F32, std::move(shape), [data = std::move(data)]() -> const void* { return data(); });
+}
+
+void Writer::add_streamed(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                          std::function<const void*()> data) {
+  static const double kPlaceholder = 0;  // checked by add(); replaced at write time
+  add(name, dtype, &kPlaceholder, std::move(shape));
   entries_.back().streamed = std::move(data);
 }
 
@@ -397,7 +402,7 @@ void Writer::write(const std::string& path) const {
     uint64_t n = text.size();
     sink.write(&n, 8);
     sink.write(text);
-    for (const auto& e : entries_) sink.write(e.streamed ? static_cast<const void*>(e.streamed()) : e.data, e.bytes);
+    for (const auto& e : entries_) sink.write(e.streamed ? e.streamed() : e.data, e.bytes);
   });
 }
 

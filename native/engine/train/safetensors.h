@@ -71,6 +71,8 @@ class Writer {
   // until the next tensor's is asked for. So a file larger than memory streams from wherever its parts live; an
   // exception from `data` abandons the write (the file is not created).
   void add_f32_streamed(const std::string& name, std::vector<int64_t> shape, std::function<const float*()> data);
+  // The same for a tensor in any dtype: `data` returns its bytes.
+  void add_streamed(const std::string& name, DType dtype, std::vector<int64_t> shape, std::function<const void*()> data);
   void set_metadata(const std::string& key, const std::string& value);
   // Writes atomically (temp file, fsync, rename); header padded with spaces to a multiple of 8 so the
   // data buffer is 8-byte aligned; tensors in insertion order.
@@ -83,7 +85,7 @@ class Writer {
     const void* data;
     std::vector<int64_t> shape;
     uint64_t bytes;
-    std::function<const float*()> streamed;  // set: data is asked for at write time
+    std::function<const void*()> streamed;  // set: data is asked for at write time
   };
   std::vector<Entry> entries_;
   std::map<std::string, std::string> metadata_;

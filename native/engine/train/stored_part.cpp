@@ -26,10 +26,8 @@ void scatter_fused_expert(const StoredPart& p, int64_t e, const float* slab, flo
   for_each_element(p, e, [&](size_t s, size_t a) { dst[a - dst_begin] = slab[s]; });
 }
 
-void gather_fused(const StoredPart& p, const float* arena, float* stored) {
-  const size_t slab = static_cast<size_t>(p.shape.size() == 3 ? p.shape[1] * p.shape[2] : p.shape.back());
-  for (int64_t e = 0; e < p.shape[0]; ++e)
-    for_each_element(p, e, [&](size_t s, size_t a) { stored[e * slab + s] = arena[a]; });
+void gather_fused_expert(const StoredPart& p, int64_t e, const float* src, size_t src_begin, float* slab) {
+  for_each_element(p, e, [&](size_t s, size_t a) { slab[s] = src[a - src_begin]; });
 }
 
 std::string mxfp4_blocks_name(const StoredPart& p) { return p.name + "_blocks"; }

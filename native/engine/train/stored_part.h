@@ -12,8 +12,8 @@ namespace moe {
 // One expert's slab of the stored part (leading index e: [A, B] or [B] values) -> its tensor, by p's element map;
 // dst holds the arena's floats from float dst_begin on (the whole arena: 0; one expert's buffer: its range's begin).
 void scatter_fused_expert(const StoredPart& p, int64_t e, const float* slab, float* dst, size_t dst_begin);
-// The arena -> stored, the inverse of scatter_fused.
-void gather_fused(const StoredPart& p, const float* arena, float* stored);
+// The inverse: expert e's tensor (src holds the arena's floats from src_begin on) -> its slab of the stored part.
+void gather_fused_expert(const StoredPart& p, int64_t e, const float* src, size_t src_begin, float* slab);
 
 // The names a part may be stored under as MXFP4.
 std::string mxfp4_blocks_name(const StoredPart& p);

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <cmath>
 #include <limits>
-#include <optional>
 
 #include "backend/registry.h"
 #include "core/error.h"
@@ -58,6 +57,18 @@ const EngineConfig& with_esft_experts_chosen(const EngineConfig& cfg) {
   return cfg;
 }
 
+// Offloaded experts whose home is apart from the arenas, as checkpoints, loads and exports see them: read from
+// and written to the home an expert at a time, never all copied into the arenas.
+class OffloadedExperts final : public ExpertStateHome {
+ public:
+  explicit OffloadedExperts(ExpertOffload& offload) : offload_(offload) {}
+  void read_expert(int k, ExpertPart part, float* dst) override { offload_.read_expert(k, part, dst); }
+  void write_expert(int k, ExpertPart part, const float* src) override { offload_.write_expert(k, part, src); }
+
+ private:
+  ExpertOffload& offload_;
+};
+
 }  // namespace
 
 Trainer::Trainer(const EngineConfig& cfg, Backend& be)
@@ -78,6 +89,7 @@ Trainer::Trainer(const EngineConfig& cfg, Backend& be)
                                                  model_.init_range(cfg_.train.seed, begin, end);
                                                });
     model_.set_expert_access(offload_.get());
+    if (offload_->experts_apart()) home_ = std::make_unique<OffloadedExperts>(*offload_);
   }
 }
 
@@ -256,34 +268,11 @@ void Trainer::zero_grads() {
   if (offload_) offload_->zero_expert_grads();
 }
 
-namespace {
-
-// The checkpoint's view of offloaded experts whose home is apart from the arenas: read from and written to the
-// home an expert at a time, never all copied into the arenas.
-class OffloadedExperts final : public ExpertStateHome {
- public:
-  explicit OffloadedExperts(ExpertOffload& offload) : offload_(offload) {}
-  void read_expert(int k, ExpertPart part, float* dst) override { offload_.read_expert(k, part, dst); }
-  void write_expert(int k, ExpertPart part, const float* src) override { offload_.write_expert(k, part, src); }
-
- private:
-  ExpertOffload& offload_;
-};
-
-// The experts' home when it lives apart from the arenas; empty where the arenas are read and written in place.
-std::optional<OffloadedExperts> apart_home(ExpertOffload* offload) {
-  if (offload && offload->experts_apart()) return OffloadedExperts(*offload);
-  return std::nullopt;
-}
-ExpertStateHome* ptr(std::optional<OffloadedExperts>& home) { return home ? &*home : nullptr; }
-
-}  // namespace
 
 void Trainer::init_from(const std::string& dir) {
   settle();
-  std::optional<OffloadedExperts> home = apart_home(offload_.get());
-  if (is_peft_adapter(dir)) load_peft_adapter(dir, model_, cfg_.finetune, ptr(home));
-  else load_weights(dir, model_, ptr(home));
+  if (is_peft_adapter(dir)) load_peft_adapter(dir, model_, cfg_.finetune, home_.get());
+  else load_weights(dir, model_, home_.get());
   if (offload_) offload_->experts_loaded();
 }
 
@@ -293,9 +282,8 @@ void Trainer::resume_from(const std::string& dir) {
   if (!fs::exists(fs::join(dir, "optimizer.safetensors")) || !fs::exists(fs::join(dir, "trainer_state.json")))
     fail(dir + ": has no optimizer.safetensors / trainer_state.json to resume from; use it with --init instead");
   TrainerState st;
-  std::optional<OffloadedExperts> home = apart_home(offload_.get());
-  load_weights(dir, model_, ptr(home));
-  load_optimizer_state(dir, model_, opt_, st, ptr(home));
+  load_weights(dir, model_, home_.get());
+  load_optimizer_state(dir, model_, opt_, st, home_.get());
   if (offload_) offload_->experts_loaded();
   const std::string data_path = state_.data_path;
   state_ = st;
@@ -304,8 +292,7 @@ void Trainer::resume_from(const std::string& dir) {
 
 void Trainer::save_checkpoint(const std::string& dir) {
   settle();
-  std::optional<OffloadedExperts> home = apart_home(offload_.get());
-  moe::save_checkpoint(dir, cfg_, model_, &opt_, &state_, ptr(home));
+  moe::save_checkpoint(dir, cfg_, model_, &opt_, &state_, home_.get());
 }
 
 }  // namespace moe

@@ -52,6 +52,9 @@ class Trainer {
   // copies every expert's state (weights_only: its weights) into the arenas, for reads, exports and generation;
   // the next load or step works from the home again.
   void experts_to_arenas(bool weights_only = false);
+  // The routed experts' home when it lives apart from the arenas (the SSD tier; the host tier beside a device): read
+  // and written one expert's part at a time, after settle(); null where the arenas hold every expert.
+  ExpertStateHome* expert_home() { return home_.get(); }
   // Zeroes every gradient, wherever it lives (a gradient pass outside training).
   void zero_grads();
 
@@ -75,6 +78,7 @@ class Trainer {
   Model model_;
   AdamWOptimizer opt_;
   std::unique_ptr<ExpertOffload> offload_;  // null: every expert resident
+  std::unique_ptr<ExpertStateHome> home_;    // the offload's home when apart
   std::unique_ptr<TokenData> data_, eval_data_;
   std::deque<Batch> fed_;
   TrainerState state_;
