@@ -54,11 +54,16 @@ moe_generation* moe_generation_create(moe_engine* engine, const moe_generate_opt
                    " is not MOE_EXPERTS_RESIDENT, MOE_EXPERTS_HOST or MOE_EXPERTS_SSD");
     moe::check(o.expert_slots >= 0, "generate: expert_slots must be >= 0");
     moe::check(o.cache_experts >= 0, "generate: cache_experts must be >= 0");
-    // The model's arenas must hold every expert (an engine training with the SSD tier keeps them there).
-    engine->trainer->experts_to_arenas(true);
+    engine->trainer->settle();
     moe::Model& model = engine->trainer->model();
     const int K = model.config().top_k;
-    if (o.expert_home != MOE_EXPERTS_RESIDENT) {
+    if (moe::ExpertStateHome* apart = engine->trainer->expert_home()) {
+      // An engine training with its experts apart from the arenas (the SSD tier; the host tier beside a device):
+      // they stream from that home through the slots whatever expert_home asks, never all copied out.
+      g->slots = std::make_unique<moe::ExpertSlotCache>(model.backend(), model.layout(), model.param_ptrs(),
+                                                        model.params(), *apart,
+                                                        o.expert_slots > 0 ? o.expert_slots : 2 * K);
+    } else if (o.expert_home != MOE_EXPERTS_RESIDENT) {
       moe::OffloadConfig ssd;
       ssd.cache_experts = o.cache_experts > 0 ? o.cache_experts : 4 * K;
       if (o.ssd_dir) ssd.ssd_dir = o.ssd_dir;

@@ -299,70 +299,97 @@ TEST(sampling_replays_for_a_seed_and_stops) {
   moe_test::expect_error([&] { o.sampling.top_p = 0; gen.generate(prompt, o); }, {"sampling.top_p"}, "top_p 0");
 }
 
+namespace {
+
+// An engine of cfg (seed 5) through the C API, with an "offload" section when given; null (failing) when refused.
+moe_engine* c_api_engine(const ModelConfig& cfg, const char* offload = nullptr) {
+  json::Value root = json::parse("{}", "test");
+  root.set("model", model_config_to_json(cfg));
+  root.set("train", json::parse(R"({"seed": 5, "threads": 2, "seq_len": 16})", "test"));
+  if (offload) root.set("offload", json::parse(offload, "test"));
+  char err[512] = {0};
+  moe_engine* engine = moe_engine_create(json::dump(root).c_str(), nullptr, err, sizeof err);
+  CHECK_MSG(engine != nullptr, err);
+  return engine;
+}
+
+// The greedy tokens of cfg's model initialised from seed 5.
+std::vector<GeneratedToken> greedy_tokens(const ModelConfig& cfg, const std::vector<int32_t>& prompt) {
+  auto be = make_backend("cpu", {2});
+  Model model(cfg, *be);
+  model.init(5);
+  GenerateOptions opt;
+  opt.max_tokens = 8;
+  return Generator(model).generate(prompt, opt);
+}
+
+// A session with 2 expert slots at `home`, fed the prompt; null (failing) when refused.
+moe_generation* fed_session(moe_engine* engine, int home, const std::vector<int32_t>& prompt) {
+  moe_generate_options o{};
+  o.struct_size = sizeof o;
+  o.expert_home = home;
+  o.expert_slots = 2;
+  moe_generation* g = moe_generation_create(engine, &o);
+  CHECK_MSG(g != nullptr, moe_engine_last_error(engine));
+  if (g) CHECK(moe_generation_feed(g, prompt.data(), (int32_t)prompt.size()) == MOE_OK);
+  return g;
+}
+
+}  // namespace
+
 // The C API's session: the Generator's greedy tokens and experts, resident and from the SSD tier; an older
 // client's shorter token struct is filled only as far as it reaches; bad options name the field.
 TEST(c_api_generation_session_matches_the_generator) {
   const ModelConfig cfg = shrink(preset("deepseek-v2-lite"));
-  json::Value root = json::parse("{}", "test");
-  root.set("model", model_config_to_json(cfg));
-  root.set("train", json::parse(R"({"seed": 5, "threads": 2, "seq_len": 16})", "test"));
-  char err[512] = {0};
-  moe_engine* engine = moe_engine_create(json::dump(root).c_str(), nullptr, err, sizeof err);
-  CHECK_MSG(engine != nullptr, err);
-  if (!engine) return;
-  auto be = make_backend("cpu", {2});
-  Model model(cfg, *be);
-  model.init(5);
-  const std::vector<int32_t> prompt = random_tokens(4, cfg.vocab_size, 9);
-  GenerateOptions opt;
-  opt.max_tokens = 8;
-  const auto expect = Generator(model).generate(prompt, opt);
-  for (int home : {MOE_EXPERTS_RESIDENT, MOE_EXPERTS_SSD}) {
-    moe_generate_options o{};
-    o.struct_size = sizeof o;
-    o.expert_home = home;
-    o.expert_slots = 2;
-    moe_generation* g = moe_generation_create(engine, &o);
-    CHECK_MSG(g != nullptr, moe_engine_last_error(engine));
-    if (!g) continue;
-    CHECK(moe_generation_feed(g, prompt.data(), (int32_t)prompt.size()) == MOE_OK);
-    for (size_t i = 0; i < expect.size(); ++i) {
+  // An engine whose experts live in its offload's SSD tier (its arenas hold none) streams them from that home
+  // through the slots, whatever expert_home asks.
+  const char* ssd = R"({"mode": "ssd", "expert_slots": 4, "cache_experts": 4})";
+  for (const char* offload : {static_cast<const char*>(nullptr), ssd}) {
+    moe_engine* engine = c_api_engine(cfg, offload);
+    if (!engine) return;
+    const std::vector<int32_t> prompt = random_tokens(4, cfg.vocab_size, 9);
+    const auto expect = greedy_tokens(cfg, prompt);
+    for (int home : {MOE_EXPERTS_RESIDENT, MOE_EXPERTS_SSD}) {
+      moe_generation* g = fed_session(engine, home, prompt);
+      if (!g) continue;
+      for (size_t i = 0; i < expect.size(); ++i) {
+        moe_generated_token t{};
+        t.struct_size = sizeof t;
+        CHECK(moe_generation_step(g, &t) == MOE_OK);
+        CHECK_MSG(t.token == expect[i].token, "token " + std::to_string(i));
+        CHECK(t.position == (int32_t)(prompt.size() + i - 1));
+        CHECK(t.moe_layers == cfg.n_moe_layers() && t.top_k == cfg.top_k);
+        for (int m = 0; m < t.moe_layers; ++m)
+          for (int k = 0; k < t.top_k; ++k) CHECK(t.experts[m * t.top_k + k] == expect[i].experts[m][k]);
+        CHECK(t.layers[0] == 1);  // deepseek's layer 0 is dense
+      }
+      int64_t misses = -1;
+      moe_generation_expert_stats(g, &misses, nullptr, nullptr);
+      CHECK(home == MOE_EXPERTS_RESIDENT && !offload ? misses == 0 : misses > 0);
+      CHECK(moe_generation_reset(g) == MOE_OK && moe_generation_position(g) == 0);
       moe_generated_token t{};
       t.struct_size = sizeof t;
-      CHECK(moe_generation_step(g, &t) == MOE_OK);
-      CHECK_MSG(t.token == expect[i].token, "token " + std::to_string(i));
-      CHECK(t.position == (int32_t)(prompt.size() + i - 1));
-      CHECK(t.moe_layers == cfg.n_moe_layers() && t.top_k == cfg.top_k);
-      for (int m = 0; m < t.moe_layers; ++m)
-        for (int k = 0; k < t.top_k; ++k) CHECK(t.experts[m * t.top_k + k] == expect[i].experts[m][k]);
-      CHECK(t.layers[0] == 1);  // deepseek's layer 0 is dense
+      CHECK(moe_generation_step(g, &t) == MOE_ERROR);  // nothing fed
+      CHECK(std::string(moe_generation_last_error(g)).find("feed a prompt") != std::string::npos);
+      // An older client's struct: token only.
+      CHECK(moe_generation_feed(g, prompt.data(), (int32_t)prompt.size()) == MOE_OK);
+      struct {
+        moe_generated_token t;
+        int32_t guard;
+      } old{};
+      old.t.struct_size = offsetof(moe_generated_token, position);
+      old.t.position = -7;
+      CHECK(moe_generation_step(g, &old.t) == MOE_OK);
+      CHECK(old.t.token == expect[0].token && old.t.position == -7);
+      moe_generation_destroy(g);
     }
-    int64_t misses = -1;
-    moe_generation_expert_stats(g, &misses, nullptr, nullptr);
-    CHECK(home == MOE_EXPERTS_RESIDENT ? misses == 0 : misses > 0);
-    CHECK(moe_generation_reset(g) == MOE_OK && moe_generation_position(g) == 0);
-    moe_generated_token t{};
-    t.struct_size = sizeof t;
-    CHECK(moe_generation_step(g, &t) == MOE_ERROR);  // nothing fed
-    CHECK(std::string(moe_generation_last_error(g)).find("feed a prompt") != std::string::npos);
-    // An older client's struct: token only.
-    CHECK(moe_generation_feed(g, prompt.data(), (int32_t)prompt.size()) == MOE_OK);
-    struct {
-      moe_generated_token t;
-      int32_t guard;
-    } old{};
-    old.t.struct_size = offsetof(moe_generated_token, position);
-    old.t.position = -7;
-    CHECK(moe_generation_step(g, &old.t) == MOE_OK);
-    CHECK(old.t.token == expect[0].token && old.t.position == -7);
-    moe_generation_destroy(g);
+    moe_generate_options bad{};
+    bad.struct_size = sizeof bad;
+    bad.top_p = 2;
+    CHECK(moe_generation_create(engine, &bad) == nullptr);
+    CHECK(std::string(moe_engine_last_error(engine)).find("sampling.top_p") != std::string::npos);
+    moe_engine_destroy(engine);
   }
-  moe_generate_options bad{};
-  bad.struct_size = sizeof bad;
-  bad.top_p = 2;
-  CHECK(moe_generation_create(engine, &bad) == nullptr);
-  CHECK(std::string(moe_engine_last_error(engine)).find("sampling.top_p") != std::string::npos);
-  moe_engine_destroy(engine);
 }
 
 TEST_MAIN()

@@ -267,7 +267,9 @@ typedef struct moe_generate_options {
   uint64_t seed;      /* a seed replays the same draws */
   /* Where routed experts live while generating: resident in the model, or at home in the host tier (the model's
    * arena) or the SSD tier (a file behind a host cache of cache_experts entries, in ssd_dir or a temporary
-   * directory), computing from expert_slots device slots (0: 2 x top_k) that cache the last used experts. */
+   * directory), computing from expert_slots device slots (0: 2 x top_k) that cache the last used experts. An
+   * engine whose own experts live apart from its arenas (its offload section's SSD tier) streams them from there
+   * through the slots, whatever expert_home says. */
   int32_t expert_home;
   int32_t expert_slots;
   int32_t cache_experts; /* 0: 4 x top_k */

@@ -7,6 +7,34 @@
 #include "offload/ssd_store.h"
 
 namespace moe {
+namespace {
+
+// An offloaded trainer's home as the slots' store: an acquire reads the expert's weights into one host buffer (the
+// slots acquire one expert at a time and release it before the next).
+class HomeStore final : public ExpertStore {
+ public:
+  HomeStore(ExpertStateHome& home, size_t largest) : home_(home), buffer_(largest) {}
+  ExpertState acquire(int i, unsigned need, unsigned) override {
+    check(need == kWeights, "generation: an expert's weights alone are read from its home");
+    home_.read_expert(i, kWeights, buffer_.data());
+    return {buffer_.data()};
+  }
+  void release(int, unsigned, unsigned, unsigned) override {}
+
+ private:
+  ExpertStateHome& home_;
+  std::vector<float> buffer_;
+};
+
+}  // namespace
+
+ExpertSlotCache::ExpertSlotCache(Backend& be, const ParamLayout& layout, const ModelParams& params, float* arena,
+                                 ExpertStateHome& source, int slots)
+    : ExpertSlotCache(be, layout, params, arena, ExpertHome::Apart, slots) {
+  size_t largest = 0;
+  for (const ExpertRange& r : experts_) largest = std::max(largest, r.end - r.begin);
+  store_ = std::make_unique<HomeStore>(source, largest);
+}
 
 ExpertSlotCache::ExpertSlotCache(Backend& be, const ParamLayout& layout, const ModelParams& params, float* arena,
                                  ExpertHome home, int slots, const OffloadConfig& ssd)
@@ -23,6 +51,7 @@ ExpertSlotCache::ExpertSlotCache(Backend& be, const ParamLayout& layout, const M
   }
   slots_.resize(std::min<size_t>(slots, std::max<size_t>(experts_.size(), 1)));
   for (Slot& s : slots_) s.w.reserve(be_, largest * sizeof(float));
+  if (home_ == ExpertHome::Apart) return;  // the other constructor sets the store
   if (home_ == ExpertHome::Host) {
     std::vector<size_t> begins;
     for (const ExpertRange& r : experts_) begins.push_back(r.begin);

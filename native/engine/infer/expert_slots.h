@@ -1,5 +1,6 @@
-// Where generation reaches the routed experts: their weights live in a home tier — the model's arena (host) or a
-// file behind a host cache (SSD, the offload engine's SsdExpertStore) — and compute only from one of `slots`
+// Where generation reaches the routed experts: their weights live in a home tier — the model's arena (host), a
+// file behind a host cache (SSD, the offload engine's SsdExpertStore), or an offloaded trainer's own home apart
+// from the arenas (ExpertStateHome, read an expert's weights at a time) — and compute only from one of `slots`
 // device slots. The slots are a cache of the most recently used experts (LRU), so an expert a token chose again
 // costs no copy; a miss copies the expert's weights from its home into the least recently used slot. This is the
 // inference half of expert offload: no gradients, no optimizer state, no step protocol.
@@ -19,7 +20,8 @@
 
 namespace moe {
 
-enum class ExpertHome { Host, Ssd };
+// Apart: the trainer's home apart from the arenas (the second constructor).
+enum class ExpertHome { Host, Ssd, Apart };
 
 struct ExpertSlotStats {
   int64_t hits = 0, misses = 0;  // weights() calls served from a slot / copied in
@@ -34,6 +36,10 @@ class ExpertSlotCache final : public ExpertAccess {
   // entries, 0: 4; ssd_dir empty: a fresh temporary directory).
   ExpertSlotCache(Backend& be, const ParamLayout& layout, const ModelParams& params, float* arena, ExpertHome home,
                   int slots, const OffloadConfig& ssd = {});
+  // The experts of an offloaded trainer whose home is apart from the arenas (whose expert ranges hold nothing):
+  // a miss reads the expert's weights from `source` (which must outlive this).
+  ExpertSlotCache(Backend& be, const ParamLayout& layout, const ModelParams& params, float* arena,
+                  ExpertStateHome& source, int slots);
   ~ExpertSlotCache() override;
 
   // SSD home: overwrites the arena's experts with zeros, so nothing but the SSD records can serve an expert from

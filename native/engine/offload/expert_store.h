@@ -68,9 +68,21 @@ class ExpertStore {
   virtual ExpertStoreStats take_stats() { return {}; }
 };
 
+// The routed experts' state as the rest of the engine reaches it when its home is apart from the arenas (an expert
+// offload's SSD tier, or its host tier beside a device): checkpoints, exports and generation read it and loads
+// write it one expert's part at a time, so none holds a copy of every expert. Expert k of the layout's
+// expert_ranges(); kWeights: its layout range (ExpertRange begin..end) in layout order; kGrad, kMoment1, kMoment2:
+// its packed range (TrainableSet::grad_expert_ranges()[k]).
+class ExpertStateHome {
+ public:
+  virtual ~ExpertStateHome() = default;
+  virtual void read_expert(int k, ExpertPart part, float* dst) = 0;
+  virtual void write_expert(int k, ExpertPart part, const float* src) = 0;
+};
+
 // A store whose state is not the model's arenas' (the SSD tier; the host tier of a backend whose device memory
-// is not host memory): ExpertOffload copies every expert's whole state in from the arenas at the start and after
-// loads, and out to them before checkpoints, tensor reads and exports.
+// is not host memory): ExpertOffload stores each expert's whole state as a fresh start initialises it, and copies
+// it out to the arenas where a caller asks for every expert there (Trainer::experts_to_arenas).
 class ApartExpertStore : public ExpertStore {
  public:
   // Writes an expert's whole state (each part its size in floats; parts of size 0 may be null).

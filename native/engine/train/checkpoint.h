@@ -30,17 +30,6 @@ struct TrainerState {
   std::string data_path;
 };
 
-// The routed experts' state when its home is apart from the arenas (an expert offload's SSD tier, or its host
-// tier beside a device): a save reads it and a load writes it one expert's part at a time, so neither holds a
-// copy of every expert. Expert k of the layout's expert_ranges(); kWeights: its layout range (ExpertRange
-// begin..end) in layout order; kMoment1/kMoment2: its packed range (TrainableSet::grad_expert_ranges()[k]).
-class ExpertStateHome {
- public:
-  virtual ~ExpertStateHome() = default;
-  virtual void read_expert(int k, ExpertPart part, float* dst) = 0;
-  virtual void write_expert(int k, ExpertPart part, const float* src) = 0;
-};
-
 // Writes `dir` as a unit (temp sibling, fsync, rename): an existing checkpoint of that name is replaced only
 // once the new one is complete. cfg.model must equal the model's config. opt adds optimizer.safetensors
 // (moments as m.<name> / v.<name>), state adds trainer_state.json; either may be null. The files stream a tensor

@@ -49,8 +49,8 @@ class Trainer {
   // optimizer arenas are then current.
   void settle();
   // settle(), and with the experts' home apart from the arenas (the SSD tier; the host tier beside a device) also
-  // copies every expert's state (weights_only: its weights) into the arenas, for reads, exports and generation;
-  // the next load or step works from the home again.
+  // copies every expert's state (weights_only: its weights) into the arenas, for a caller that compares the arenas
+  // whole (tests; everything else reads through expert_home()); the next step works from the home again.
   void experts_to_arenas(bool weights_only = false);
   // The routed experts' home when it lives apart from the arenas (the SSD tier; the host tier beside a device): read
   // and written one expert's part at a time, after settle(); null where the arenas hold every expert.
