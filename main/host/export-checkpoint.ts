@@ -1,6 +1,8 @@
-// Exports one of our checkpoints as a Hugging Face checkpoint directory (config.json +
-// model.safetensors; a LoRA run's adapters merged), or a LoRA run's PEFT adapter directory, through the engine addon. It runs on a worker thread, so a large model's export
-// does not block the host's event loop, and it never replaces an existing directory.
+// Exports one of our checkpoints as a Hugging Face checkpoint directory (config.json + model.safetensors; a LoRA
+// run's adapters merged), or a LoRA run's PEFT adapter directory, through the engine addon. The engine reads our
+// checkpoint a tensor at a time from its file (no model is built), so a model larger than memory exports. It runs
+// on a worker thread, so a large model's export does not block the host's event loop, and it never replaces an
+// existing directory.
 import { readdir, stat } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { Worker } from 'node:worker_threads'
@@ -27,11 +29,9 @@ export interface ExportRequest {
 const EXPORT_WORKER = `
 const { parentPort, workerData: job } = require('node:worker_threads')
 try {
-  const { Engine } = require(job.addonPath)
-  // The model comes from the checkpoint; train settings only need to be valid.
-  const engine = new Engine(JSON.stringify({ train: { seq_len: 1, batch_size: 1 } }), job.checkpointDir)
-  engine.initFrom(job.checkpointDir)
-  engine.exportHf(job.outDir, job.modelType, job.bf16, job.expertLayout, job.format === 'adapter' ? 'adapter' : 'checkpoint')
+  const { exportCheckpoint } = require(job.addonPath)
+  exportCheckpoint(job.checkpointDir, job.outDir, job.modelType, job.bf16, job.expertLayout,
+    job.format === 'adapter' ? 'adapter' : 'checkpoint')
   parentPort.postMessage({ ok: true })
 } catch (error) {
   parentPort.postMessage({ ok: false, error: error instanceof Error ? error.message : String(error) })

@@ -187,6 +187,7 @@ static Napi::Object InitModule(Napi::Env env, Napi::Object exports) {
   exports.Set("packStepRecord", Napi::Function::New<moe_addon::PackStepRecord>(env, "packStepRecord"));
   exports.Set("describeModel", Napi::Function::New<moe_addon::DescribeModel>(env, "describeModel"));
   exports.Set("inspectHf", Napi::Function::New<moe_addon::InspectHf>(env, "inspectHf"));
+  exports.Set("exportCheckpoint", Napi::Function::New<moe_addon::ExportCheckpoint>(env, "exportCheckpoint"));
   exports.Set("listBackends", Napi::Function::New(env, [](const Napi::CallbackInfo& info) -> Napi::Value {
     return Napi::String::New(info.Env(), moe_engine_list_backends());
   }, "listBackends"));

@@ -139,26 +139,46 @@ void Engine::SetEvalData(const Napi::CallbackInfo& info) {
   Check(info.Env(), moe_engine_set_eval_data(engine_, StringArg(info, 0, "path").c_str()));
 }
 
-void Engine::ExportHf(const Napi::CallbackInfo& info) {
-  RequireIdle(info.Env(), "exportHf");
-  const std::string dir = StringArg(info, 0, "dir");
-  const std::string model_type = StringArg(info, 1, "modelType");
-  const bool bf16 = info.Length() > 2 && info[2].ToBoolean().Value();
-  // Optional 4th argument: "per-expert" | "fused" (absent or undefined: the model type's usual layout).
-  std::string layout = info.Length() > 3 && info[3].IsString() ? info[3].As<Napi::String>().Utf8Value() : "";
-  // Optional 5th argument: "checkpoint" (absent: the whole model, LoRA adapters merged) | "adapter" (PEFT).
-  const std::string format = info.Length() > 4 && info[4].IsString() ? info[4].As<Napi::String>().Utf8Value() : "";
+namespace {
+
+// The export arguments from `at` on: bf16, then optional expertLayout ("per-expert" | "fused"; absent or undefined:
+// the model type's usual layout) and format ("checkpoint", the whole model with LoRA adapters merged, the
+// default | "adapter", the PEFT adapter).
+moe_export_options ExportOptions(const Napi::CallbackInfo& info, size_t at, const char* what) {
+  const bool bf16 = info.Length() > at && info[at].ToBoolean().Value();
+  const std::string layout = info.Length() > at + 1 && info[at + 1].IsString() ? info[at + 1].As<Napi::String>().Utf8Value() : "";
+  const std::string format = info.Length() > at + 2 && info[at + 2].IsString() ? info[at + 2].As<Napi::String>().Utf8Value() : "";
   moe_export_options options{};
   options.struct_size = sizeof options;
   options.dtype = bf16 ? MOE_EXPORT_BF16 : MOE_EXPORT_F32;
   if (layout == "per-expert") options.expert_layout = MOE_EXPERTS_PER_EXPERT;
   else if (layout == "fused") options.expert_layout = MOE_EXPERTS_FUSED;
   else if (!layout.empty())
-    throw Napi::TypeError::New(info.Env(), "exportHf: expertLayout \"" + layout + "\" is not \"per-expert\" or \"fused\"");
+    throw Napi::TypeError::New(info.Env(), std::string(what) + ": expertLayout \"" + layout + "\" is not \"per-expert\" or \"fused\"");
   if (format == "adapter") options.format = MOE_EXPORT_ADAPTER;
   else if (!format.empty() && format != "checkpoint")
-    throw Napi::TypeError::New(info.Env(), "exportHf: format \"" + format + "\" is not \"checkpoint\" or \"adapter\"");
+    throw Napi::TypeError::New(info.Env(), std::string(what) + ": format \"" + format + "\" is not \"checkpoint\" or \"adapter\"");
+  return options;
+}
+
+}  // namespace
+
+void Engine::ExportHf(const Napi::CallbackInfo& info) {
+  RequireIdle(info.Env(), "exportHf");
+  const std::string dir = StringArg(info, 0, "dir");
+  const std::string model_type = StringArg(info, 1, "modelType");
+  const moe_export_options options = ExportOptions(info, 2, "exportHf");
   Check(info.Env(), moe_engine_export_hf_with(engine_, dir.c_str(), model_type.c_str(), &options));
+}
+
+void ExportCheckpoint(const Napi::CallbackInfo& info) {
+  const std::string checkpoint = StringArg(info, 0, "checkpointDir");
+  const std::string out = StringArg(info, 1, "outDir");
+  const std::string model_type = StringArg(info, 2, "modelType");
+  const moe_export_options options = ExportOptions(info, 3, "exportCheckpoint");
+  char err[4096] = {0};
+  if (moe_export_checkpoint(checkpoint.c_str(), out.c_str(), model_type.c_str(), &options, err, sizeof err) != MOE_OK)
+    throw Napi::Error::New(info.Env(), err);
 }
 
 // measureExperts(tokenFile, {batches, threshold, score: "gate" | "tokens"}) -> the engine's JSON text

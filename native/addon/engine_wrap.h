@@ -11,6 +11,10 @@
 
 namespace moe_addon {
 
+// exportCheckpoint(checkpointDir, outDir, modelType, bf16, expertLayout?, format?): moe_export_checkpoint, without
+// an engine (ours streams from its file a tensor at a time); synchronous.
+void ExportCheckpoint(const Napi::CallbackInfo& info);
+
 class Engine : public Napi::ObjectWrap<Engine> {
  public:
   static Napi::Function Define(Napi::Env env);

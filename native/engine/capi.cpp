@@ -14,6 +14,7 @@
 #include "telemetry/step_record_capi.h"
 #include "train/arena_view.h"
 #include "train/checkpoint_checksums.h"
+#include "train/checkpoint_export.h"
 #include "train/compute_backend.h"
 #include "train/expert_shares.h"
 #include "train/hf_interchange.h"
@@ -263,37 +264,81 @@ int moe_engine_export_hf(moe_engine* engine, const char* dir, const char* model_
   return moe_engine_export_hf_with(engine, dir, model_type, &options);
 }
 
+namespace {
+
+// What moe_export_options ask, checked field by field.
+struct ExportAsked {
+  moe::st::DType dtype = moe::st::DType::F32;
+  moe::HfExpertLayout layout = moe::HfExpertLayout::PerExpert;
+  bool default_layout = true, adapter = false;
+  const moe::HfExpertLayout* layout_or_default() const { return default_layout ? nullptr : &layout; }
+};
+
+ExportAsked export_asked(const moe_export_options* given) {
+  moe::check(given != nullptr && given->struct_size >= offsetof(moe_export_options, dtype) + sizeof(int32_t),
+             "export: the options are missing or too short (set struct_size)");
+  moe_export_options options{};
+  std::memcpy(&options, given, std::min<size_t>(given->struct_size, sizeof options));
+  moe::check(options.expert_layout >= MOE_EXPERTS_DEFAULT && options.expert_layout <= MOE_EXPERTS_FUSED,
+             "export: expert_layout " + std::to_string(options.expert_layout) +
+                 " is not MOE_EXPERTS_DEFAULT, MOE_EXPERTS_PER_EXPERT or MOE_EXPERTS_FUSED");
+  moe::check(options.dtype >= MOE_EXPORT_F32 && options.dtype <= MOE_EXPORT_F16,
+             "export: dtype " + std::to_string(options.dtype) +
+                 " is not MOE_EXPORT_F32, MOE_EXPORT_BF16 or MOE_EXPORT_F16");
+  moe::check(options.format == MOE_EXPORT_CHECKPOINT || options.format == MOE_EXPORT_ADAPTER,
+             "export: format " + std::to_string(options.format) + " is not MOE_EXPORT_CHECKPOINT or MOE_EXPORT_ADAPTER");
+  ExportAsked a;
+  a.dtype = options.dtype == MOE_EXPORT_BF16 ? moe::st::DType::BF16
+            : options.dtype == MOE_EXPORT_F16 ? moe::st::DType::F16
+                                              : moe::st::DType::F32;
+  a.default_layout = options.expert_layout == MOE_EXPERTS_DEFAULT;
+  a.layout = options.expert_layout == MOE_EXPERTS_FUSED ? moe::HfExpertLayout::Fused : moe::HfExpertLayout::PerExpert;
+  a.adapter = options.format == MOE_EXPORT_ADAPTER;
+  if (a.adapter)
+    moe::check(a.dtype == moe::st::DType::F32, "export: a PEFT adapter is written in f32 (the adapters' own precision)");
+  return a;
+}
+
+}  // namespace
+
 int moe_engine_export_hf_with(moe_engine* engine, const char* dir, const char* model_type,
                               const moe_export_options* given) {
   return guarded(engine, [&] {
-    moe::check(given != nullptr && given->struct_size >= offsetof(moe_export_options, dtype) + sizeof(int32_t),
-               "export: the options are missing or too short (set struct_size)");
-    moe_export_options options{};
-    std::memcpy(&options, given, std::min<size_t>(given->struct_size, sizeof options));
-    const int dtype = options.dtype;
-    moe::check(options.expert_layout >= MOE_EXPERTS_DEFAULT && options.expert_layout <= MOE_EXPERTS_FUSED,
-               "export: expert_layout " + std::to_string(options.expert_layout) +
-                   " is not MOE_EXPERTS_DEFAULT, MOE_EXPERTS_PER_EXPERT or MOE_EXPERTS_FUSED");
-    const moe::HfExpertLayout layout = options.expert_layout == MOE_EXPERTS_FUSED ? moe::HfExpertLayout::Fused
-                                                                                   : moe::HfExpertLayout::PerExpert;
-    moe::check(dtype >= MOE_EXPORT_F32 && dtype <= MOE_EXPORT_F16,
-               "export: dtype " + std::to_string(dtype) + " is not MOE_EXPORT_F32, MOE_EXPORT_BF16 or MOE_EXPORT_F16");
+    const ExportAsked a = export_asked(given);
     engine->trainer->settle();
-    moe::check(options.format == MOE_EXPORT_CHECKPOINT || options.format == MOE_EXPORT_ADAPTER,
-               "export: format " + std::to_string(options.format) + " is not MOE_EXPORT_CHECKPOINT or MOE_EXPORT_ADAPTER");
-    if (options.format == MOE_EXPORT_ADAPTER) {
-      moe::check(dtype == MOE_EXPORT_F32, "export: a PEFT adapter is written in f32 (the adapters' own precision)");
-      moe::export_peft_adapter(dir ? dir : "", engine->trainer->model(), engine->trainer->config().finetune,
-                               model_type ? model_type : "mixtral", engine->trainer->expert_home());
-      return MOE_OK;
-    }
-    moe::export_hf(dir ? dir : "", engine->trainer->model(), model_type ? model_type : "mixtral",
-                   dtype == MOE_EXPORT_BF16 ? moe::st::DType::BF16
-                   : dtype == MOE_EXPORT_F16 ? moe::st::DType::F16
-                                             : moe::st::DType::F32,
-                   options.expert_layout == MOE_EXPERTS_DEFAULT ? nullptr : &layout, engine->trainer->expert_home());
+    moe::Trainer& t = *engine->trainer;
+    const std::string out = dir ? dir : "", type = model_type ? model_type : "mixtral";
+    if (a.adapter)
+      moe::export_peft_adapter(out, t.model(), t.config().finetune, type, t.expert_home());
+    else
+      moe::export_hf(out, t.model(), type, a.dtype, a.layout_or_default(), t.expert_home());
     return MOE_OK;
   });
+}
+
+int moe_export_checkpoint(const char* checkpoint_dir, const char* out_dir, const char* model_type,
+                          const moe_export_options* options, char* err, size_t err_len) {
+  try {
+    const ExportAsked a = export_asked(options);
+    const std::string src = checkpoint_dir ? checkpoint_dir : "";
+    moe::check(!src.empty(), "export: checkpoint_dir is required");
+    if (!moe::is_hf_checkpoint(src)) {
+      moe::export_checkpoint(src, out_dir ? out_dir : "", model_type ? model_type : "mixtral", a.dtype,
+                             a.layout_or_default(), a.adapter);
+      return MOE_OK;
+    }
+    // The model comes from the folder; train settings only need to be valid.
+    moe_engine* engine = moe_engine_create(R"({"train": {"seq_len": 1, "batch_size": 1}})", src.c_str(), err, err_len);
+    if (!engine) return MOE_ERROR;
+    int status = moe_engine_init_from(engine, src.c_str());
+    if (status == MOE_OK) status = moe_engine_export_hf_with(engine, out_dir, model_type, options);
+    if (status != MOE_OK) copy_error(err, err_len, moe_engine_last_error(engine));
+    moe_engine_destroy(engine);
+    return status;
+  } catch (const std::exception& e) {
+    copy_error(err, err_len, e.what());
+    return MOE_ERROR;
+  }
 }
 
 int moe_engine_measure_experts(moe_engine* engine, const moe_expert_shares_options* given, const char** json_out) {

@@ -17,6 +17,7 @@
 #include "model/config.h"
 #include "test_files.h"
 #include "testing.h"
+#include "train/checkpoint_export.h"
 #include "train/hf_interchange.h"
 #include "train/trainer.h"
 
@@ -32,21 +33,14 @@ std::string config(const std::string& offload) {
          offload + "}";
 }
 
-// The child's peak resident memory in MB (it builds the trainer, then runs `then` on it, and exits); -1 when it
-// failed.
-double peak_mb_building(const std::string& offload, bool device_apart,
-                        const std::function<void(moe::Trainer&)>& then = {}) {
+// The peak resident memory in MB of a child that runs `work` and exits; -1 when it failed.
+double peak_mb(const std::function<void()>& work) {
   std::fflush(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
     int code = 0;
     try {
-      moe::BackendOptions o;
-      o.threads = 2;
-      o.device_memory_apart = device_apart;
-      auto be = moe::make_backend("cpu", o);
-      moe::Trainer t(moe::parse_config_text(config(offload), "test"), *be);
-      if (then) then(t);
+      work();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "child: %s\n", e.what());
       code = 1;
@@ -59,13 +53,26 @@ double peak_mb_building(const std::string& offload, bool device_apart,
   return usage.ru_maxrss / 1e3;  // KiB on Linux
 }
 
+// ... of a child that builds the trainer, then runs `then` on it.
+double peak_mb_building(const std::string& offload, bool device_apart,
+                        const std::function<void(moe::Trainer&)>& then = {}) {
+  return peak_mb([&] {
+    moe::BackendOptions o;
+    o.threads = 2;
+    o.device_memory_apart = device_apart;
+    auto be = moe::make_backend("cpu", o);
+    moe::Trainer t(moe::parse_config_text(config(offload), "test"), *be);
+    if (then) then(t);
+  });
+}
+
 std::string ssd_offload() {
   return R"({"mode": "ssd", "expert_slots": 2, "cache_experts": 4, "ssd_dir": ")" + moe_test::tmp_dir() + "\"}";
 }
 
 // The cache (50 MB), two slots (13 MB), the non-expert state and the rest of the process: about 100 MB.
 void check_bounded(double mb, const char* what) {
-  std::printf("  SSD tier, %s: peak %.0f MB for %.0f MB of expert state\n", what, mb, kExpertStateMB);
+  std::printf("  %s: peak %.0f MB for %.0f MB of expert state\n", what, mb, kExpertStateMB);
   CHECK(mb > 0);
   CHECK_MSG(mb < kExpertStateMB / 6, std::string(what) + ": peak " + std::to_string(mb) + " MB");
 }
@@ -76,24 +83,31 @@ void check_bounded(double mb, const char* what) {
 TEST(ssd_tier_start_up_and_checkpoint_hold_the_cache_not_every_expert) {
   const std::string checkpoint = moe_test::tmp_path("startup-checkpoint");
   check_bounded(peak_mb_building(ssd_offload(), false, [&](moe::Trainer& t) { t.save_checkpoint(checkpoint); }),
-                "start-up and a checkpoint");
+                "SSD tier, start-up and a checkpoint");
 }
 
 // ... nor does a resume, an export to a Hugging Face folder, or a start from it: the files are read and written an
-// expert at a time out of and into the home, and the pages of the files read are handed back.
+// expert at a time out of and into the home, and the pages of the files read are handed back. Nor does exporting
+// the checkpoint with no model built.
 TEST(ssd_tier_loads_and_exports_hold_the_cache_not_every_expert) {
   const std::string checkpoint = moe_test::tmp_path("startup-checkpoint"), hf = moe_test::tmp_path("startup-hf");
   CHECK(moe::fs::exists(moe::fs::join(checkpoint, "optimizer.safetensors")));
   check_bounded(peak_mb_building(ssd_offload(), false, [&](moe::Trainer& t) { t.resume_from(checkpoint); }),
-                "a resume");
+                "SSD tier, a resume");
   check_bounded(peak_mb_building(ssd_offload(), false,
                                  [&](moe::Trainer& t) {
                                    moe::export_hf(hf, t.model(), "mixtral", moe::st::DType::BF16, nullptr,
                                                   t.expert_home());
                                  }),
-                "an export to a Hugging Face folder");
+                "SSD tier, an export to a Hugging Face folder");
   check_bounded(peak_mb_building(ssd_offload(), false, [&](moe::Trainer& t) { t.init_from(hf); }),
-                "a start from a Hugging Face folder");
+                "SSD tier, a start from a Hugging Face folder");
+  // Our checkpoint exported without an engine: a tensor at a time from its file.
+  check_bounded(peak_mb([&] {
+                  moe::export_checkpoint(checkpoint, hf + "-2", "mixtral", moe::st::DType::BF16, nullptr, false);
+                }),
+                "no model, an export straight from the checkpoint");
+  moe::fs::remove_all(hf + "-2");
   moe::fs::remove_all(checkpoint);
   moe::fs::remove_all(hf);
 }

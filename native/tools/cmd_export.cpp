@@ -1,18 +1,17 @@
 // moe-engine export: writes a checkpoint's weights as a Hugging Face checkpoint directory (a LoRA run's adapters
-// merged, or --adapter: its PEFT adapter directory).
+// merged, or --adapter: its PEFT adapter directory); one of our checkpoints streams from its file a tensor at a time.
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 
 #include "args.h"
 #include "commands.h"
-#include "engine_handle.h"
+#include "moe_engine.h"
 
 int cmd_export(int argc, char** argv) {
   cli::Args args(argc, argv, {"--checkpoint", "--out", "--model-type", "--experts"}, {"--bf16", "--f16", "--adapter", "--merged"});
   const std::string ckpt = args.require("--checkpoint"), out = args.require("--out");
   const std::string type = args.get("--model-type", "mixtral");
-  cli::Engine engine("{\"train\": {\"seq_len\": 1, \"batch_size\": 1}}", ckpt);
-  engine.check(moe_engine_init_from(engine.get(), ckpt.c_str()));
   const int dtype = args.has("--bf16") ? MOE_EXPORT_BF16 : args.has("--f16") ? MOE_EXPORT_F16 : MOE_EXPORT_F32;
   const std::string experts = args.get("--experts", "default");
   moe_export_options options{};
@@ -30,7 +29,10 @@ int cmd_export(int argc, char** argv) {
   }
   const bool adapter = args.has("--adapter");
   if (adapter) options.format = MOE_EXPORT_ADAPTER;
-  engine.check(moe_engine_export_hf_with(engine.get(), out.c_str(), type.c_str(), &options));
+  // Ours streams from its file a tensor at a time; a Hugging Face folder is loaded whole first.
+  char err[4096] = {0};
+  if (moe_export_checkpoint(ckpt.c_str(), out.c_str(), type.c_str(), &options, err, sizeof err) != MOE_OK)
+    throw std::runtime_error(err);
   if (adapter) {
     std::printf("exported the LoRA adapter of %s for %s (PEFT, f32) to %s\n", ckpt.c_str(), type.c_str(), out.c_str());
     return 0;

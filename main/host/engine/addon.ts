@@ -114,6 +114,13 @@ export interface EngineAddon {
    */
   inspectHf(dir: string): string
   /**
+   * A checkpoint directory exported as exportHf would export the model loaded from it, without an engine
+   * (moe_export_checkpoint): ours is read a tensor at a time from its file, so a model larger than memory exports;
+   * a Hugging Face folder is loaded whole first. Synchronous; throws with the engine's message.
+   */
+  exportCheckpoint(checkpointDir: string, outDir: string, modelType: HfModelType, bf16: boolean,
+    expertLayout?: HfExpertLayout, format?: 'checkpoint' | 'adapter'): void
+  /**
    * The backends built into the engine (moe_engine_list_backends' JSON): name, description, usable, why_not,
    * validation, and the kernels a usable one picks on this machine, with whether its bf16 compute runs on bf16 units.
    */

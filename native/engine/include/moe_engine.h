@@ -20,8 +20,8 @@ extern "C" {
 
 /* 2: versioned structs carry struct_size (moe_step_record first). 3: moe_engine_export_hf_with.
  * 4: moe_engine_measure_experts. 5: moe_export_options.format (PEFT adapters). 6: generation sessions
- * (moe_generation_*). 7: moe_hf_inspect. 8: moe_esft_measure. */
-#define MOE_ENGINE_API_VERSION 8
+ * (moe_generation_*). 7: moe_hf_inspect. 8: moe_esft_measure. 9: moe_export_checkpoint. */
+#define MOE_ENGINE_API_VERSION 9
 
 typedef struct moe_engine moe_engine;
 
@@ -125,6 +125,12 @@ typedef struct moe_export_options {
 } moe_export_options;
 int moe_engine_export_hf_with(moe_engine* engine, const char* dir, const char* model_type,
                               const moe_export_options* options);
+/* A checkpoint directory exported without an engine (API version 9), as moe_engine_export_hf_with would export the
+ * model loaded from it: ours is read a tensor at a time from its file as the export reaches it, so a model larger
+ * than memory exports in a few tensors' memory; a Hugging Face directory is loaded into a resident model first.
+ * MOE_ERROR with the reason in err (err_len bytes, may be 0). */
+int moe_export_checkpoint(const char* checkpoint_dir, const char* out_dir, const char* model_type,
+                          const moe_export_options* options, char* err, size_t err_len);
 
 /* Expert-specialised fine-tuning's measurement (API version 4): the model's forward only (no backward, no
  * update, the router's own choices) over the first `batches` [train.batch_size, train.seq_len] windows of

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/model.h"
 #include "model/params.h"
 #include "train/checkpoint.h"
 
@@ -32,6 +33,26 @@ class ArenaView {
   ExpertPart part_;
   std::vector<float> expert_, copy_;
   int held_ = -1;  // the expert whose part expert_ holds
+};
+
+// Where an export reads each model tensor's values: the whole tensor, in layout order.
+class TensorValues {
+ public:
+  virtual ~TensorValues() = default;
+  virtual void read(const ParamTensor& t, float* dst) = 0;
+};
+
+// A model's parameters as an export reads them: through an ArenaView (experts: the routed experts' home when it is
+// apart from the arenas).
+class ParamValues final : public TensorValues {
+ public:
+  ParamValues(Model& model, ExpertStateHome* experts)
+      : view_((model.backend().synchronize(), model.backend()), model.params(), model.layout().expert_ranges(),
+              experts, kWeights) {}
+  void read(const ParamTensor& t, float* dst) override { view_.read(t.offset, t.numel, dst); }
+
+ private:
+  ArenaView view_;
 };
 
 }  // namespace moe

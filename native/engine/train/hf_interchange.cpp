@@ -505,34 +505,34 @@ void check_hf_tensors_supported(const st::TensorSet& tensors, HfType type) {
 
 namespace {
 
-// A model tensor's values as the Hugging Face layout holds them, W + scale·B·A for each of its LoRA adapters, read
-// through the view. The last one is kept: a tensor stored as several parts (q, k and v of qkv) is merged once.
+// A model tensor's values as the Hugging Face layout holds them, W + scale·B·A for each of its LoRA adapters. The
+// last one is kept: a tensor stored as several parts (q, k and v of qkv) is merged once.
 class MergedTensors {
  public:
-  MergedTensors(const ParamLayout& layout, ArenaView& view) : layout_(layout), view_(view) {}
+  MergedTensors(const ParamLayout& layout, TensorValues& values) : layout_(layout), values_(values) {}
 
   const float* get(const ParamTensor& t) {
-    if (&t == last_) return values_.data();
-    values_.resize(t.numel);
-    view_.read(t.offset, t.numel, values_.data());
+    if (&t == last_) return merged_.data();
+    merged_.resize(t.numel);
+    values_.read(t, merged_.data());
     for (const LoraAdapter& a : layout_.adapters()) {
       if (&layout_.tensors()[a.base] != &t) continue;
       const ParamTensor &A = layout_.tensors()[a.a], &B = layout_.tensors()[a.b];
       a_.resize(A.numel);
       b_.resize(B.numel);
-      view_.read(A.offset, A.numel, a_.data());
-      view_.read(B.offset, B.numel, b_.data());
-      merge_lora_adapter(a, layout_.lora_scale(), layout_.lora_rank(), a_.data(), b_.data(), values_.data());
+      values_.read(A, a_.data());
+      values_.read(B, b_.data());
+      merge_lora_adapter(a, layout_.lora_scale(), layout_.lora_rank(), a_.data(), b_.data(), merged_.data());
     }
     last_ = &t;
-    return values_.data();
+    return merged_.data();
   }
 
  private:
   const ParamLayout& layout_;
-  ArenaView& view_;
+  TensorValues& values_;
   const ParamTensor* last_ = nullptr;
-  std::vector<float> values_, a_, b_;
+  std::vector<float> merged_, a_, b_;
 };
 
 size_t numel_of(const std::vector<int64_t>& shape) {
@@ -545,17 +545,19 @@ size_t numel_of(const std::vector<int64_t>& shape) {
 
 void export_hf(const std::string& dir, Model& model, const std::string& model_type, st::DType dtype,
                const HfExpertLayout* expert_layout, ExpertStateHome* experts) {
+  ParamValues values(model, experts);
+  export_hf(dir, model.config(), model.layout(), values, model_type, dtype, expert_layout);
+}
+
+void export_hf(const std::string& dir, const ModelConfig& m, const ParamLayout& params, TensorValues& source,
+               const std::string& model_type, st::DType dtype, const HfExpertLayout* expert_layout) {
   const HfType type = parse_hf_model_type(model_type);
-  const ModelConfig& m = model.config();
   const json::Value config = model_to_hf_config(m, type, dtype);
   const HfExpertLayout layout = expert_layout ? *expert_layout : hf_family(type).default_layout;
-  const std::vector<TensorSource> sources = hf_tensor_sources(m, model.layout(), type, layout);
+  const std::vector<TensorSource> sources = hf_tensor_sources(m, params, type, layout);
   check_checkpoint_target(dir);
 
-  Backend& be = model.backend();
-  be.synchronize();
-  ArenaView view(be, model.params(), model.layout().expert_ranges(), experts, kWeights);
-  MergedTensors merged(model.layout(), view);
+  MergedTensors merged(params, source);
   // The tensor the writer is at (it asks for one at a time), in fp32 and in the stored dtype.
   std::vector<float> values;
   std::vector<uint16_t> half;

@@ -41,5 +41,10 @@ void check_hf_tensors_supported(const st::TensorSet& tensors, HfType type);
 // apart from the arenas, read an expert at a time; so an export never holds a copy of the model.
 void export_hf(const std::string& dir, Model& model, const std::string& model_type, st::DType dtype,
                const HfExpertLayout* expert_layout = nullptr, ExpertStateHome* experts = nullptr);
+// The same for a model of config m and layout `params` whose tensors come from `values` (no model is built: a
+// checkpoint's file, train/checkpoint_export.h).
+class TensorValues;
+void export_hf(const std::string& dir, const ModelConfig& m, const ParamLayout& params, TensorValues& values,
+               const std::string& model_type, st::DType dtype, const HfExpertLayout* expert_layout = nullptr);
 
 }  // namespace moe

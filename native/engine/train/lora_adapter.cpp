@@ -42,12 +42,12 @@ struct PeftPlan {
   std::set<std::string> target_modules, modules_to_save;
 };
 
-PeftPlan plan_peft(const Model& model, const std::string& model_type) {
-  const ParamLayout& layout = model.layout();
+PeftPlan plan_peft(const ModelConfig& m, const ParamLayout& layout, const TrainableSet& trainable,
+                   const std::string& model_type) {
   const HfType type = parse_hf_model_type(model_type);
-  model_to_hf_config(model.config(), type, st::DType::F32);  // fails naming what the type cannot express
+  model_to_hf_config(m, type, st::DType::F32);  // fails naming what the type cannot express
   const std::vector<TensorSource> sources = hf_tensor_sources(
-      model.config(), layout, type, hf_family(type).per_expert_layout ? HfExpertLayout::PerExpert : HfExpertLayout::Fused);
+      m, layout, type, hf_family(type).per_expert_layout ? HfExpertLayout::PerExpert : HfExpertLayout::Fused);
   std::vector<const TensorSource*> by_tensor(layout.tensors().size(), nullptr);
   for (const TensorSource& s : sources) by_tensor[static_cast<size_t>(s.param - layout.tensors().data())] = &s;
   auto no_linear = [&](const std::string& what) {
@@ -74,11 +74,11 @@ PeftPlan plan_peft(const Model& model, const std::string& model_type) {
   for (const TensorSource& s : sources)
     for (const StoredPart& p : s.parts)
       for (const ParamTensor* t : p.experts)
-        if (model.trainable().trains(static_cast<size_t>(t - layout.tensors().data())) && !t->adapter)
+        if (trainable.trains(static_cast<size_t>(t - layout.tensors().data())) && !t->adapter)
           no_linear("trained expert tensor " + t->name);
   for (size_t i = 0; i < layout.tensors().size(); ++i) {
     const ParamTensor& t = layout.tensors()[i];
-    if (t.adapter || !model.trainable().trains(i) || !by_tensor[i]) continue;
+    if (t.adapter || !trainable.trains(i) || !by_tensor[i]) continue;
     if (adapted.count(i))
       fail("export: " + t.name + " has an adapter and trains its base weights too; PEFT keeps a module either "
                                  "adapted or saved whole; export the merged checkpoint instead");
@@ -117,25 +117,32 @@ void merge_lora_adapters(const ParamLayout& layout, float* arena) {
 
 void export_peft_adapter(const std::string& dir, Model& model, const FinetuneConfig& finetune,
                          const std::string& model_type, ExpertStateHome* experts) {
-  const PeftPlan plan = plan_peft(model, model_type);
+  ParamValues values(model, experts);
+  export_peft_adapter(dir, model.config(), model.layout(), model.trainable(), finetune, values, model_type);
+}
+
+void export_peft_adapter(const std::string& dir, const ModelConfig& m, const ParamLayout& layout,
+                         const TrainableSet& trainable, const FinetuneConfig& finetune, TensorValues& values,
+                         const std::string& model_type) {
+  const PeftPlan plan = plan_peft(m, layout, trainable, model_type);
   check_checkpoint_target(dir);
-  const ParamLayout& layout = model.layout();
-  model.backend().synchronize();
-  ArenaView view(model.backend(), model.params(), layout.expert_ranges(), experts, kWeights);
 
   st::Writer w;
   w.set_metadata("format", "pt");
-  auto add = [&](const std::string& name, size_t at, const std::vector<int64_t>& shape) {
-    size_t numel = 1;
-    for (int64_t d : shape) numel *= static_cast<size_t>(d);
-    w.add_f32_streamed(name, shape, [&view, at, numel] { return view.tensor(at, numel); });
+  std::vector<float> tensor;  // the one the writer is at
+  auto add = [&](const std::string& name, const ParamTensor& t, size_t offset, const std::vector<int64_t>& shape) {
+    w.add_f32_streamed(name, shape, [&values, &tensor, &t, offset] {
+      tensor.resize(t.numel);
+      values.read(t, tensor.data());
+      return tensor.data() + offset;
+    });
   };
   for (const PeftPlan::Lora& l : plan.lora) {
     const ParamTensor &A = layout.tensors()[l.adapter->a], &B = layout.tensors()[l.adapter->b];
-    add(kPrefix + l.module + ".lora_A.weight", A.offset, A.shape);
-    add(kPrefix + l.module + ".lora_B.weight", B.offset, B.shape);
+    add(kPrefix + l.module + ".lora_A.weight", A, 0, A.shape);
+    add(kPrefix + l.module + ".lora_B.weight", B, 0, B.shape);
   }
-  for (const PeftPlan::Saved& s : plan.saved) add(kPrefix + s.part.name, s.tensor->offset + s.part.offset, s.part.shape);
+  for (const PeftPlan::Saved& s : plan.saved) add(kPrefix + s.part.name, *s.tensor, s.part.offset, s.part.shape);
 
   json::Value c = json::Value::make_object();
   c.set("peft_type", json::Value::of("LORA"));
@@ -194,7 +201,7 @@ void load_peft_adapter(const std::string& dir, Model& model, const FinetuneConfi
   PeftPlan plan;
   for (const HfFamily& f : hf_families()) {
     try {
-      PeftPlan p = plan_peft(model, f.model_type);
+      PeftPlan p = plan_peft(model.config(), model.layout(), model.trainable(), f.model_type);
       std::set<std::string> keys;
       for (const PeftPlan::Lora& l : p.lora) {
         keys.insert(kPrefix + l.module + ".lora_A.weight");

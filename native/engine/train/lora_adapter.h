@@ -13,6 +13,8 @@ namespace moe {
 
 class Model;
 class ExpertStateHome;
+class TensorValues;
+class TrainableSet;
 
 // W (the adapter's base tensor, host): its rows row0.. += scale·B·A, summed in double; A [rank, cols], B [rows, rank].
 void merge_lora_adapter(const LoraAdapter& a, double scale, int64_t rank, const float* A, const float* B, float* W);
@@ -25,6 +27,10 @@ void merge_lora_adapters(const ParamLayout& layout, float* arena);
 // experts: the routed experts' home when apart from the arenas (their adapters are read from it).
 void export_peft_adapter(const std::string& dir, Model& model, const FinetuneConfig& finetune,
                          const std::string& model_type, ExpertStateHome* experts = nullptr);
+// The same for a model of config m, layout and trainable set whose tensors come from `values` (no model is built).
+void export_peft_adapter(const std::string& dir, const ModelConfig& m, const ParamLayout& layout,
+                         const TrainableSet& trainable, const FinetuneConfig& finetune, TensorValues& values,
+                         const std::string& model_type);
 
 // Reads a PEFT adapter directory written for this model (rank, scaling and modules must match) into the model's
 // adapters and the trained base modules it saved; the base weights come from elsewhere (load_weights first).
