@@ -1,8 +1,8 @@
 // A fresh start with experts in a home apart from the arenas (the SSD tier; the host tier beside a device) never
 // holds every expert's state at once: the arenas' pages are never touched for them, and each expert is initialised
 // in its range, stored and handed back in turn; checkpoints stream out of the home and loads into it an expert at a
-// time. Measured as the peak resident memory of a child process that builds the trainer: the experts' state here is
-// about 800 MB, the host cache 4 experts (50 MB). Each test forks before any thread of this process exists (they
+// time. A resident model loads in place, and an export of a checkpoint builds no model. Measured as the peak
+// resident memory of a child process: the experts' state here is about 800 MB, the host cache 4 experts (50 MB). Each test forks before any thread of this process exists (they
 // are the only tests in this binary), so the child starts clean.
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -102,6 +102,13 @@ TEST(ssd_tier_loads_and_exports_hold_the_cache_not_every_expert) {
                 "SSD tier, an export to a Hugging Face folder");
   check_bounded(peak_mb_building(ssd_offload(), false, [&](moe::Trainer& t) { t.init_from(hf); }),
                 "SSD tier, a start from a Hugging Face folder");
+  // A resident model loads in place: its weights once (about 200 MB), never beside a copy of them.
+  const double resident =
+      peak_mb_building(R"({"mode": "none"})", false, [&](moe::Trainer& t) { t.init_from(checkpoint); });
+  std::printf("  resident, a start from the checkpoint: peak %.0f MB for %.0f MB of weights\n", resident,
+              kExpertStateMB / 4);
+  CHECK_MSG(resident > 0 && resident < kExpertStateMB / 4 * 1.5,
+            "resident load: peak " + std::to_string(resident) + " MB");
   // Our checkpoint exported without an engine: a tensor at a time from its file.
   check_bounded(peak_mb([&] {
                   moe::export_checkpoint(checkpoint, hf + "-2", "mixtral", moe::st::DType::BF16, nullptr, false);

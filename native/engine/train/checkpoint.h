@@ -49,10 +49,10 @@ ModelConfig read_checkpoint_model_config(const std::string& dir);
 
 // Loads every parameter from our or a Hugging Face checkpoint (F32, BF16, F16 or F64 tensors). Every model
 // tensor must be present with its exact shape and nothing else may be stored; all of it is checked from the
-// headers, and read into host memory before the model's parameters are overwritten, so a failed load leaves them
-// unchanged. experts: the routed experts' home apart from the arenas, which receives each expert's weights as
-// soon as they are read (the arenas' expert ranges stay untouched); a load failing on an I/O error after the
-// check leaves the experts written so far with their new values.
+// headers before anything is read, so a refused load leaves the model unchanged. Reads go into the arena in place
+// on a host backend (through a host copy beside a device), so only an I/O error can stop a load midway, leaving
+// what it read so far. experts: the routed experts' home apart from the arenas, which receives each expert's
+// weights as soon as they are read (the arenas' expert ranges stay untouched).
 void load_weights(const std::string& dir, Model& model, ExpertStateHome* experts = nullptr);
 
 // What load_weights would refuse in a Hugging Face checkpoint's stored tensors for model config m, from the

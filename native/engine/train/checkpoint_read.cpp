@@ -175,7 +175,9 @@ void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targe
 }
 
 ArenaStaging::ArenaStaging(Backend& be, float* arena, size_t floats, const std::vector<ExpertRange>* skip)
-    : be_(be), arena_(arena), host_(static_cast<float*>(host_alloc_zeroed(std::max<size_t>(floats, 1) * sizeof(float)))) {
+    : be_(be), arena_(arena) {
+  if (be_.device_memory_is_host()) return;
+  host_ = static_cast<float*>(host_alloc_zeroed(std::max<size_t>(floats, 1) * sizeof(float)));
   check(host_ != nullptr, "checkpoint: cannot allocate " + std::to_string(floats * sizeof(float)) +
                               " bytes of host memory to stage a load");
   size_t from = 0;
@@ -187,7 +189,9 @@ ArenaStaging::ArenaStaging(Backend& be, float* arena, size_t floats, const std::
   for (const auto& [b, e] : spans_) be_.copy(host_ + b, arena_ + b, (e - b) * sizeof(float));
 }
 
-ArenaStaging::~ArenaStaging() { host_free(host_); }
+ArenaStaging::~ArenaStaging() {
+  if (host_) host_free(host_);
+}
 
 void ArenaStaging::put() {
   for (const auto& [b, e] : spans_) be_.copy(arena_ + b, host_ + b, (e - b) * sizeof(float));

@@ -42,22 +42,24 @@ void check_stored(const st::TensorSet& ts, const std::vector<ArenaTarget>& targe
 // I/O error can fail the reads; with a home, the experts written before it keep their new values.
 void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targets, const HfStorage* storage);
 
-// A host copy of a backend arena for a load to fill: it starts as the arena's values outside `skip` (the
-// experts a home receives, whose pages here are never touched), and put() copies the same spans back, so a
-// load that fails before put() leaves the arena as it was.
+// Host memory for a load to fill an arena through. On a host backend the arena itself: every stored tensor is
+// checked from the headers before the first read, so only an I/O error can stop a load midway, and a resident
+// model never needs a second copy of itself to load. Beside a device, a host copy that starts as the arena's
+// values outside `skip` (the experts a home receives, whose pages here are never touched), and put() copies the
+// same spans back.
 class ArenaStaging {
  public:
   ArenaStaging(Backend& be, float* arena, size_t floats, const std::vector<ExpertRange>* skip = nullptr);
   ~ArenaStaging();
   ArenaStaging(const ArenaStaging&) = delete;
   ArenaStaging& operator=(const ArenaStaging&) = delete;
-  float* data() { return host_; }
+  float* data() { return host_ ? host_ : arena_; }
   void put();
 
  private:
   Backend& be_;
   float* arena_;
-  float* host_;
+  float* host_ = nullptr;                         // null: the arena is host memory, filled in place
   std::vector<std::pair<size_t, size_t>> spans_;  // [begin, end) in floats
 };
 
