@@ -42,9 +42,8 @@ Napi::Function Generation::Define(Napi::Env env) {
 
 Generation::Generation(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Generation>(info) {
   Napi::Env env = info.Env();
-  if (info.Length() < 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "generation: an Engine is required");
-  Napi::Object engine_object = info[0].As<Napi::Object>();
-  Engine* engine = Napi::ObjectWrap<Engine>::Unwrap(engine_object);
+  if (info.Length() < 1 || !(info[0].IsObject() || info[0].IsString()))
+    throw Napi::TypeError::New(env, "generation: an Engine or a model folder is required");
   Napi::Object o = info.Length() > 1 && info[1].IsObject() ? info[1].As<Napi::Object>() : Napi::Object::New(env);
   moe_generate_options options{};
   options.struct_size = sizeof options;
@@ -60,6 +59,18 @@ Generation::Generation(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Genera
     ssd_dir = d.As<Napi::String>().Utf8Value();
     options.ssd_dir = ssd_dir.c_str();
   }
+  if (info[0].IsString()) {
+    // A model folder: the session builds its own model (config: an optional JSON string's train section).
+    const std::string dir = info[0].As<Napi::String>().Utf8Value();
+    std::string config;
+    if (info.Length() > 2 && info[2].IsString()) config = info[2].As<Napi::String>().Utf8Value();
+    char err[2048] = {0};
+    generation_ = moe_generation_open(dir.c_str(), config.empty() ? nullptr : config.c_str(), &options, err, sizeof err);
+    if (!generation_) throw Napi::Error::New(env, err);
+    return;
+  }
+  Napi::Object engine_object = info[0].As<Napi::Object>();
+  Engine* engine = Napi::ObjectWrap<Engine>::Unwrap(engine_object);
   moe_engine* handle = engine->Handle(env, "generation");
   generation_ = moe_generation_create(handle, &options);
   if (!generation_) throw Napi::Error::New(env, moe_engine_last_error(handle));

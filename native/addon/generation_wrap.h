@@ -1,4 +1,5 @@
-// Generation: the JS class over a C API generation session (moe_generation_*) on an Engine, which it keeps alive.
+// Generation: the JS class over a C API generation session (moe_generation_*) on an Engine, which it keeps alive,
+// or on a model folder (moe_generation_open), whose model the session owns.
 // Steps run on the calling thread; hosts drive them from a worker thread and stream the tokens themselves.
 #pragma once
 #include <napi.h>
@@ -22,7 +23,7 @@ class Generation : public Napi::ObjectWrap<Generation> {
   Napi::Value ExpertStats(const Napi::CallbackInfo& info);
   moe_generation* Live(Napi::Env env) const;
 
-  Napi::ObjectReference engine_;
+  Napi::ObjectReference engine_;  // empty for a session on a model folder
   moe_generation* generation_ = nullptr;
 };
 

@@ -22,19 +22,7 @@
 #include "train/run_loop.h"
 #include "train/trainer.h"
 
-namespace {
-
-template <typename Fn>
-int guarded(moe_engine* engine, Fn&& fn) {
-  if (!engine) return MOE_ERROR;
-  try {
-    engine->last_error.clear();
-    return fn();
-  } catch (const std::exception& e) {
-    engine->last_error = e.what();
-    return MOE_ERROR;
-  }
-}
+namespace moe_capi {
 
 void copy_error(char* err, size_t err_len, const std::string& msg) {
   if (!err || err_len == 0) return;
@@ -56,6 +44,25 @@ moe::EngineConfig config_from(const char* config_json, const char* init_dir) {
     }
   }
   return moe::parse_config(root);
+}
+
+}  // namespace moe_capi
+
+using moe_capi::config_from;
+using moe_capi::copy_error;
+
+namespace {
+
+template <typename Fn>
+int guarded(moe_engine* engine, Fn&& fn) {
+  if (!engine) return MOE_ERROR;
+  try {
+    engine->last_error.clear();
+    return fn();
+  } catch (const std::exception& e) {
+    engine->last_error = e.what();
+    return MOE_ERROR;
+  }
 }
 
 // An options struct as this engine knows it, from what the caller's struct_size covers (the rest stays 0).

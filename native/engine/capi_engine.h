@@ -18,3 +18,13 @@ struct moe_engine {
   std::string run_dir;
   std::string expert_shares;  // the last moe_engine_measure_experts result
 };
+
+namespace moe_capi {
+
+// The config an engine is created with: config_json's, taking init_dir's model section when it has none (and the
+// fine-tune's adapters from our checkpoint's config.json unless config_json has a finetune section).
+moe::EngineConfig config_from(const char* config_json, const char* init_dir);
+// msg into err (err_len bytes, NUL-terminated, truncated); nothing when err is null or err_len 0.
+void copy_error(char* err, size_t err_len, const std::string& msg);
+
+}  // namespace moe_capi

@@ -1,16 +1,80 @@
-// The C API's generation sessions (moe_generation_*): a Generator on the engine's model, with its routed experts
-// resident or served from the host or SSD tier through a cache of device slots.
+// The C API's generation sessions (moe_generation_*): a Generator on an engine's model or on a model folder's,
+// with its routed experts resident or served from the host or SSD tier through a cache of device slots.
 #include <cstring>
 #include <memory>
 #include <string>
 
 #include "capi_engine.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "infer/expert_slots.h"
 #include "infer/generator.h"
+#include "model/model.h"
+#include "model/params.h"
+#include "train/checkpoint.h"
+#include "train/compute_backend.h"
+#include "train/lora_adapter.h"
+
+namespace moe_capi {
+
+// A folder session's SSD tier as its load's expert home: each expert's weights go straight into the tier's store
+// as they are read, so the model's arena never holds them. An expert the load did not write (a PEFT adapter's
+// folder leaves the base to the seed) holds the seed's initial values, as the arena would.
+class SlotStoreHome final : public moe::ExpertStateHome {
+ public:
+  SlotStoreHome(moe::ExpertSlotCache& slots, const moe::ParamLayout& layout, uint64_t seed)
+      : store_(slots.store()), layout_(layout), seed_(seed), written_(layout.expert_ranges().size(), false) {}
+
+  void read_expert(int k, moe::ExpertPart part, float* dst) override {
+    moe::check(part == moe::kWeights, "generation: a model folder's experts keep their weights alone");
+    const moe::ExpertRange& r = layout_.expert_ranges()[k];
+    if (!written_[k]) {
+      moe::init_params(layout_, dst, r.begin, r.end, seed_, 1);
+      return;
+    }
+    const moe::ExpertState s = store_.acquire(k, moe::kWeights);
+    std::memcpy(dst, s.w, (r.end - r.begin) * sizeof(float));
+    store_.release(k, moe::kWeights, 0, 0);
+  }
+
+  void write_expert(int k, moe::ExpertPart part, const float* src) override {
+    moe::check(part == moe::kWeights, "generation: a model folder's experts keep their weights alone");
+    const moe::ExpertRange& r = layout_.expert_ranges()[k];
+    const moe::ExpertState s = store_.acquire(k, 0, moe::kWeights);
+    std::memcpy(s.w, src, (r.end - r.begin) * sizeof(float));
+    store_.release(k, moe::kWeights, moe::kWeights, 0);
+    written_[k] = true;
+  }
+
+  // Gives every expert the load left out its initial values, then writes the cache back.
+  void finish() {
+    std::vector<float> buffer;
+    for (size_t k = 0; k < written_.size(); ++k) {
+      if (written_[k]) continue;
+      const moe::ExpertRange& r = layout_.expert_ranges()[k];
+      buffer.resize(r.end - r.begin);
+      read_expert(static_cast<int>(k), moe::kWeights, buffer.data());
+      write_expert(static_cast<int>(k), moe::kWeights, buffer.data());
+    }
+    store_.flush();
+    store_.take_stats();
+  }
+
+ private:
+  moe::ExpertStore& store_;
+  const moe::ParamLayout& layout_;
+  uint64_t seed_;
+  std::vector<bool> written_;
+};
+
+}  // namespace moe_capi
 
 struct moe_generation {
-  moe_engine* engine = nullptr;
+  moe_engine* engine = nullptr;  // the engine whose model this runs; null for a session on a model folder
+  // A folder session's own backend and model (declared first: destroyed after what reads them).
+  std::unique_ptr<moe::Backend> backend;
+  std::unique_ptr<moe::Model> own_model;
+  moe::Model* model = nullptr;
   std::unique_ptr<moe::ExpertSlotCache> slots;
   std::unique_ptr<moe::Generator> generator;
   moe::SamplingOptions sampling;
@@ -33,6 +97,55 @@ int guarded(moe_generation* g, Fn&& fn) {
   }
 }
 
+// The options as this engine knows them (members past the caller's struct_size stay 0), each checked.
+moe_generate_options checked_options(const moe_generate_options* given) {
+  moe::check(given != nullptr && given->struct_size >= offsetof(moe_generate_options, seed) + sizeof(uint64_t),
+             "generate: the options are missing or too short (set struct_size)");
+  moe_generate_options o{};
+  std::memcpy(&o, given, std::min<size_t>(given->struct_size, sizeof o));
+  moe::check_sampling({o.temperature, o.top_k, o.top_p == 0 ? 1.0 : o.top_p, o.seed});
+  moe::check(o.expert_home >= MOE_EXPERTS_RESIDENT && o.expert_home <= MOE_EXPERTS_SSD,
+             "generate: expert_home " + std::to_string(o.expert_home) +
+                 " is not MOE_EXPERTS_RESIDENT, MOE_EXPERTS_HOST or MOE_EXPERTS_SSD");
+  moe::check(o.expert_slots >= 0, "generate: expert_slots must be >= 0");
+  moe::check(o.cache_experts >= 0, "generate: cache_experts must be >= 0");
+  return o;
+}
+
+// The slot cache for an expert_home that is not resident: the arena (host) or a fresh SSD tier written from the
+// arena (from_arena false: left for the caller to fill).
+std::unique_ptr<moe::ExpertSlotCache> tier_slots(moe::Model& model, const moe_generate_options& o, bool from_arena) {
+  moe::OffloadConfig ssd;
+  const int K = model.config().top_k;
+  ssd.cache_experts = o.cache_experts > 0 ? o.cache_experts : 4 * K;
+  if (o.ssd_dir) ssd.ssd_dir = o.ssd_dir;
+  return std::make_unique<moe::ExpertSlotCache>(
+      model.backend(), model.layout(), model.param_ptrs(), model.params(),
+      o.expert_home == MOE_EXPERTS_SSD ? moe::ExpertHome::Ssd : moe::ExpertHome::Host,
+      o.expert_slots > 0 ? o.expert_slots : 2 * K, ssd, from_arena);
+}
+
+// A folder session's config: the caller's (or none) with one position of one sequence, as generation trains nothing
+// and its positions are bounded by the model's max_seq_len alone.
+std::string generation_config(const char* config_json) {
+  moe::json::Value root = moe::json::parse(config_json ? config_json : "{}", "config");
+  moe::check(root.is_object(), "config: must be a JSON object");
+  moe::json::Value train = root.find("train") ? *root.find("train") : moe::json::Value::make_object();
+  moe::check(train.is_object(), "config.train: must be a JSON object");
+  train.set("seq_len", moe::json::Value::of(1));
+  train.set("batch_size", moe::json::Value::of(1));
+  root.set("train", std::move(train));
+  return moe::json::dump(root);
+}
+
+// The session's sampling, generator and MoE layer list, once its model and slots are set.
+void start(moe_generation& g, const moe_generate_options& o) {
+  g.sampling = {o.temperature, o.top_k, o.top_p == 0 ? 1.0 : o.top_p, o.seed};
+  g.generator = std::make_unique<moe::Generator>(*g.model, g.slots.get());
+  for (int l = 0; l < g.model->config().n_layers; ++l)
+    if (g.model->config().is_moe_layer(l)) g.layers.push_back(l);
+}
+
 }  // namespace
 
 extern "C" {
@@ -41,43 +154,54 @@ moe_generation* moe_generation_create(moe_engine* engine, const moe_generate_opt
   if (!engine) return nullptr;
   try {
     engine->last_error.clear();
-    moe::check(given != nullptr && given->struct_size >= offsetof(moe_generate_options, seed) + sizeof(uint64_t),
-               "generate: the options are missing or too short (set struct_size)");
-    moe_generate_options o{};
-    std::memcpy(&o, given, std::min<size_t>(given->struct_size, sizeof o));
+    const moe_generate_options o = checked_options(given);
     auto g = std::make_unique<moe_generation>();
     g->engine = engine;
-    g->sampling = {o.temperature, o.top_k, o.top_p == 0 ? 1.0 : o.top_p, o.seed};
-    moe::check_sampling(g->sampling);
-    moe::check(o.expert_home >= MOE_EXPERTS_RESIDENT && o.expert_home <= MOE_EXPERTS_SSD,
-               "generate: expert_home " + std::to_string(o.expert_home) +
-                   " is not MOE_EXPERTS_RESIDENT, MOE_EXPERTS_HOST or MOE_EXPERTS_SSD");
-    moe::check(o.expert_slots >= 0, "generate: expert_slots must be >= 0");
-    moe::check(o.cache_experts >= 0, "generate: cache_experts must be >= 0");
     engine->trainer->settle();
-    moe::Model& model = engine->trainer->model();
-    const int K = model.config().top_k;
+    g->model = &engine->trainer->model();
+    moe::Model& model = *g->model;
     if (moe::ExpertStateHome* apart = engine->trainer->expert_home()) {
       // An engine training with its experts apart from the arenas (the SSD tier; the host tier beside a device):
       // they stream from that home through the slots whatever expert_home asks, never all copied out.
       g->slots = std::make_unique<moe::ExpertSlotCache>(model.backend(), model.layout(), model.param_ptrs(),
                                                         model.params(), *apart,
-                                                        o.expert_slots > 0 ? o.expert_slots : 2 * K);
+                                                        o.expert_slots > 0 ? o.expert_slots : 2 * model.config().top_k);
     } else if (o.expert_home != MOE_EXPERTS_RESIDENT) {
-      moe::OffloadConfig ssd;
-      ssd.cache_experts = o.cache_experts > 0 ? o.cache_experts : 4 * K;
-      if (o.ssd_dir) ssd.ssd_dir = o.ssd_dir;
-      g->slots = std::make_unique<moe::ExpertSlotCache>(
-          model.backend(), model.layout(), model.param_ptrs(), model.params(),
-          o.expert_home == MOE_EXPERTS_SSD ? moe::ExpertHome::Ssd : moe::ExpertHome::Host,
-          o.expert_slots > 0 ? o.expert_slots : 2 * K, ssd);
+      g->slots = tier_slots(model, o, true);
     }
-    g->generator = std::make_unique<moe::Generator>(model, g->slots.get());
-    for (int l = 0; l < model.config().n_layers; ++l)
-      if (model.config().is_moe_layer(l)) g->layers.push_back(l);
+    start(*g, o);
     return g.release();
   } catch (const std::exception& e) {
     engine->last_error = e.what();
+    return nullptr;
+  }
+}
+
+moe_generation* moe_generation_open(const char* model_dir, const char* config_json, const moe_generate_options* given,
+                                    char* err, size_t err_len) {
+  try {
+    moe::check(model_dir != nullptr && *model_dir != 0, "generate: no model folder");
+    const moe_generate_options o = checked_options(given);
+    const moe::EngineConfig cfg = moe_capi::config_from(generation_config(config_json).c_str(), model_dir);
+    auto g = std::make_unique<moe_generation>();
+    g->backend = moe::make_compute_backend(cfg.train);
+    g->own_model = std::make_unique<moe::Model>(cfg.model, *g->backend, cfg.train.compute_dtype, cfg.finetune);
+    g->model = g->own_model.get();
+    moe::Model& model = *g->model;
+    const std::string dir = model_dir;
+    const bool ssd = o.expert_home == MOE_EXPERTS_SSD;
+    // The SSD home's experts never enter the arena: the load writes each into the tier as it reads it.
+    model.init(cfg.train.seed, !ssd);
+    if (o.expert_home != MOE_EXPERTS_RESIDENT) g->slots = tier_slots(model, o, !ssd);
+    std::unique_ptr<moe_capi::SlotStoreHome> home;
+    if (ssd) home = std::make_unique<moe_capi::SlotStoreHome>(*g->slots, model.layout(), cfg.train.seed);
+    if (moe::is_peft_adapter(dir)) moe::load_peft_adapter(dir, model, cfg.finetune, home.get());
+    else moe::load_weights(dir, model, home.get());
+    if (home) home->finish();
+    start(*g, o);
+    return g.release();
+  } catch (const std::exception& e) {
+    moe_capi::copy_error(err, err_len, e.what());
     return nullptr;
   }
 }
@@ -99,7 +223,7 @@ int moe_generation_step(moe_generation* g, moe_generated_token* out) {
     moe::check(out != nullptr && out->struct_size >= sizeof(uint32_t), "step: set the token's struct_size");
     moe::Generator& gen = *g->generator;
     // A token sampled now would need the position after the model's last to be fed.
-    if (g->draws > 0 && gen.position() >= g->engine->trainer->model().config().max_seq_len) return MOE_FINISHED;
+    if (g->draws > 0 && gen.position() >= g->model->config().max_seq_len) return MOE_FINISHED;
     const moe::GeneratedToken t = gen.step(g->sampling, g->draws++);
     g->experts.clear();
     for (const auto& layer : t.experts) g->experts.insert(g->experts.end(), layer.begin(), layer.end());

@@ -16,6 +16,7 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "moe_engine.h"
+#include "train/checkpoint.h"
 #include "test_files.h"
 #include "testing.h"
 
@@ -390,6 +391,92 @@ TEST(c_api_generation_session_matches_the_generator) {
     CHECK(std::string(moe_engine_last_error(engine)).find("sampling.top_p") != std::string::npos);
     moe_engine_destroy(engine);
   }
+}
+
+namespace {
+
+// The greedy tokens of a session opened on dir with 2 expert slots at `home`; empty (failing) when refused.
+std::vector<int32_t> folder_tokens(const std::string& dir, int home, const std::vector<int32_t>& prompt, size_t n) {
+  moe_generate_options o{};
+  o.struct_size = sizeof o;
+  o.expert_home = home;
+  o.expert_slots = 2;
+  o.cache_experts = 4;
+  char err[512] = {0};
+  moe_generation* g = moe_generation_open(dir.c_str(), R"({"train": {"threads": 2, "seed": 77}})", &o, err, sizeof err);
+  CHECK_MSG(g != nullptr, err);
+  if (!g) return {};
+  std::vector<int32_t> out;
+  CHECK(moe_generation_feed(g, prompt.data(), (int32_t)prompt.size()) == MOE_OK);
+  for (size_t i = 0; i < n; ++i) {
+    moe_generated_token t{};
+    t.struct_size = sizeof t;
+    if (moe_generation_step(g, &t) != MOE_OK) break;
+    out.push_back(t.token);
+  }
+  int64_t misses = -1;
+  moe_generation_expert_stats(g, &misses, nullptr, nullptr);
+  CHECK(home == MOE_EXPERTS_RESIDENT ? misses == 0 : misses > 0);
+  moe_generation_destroy(g);
+  return out;
+}
+
+std::vector<int32_t> token_ids(const std::vector<GeneratedToken>& tokens) {
+  std::vector<int32_t> out;
+  for (const GeneratedToken& t : tokens) out.push_back(t.token);
+  return out;
+}
+
+}  // namespace
+
+// A session on a model folder, with no engine: our checkpoint and its Hugging Face export (the session's own seed
+// differs, so every weight must come from the folder) and a LoRA fine-tune's checkpoint give the tokens of the
+// model that wrote them, with the experts resident, in the host tier or streamed into the SSD tier; a folder
+// that is not a model and bad options are refused, naming what is wrong.
+TEST(c_api_session_on_a_model_folder_generates_the_models_tokens) {
+  const int homes[] = {MOE_EXPERTS_RESIDENT, MOE_EXPERTS_HOST, MOE_EXPERTS_SSD};
+  ModelConfig deepseek = shrink(preset("deepseek-v2-lite"));
+  deepseek.shared_expert_d_ff = 2 * deepseek.expert_d_ff;  // two shared experts, as deepseek_v2 stores them
+  const ModelConfig cfg = parse_model_config(model_config_to_json(deepseek));
+  moe_engine* engine = c_api_engine(cfg);
+  if (!engine) return;
+  const std::string ours = moe_test::tmp_path("folder_ours"), hf = moe_test::tmp_path("folder_hf");
+  CHECK(moe_engine_save_checkpoint(engine, ours.c_str()) == MOE_OK);
+  CHECK_MSG(moe_engine_export_hf(engine, hf.c_str(), "deepseek_v2", MOE_EXPORT_F32) == MOE_OK, moe_engine_last_error(engine));
+  moe_engine_destroy(engine);
+  const std::vector<int32_t> prompt = random_tokens(4, cfg.vocab_size, 9);
+  const std::vector<int32_t> expect = token_ids(greedy_tokens(cfg, prompt));
+  for (const std::string& dir : {ours, hf})
+    for (int home : homes)
+      CHECK_MSG(folder_tokens(dir, home, prompt, expect.size()) == expect, dir + ", home " + std::to_string(home));
+
+  auto be = make_backend("cpu", {2});
+  const EngineConfig lora = parse_config_text(
+      finetune_test::config(finetune_test::families()[3].second,
+                            R"({"method": "lora", "lora": {"rank": 4, "alpha": 8, "targets": ["attention", "experts"]}})"),
+      "test");
+  Model model(lora.model, *be, ComputeDtype::F32, lora.finetune);
+  model.init(5);
+  float* p = model.params();
+  for (const ParamTensor& t : model.layout().tensors())
+    if (t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".lora_B") == 0)
+      for (size_t i = 0; i < t.numel; ++i) p[t.offset + i] = 0.2f * (random_uniform(17, t.offset, i) - 0.5f);
+  const std::string tuned = moe_test::tmp_path("folder_lora");
+  save_checkpoint(tuned, lora, model, nullptr, nullptr);
+  GenerateOptions opt;
+  opt.max_tokens = 8;
+  const std::vector<int32_t> tuned_expect = token_ids(Generator(model).generate(prompt, opt));
+  for (int home : homes)
+    CHECK_MSG(folder_tokens(tuned, home, prompt, tuned_expect.size()) == tuned_expect, "LoRA, home " + std::to_string(home));
+
+  moe_generate_options o{};
+  o.struct_size = sizeof o;
+  char err[512] = {0};
+  CHECK(moe_generation_open(moe_test::tmp_dir().c_str(), nullptr, &o, err, sizeof err) == nullptr);
+  CHECK_MSG(std::string(err).find("config.json") != std::string::npos, err);
+  o.top_p = 2;
+  CHECK(moe_generation_open(ours.c_str(), nullptr, &o, err, sizeof err) == nullptr);
+  CHECK_MSG(std::string(err).find("sampling.top_p") != std::string::npos, err);
 }
 
 TEST_MAIN()

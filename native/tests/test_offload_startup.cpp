@@ -1,7 +1,8 @@
 // A fresh start with experts in a home apart from the arenas (the SSD tier; the host tier beside a device) never
 // holds every expert's state at once: the arenas' pages are never touched for them, and each expert is initialised
 // in its range, stored and handed back in turn; checkpoints stream out of the home and loads into it an expert at a
-// time. A resident model loads in place, and an export of a checkpoint builds no model. Measured as the peak
+// time. A resident model loads in place, an export of a checkpoint builds no model, and neither does a chat with a
+// model folder, whose experts stream from the files into the SSD tier. Measured as the peak
 // resident memory of a child process: the experts' state here is about 800 MB, the host cache 4 experts (50 MB). Each test forks before any thread of this process exists (they
 // are the only tests in this binary), so the child starts clean.
 #include <sys/resource.h>
@@ -15,6 +16,7 @@
 #include "backend/registry.h"
 #include "core/fsutil.h"
 #include "model/config.h"
+#include "moe_engine.h"
 #include "test_files.h"
 #include "testing.h"
 #include "train/checkpoint_export.h"
@@ -114,6 +116,22 @@ TEST(ssd_tier_loads_and_exports_hold_the_cache_not_every_expert) {
                   moe::export_checkpoint(checkpoint, hf + "-2", "mixtral", moe::st::DType::BF16, nullptr, false);
                 }),
                 "no model, an export straight from the checkpoint");
+  // A chat with the Hugging Face folder with no engine, its experts streamed from the files into the SSD tier.
+  check_bounded(peak_mb([&] {
+                  moe_generate_options o{};
+                  o.struct_size = sizeof o;
+                  o.expert_home = MOE_EXPERTS_SSD;
+                  char err[512] = {0};
+                  moe_generation* g = moe_generation_open(hf.c_str(), R"({"train": {"threads": 2}})", &o, err, sizeof err);
+                  moe::check(g != nullptr, err);
+                  const int32_t prompt[] = {1, 2, 3};
+                  moe_generated_token t{};
+                  t.struct_size = sizeof t;
+                  moe::check(moe_generation_feed(g, prompt, 3) == MOE_OK && moe_generation_step(g, &t) == MOE_OK,
+                             moe_generation_last_error(g));
+                  moe_generation_destroy(g);
+                }),
+                "no engine, a chat with the Hugging Face folder's experts in the SSD tier");
   moe::fs::remove_all(hf + "-2");
   moe::fs::remove_all(checkpoint);
   moe::fs::remove_all(hf);

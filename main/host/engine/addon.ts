@@ -94,7 +94,16 @@ export interface NativeGeneration {
 }
 
 export interface EngineAddon {
-  Generation: new (engine: NativeEngine, options?: GenerationOptions) => NativeGeneration
+  /**
+   * A generation session on an engine's model, or on a model folder (ours, Hugging Face or a PEFT adapter's;
+   * moe_generation_open) with no engine: only its weights are built, and under expertHome 'ssd' each routed expert
+   * goes from the files straight into the SSD tier, so a model larger than memory can be talked to. configJson
+   * (folder only) picks the backend, compute dtype, threads and seed with its train section.
+   */
+  Generation: {
+    new (engine: NativeEngine, options?: GenerationOptions): NativeGeneration
+    new (modelDir: string, options?: GenerationOptions, configJson?: string): NativeGeneration
+  }
   /**
    * runDir: the run's directory, where start() writes checkpoints and the SSD tier its expert file (runDir/ssd
    * unless the config's offload.ssd_dir names one).

@@ -1,6 +1,7 @@
-// One generation on a worker thread: the engine loads the model folder, prefills the prompt and steps until a
-// stop token, max tokens or the model's last position, posting each token with its experts as it is made, so
-// the host's event loop stays free. Cancelling terminates the thread.
+// One generation on a worker thread: a session on the model folder (its weights alone, and under the SSD home
+// its experts streamed from the files into the tier) prefills the prompt and steps until a stop token, max tokens
+// or the model's last position, posting each token with its experts as it is made, so the host's event loop stays
+// free. Cancelling terminates the thread.
 import { Worker } from 'node:worker_threads'
 
 import { addonPath } from '../engine/addon'
@@ -29,14 +30,12 @@ export interface GeneratedToken {
 export type GenerationEnd = { reason: 'stop' | 'max_tokens' | 'length' } | { reason: 'failed'; error: string } | { reason: 'cancelled' }
 
 // Evaluated as CommonJS in the worker: it needs nothing but the addon, so it works the same from the source tree
-// and from the bundle. The train settings only need to be valid; the model comes from the folder.
+// and from the bundle.
 const WORKER = `
 const { parentPort, workerData: job } = require('node:worker_threads')
 try {
-  const { Engine, Generation } = require(job.addonPath)
-  const engine = new Engine(JSON.stringify({ train: { seq_len: 1, batch_size: 1 } }), job.modelDir)
-  engine.initFrom(job.modelDir)
-  const generation = new Generation(engine, job.options)
+  const { Generation } = require(job.addonPath)
+  const generation = new Generation(job.modelDir, job.options)
   generation.feed(job.prompt)
   const stop = new Set(job.stopTokens)
   let reason = 'max_tokens'

@@ -20,8 +20,8 @@ extern "C" {
 
 /* 2: versioned structs carry struct_size (moe_step_record first). 3: moe_engine_export_hf_with.
  * 4: moe_engine_measure_experts. 5: moe_export_options.format (PEFT adapters). 6: generation sessions
- * (moe_generation_*). 7: moe_hf_inspect. 8: moe_esft_measure. 9: moe_export_checkpoint. */
-#define MOE_ENGINE_API_VERSION 9
+ * (moe_generation_*). 7: moe_hf_inspect. 8: moe_esft_measure. 9: moe_export_checkpoint. 10: moe_generation_open. */
+#define MOE_ENGINE_API_VERSION 10
 
 typedef struct moe_engine moe_engine;
 
@@ -297,6 +297,14 @@ typedef struct moe_generated_token {
 typedef struct moe_generation moe_generation;
 /* Returns NULL on bad options, with the message in moe_engine_last_error(engine). */
 moe_generation* moe_generation_create(moe_engine* engine, const moe_generate_options* options);
+/* A session on a model folder (ours, a Hugging Face folder or a PEFT adapter's, as moe_engine_init_from reads it;
+ * API version 10) with no engine: only the model's weights are built, no gradient or optimizer state. Under
+ * MOE_EXPERTS_SSD each routed expert goes from the folder's files straight into the SSD tier as it is read, so
+ * the experts are never all in memory at once: a model larger than memory can be talked to. config_json (may be
+ * NULL) picks the backend, compute dtype, threads and seed with its train section; the model comes from the folder.
+ * Returns NULL with the message in err (err_len bytes, may be NULL) when the folder or the options are refused. */
+moe_generation* moe_generation_open(const char* model_dir, const char* config_json, const moe_generate_options* options,
+                                    char* err, size_t err_len);
 void moe_generation_destroy(moe_generation* generation);
 const char* moe_generation_last_error(const moe_generation* generation);
 /* Appends tokens at the next positions (the prompt, or more of a conversation). */
