@@ -4,7 +4,10 @@
 // expert tensors, in F32 or BF16; our checkpoint's weights under a LoRA run whose adapters it does not hold (they
 // keep their values, read back from the home); a PEFT adapter. Checked by training from each start: losses,
 // gradient norms, weights and moments bit-identical to the resident run's. Exports go the other way, an expert at
-// a time out of the home: their files are byte for byte the resident run's.
+// a time out of the home: their files are byte for byte the resident run's. The SSD tier's start-up writes nothing:
+// a load writes each expert's weights once, and a fresh run's initial weights are written before its first step.
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -138,6 +141,50 @@ TEST(exports_from_an_offloaded_home_match_resident) {
       CHECK_MSG(exports[2][f] == exports[0][f], what + ": SSD tier differs from resident");
     }
   }
+}
+
+// The bytes the SSD tier's expert file holds on disk (its holes read as zeros and take none).
+int64_t disk_bytes(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_blocks) * 512 : -1;
+}
+
+// The SSD tier's deferred start-up: a fresh file of zeros is every gradient and moment, so nothing is written until
+// a load writes each expert's weights (once; a start from a checkpoint never writes initial weights it then
+// overwrites), or until the first step writes a fresh run's initial weights; either run trains as resident does.
+TEST(ssd_start_up_writes_nothing_a_load_then_writes_the_weights_once) {
+  auto be = backend_for(Variant{});
+  const std::string base = moe_test::tmp_path("loads-deferred");
+  moe::fs::remove_all(base);
+  trained_source(Variant{}, *be)->save_checkpoint(base);
+  for (const bool load : {false, true}) {
+    const std::string dir = moe_test::tmp_path(load ? "deferred-ssd-load" : "deferred-ssd-fresh");
+    moe::fs::remove_all(dir);
+    Variant v;
+    v.offload = ssd_offload(0.25, 2, R"(, "ssd_dir": ")" + dir + "\"");
+    moe::Trainer t(moe::parse_config_text(config(v), "test"), *be);
+    const std::string file = moe::fs::join(dir, "experts.bin");
+    size_t weights = 0;
+    for (const moe::ExpertRange& r : t.model().layout().expert_ranges()) weights += (r.end - r.begin) * sizeof(float);
+    const int64_t fresh = disk_bytes(file);
+    CHECK_MSG(fresh >= 0 && fresh < 64 * 1024, "start-up wrote " + std::to_string(fresh) + " bytes");
+    if (load) {
+      t.init_from(base);
+      // The weights part of each record (4 KiB aligned), not the gradient and moments: under a third of the file.
+      const int64_t loaded = disk_bytes(file), size = static_cast<int64_t>(std::filesystem::file_size(file));
+      CHECK_MSG(loaded >= static_cast<int64_t>(weights) && loaded < size / 3,
+                "a load wrote " + std::to_string(loaded) + " bytes for " + std::to_string(weights) +
+                    " of weights, in a file of " + std::to_string(size));
+    }
+    feed(t, v.grad_accum);
+    t.step();
+    CHECK_MSG(disk_bytes(file) > static_cast<int64_t>(weights), "a step writes the gradient and moments it trains");
+  }
+  Variant fresh;
+  fresh.offload = ssd_offload(0.25, 2);
+  check_same(train(fresh, 3), train(Variant{}, 3), "a fresh SSD run");
+  check_starts_alike(Variant{}, base, "our checkpoint");
+  moe::fs::remove_all(base);
 }
 
 TEST_MAIN()

@@ -78,13 +78,38 @@ void ExpertOffload::make_store(const OffloadConfig& cfg, const std::vector<Exper
   ssd_ = ssd.get();
   apart_ = ssd_;
   store_ = std::move(ssd);
-  experts_from_arenas(init);
+  if (!init) {
+    experts_from_arenas();
+    return;
+  }
+  // The fresh file's zeros are every expert's gradient and moments; its weights wait for their first use.
+  forget_slot_contents(true);
+  init_ = init;
+  uninitialised_.assign(experts_.size(), 1);
+  uninitialised_left_ = experts_.size();
+}
+
+void ExpertOffload::initialise_expert(int i) {
+  if (uninitialised_left_ == 0 || !uninitialised_[i]) return;
+  const Expert& x = experts_[i];
+  init_(x.begin, x.begin + x.floats);
+  write_expert(i, kWeights, params_ + x.begin);
+  release_pages(params_ + x.begin, x.floats);
+}
+
+void ExpertOffload::initialise_remaining() {
+  std::lock_guard<std::mutex> lock(init_mutex_);
+  if (uninitialised_left_ == 0) return;
+  for (int i = 0; i < static_cast<int>(experts_.size()); ++i) initialise_expert(i);
+  apart_->flush();
+  apart_->take_stats();  // start-up traffic, not a step's
 }
 
 // A home apart keeps a split expert's trained weights packed apart (t); the arenas hold them in place.
 void ExpertOffload::experts_to_arenas(bool weights_only) {
   settle();
   if (!apart_) return;
+  initialise_remaining();
   if (weights_only) {
     for (int i = 0; i < static_cast<int>(experts_.size()); ++i) read_expert(i, kWeights, params_ + experts_[i].begin);
     return;
@@ -106,6 +131,10 @@ void ExpertOffload::read_expert(int i, ExpertPart part, float* dst) {
   check(part == kWeights || part == kGrad || part == kMoment1 || part == kMoment2,
         "offload: read_expert reads weights, the gradient or a moment");
   if (part != kWeights && x.grad_floats == 0) return;  // frozen: nothing trained
+  if (part == kWeights) {
+    std::lock_guard<std::mutex> lock(init_mutex_);
+    initialise_expert(i);
+  }
   const ExpertState s = store_->acquire(i, parts);
   if (part == kWeights) {
     std::memcpy(dst, s.w, x.floats * sizeof(float));
@@ -136,6 +165,10 @@ void ExpertOffload::write_expert(int i, ExpertPart part, const float* src) {
     std::memcpy(part == kMoment1 ? s.m : s.v, src, x.grad_floats * sizeof(float));
   }
   store_->release(i, parts, parts, 0);
+  if (part == kWeights && uninitialised_left_ > 0 && uninitialised_[i]) {
+    uninitialised_[i] = 0;
+    --uninitialised_left_;
+  }
 }
 
 void ExpertOffload::experts_loaded() {

@@ -292,6 +292,7 @@ void ExpertOffload::begin_micro(int micro, int count) { last_micro_ = micro == c
 
 void ExpertOffload::plan(int layer, ExpertPass pass, const std::vector<int>& experts) {
   check(cursor_ == order_.size(), "offload: a pass started before the previous one finished");
+  if (uninitialised_left_ > 0) initialise_remaining();  // a pass outside a step (evaluation) before any step
   layer_ = layer;
   pass_ = pass;
   order_.clear();

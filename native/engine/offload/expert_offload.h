@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "backend/backend.h"
@@ -80,7 +81,10 @@ class ExpertOffload final : public ExpertAccess {
   // B, T: the micro-batch the activations are sized for. init: set when the arenas' expert ranges are not
   // initialised yet (a fresh model, Model::init without experts): a home apart initialises each expert in its
   // arena range just before storing it and hands those pages back right after, so a start-up never holds every
-  // expert's state at once; the arenas as home initialise them all in place.
+  // expert's state at once; the arenas as home initialise them all in place. The SSD tier's fresh file reads as
+  // zeros, so its gradients and moments are right from the start: each expert's initial weights are written when
+  // first needed (initialise_remaining(), a read), unless a load writes the expert first, so a start from a
+  // checkpoint never computes and writes the expert state it then overwrites.
   ExpertOffload(Model& model, AdamWOptimizer& optimizer, const OffloadConfig& cfg, HostBackends host, int B, int T,
                 const ExpertInit& init = {});
   ~ExpertOffload() override;
@@ -125,6 +129,9 @@ class ExpertOffload final : public ExpertAccess {
   // After a load changed expert state in the arenas or through write_expert: no slot keeps an old copy, and the
   // load's traffic is not counted as a step's.
   void experts_loaded();
+  // Writes the initial weights of every expert that neither a load nor an earlier call has written (the SSD
+  // tier's deferred start-up); before the first step, and at the first pass outside one. Cheap once done.
+  void initialise_remaining();
   // Zeroes every expert's gradient (a gradient pass outside training starts from zero, as resident's does).
   void zero_expert_grads();
 
@@ -316,6 +323,12 @@ class ExpertOffload final : public ExpertAccess {
   // `delayed`: each expert's gradient of the previous step, applied with that step's hyper-parameters.
   TierBlock pending_;
   bool pending_valid_ = false;
+  // The SSD tier's deferred start-up: the experts whose initial weights are not written yet, and how to make them.
+  ExpertInit init_;
+  std::vector<char> uninitialised_;
+  std::atomic<size_t> uninitialised_left_{0};
+  std::mutex init_mutex_;
+  void initialise_expert(int i);  // under init_mutex_
   int pending_t_ = 0;
   double pending_lr_ = 0, pending_scale_ = 1;
 
