@@ -512,6 +512,20 @@ export const requests = {
     params: z.object({ dir: AbsolutePathSchema.describe('a Hugging Face model folder') }).strict(),
     result: ModelCardSchema.describe('read from config.json and the safetensors headers; no weight is loaded'),
   },
+  'models.export': {
+    params: z
+      .object({
+        dir: AbsolutePathSchema.describe('a Hugging Face model folder'),
+        to: AbsolutePathSchema.describe('the new folder; never an existing non-empty one'),
+        modelType: z.enum(HF_MODEL_TYPE_NAMES).optional().describe('default: the folder’s own model_type'),
+        dtype: z.enum(['f32', 'bf16']).default('f32'),
+        expertLayout: z.enum(HF_EXPERT_LAYOUTS).optional()
+          .describe('per-expert or fused (3-D) expert tensors; default: the model type’s usual layout'),
+      })
+      .strict()
+      .describe('the folder written again as the engine reads it (another dtype, expert layout or model type; MXFP4 and FP8 weights decoded); its routed experts pass through an SSD-tier file beside the new folder, so a model larger than memory converts'),
+    result: z.object({ dir: z.string() }),
+  },
   'presets.list': { params: noParams, result: z.array(PresetSchema) },
   'hardware.probe': { params: noParams, result: HardwareSchema },
   'planner.plan': {

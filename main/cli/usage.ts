@@ -12,6 +12,9 @@ Commands:
         A run's summary, last metrics, checkpoints and events.
   export RUN --to DIR [--step N] [--model-type ${HF_MODEL_TYPE_NAMES.join('|')}] [--bf16] [--experts ${HF_EXPERT_LAYOUTS.join('|')}] [--adapter]
         Write a checkpoint (default: the latest) as a Hugging Face checkpoint directory.
+  export MODEL_DIR --to DIR [--model-type T] [--bf16] [--experts LAYOUT]
+        Write a Hugging Face model folder again (default: its own model type, f32): another dtype, expert
+        layout or model type, MXFP4/FP8 weights decoded; its experts pass through a file beside DIR.
   export RUN --placement --to DIR [--last N | --from S --until S] [--vram SIZE] [--bytes-per-param X]
          [--pin-slots N] [--pin-policy previous|ema|sum]
         Write serving hints from the run's recorded expert loads (default: its last 100 steps):

@@ -1,14 +1,16 @@
 // Exports one of our checkpoints as a Hugging Face checkpoint directory (config.json + model.safetensors; a LoRA
 // run's adapters merged), or a LoRA run's PEFT adapter directory, through the engine addon. The engine reads our
-// checkpoint a tensor at a time from its file (no model is built), so a model larger than memory exports. It runs
+// checkpoint a tensor at a time from its file (no model is built), so a model larger than memory exports; a Hugging
+// Face folder (models.export) is loaded without a trainer, its experts through an SSD-tier file beside the new
+// folder, so it converts in bounded memory too. It runs
 // on a worker thread, so a large model's export does not block the host's event loop, and it never replaces an
 // existing directory.
-import { readdir, stat } from 'node:fs/promises'
-import { resolve } from 'node:path'
+import { readdir, readFile, stat } from 'node:fs/promises'
+import { join, resolve } from 'node:path'
 import { Worker } from 'node:worker_threads'
 
 import type { ExportFormat } from '../api/contract'
-import type { HfExpertLayout, HfModelType } from '../api/model-families'
+import { HF_MODEL_TYPE_NAMES, type HfExpertLayout, type HfModelType } from '../api/model-families'
 import { addonPath } from './engine/addon'
 
 export type { HfModelType }
@@ -49,6 +51,21 @@ export async function requireFreshTarget(dir: string): Promise<void> {
   if (!info.isDirectory()) throw new Error(`${dir}: exists and is not a directory; choose a new export directory`)
   if ((await readdir(dir)).length > 0)
     throw new Error(`${dir}: already exists and is not empty; exports never replace a directory, so choose a new one or remove it`)
+}
+
+/** A Hugging Face folder's own model_type (config.json), when the engine exports it; else an error naming it. */
+export async function folderModelType(dir: string): Promise<HfModelType> {
+  const path = join(dir, 'config.json')
+  let config: unknown
+  try {
+    config = JSON.parse(await readFile(path, 'utf8'))
+  } catch (error) {
+    throw new Error(`${path}: ${error instanceof Error ? error.message : String(error)}`)
+  }
+  const type = (config as { model_type?: unknown } | null)?.model_type
+  if (typeof type !== 'string' || !(HF_MODEL_TYPE_NAMES as readonly string[]).includes(type))
+    throw new Error(`${path}: model_type ${JSON.stringify(type)} is not one the engine exports (${HF_MODEL_TYPE_NAMES.join(', ')}); pass modelType`)
+  return type as HfModelType
 }
 
 export async function exportCheckpoint(request: ExportRequest): Promise<string> {

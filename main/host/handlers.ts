@@ -6,7 +6,7 @@ import type { ApiHandlers, Checkpoint, DevicePlacement, ExpertShares, ParsedPara
 import { issuesOf } from '../api/contract'
 import { RunConfigSchema } from '../api/config'
 import { listPresets } from './catalog'
-import { exportCheckpoint } from './export-checkpoint'
+import { exportCheckpoint, folderModelType } from './export-checkpoint'
 import { dataLayout } from './data-dir'
 import { prepareDataset } from './datasets/prepare'
 import type { ChatSessions } from './generate/chat-sessions'
@@ -187,6 +187,11 @@ export function createHandlers({ store, runs, dataDir, measure, chats }: Handler
       return measureExperts(absolute, { prepare: prepareDataset, cacheDir: dataLayout(dataDir).cacheDir })
     },
     'models.inspect': async ({ dir }) => inspectModel(dir),
+    'models.export': async ({ dir, to, modelType, dtype, expertLayout }) => ({
+      dir: await exportCheckpoint({
+        checkpointDir: dir, outDir: to, modelType: modelType ?? (await folderModelType(dir)), bf16: dtype === 'bf16', expertLayout,
+      }),
+    }),
     'presets.list': async () => listPresets(),
     'hardware.probe': async () => probeHardware(dataDir),
     'planner.plan': async ({ config, deviceBudgetBytes, hostBudgetBytes, frozenBf16 }) => {

@@ -5,12 +5,16 @@
 #include <cstring>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include "backend/registry.h"
 #include "capi_engine.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/json.h"
 #include "include/moe_engine.h"
+#include "model/model.h"
+#include "offload/ssd_weights_home.h"
 #include "telemetry/step_record_capi.h"
 #include "train/arena_view.h"
 #include "train/checkpoint_checksums.h"
@@ -306,6 +310,14 @@ ExportAsked export_asked(const moe_export_options* given) {
   return a;
 }
 
+// A directory of its own beside `out` (on the disk that receives the export) for an export's SSD-tier file.
+std::string scratch_beside(const std::string& out) {
+  std::filesystem::path p = std::filesystem::path(out).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  const std::string name = "." + p.filename().string() + ".experts-" + std::to_string(::getpid());
+  return (p.parent_path().empty() ? std::filesystem::path(name) : p.parent_path() / name).string();
+}
+
 }  // namespace
 
 int moe_engine_export_hf_with(moe_engine* engine, const char* dir, const char* model_type,
@@ -334,14 +346,20 @@ int moe_export_checkpoint(const char* checkpoint_dir, const char* out_dir, const
                              a.layout_or_default(), a.adapter);
       return MOE_OK;
     }
-    // The model comes from the folder; train settings only need to be valid.
-    moe_engine* engine = moe_engine_create(R"({"train": {"seq_len": 1, "batch_size": 1}})", src.c_str(), err, err_len);
-    if (!engine) return MOE_ERROR;
-    int status = moe_engine_init_from(engine, src.c_str());
-    if (status == MOE_OK) status = moe_engine_export_hf_with(engine, out_dir, model_type, options);
-    if (status != MOE_OK) copy_error(err, err_len, moe_engine_last_error(engine));
-    moe_engine_destroy(engine);
-    return status;
+    // A Hugging Face folder: its model's weights alone (no trainer), the routed experts going from its files into
+    // an SSD-tier file beside the output as they are read, and from there into the export an expert at a time, so
+    // a model larger than memory exports again (to another layout, dtype or model type). The train settings only
+    // need to be valid; the model comes from the folder.
+    const std::string out = out_dir ? out_dir : "", type = model_type ? model_type : "mixtral";
+    const moe::EngineConfig cfg = config_from(R"({"train": {"seq_len": 1, "batch_size": 1}})", src.c_str());
+    auto backend = moe::make_compute_backend(cfg.train);
+    moe::Model model(cfg.model, *backend, cfg.train.compute_dtype, cfg.finetune);
+    model.init(cfg.train.seed, false);
+    moe::SsdWeightsHome experts(*backend, model.layout(), cfg.train.seed, scratch_beside(out), 4);
+    moe::load_weights(src, model, &experts);
+    if (a.adapter) moe::export_peft_adapter(out, model, cfg.finetune, type, &experts);
+    else moe::export_hf(out, model, type, a.dtype, a.layout_or_default(), &experts);
+    return MOE_OK;
   } catch (const std::exception& e) {
     copy_error(err, err_len, e.what());
     return MOE_ERROR;

@@ -11,69 +11,17 @@
 #include "infer/generator.h"
 #include "model/model.h"
 #include "model/params.h"
+#include "offload/ssd_weights_home.h"
 #include "train/checkpoint.h"
 #include "train/compute_backend.h"
 #include "train/lora_adapter.h"
-
-namespace moe_capi {
-
-// A folder session's SSD tier as its load's expert home: each expert's weights go straight into the tier's store
-// as they are read, so the model's arena never holds them. An expert the load did not write (a PEFT adapter's
-// folder leaves the base to the seed) holds the seed's initial values, as the arena would.
-class SlotStoreHome final : public moe::ExpertStateHome {
- public:
-  SlotStoreHome(moe::ExpertSlotCache& slots, const moe::ParamLayout& layout, uint64_t seed)
-      : store_(slots.store()), layout_(layout), seed_(seed), written_(layout.expert_ranges().size(), false) {}
-
-  void read_expert(int k, moe::ExpertPart part, float* dst) override {
-    moe::check(part == moe::kWeights, "generation: a model folder's experts keep their weights alone");
-    const moe::ExpertRange& r = layout_.expert_ranges()[k];
-    if (!written_[k]) {
-      moe::init_params(layout_, dst, r.begin, r.end, seed_, 1);
-      return;
-    }
-    const moe::ExpertState s = store_.acquire(k, moe::kWeights);
-    std::memcpy(dst, s.w, (r.end - r.begin) * sizeof(float));
-    store_.release(k, moe::kWeights, 0, 0);
-  }
-
-  void write_expert(int k, moe::ExpertPart part, const float* src) override {
-    moe::check(part == moe::kWeights, "generation: a model folder's experts keep their weights alone");
-    const moe::ExpertRange& r = layout_.expert_ranges()[k];
-    const moe::ExpertState s = store_.acquire(k, 0, moe::kWeights);
-    std::memcpy(s.w, src, (r.end - r.begin) * sizeof(float));
-    store_.release(k, moe::kWeights, moe::kWeights, 0);
-    written_[k] = true;
-  }
-
-  // Gives every expert the load left out its initial values, then writes the cache back.
-  void finish() {
-    std::vector<float> buffer;
-    for (size_t k = 0; k < written_.size(); ++k) {
-      if (written_[k]) continue;
-      const moe::ExpertRange& r = layout_.expert_ranges()[k];
-      buffer.resize(r.end - r.begin);
-      read_expert(static_cast<int>(k), moe::kWeights, buffer.data());
-      write_expert(static_cast<int>(k), moe::kWeights, buffer.data());
-    }
-    store_.flush();
-    store_.take_stats();
-  }
-
- private:
-  moe::ExpertStore& store_;
-  const moe::ParamLayout& layout_;
-  uint64_t seed_;
-  std::vector<bool> written_;
-};
-
-}  // namespace moe_capi
 
 struct moe_generation {
   moe_engine* engine = nullptr;  // the engine whose model this runs; null for a session on a model folder
   // A folder session's own backend and model (declared first: destroyed after what reads them).
   std::unique_ptr<moe::Backend> backend;
   std::unique_ptr<moe::Model> own_model;
+  std::unique_ptr<moe::SsdWeightsHome> home;  // a folder session's experts under MOE_EXPERTS_SSD
   moe::Model* model = nullptr;
   std::unique_ptr<moe::ExpertSlotCache> slots;
   std::unique_ptr<moe::Generator> generator;
@@ -97,6 +45,13 @@ int guarded(moe_generation* g, Fn&& fn) {
   }
 }
 
+int slot_count(const moe::Model& model, const moe_generate_options& o) {
+  return o.expert_slots > 0 ? o.expert_slots : 2 * model.config().top_k;
+}
+int cache_entries(const moe::Model& model, const moe_generate_options& o) {
+  return o.cache_experts > 0 ? o.cache_experts : 4 * model.config().top_k;
+}
+
 // The options as this engine knows them (members past the caller's struct_size stay 0), each checked.
 moe_generate_options checked_options(const moe_generate_options* given) {
   moe::check(given != nullptr && given->struct_size >= offsetof(moe_generate_options, seed) + sizeof(uint64_t),
@@ -112,17 +67,14 @@ moe_generate_options checked_options(const moe_generate_options* given) {
   return o;
 }
 
-// The slot cache for an expert_home that is not resident: the arena (host) or a fresh SSD tier written from the
-// arena (from_arena false: left for the caller to fill).
-std::unique_ptr<moe::ExpertSlotCache> tier_slots(moe::Model& model, const moe_generate_options& o, bool from_arena) {
+// The slot cache for an expert_home that is not resident: the arena (host) or a fresh SSD tier written from it.
+std::unique_ptr<moe::ExpertSlotCache> tier_slots(moe::Model& model, const moe_generate_options& o) {
   moe::OffloadConfig ssd;
-  const int K = model.config().top_k;
-  ssd.cache_experts = o.cache_experts > 0 ? o.cache_experts : 4 * K;
+  ssd.cache_experts = cache_entries(model, o);
   if (o.ssd_dir) ssd.ssd_dir = o.ssd_dir;
   return std::make_unique<moe::ExpertSlotCache>(
       model.backend(), model.layout(), model.param_ptrs(), model.params(),
-      o.expert_home == MOE_EXPERTS_SSD ? moe::ExpertHome::Ssd : moe::ExpertHome::Host,
-      o.expert_slots > 0 ? o.expert_slots : 2 * K, ssd, from_arena);
+      o.expert_home == MOE_EXPERTS_SSD ? moe::ExpertHome::Ssd : moe::ExpertHome::Host, slot_count(model, o), ssd);
 }
 
 // A folder session's config: the caller's (or none) with one position of one sequence, as generation trains nothing
@@ -164,10 +116,9 @@ moe_generation* moe_generation_create(moe_engine* engine, const moe_generate_opt
       // An engine training with its experts apart from the arenas (the SSD tier; the host tier beside a device):
       // they stream from that home through the slots whatever expert_home asks, never all copied out.
       g->slots = std::make_unique<moe::ExpertSlotCache>(model.backend(), model.layout(), model.param_ptrs(),
-                                                        model.params(), *apart,
-                                                        o.expert_slots > 0 ? o.expert_slots : 2 * model.config().top_k);
+                                                        model.params(), *apart, slot_count(model, o));
     } else if (o.expert_home != MOE_EXPERTS_RESIDENT) {
-      g->slots = tier_slots(model, o, true);
+      g->slots = tier_slots(model, o);
     }
     start(*g, o);
     return g.release();
@@ -190,14 +141,19 @@ moe_generation* moe_generation_open(const char* model_dir, const char* config_js
     moe::Model& model = *g->model;
     const std::string dir = model_dir;
     const bool ssd = o.expert_home == MOE_EXPERTS_SSD;
-    // The SSD home's experts never enter the arena: the load writes each into the tier as it reads it.
+    // The SSD home's experts never enter the arena: the load writes each into the tier's file as it reads it, and
+    // the slots read them back from there.
     model.init(cfg.train.seed, !ssd);
-    if (o.expert_home != MOE_EXPERTS_RESIDENT) g->slots = tier_slots(model, o, !ssd);
-    std::unique_ptr<moe_capi::SlotStoreHome> home;
-    if (ssd) home = std::make_unique<moe_capi::SlotStoreHome>(*g->slots, model.layout(), cfg.train.seed);
-    if (moe::is_peft_adapter(dir)) moe::load_peft_adapter(dir, model, cfg.finetune, home.get());
-    else moe::load_weights(dir, model, home.get());
-    if (home) home->finish();
+    if (ssd)
+      g->home = std::make_unique<moe::SsdWeightsHome>(*g->backend, model.layout(), cfg.train.seed,
+                                                      o.ssd_dir ? o.ssd_dir : "", cache_entries(model, o));
+    if (moe::is_peft_adapter(dir)) moe::load_peft_adapter(dir, model, cfg.finetune, g->home.get());
+    else moe::load_weights(dir, model, g->home.get());
+    if (ssd)
+      g->slots = std::make_unique<moe::ExpertSlotCache>(model.backend(), model.layout(), model.param_ptrs(),
+                                                        model.params(), *g->home, slot_count(model, o));
+    else if (o.expert_home == MOE_EXPERTS_HOST)
+      g->slots = tier_slots(model, o);
     start(*g, o);
     return g.release();
   } catch (const std::exception& e) {

@@ -1,7 +1,8 @@
 // Exporting one of our checkpoints without an engine (moe_export_checkpoint): each tensor streams from the
 // checkpoint's file, and the folder written is byte for byte what an engine loaded from the checkpoint exports
 // (F32 per-expert, BF16 fused, F16, a LoRA run merged and as its PEFT adapter). A corrupt or mismatched checkpoint
-// is refused by name and nothing is written; a Hugging Face folder goes through a resident model as before.
+// is refused by name and nothing is written; a Hugging Face folder goes through a model whose
+// experts stream through an SSD-tier file beside the output.
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -89,7 +90,8 @@ TEST(checkpoint_exports_stream_the_engines_bytes) {
     CHECK_MSG(moe_export_checkpoint(ckpt.c_str(), out.c_str(), "mixtral", &c.o, err, sizeof err) == MOE_OK, err);
     CHECK_MSG(folder_bytes(out) == want, std::string(c.what) + ": the streamed export differs from the engine's");
   }
-  // A Hugging Face folder as the source: loaded into a resident model, exported again the same.
+  // A Hugging Face folder as the source: its experts go through an SSD-tier file beside the output (removed after),
+  // and it exports again the same, also by way of the fused layout.
   const std::string hf = moe_test::tmp_path("export-streamed"), again = moe_test::tmp_path("export-again");
   const moe_export_options f32 = options(MOE_EXPORT_F32, MOE_EXPERTS_DEFAULT, MOE_EXPORT_CHECKPOINT);
   moe::fs::remove_all(hf);
@@ -99,6 +101,19 @@ TEST(checkpoint_exports_stream_the_engines_bytes) {
   CHECK_MSG(moe_export_checkpoint(hf.c_str(), again.c_str(), "mixtral", &f32, err, sizeof err) == MOE_OK, err);
   CHECK(moe::fs::read_file(moe::fs::join(hf, "model.safetensors"), 1 << 30) ==
         moe::fs::read_file(moe::fs::join(again, "model.safetensors"), 1 << 30));
+  const std::string fused = moe_test::tmp_path("export-fused"), back = moe_test::tmp_path("export-back");
+  moe::fs::remove_all(fused);
+  moe::fs::remove_all(back);
+  const moe_export_options as_fused = options(MOE_EXPORT_F32, MOE_EXPERTS_FUSED, MOE_EXPORT_CHECKPOINT);
+  CHECK_MSG(moe_export_checkpoint(again.c_str(), fused.c_str(), "mixtral", &as_fused, err, sizeof err) == MOE_OK, err);
+  CHECK(moe::fs::read_file(moe::fs::join(fused, "model.safetensors"), 1 << 30) !=
+        moe::fs::read_file(moe::fs::join(hf, "model.safetensors"), 1 << 30));
+  CHECK_MSG(moe_export_checkpoint(fused.c_str(), back.c_str(), "mixtral", &f32, err, sizeof err) == MOE_OK, err);
+  CHECK(moe::fs::read_file(moe::fs::join(hf, "model.safetensors"), 1 << 30) ==
+        moe::fs::read_file(moe::fs::join(back, "model.safetensors"), 1 << 30));
+  for (const auto& e : std::filesystem::directory_iterator(moe_test::tmp_dir()))
+    CHECK_MSG(e.path().filename().string().find(".experts-") == std::string::npos,
+              e.path().string() + ": an export's SSD-tier directory was left behind");
 }
 
 TEST(checkpoint_export_refuses_bad_checkpoints_and_writes_nothing) {

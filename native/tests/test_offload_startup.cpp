@@ -1,8 +1,8 @@
 // A fresh start with experts in a home apart from the arenas (the SSD tier; the host tier beside a device) never
 // holds every expert's state at once: the arenas' pages are never touched for them, and each expert is initialised
 // in its range, stored and handed back in turn; checkpoints stream out of the home and loads into it an expert at a
-// time. A resident model loads in place, an export of a checkpoint builds no model, and neither does a chat with a
-// model folder, whose experts stream from the files into the SSD tier. Measured as the peak
+// time. A resident model loads in place, an export of a checkpoint builds no model, and a chat with a model folder
+// or its export again builds one without a trainer, whose experts stream from the files into an SSD-tier file. Measured as the peak
 // resident memory of a child process: the experts' state here is about 800 MB, the host cache 4 experts (50 MB). Each test forks before any thread of this process exists (they
 // are the only tests in this binary), so the child starts clean.
 #include <sys/resource.h>
@@ -116,6 +116,20 @@ TEST(ssd_tier_loads_and_exports_hold_the_cache_not_every_expert) {
                   moe::export_checkpoint(checkpoint, hf + "-2", "mixtral", moe::st::DType::BF16, nullptr, false);
                 }),
                 "no model, an export straight from the checkpoint");
+  // The Hugging Face folder exported again (to bf16), its experts through an SSD-tier file beside it. (A fused
+  // layout's export holds one layer's fused tensor whole: about 100 MB here.)
+  check_bounded(peak_mb([&] {
+                  moe_export_options o{};
+                  o.struct_size = sizeof o;
+                  o.dtype = MOE_EXPORT_BF16;
+                  o.expert_layout = MOE_EXPERTS_PER_EXPERT;
+                  char err[512] = {0};
+                  moe::check(moe_export_checkpoint(hf.c_str(), (hf + "-3").c_str(), "mixtral", &o, err, sizeof err) ==
+                                 MOE_OK,
+                             err);
+                }),
+                "no engine, the Hugging Face folder exported again");
+  moe::fs::remove_all(hf + "-3");
   // A chat with the Hugging Face folder with no engine, its experts streamed from the files into the SSD tier.
   check_bounded(peak_mb([&] {
                   moe_generate_options o{};

@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
@@ -124,6 +124,24 @@ describe.runIf(existsSync(ADDON))('moe-workbench CLI', () => {
     expect(earlier.out).toContain('step 2 as mixtral bf16')
     const bf16 = readFileSync(join(dir, 'export-bf16', 'model.safetensors'))
     expect(bf16.toString('utf8', 8, 8 + Number(bf16.readBigUInt64LE(0)))).toContain('"BF16"')
+
+    // A model folder written again: bf16 with fused experts, then per-expert: the run's own bf16 export, byte for byte.
+    const fused = join(dir, 'export-fused'), back = join(dir, 'export-back')
+    const converted = cli('export', to, '--to', fused, '--bf16', '--experts', 'fused')
+    expect(converted.err).toBe('')
+    expect(converted.out).toBe(`exported ${to} as its model type bf16, fused experts to ${fused}\n`)
+    const fusedWeights = readFileSync(join(fused, 'model.safetensors'))
+    const fusedHeader = fusedWeights.toString('utf8', 8, 8 + Number(fusedWeights.readBigUInt64LE(0)))
+    expect(fusedHeader).toMatch(/"model\.layers\.0\.[a-z_]+\.experts\.gate_up_proj"/)
+    expect(fusedHeader).toContain('"BF16"')
+    expect(cli('export', fused, '--to', back, '--bf16', '--experts', 'per-expert').code).toBe(0)
+    const direct = join(dir, 'export-direct')
+    expect(cli('export', runId, '--to', direct, '--bf16').code).toBe(0)
+    expect(readFileSync(join(back, 'model.safetensors')).equals(readFileSync(join(direct, 'model.safetensors')))).toBe(true)
+    expect(readdirSync(dir).filter((name) => name.includes('.experts-'))).toEqual([])
+    const notOne = cli('export', to, '--to', join(dir, 'export-adapter'), '--adapter')
+    expect(notOne.code).toBe(2)
+    expect(notOne.err).toMatch(/--step and --adapter are for a run/)
   })
 
   it('exits 2 on usage errors and 1 naming the field or file on bad input', () => {

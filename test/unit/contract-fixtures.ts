@@ -45,6 +45,7 @@ export const validParams: { [N in RequestName]: Params<N> } = {
   'metrics.placement': { id: 'run-1', layer: 0 },
   'checkpoints.export': { id: 'run-1', dir: '/tmp/export' },
   'models.inspect': { dir: '/tmp/model' },
+  'models.export': { dir: '/tmp/model', to: '/tmp/model-bf16' },
   'presets.list': {},
   'hardware.probe': {},
   'planner.plan': { config: tinyConfig as Params<'planner.plan'>['config'] },
@@ -170,6 +171,7 @@ export function fakeHandlers(overrides: Partial<ApiHandlers> = {}): ApiHandlers 
       layers: [0, 1], gate: [[0.5, 0.5], [0.9, 0.1]], tokens: [[0.5, 0.5], [0.75, 0.25]], batches: 2, tokensSeen: 128,
       threshold: threshold ?? 0.9, score: score ?? 'gate', experts: { 0: [0, 1], 1: [0] },
     }),
+    'models.export': async ({ to }) => ({ dir: to }),
     'models.inspect': async ({ dir }) => ({
       dir,
       modelType: 'qwen3_moe',

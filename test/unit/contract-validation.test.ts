@@ -86,6 +86,8 @@ const badInputs: [RequestName, unknown, string][] = [
   ['chat.start', { model: { runId: 'run-1' }, messages: [{ role: 'user', content: 'Hi' }], sampling: { topP: 0 } }, 'sampling.topP'],
   ['chat.cancel', {}, 'id'],
   ['models.inspect', { dir: 'relative/model' }, 'dir'],
+  ['models.export', { dir: '/tmp/model', to: 'relative/out' }, 'to'],
+  ['models.export', { dir: '/tmp/model', to: '/tmp/out', expertLayout: 'stacked' }, 'expertLayout'],
 ]
 
 describe('request params', () => {

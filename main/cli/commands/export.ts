@@ -1,6 +1,8 @@
-// `moe-workbench export RUN --to DIR`: a checkpoint as a Hugging Face checkpoint directory; with --placement,
+// `moe-workbench export RUN --to DIR`: a checkpoint as a Hugging Face checkpoint directory (or DIR, a model folder,
+// written again); with --placement,
 // serving hints from the run's recorded expert loads instead (SGLang expert location, llama.cpp -ot, hot experts).
-import { resolve } from 'node:path'
+import { existsSync } from 'node:fs'
+import { join, resolve } from 'node:path'
 
 import { parseParams } from '../../api/contract'
 import { pickCheckpoint } from '../../host/handlers'
@@ -59,9 +61,33 @@ async function exportPlacement(id: string | undefined, values: Values, ctx: CliC
   }
 }
 
+// `export DIR --to OUT`: a Hugging Face model folder written again (dtype, expert layout or model type).
+async function exportFolder(dir: string, values: Values, ctx: CliContext): Promise<number> {
+  if (values.step !== undefined || values.adapter) throw new UsageError('export: --step and --adapter are for a run, not a model folder')
+  const params = parseParams('models.export', {
+    dir: resolve(dir),
+    to: resolve(requireOption('export', 'to', values.to)),
+    modelType: values['model-type'],
+    dtype: values.bf16 ? 'bf16' : 'f32',
+    expertLayout: values.experts,
+  })
+  const host = await ctx.openHost({ recoverRuns: false })
+  try {
+    const { dir: out } = await host.handlers['models.export'](params)
+    const experts = params.expertLayout ? `, ${params.expertLayout} experts` : ''
+    ctx.out.write(`exported ${params.dir} as ${params.modelType ?? 'its model type'} ${params.dtype}${experts} to ${out}\n`)
+    return 0
+  } finally {
+    await host.close()
+  }
+}
+
 export async function exportRun(argv: string[], ctx: CliContext): Promise<number> {
   const { values, positionals } = parseCommandArgs('export', argv, OPTIONS, ['run'])
   if (values.placement) return exportPlacement(positionals[0], values, ctx)
+  // A path to a model folder rather than a run id.
+  if (positionals[0] !== undefined && existsSync(join(resolve(positionals[0]), 'config.json')))
+    return exportFolder(positionals[0], values, ctx)
   const params = parseParams('checkpoints.export', {
     id: positionals[0],
     dir: resolve(requireOption('export', 'to', values.to)),

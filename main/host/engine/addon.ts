@@ -125,7 +125,7 @@ export interface EngineAddon {
   /**
    * A checkpoint directory exported as exportHf would export the model loaded from it, without an engine
    * (moe_export_checkpoint): ours is read a tensor at a time from its file, so a model larger than memory exports;
-   * a Hugging Face folder is loaded whole first. Synchronous; throws with the engine's message.
+   * a Hugging Face folder is loaded with its experts in an SSD-tier file beside outDir. Synchronous; throws with the engine's message.
    */
   exportCheckpoint(checkpointDir: string, outDir: string, modelType: HfModelType, bf16: boolean,
     expertLayout?: HfExpertLayout, format?: 'checkpoint' | 'adapter'): void

@@ -127,7 +127,9 @@ int moe_engine_export_hf_with(moe_engine* engine, const char* dir, const char* m
                               const moe_export_options* options);
 /* A checkpoint directory exported without an engine (API version 9), as moe_engine_export_hf_with would export the
  * model loaded from it: ours is read a tensor at a time from its file as the export reaches it, so a model larger
- * than memory exports in a few tensors' memory; a Hugging Face directory is loaded into a resident model first.
+ * than memory exports in a few tensors' memory; a Hugging Face directory is loaded into a model
+ * without a trainer whose routed experts go through an SSD-tier file beside out_dir (removed after), so it too
+ * exports in the memory of its non-expert weights and a few experts.
  * MOE_ERROR with the reason in err (err_len bytes, may be 0). */
 int moe_export_checkpoint(const char* checkpoint_dir, const char* out_dir, const char* model_type,
                           const moe_export_options* options, char* err, size_t err_len);

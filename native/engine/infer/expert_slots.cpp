@@ -37,7 +37,7 @@ ExpertSlotCache::ExpertSlotCache(Backend& be, const ParamLayout& layout, const M
 }
 
 ExpertSlotCache::ExpertSlotCache(Backend& be, const ParamLayout& layout, const ModelParams& params, float* arena,
-                                 ExpertHome home, int slots, const OffloadConfig& ssd, bool from_arena)
+                                 ExpertHome home, int slots, const OffloadConfig& ssd)
     : be_(be), params_(params), arena_(arena), home_(home), experts_(layout.expert_ranges()) {
   check(slots >= 1, "generation: expert slots must be at least 1 (got " + std::to_string(slots) + ")");
   layer_base_.assign(params.layers.size(), -1);
@@ -64,8 +64,7 @@ ExpertSlotCache::ExpertSlotCache(Backend& be, const ParamLayout& layout, const M
   const int entries = ssd.cache_experts > 0 ? ssd.cache_experts : 4;
   auto store = std::make_unique<SsdExpertStore>(ssd.ssd_dir.empty() ? SsdExpertStore::fresh_dir("moe-generate") : ssd.ssd_dir, sizes, entries,
                                                 ssd, *host_tier_, *ssd_tier_);
-  if (from_arena)
-    for (size_t i = 0; i < experts_.size(); ++i) store->store(static_cast<int>(i), {arena_ + experts_[i].begin});
+  for (size_t i = 0; i < experts_.size(); ++i) store->store(static_cast<int>(i), {arena_ + experts_[i].begin});
   store->flush();
   store->take_stats();
   store_ = std::move(store);

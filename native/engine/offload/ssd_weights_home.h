@@ -1,0 +1,38 @@
+// Routed experts' weights in an SSD-tier file of their own, for a model with no trainer behind it (a chat with a
+// model folder, an export of one): a load writes each expert into the file as soon as it is read, and readers
+// (generation slots, an export) take them back an expert at a time, so the experts are never all in memory.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/params.h"
+#include "offload/expert_store.h"
+#include "offload/memory_tier.h"
+
+namespace moe {
+
+class SsdExpertStore;
+
+class SsdWeightsHome final : public ExpertStateHome {
+ public:
+  // dir: where the file goes (empty: a fresh directory under the system's temporary directory); it is removed
+  // with this. cache_experts: the host cache's entries (at least 4). seed: the initial values of an expert no load
+  // writes (a PEFT adapter's folder leaves the base to them), which a read computes instead of the file's zeros.
+  SsdWeightsHome(Backend& be, const ParamLayout& layout, uint64_t seed, const std::string& dir, int cache_experts);
+  ~SsdWeightsHome() override;
+
+  // kWeights only: there is no gradient or optimizer state here.
+  void read_expert(int k, ExpertPart part, float* dst) override;
+  void write_expert(int k, ExpertPart part, const float* src) override;
+
+ private:
+  const ParamLayout& layout_;
+  uint64_t seed_;
+  std::vector<bool> written_;
+  MemoryTier host_, ssd_;
+  std::unique_ptr<SsdExpertStore> store_;
+};
+
+}  // namespace moe
