@@ -116,13 +116,13 @@ TEST(ssd_tier_loads_and_exports_hold_the_cache_not_every_expert) {
                   moe::export_checkpoint(checkpoint, hf + "-2", "mixtral", moe::st::DType::BF16, nullptr, false);
                 }),
                 "no model, an export straight from the checkpoint");
-  // The Hugging Face folder exported again (to bf16), its experts through an SSD-tier file beside it. (A fused
-  // layout's export holds one layer's fused tensor whole: about 100 MB here.)
+  // The Hugging Face folder exported again (to bf16 with fused experts, written an expert's slab at a time), its
+  // experts through an SSD-tier file beside it.
   check_bounded(peak_mb([&] {
                   moe_export_options o{};
                   o.struct_size = sizeof o;
                   o.dtype = MOE_EXPORT_BF16;
-                  o.expert_layout = MOE_EXPERTS_PER_EXPERT;
+                  o.expert_layout = MOE_EXPERTS_FUSED;
                   char err[512] = {0};
                   moe::check(moe_export_checkpoint(hf.c_str(), (hf + "-3").c_str(), "mixtral", &o, err, sizeof err) ==
                                  MOE_OK,

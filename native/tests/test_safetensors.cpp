@@ -157,6 +157,29 @@ TEST(writer_rejects_bad_input) {
   expect_error([&] { w.add_f32("null", nullptr, {1}); }, "has no data", "null data");
 }
 
+// A tensor streamed in pieces (a fused expert tensor an expert's slab at a time) is the file add() writes, each piece
+// asked for once, in order; a tensor that does not split evenly is refused by name.
+TEST(writer_streams_a_tensor_in_pieces) {
+  std::vector<float> all(4 * 6);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = 0.5f * static_cast<float>(i) - 3.0f;
+  st::Writer whole, pieces;
+  whole.add_f32("t", all.data(), {4, 2, 3});
+  std::vector<size_t> asked;
+  std::vector<float> piece(6);
+  pieces.add_streamed_pieces("t", st::DType::F32, {4, 2, 3}, 4, [&](size_t k) {
+    asked.push_back(k);
+    std::copy(all.begin() + k * 6, all.begin() + (k + 1) * 6, piece.begin());
+    return static_cast<const void*>(piece.data());
+  });
+  whole.write(tmp_path("pieces_whole.safetensors"));
+  pieces.write(tmp_path("pieces.safetensors"));
+  CHECK(fs::read_file(tmp_path("pieces_whole.safetensors"), 1 << 20) == fs::read_file(tmp_path("pieces.safetensors"), 1 << 20));
+  CHECK((asked == std::vector<size_t>{0, 1, 2, 3}));
+  st::Writer uneven;
+  expect_error([&] { uneven.add_streamed_pieces("odd", st::DType::F32, {5, 3}, 2, [](size_t) -> const void* { return nullptr; }); },
+               {"'odd'", "2 equal pieces"}, "uneven pieces");
+}
+
 TEST(hand_written_header) {
   // Unsorted entries, metadata, non-8-multiple header with trailing spaces, an F16 and an F32 tensor.
   std::string header =

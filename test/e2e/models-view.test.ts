@@ -1,8 +1,9 @@
 // The Models view in Chromium against the real host: a random-weight Qwen3-MoE folder written here with the
 // real Qwen3 tokenizer files opens as a card (family, shape, parameters, dtype, tokenizer, template), plans its
 // memory, fine-tunes into a New-run form prefilled from its config.json and links to Try it; a folder with a
-// missing shard and a folder that is not a model are refused with the file named.
-import { unlinkSync } from 'node:fs'
+// missing shard and a folder that is not a model are refused with the file named; a folder is written again with
+// fused bf16 experts.
+import { readFileSync, unlinkSync } from 'node:fs'
 import { join } from 'node:path'
 
 import type { Page } from 'playwright-core'
@@ -88,6 +89,29 @@ describe('Models view', () => {
     await openFolder(wb.dataDir)
     const error = await waitForTestId(page, 'model-error')
     expect(await error.textContent()).toContain('no config.json, so this is not a Hugging Face model folder')
+  })
+
+  it('writes the folder again with fused bf16 experts, and names a target that is not empty', async () => {
+    const dir = join(wb.tempDir('models-e2e-'), 'Qwen3-MoE-convert')
+    writeQwen3Folder(dir, { shards: 2 })
+    await openFolder(dir)
+    await waitForTestId(page, 'model-card')
+    const to = join(wb.tempDir('models-e2e-'), 'converted')
+    await page.locator('#convert-dir').fill(to)
+    expect(await page.locator('#convert-type').inputValue()).toBe('qwen3_moe')
+    await page.locator('#convert-experts').selectOption('fused')
+    await page.getByTestId('convert-model').click()
+    const done = await waitForTestId(page, 'convert-done')
+    expect(await done.textContent()).toContain(`Written to ${to}`)
+    const weights = readFileSync(join(to, 'model.safetensors'))
+    const header = weights.toString('utf8', 8, 8 + Number(weights.readBigUInt64LE(0)))
+    expect(header).toMatch(/"model\.layers\.1\.mlp\.experts\.gate_up_proj":\{"dtype":"BF16"/)
+    expect(JSON.parse(readFileSync(join(to, 'config.json'), 'utf8'))).toMatchObject({ model_type: 'qwen3_moe' })
+    await screenshot(page, 'model-convert')
+
+    await page.getByTestId('convert-model').click()
+    const refused = await waitForTestId(page, 'convert-error')
+    expect(await refused.textContent()).toMatch(/already exists and is not empty/)
   })
 
   it('ran without script errors or CSP violations', () => {

@@ -571,21 +571,25 @@ void export_hf(const std::string& dir, const ModelConfig& m, const ParamLayout& 
   st::Writer w;
   w.set_metadata("format", "pt");  // transformers refuses safetensors files without it
   for (const TensorSource& s : sources)
-    for (const StoredPart& p : s.parts)
-      w.add_streamed(p.name, dtype, p.shape, [&, s = &s, p = &p] {
-        values.resize(numel_of(p->shape));
-        if (p->experts.empty()) {
+    for (const StoredPart& p : s.parts) {
+      if (p.experts.empty()) {
+        w.add_streamed(p.name, dtype, p.shape, [&, s = &s, p = &p] {
+          values.resize(numel_of(p->shape));
           const float* t = merged.get(*s->param) + p->offset;
           std::copy(t, t + values.size(), values.begin());
-        } else {
-          // A fused tensor: each expert's slab from that expert's tensor.
-          const size_t slab = values.size() / p->experts.size();
-          for (size_t e = 0; e < p->experts.size(); ++e)
-            gather_fused_expert(*p, static_cast<int64_t>(e), merged.get(*p->experts[e]), p->experts[e]->offset,
-                                values.data() + e * slab);
-        }
+          return stored();
+        });
+        continue;
+      }
+      // A fused tensor: written an expert's slab at a time, each from that expert's tensor, so the export never
+      // holds a whole layer's experts.
+      w.add_streamed_pieces(p.name, dtype, p.shape, p.experts.size(), [&, p = &p](size_t e) {
+        values.resize(numel_of(p->shape) / p->experts.size());
+        gather_fused_expert(*p, static_cast<int64_t>(e), merged.get(*p->experts[e]), p->experts[e]->offset,
+                            values.data());
         return stored();
       });
+    }
   fs::write_dir_atomic(dir, [&](const std::string& tmp) {
     fs::write_file_atomic(fs::join(tmp, "config.json"), json::dump(config, 2) + "\n");
     w.write(fs::join(tmp, "model.safetensors"));

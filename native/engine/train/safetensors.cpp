@@ -373,6 +373,19 @@ void Writer::add_streamed(const std::string& name, DType dtype, std::vector<int6
   entries_.back().streamed = std::move(data);
 }
 
+void Writer::add_streamed_pieces(const std::string& name, DType dtype, std::vector<int64_t> shape, size_t pieces,
+                                 std::function<const void*(size_t)> data) {
+  static const double kPlaceholder = 0;
+  add(name, dtype, &kPlaceholder, std::move(shape));
+  Entry& e = entries_.back();
+  const uint64_t rows = e.shape.empty() ? 1 : static_cast<uint64_t>(e.shape[0]);
+  if (pieces == 0 || rows % pieces != 0)
+    fail("safetensors writer: tensor '" + name + "' (first dimension " + std::to_string(rows) +
+         ") does not split into " + std::to_string(pieces) + " equal pieces");
+  e.pieces = pieces;
+  e.piece = std::move(data);
+}
+
 void Writer::set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
 
 void Writer::write(const std::string& path) const {
@@ -402,7 +415,13 @@ void Writer::write(const std::string& path) const {
     uint64_t n = text.size();
     sink.write(&n, 8);
     sink.write(text);
-    for (const auto& e : entries_) sink.write(e.streamed ? e.streamed() : e.data, e.bytes);
+    for (const auto& e : entries_) {
+      if (e.piece) {
+        for (size_t k = 0; k < e.pieces; ++k) sink.write(e.piece(k), e.bytes / e.pieces);
+      } else {
+        sink.write(e.streamed ? e.streamed() : e.data, e.bytes);
+      }
+    }
   });
 }
 

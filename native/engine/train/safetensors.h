@@ -73,6 +73,10 @@ class Writer {
   void add_f32_streamed(const std::string& name, std::vector<int64_t> shape, std::function<const float*()> data);
   // The same for a tensor in any dtype: `data` returns its bytes.
   void add_streamed(const std::string& name, DType dtype, std::vector<int64_t> shape, std::function<const void*()> data);
+  // The same asked for in `pieces` equal consecutive parts (a fused expert tensor, one expert's slab each): `data(k)`
+  // returns part k's bytes, valid until the next call. The first dimension must divide evenly.
+  void add_streamed_pieces(const std::string& name, DType dtype, std::vector<int64_t> shape, size_t pieces,
+                           std::function<const void*(size_t)> data);
   void set_metadata(const std::string& key, const std::string& value);
   // Writes atomically (temp file, fsync, rename); header padded with spaces to a multiple of 8 so the
   // data buffer is 8-byte aligned; tensors in insertion order.
@@ -86,6 +90,8 @@ class Writer {
     std::vector<int64_t> shape;
     uint64_t bytes;
     std::function<const void*()> streamed;  // set: data is asked for at write time
+    size_t pieces = 1;
+    std::function<const void*(size_t)> piece;  // set: data is asked for a piece at a time
   };
   std::vector<Entry> entries_;
   std::map<std::string, std::string> metadata_;
