@@ -29,7 +29,7 @@ int cmd_export(int argc, char** argv) {
   }
   const bool adapter = args.has("--adapter");
   if (adapter) options.format = MOE_EXPORT_ADAPTER;
-  // Ours streams from its file a tensor at a time; a Hugging Face folder is loaded whole first.
+  // Ours streams from its file a tensor at a time; a Hugging Face folder streams its experts through a file beside out.
   char err[4096] = {0};
   if (moe_export_checkpoint(ckpt.c_str(), out.c_str(), type.c_str(), &options, err, sizeof err) != MOE_OK)
     throw std::runtime_error(err);

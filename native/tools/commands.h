@@ -12,3 +12,4 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_export(int argc, char** argv);
 int cmd_esft(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
+int cmd_generate(int argc, char** argv);

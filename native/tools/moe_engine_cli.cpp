@@ -1,4 +1,4 @@
-// moe-engine: train and export from the command line, through the engine's C API only (no Node needed,
+// moe-engine: train, export and generate from the command line, through the engine's C API only (no Node needed,
 // e.g. on a GPU server). The tools that need the engine's internals are moe-engine-dev.
 #include "commands.h"
 #include "run_command.h"
@@ -13,7 +13,11 @@ int main(int argc, char** argv) {
       "  esft     --data TOKENS.bin [--config C.json] [--init CKPT] [--batches N] [--threshold P] [--score gate|tokens]\n"
       "           (expert shares per layer and the chosen experts, as JSON)\n"
       "  inspect  DIR   a Hugging Face model folder as the import sees it (JSON; headers only, no weights read)\n"
+      "  generate --model DIR --tokens 1,2,3 [--max-tokens N] [--experts resident|host|ssd] [--config C.json]\n"
+      "           [--temperature T] [--top-k K] [--top-p P] [--seed S] [--expert-slots N] [--cache-experts N]\n"
+      "           [--ssd-dir DIR]   tokens from a model folder, with no engine (JSON: tokens, experts, slot misses)\n"
       "forward passes, tokenizing, benchmarks and the self-test: moe-engine-dev\n";
-  static const Command commands[] = {{"train", cmd_train}, {"export", cmd_export}, {"esft", cmd_esft}, {"inspect", cmd_inspect}};
+  static const Command commands[] = {{"train", cmd_train}, {"export", cmd_export}, {"esft", cmd_esft}, {"inspect", cmd_inspect},
+                                     {"generate", cmd_generate}};
   return run_command("moe-engine", usage, commands, argc, argv);
 }

@@ -10,7 +10,9 @@
 #      a pass is recorded in $MOE_WORKBENCH_HOME/validated-backends.json (default ~/.moe-workbench)
 #   4. training on cuda with experts offloaded (host tier, SSD tier, host tier with LoRA, host tier computing runs of
 #      three experts as grouped GEMMs, in fp32 and in bf16 compute) against resident training:
-#      the same losses and gradient norms bit for bit
+#      the same losses and gradient norms bit for bit; then generation on cuda from the resident run's checkpoint
+#      (`moe-engine generate`, a session with no engine) gives the same greedy tokens with its experts resident, in
+#      the host tier and streamed into the SSD tier (and says whether the cpu backend's agree)
 #   5. test/bench/cuda/bench.py: our GEMMs against cuBLAS (torch.matmul), tokens/s cuda against cpu, and
 #      host-offloaded against resident, and where a resident OLMoE-shaped step spends its device time per op;
 #      its last line, printed last here too, is `BENCH cuda ...`
@@ -187,6 +189,30 @@ for i, (label, offload, finetune, gemm, dtype) in enumerate(cases):
     print(f"{label}: bit-identical losses and gradient norms: {sum(same)} of {len(same)} steps; worst relative loss "
           f"difference {worst:.2e}")
     ok = ok and len(base) == len(off) == 6 and all(same)
+
+# Generation on cuda from the first resident run's final checkpoint: every expert home the same greedy tokens.
+checkpoint = os.path.join(work, "resident0", "checkpoint-6")
+cuda_cfg = os.path.join(work, "generate-cuda.json")
+with open(cuda_cfg, "w") as f:
+    json.dump({"train": {"backend": "cuda", "allow_unvalidated_backend": True}}, f)
+def generated(home, config):
+    cmd = [os.path.join(build, "moe-engine"), "generate", "--model", checkpoint, "--tokens", "1,2,3,4,5",
+           "--max-tokens", "12", "--experts", home, "--expert-slots", "2", "--cache-experts", "4"]
+    if config:
+        cmd += ["--config", config]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        print(f"generate ({home}, {'cuda' if config else 'cpu'}) failed: {done.stderr.strip()}")
+        return None
+    return json.loads(done.stdout)["tokens"]
+tokens = {home: generated(home, cuda_cfg) for home in ("resident", "host", "ssd")}
+cpu = generated("resident", None)
+for home, t in tokens.items():
+    print(f"generation on cuda, experts {home}: {t}")
+print(f"generation on cpu, experts resident: {cpu} ({'the same' if cpu == tokens['resident'] else 'different'} "
+      "tokens; greedy choices can differ between backends at near-ties)")
+ok = ok and tokens["resident"] is not None and len(tokens["resident"]) == 12 and \
+    tokens["resident"] == tokens["host"] == tokens["ssd"]
 sys.exit(0 if ok else 1)
 PY
 }

@@ -6,6 +6,9 @@ the case's dtype, optionally sharded with model.safetensors.index.json; redrawn 
 within 1e-5), then
   - forward: the engine's logits, loss and every gradient (exported under HF names through the engine's own
     exporter) against the module's forward and torch autograd;
+  - generation: `moe-engine generate` on the folder (a session with no engine; its experts resident, and
+    streamed into the SSD tier) gives the same greedy tokens both ways, each the module's argmax (within the
+    logits tolerance) at its position when the module is fed the engine's own sequence;
   - round trip: importing the folder and exporting it in the same dtype gives the same tensors bit for bit and
     the same config values.
 Usage: hf_check.py --cli moe-engine --dev-cli moe-engine-dev [--family TYPE] [--case SUBSTR] [--workdir DIR]
@@ -147,6 +150,36 @@ class Report:
             print(f"  {name:<64} {err:9.2e} {tol:9.1e}  {'ok' if ok else 'FAIL'}")
 
 
+def generated(args, hf, prompt, n, home, log):
+    """The token ids `moe-engine generate` samples greedily from the folder, the experts at `home`."""
+    run([args.cli, "generate", "--model", hf, "--tokens", ",".join(str(t) for t in prompt), "--max-tokens", str(n),
+         "--experts", home, "--expert-slots", "2", "--cache-experts", "4"], log)
+    with open(log) as f:
+        return json.loads([line for line in f if line.startswith("{")][-1])["tokens"]
+
+
+def check_generation(mod, config, ref_tensors, hf, base, args, rep, prompt):
+    limit = config.get("max_position_embeddings", 64)
+    n = max(1, min(6, limit - len(prompt)))
+    resident = generated(args, hf, prompt, n, "resident", os.path.join(base, "generate-resident.log"))
+    ssd = generated(args, hf, prompt, n, "ssd", os.path.join(base, "generate-ssd.log"))
+    rep.check(f"generation: {len(resident)} greedy tokens, the same with the experts in the SSD tier",
+              0.0 if resident == ssd and len(resident) == n else 1.0, 0.0)
+    seq = torch.tensor([list(prompt) + resident[:-1]], dtype=torch.int64)
+    margins = _Margins()
+    with torch.no_grad():
+        logits = mod.forward(config, to_torch(ref_tensors), seq, margins)[0]
+    if margins.value < MIN_MARGIN:
+        print(f"  generation: a routing decision of the generated sequence is within {margins.value:.1e} of a tie; "
+              "the tokens are not compared with the reference")
+        return
+    worst = 0.0
+    for j, token in enumerate(resident):
+        row = logits[len(prompt) - 1 + j]
+        worst = max(worst, float(row.max() - row[token]) / float(row.abs().max()))
+    rep.check("generation: each token's gap to the reference argmax / max|logit|", worst, LOGITS_TOL)
+
+
 def check_case(mod, case, args, workdir):
     label = f"{mod.MODEL_TYPE}/{case['name']}"
     rep = Report(label)
@@ -182,6 +215,7 @@ def check_case(mod, case, args, workdir):
         rep.check("logits max|d|/max|ref|", float(np.abs(eng["logits"] - ref_logits).max() / np.abs(ref_logits).max()),
                   LOGITS_TOL)
         rep.check("loss", abs(float(eng["loss"]) - loss.item()) / abs(loss.item()), LOSS_TOL)
+        check_generation(mod, config, ref_tensors, hf, base, args, rep, ids_np[0, :4].tolist())
         eng_grads = st.read(os.path.join(grads + "-hf", "model.safetensors"))
         worst, worst_name = 0.0, ""
         for name, t in P.items():
