@@ -1,4 +1,4 @@
-// Where the workbench keeps its database, run directories and token cache.
+// Where the workbench keeps its database, run directories, token cache and scratch files.
 import { homedir } from 'node:os'
 import { join, resolve } from 'node:path'
 
@@ -14,5 +14,7 @@ export function dataLayout(dataDir: string) {
     dbPath: join(dataDir, 'workbench.db'),
     runsDir: join(dataDir, 'runs'),
     cacheDir: join(dataDir, 'cache'),
+    // Files that live only while something runs (a chat's SSD tier): on the user's disk, never a tmpfs /tmp.
+    scratchDir: join(dataDir, 'scratch'),
   }
 }

@@ -90,7 +90,7 @@ export async function createHost(options: HostOptions): Promise<Host> {
   // Every host keeps its own runs' heartbeat; those that recover runs also watch other hosts' runs.
   runs.watch(watchOthers)
 
-  const chats = new ChatSessions(store, events.emit)
+  const chats = new ChatSessions(store, events.emit, dataLayout(options.dataDir).scratchDir)
   let closing: Promise<void> | undefined
   return {
     handlers: createHandlers({ store, runs, dataDir: options.dataDir, chats }),

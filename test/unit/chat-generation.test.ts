@@ -2,8 +2,9 @@
 // add_generation_prompt, stopping at its end-of-turn token; generation on a worker thread streaming chat.token
 // events with each token's text and experts, then one chat.done; the same greedy tokens with the experts in the
 // host or SSD tier and from the model exported as a Hugging Face folder; a seed replays sampling; cancel ends a
-// generation; multi-byte text streams whole characters.
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs'
+// generation; an SSD-tier conversation's scratch directory is removed however it ends; multi-byte text streams whole
+// characters.
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
@@ -114,6 +115,29 @@ describe('chat sessions', () => {
     }
   }, 60_000)
 
+  it('keeps an SSD-tier conversation’s file in a scratch directory of its own, removed when it ends or is cancelled, and a dead host’s at start', async () => {
+    const scratch = join(dir, 'scratch')
+    mkdirSync(join(scratch, '999999999-chat-left-over'), { recursive: true })  // beyond any pid_max: its host is gone
+    mkdirSync(join(scratch, `${process.pid}-chat-live`), { recursive: true })  // this host's own: kept
+    const events = collect()
+    const sessions = new ChatSessions(noStore, events.sink, scratch)
+    expect(readdirSync(scratch)).toEqual([`${process.pid}-chat-live`])
+    rmSync(join(scratch, `${process.pid}-chat-live`), { recursive: true })
+    const started = await sessions.start({ model: { dir: modelDir }, messages, sampling: sampling(), experts: 'ssd' })
+    expect(readdirSync(scratch)).toEqual([`${process.pid}-${started.id}`])
+    const done = await events.done
+    expect(done.reason).toBe('max_tokens')
+    expect(events.tokens.map((t) => t.token)).toEqual((await chat()).tokens.map((t) => t.token))
+    await expect.poll(() => readdirSync(scratch), { timeout: 20_000 }).toEqual([])
+
+    const cancelled = collect()
+    const more = new ChatSessions(noStore, cancelled.sink, scratch)
+    const long = await more.start({ model: { dir: modelDir }, messages, sampling: sampling({ maxTokens: 8192 }), experts: 'ssd' })
+    more.cancel(long.id)
+    expect((await cancelled.done).reason).toBe('cancelled')
+    await expect.poll(() => readdirSync(scratch), { timeout: 20_000 }).toEqual([])
+  }, 60_000)
+
   it('replays sampling for a seed', async () => {
     const tokens = async (seed: number) => (await chat({ sampling: sampling({ temperature: 1.5, seed, maxTokens: 8 }) })).tokens.map((t) => t.token)
     const a = await tokens(11)
@@ -159,6 +183,15 @@ describe('generation worker', () => {
     expect(await runGeneration({ ...job, stopTokens: [stop] }, (t) => some.push(t)).done).toEqual({ reason: 'stop' })
     expect(some.map((t) => t.token)).toEqual(all.slice(0, all.findIndex((t) => t.token === stop) + 1).map((t) => t.token))
     expect(some[0]!.position).toBe(prompt.length - 1)
+  }, 60_000)
+
+  it('puts the SSD tier where ssdDir says', async () => {
+    const blocked = join(dir, 'not-a-directory')
+    writeFileSync(blocked, '')
+    const job = { modelDir, prompt: [1], stopTokens: [], maxTokens: 2,
+      options: { temperature: 0, topK: 0, topP: 1, seed: 0, expertHome: 'ssd' as const, ssdDir: join(blocked, 'ssd') } }
+    const end = await runGeneration(job, () => {}).done
+    expect(end.reason === 'failed' && end.error).toMatch(/not-a-directory\/ssd/)
   }, 60_000)
 
   it('reports the engine’s message when the model cannot load', async () => {

@@ -1,7 +1,12 @@
 // The Try-it conversations in flight: chat.start renders the prompt, starts a generation on a worker thread and
 // returns at once; each token goes out as a chat.token event (its text and the experts that made it), and the
-// end as one chat.done. chat.cancel ends one early.
+// end as one chat.done. chat.cancel ends one early. A conversation with its experts in the SSD tier keeps the
+// tier's file in a directory of its own under the scratch directory, removed when the generation ends however it
+// ends (a cancelled worker never runs the engine's own clean-up), and left-overs of hosts that died are removed at
+// start.
 import { randomUUID } from 'node:crypto'
+import { mkdirSync, readdirSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
 
 import type { ChatMessage, ChatModel, ChatSampling, ChatStarted, EventSink } from '../../api/contract'
 import { byteTokenizer, loadHfTokenizer, type TextTokenizer } from '../datasets'
@@ -24,10 +29,14 @@ export class ChatSessions {
   // Tokenizers by file: building a large vocabulary's takes seconds, and a conversation asks again each turn.
   private readonly tokenizers = new Map<string, Promise<TextTokenizer>>()
 
+  // scratchDir: where an SSD-tier conversation's directory goes (absent: the system's temporary directory).
   constructor(
     private readonly store: TelemetryStore,
     private readonly emit: EventSink,
-  ) {}
+    private readonly scratchDir?: string,
+  ) {
+    if (scratchDir) removeDeadHostsScratch(scratchDir)
+  }
 
   async start(request: ChatRequest): Promise<ChatStarted> {
     const choice = resolveChatModel(this.store, request.model, request.tokenizer)
@@ -39,13 +48,18 @@ export class ChatSessions {
     const stops = new Set(prompt.stopTokens)
     let index = 0
     const started = Date.now()
+    const ssdDir = request.experts === 'ssd' && this.scratchDir ? join(this.scratchDir, `${process.pid}-${id}`) : undefined
+    if (ssdDir) mkdirSync(ssdDir, { recursive: true })
     const generation = runGeneration(
       {
         modelDir: choice.modelDir,
         prompt: prompt.ids,
         stopTokens: prompt.stopTokens,
         maxTokens: sampling.maxTokens,
-        options: { temperature: sampling.temperature, topK: sampling.topK, topP: sampling.topP, seed: sampling.seed, expertHome: request.experts },
+        options: {
+          temperature: sampling.temperature, topK: sampling.topK, topP: sampling.topP, seed: sampling.seed, expertHome: request.experts,
+          ...(ssdDir ? { ssdDir } : {}),
+        },
       },
       (t) => {
         // The end-of-turn token ends the answer; its text is not part of it.
@@ -54,6 +68,8 @@ export class ChatSessions {
       },
     )
     this.running.set(id, generation)
+    // Removed once the worker has stopped, which a cancelled load may take a while to do.
+    if (ssdDir) void generation.exited.then(() => rmSync(ssdDir, { recursive: true, force: true }))
     void generation.done.then((end) => {
       this.running.delete(id)
       const seconds = (Date.now() - started) / 1000
@@ -89,5 +105,29 @@ export class ChatSessions {
   /** Ends every generation (host shutdown). */
   cancelAll(): void {
     for (const g of this.running.values()) g.cancel()
+  }
+}
+
+// A scratch entry is `<pid>-<chat id>`: one whose host process is gone is a left-over of a crash.
+function removeDeadHostsScratch(scratchDir: string): void {
+  let names: string[]
+  try {
+    names = readdirSync(scratchDir)
+  } catch {
+    return
+  }
+  for (const name of names) {
+    const pid = Number(name.split('-')[0])
+    if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || alive(pid)) continue
+    rmSync(join(scratchDir, name), { recursive: true, force: true })
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM'
   }
 }

@@ -17,6 +17,8 @@ export interface GenerationJob {
     topP: number
     seed: number
     expertHome: 'resident' | 'host' | 'ssd'
+    /** The SSD tier's directory (expertHome 'ssd'); absent: the system's temporary directory. */
+    ssdDir?: string
   }
 }
 
@@ -63,6 +65,8 @@ type WorkerMessage = { kind: 'token'; token: GeneratedToken } | { kind: 'end'; r
 export interface RunningGeneration {
   cancel(): void
   done: Promise<GenerationEnd>
+  /** Resolves once the worker thread has stopped (after done): nothing of the session runs any more. */
+  exited: Promise<void>
 }
 
 export function runGeneration(job: GenerationJob, onToken: (token: GeneratedToken) => void): RunningGeneration {
@@ -82,12 +86,18 @@ export function runGeneration(job: GenerationJob, onToken: (token: GeneratedToke
     else settle(m.reason === 'failed' ? { reason: 'failed', error: m.error ?? 'generation failed' } : { reason: m.reason })
   })
   worker.once('error', (e) => settle({ reason: 'failed', error: e.message }))
-  worker.once('exit', (code) => settle({ reason: 'failed', error: `the generation worker exited (code ${code}) without an answer` }))
+  const exited = new Promise<void>((resolve) =>
+    worker.once('exit', (code) => {
+      settle({ reason: 'failed', error: `the generation worker exited (code ${code}) without an answer` })
+      resolve()
+    }),
+  )
   return {
     cancel() {
       settle({ reason: 'cancelled' })
       void worker.terminate()
     },
     done,
+    exited,
   }
 }
