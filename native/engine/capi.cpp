@@ -341,6 +341,7 @@ int moe_export_checkpoint(const char* checkpoint_dir, const char* out_dir, const
     const ExportAsked a = export_asked(options);
     const std::string src = checkpoint_dir ? checkpoint_dir : "";
     moe::check(!src.empty(), "export: checkpoint_dir is required");
+    moe::check_export_target(out_dir ? out_dir : "");  // before a byte is read: never over the source itself
     if (!moe::is_hf_checkpoint(src)) {
       moe::export_checkpoint(src, out_dir ? out_dir : "", model_type ? model_type : "mixtral", a.dtype,
                              a.layout_or_default(), a.adapter);

@@ -1,8 +1,8 @@
 // Exporting one of our checkpoints without an engine (moe_export_checkpoint): each tensor streams from the
 // checkpoint's file, and the folder written is byte for byte what an engine loaded from the checkpoint exports
 // (F32 per-expert, BF16 fused, F16, a LoRA run merged and as its PEFT adapter). A corrupt or mismatched checkpoint
-// is refused by name and nothing is written; a Hugging Face folder goes through a model whose
-// experts stream through an SSD-tier file beside the output.
+// is refused by name and nothing is written, as is a target that holds anything (the source itself above all); a
+// Hugging Face folder goes through a model whose experts stream through an SSD-tier file beside the output.
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -130,6 +130,37 @@ TEST(checkpoint_export_refuses_bad_checkpoints_and_writes_nothing) {
   refused(full, options(MOE_EXPORT_F32, MOE_EXPERTS_DEFAULT, MOE_EXPORT_ADAPTER), "no LoRA adapters");
   refused(full, options(MOE_EXPORT_BF16, MOE_EXPERTS_DEFAULT, MOE_EXPORT_ADAPTER), "f32");
   refused(moe_test::tmp_path("no-such-checkpoint"), f32, "no config.json");
+  // Never over a folder that holds anything: not the checkpoint itself, not its export, not any other folder.
+  auto folder_files = [](const std::string& dir) {
+    std::string all;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      all += e.path().filename().string() + ":" + moe::fs::read_file(e.path().string(), 1ull << 30) + ";";
+    return all;
+  };
+  const std::string hf = moe_test::tmp_path("export-bad-hf");
+  moe::fs::remove_all(hf);
+  char err[1024] = {0};
+  CHECK_MSG(moe_export_checkpoint(full.c_str(), hf.c_str(), "mixtral", &f32, err, sizeof err) == MOE_OK, err);
+  moe_test::write_raw(moe::fs::join(hf, "tokenizer.json"), "{}");
+  const moe_export_options bf16 = options(MOE_EXPORT_BF16, MOE_EXPERTS_DEFAULT, MOE_EXPORT_CHECKPOINT);
+  for (const auto& [src, dst] : {std::pair{full, full}, std::pair{hf, hf}, std::pair{full, hf}}) {
+    const std::string before = folder_files(dst);
+    CHECK(moe_export_checkpoint(src.c_str(), dst.c_str(), "mixtral", &bf16, err, sizeof err) == MOE_ERROR);
+    CHECK_MSG(std::string(err).find("already exists and is not empty") != std::string::npos, err);
+    CHECK_MSG(folder_files(dst) == before, dst + ": changed by a refused export");
+  }
+  // Nor does a checkpoint replace a Hugging Face model folder.
+  moe_engine* engine = moe_engine_create(("{" + kModel + R"(, "train": {"seq_len": 8, "batch_size": 1}})").c_str(),
+                                         nullptr, err, sizeof err);
+  CHECK_MSG(engine != nullptr, err);
+  if (engine) {
+    const std::string before = folder_files(hf);
+    CHECK(moe_engine_save_checkpoint(engine, hf.c_str()) == MOE_ERROR);
+    CHECK_MSG(std::string(moe_engine_last_error(engine)).find("is a Hugging Face model folder") != std::string::npos,
+              moe_engine_last_error(engine));
+    CHECK(folder_files(hf) == before);
+    moe_engine_destroy(engine);
+  }
   // A flipped byte in the weights: the checksum names the file before anything is parsed.
   const std::string weights = moe::fs::join(full, "model.safetensors");
   std::string bytes = moe::fs::read_file(weights, 1 << 30);

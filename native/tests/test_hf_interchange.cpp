@@ -137,6 +137,7 @@ void check_export_roundtrip(const ModelConfig& mc, const std::string& type, st::
   std::vector<float> values = moe_test::random_vector(a.num_params(), 3);
   be->copy(a.params(), values.data(), values.size() * sizeof(float));
   const std::string dir = tmp_path("export-" + type + (dtype == st::DType::BF16 ? "-bf16" : "-f32"));
+  fs::remove_all(dir);  // an export never replaces a folder
   export_hf(dir, a, type, dtype);
 
   CHECK_MSG(is_hf_checkpoint(dir), label + ": is_hf_checkpoint");

@@ -94,6 +94,20 @@ void check_checkpoint_target(const std::string& dir) {
   if (!empty && !fs::exists(fs::join(dir, "config.json")))
     fail(dir + ": exists and is not a checkpoint (no config.json), so it will not be replaced; choose a new path "
                "or remove the directory");
+  if (!empty && is_hf_checkpoint(dir))
+    fail(dir + ": is a Hugging Face model folder, not one of our checkpoints, so it will not be replaced; choose a "
+               "new path");
+}
+
+void check_export_target(const std::string& dir) {
+  if (!fs::exists(dir)) return;
+  if (!fs::is_dir(dir)) fail(dir + ": exists and is not a directory; choose another folder to export to");
+  std::error_code ec;
+  const bool empty = std::filesystem::is_empty(dir, ec);
+  if (ec) fail(dir + ": cannot list the directory: " + ec.message() + "; check permissions");
+  if (!empty)
+    fail(dir + ": already exists and is not empty; an export never replaces a folder (it may be the model it "
+               "reads, or another you made): choose a new folder");
 }
 
 

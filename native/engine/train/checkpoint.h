@@ -38,9 +38,13 @@ struct TrainerState {
 void save_checkpoint(const std::string& dir, const EngineConfig& cfg, Model& model, AdamWOptimizer* opt,
                      const TrainerState* state, ExpertStateHome* experts = nullptr);
 
-// Guards the directory replacement of save_checkpoint and export_hf: fails unless dir is absent, empty, or
-// holds a config.json (a checkpoint), so a mistyped path never deletes an unrelated directory.
+// Guards the directory replacement of save_checkpoint: fails unless dir is absent, empty, or holds one of our
+// checkpoints (a config.json that is not a Hugging Face model's), so a mistyped path never deletes an unrelated
+// directory or a downloaded model.
 void check_checkpoint_target(const std::string& dir);
+// Guards an export (Hugging Face folder, PEFT adapter): dir must be absent or empty, so an export never replaces
+// its own source or any folder the user made.
+void check_export_target(const std::string& dir);
 
 // True when dir/config.json names a Hugging Face "model_type"; false for ours or when there is no config.json.
 bool is_hf_checkpoint(const std::string& dir);

@@ -555,7 +555,7 @@ void export_hf(const std::string& dir, const ModelConfig& m, const ParamLayout& 
   const json::Value config = model_to_hf_config(m, type, dtype);
   const HfExpertLayout layout = expert_layout ? *expert_layout : hf_family(type).default_layout;
   const std::vector<TensorSource> sources = hf_tensor_sources(m, params, type, layout);
-  check_checkpoint_target(dir);
+  check_export_target(dir);
 
   MergedTensors merged(params, source);
   // The tensor the writer is at (it asks for one at a time), in fp32 and in the stored dtype.

@@ -125,7 +125,7 @@ void export_peft_adapter(const std::string& dir, const ModelConfig& m, const Par
                          const TrainableSet& trainable, const FinetuneConfig& finetune, TensorValues& values,
                          const std::string& model_type) {
   const PeftPlan plan = plan_peft(m, layout, trainable, model_type);
-  check_checkpoint_target(dir);
+  check_export_target(dir);
 
   st::Writer w;
   w.set_metadata("format", "pt");
