@@ -83,29 +83,30 @@ TrainerState state_from_json(const json::Value& o, const std::string& path) {
   return s;
 }
 
-}  // namespace
-
-void check_checkpoint_target(const std::string& dir) {
-  if (!fs::exists(dir)) return;
-  if (!fs::is_dir(dir)) fail(dir + ": exists and is not a directory; choose another checkpoint path");
+// Whether a write may go to dir: absent (true), or a directory (true when empty); anything else fails naming it.
+bool absent_or_empty(const std::string& dir, const char* choose) {
+  if (!fs::exists(dir)) return true;
+  if (!fs::is_dir(dir)) fail(dir + ": exists and is not a directory; " + choose);
   std::error_code ec;
   const bool empty = std::filesystem::is_empty(dir, ec);
   if (ec) fail(dir + ": cannot list the directory: " + ec.message() + "; check permissions");
-  if (!empty && !fs::exists(fs::join(dir, "config.json")))
+  return empty;
+}
+
+}  // namespace
+
+void check_checkpoint_target(const std::string& dir) {
+  if (absent_or_empty(dir, "choose another checkpoint path")) return;
+  if (!fs::exists(fs::join(dir, "config.json")))
     fail(dir + ": exists and is not a checkpoint (no config.json), so it will not be replaced; choose a new path "
                "or remove the directory");
-  if (!empty && is_hf_checkpoint(dir))
+  if (is_hf_checkpoint(dir))
     fail(dir + ": is a Hugging Face model folder, not one of our checkpoints, so it will not be replaced; choose a "
                "new path");
 }
 
 void check_export_target(const std::string& dir) {
-  if (!fs::exists(dir)) return;
-  if (!fs::is_dir(dir)) fail(dir + ": exists and is not a directory; choose another folder to export to");
-  std::error_code ec;
-  const bool empty = std::filesystem::is_empty(dir, ec);
-  if (ec) fail(dir + ": cannot list the directory: " + ec.message() + "; check permissions");
-  if (!empty)
+  if (!absent_or_empty(dir, "choose another folder to export to"))
     fail(dir + ": already exists and is not empty; an export never replaces a folder (it may be the model it "
                "reads, or another you made): choose a new folder");
 }
