@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +15,7 @@
 
 #include "backend/registry.h"
 #include "offload/ssd_store.h"
+#include "test_files.h"
 #include "offload_fixture.h"
 #include "testing.h"
 
@@ -165,8 +167,26 @@ TEST(ssd_files_live_in_ssd_dir_and_are_removed) {
     auto be = moe::make_backend("cpu", {1});
     moe::Trainer t(cfg, *be);
     CHECK(std::filesystem::exists(dir + "/experts.bin"));
+    // A second run on the same directory would write its experts over the first's: refused, the first untouched.
+    const auto size = std::filesystem::file_size(dir + "/experts.bin");
+    moe_test::expect_error([&] { moe::Trainer second(cfg, *be); }, {"offload.ssd_dir", "in use by another run"},
+                           "a second run on the same ssd_dir");
+    CHECK(std::filesystem::file_size(dir + "/experts.bin") == size);
+    feed(t, v.grad_accum);
+    t.step();  // the first still trains
   }
   CHECK(!std::filesystem::exists(dir));
+  // A file left by a run that died is reused (its lock went with it), from zeros.
+  std::filesystem::create_directories(dir);
+  moe_test::write_raw(dir + "/experts.bin", std::string(4096, '\x7f'));
+  {
+    moe::EngineConfig cfg = moe::parse_config_text(config(v), "test");
+    auto be = moe::make_backend("cpu", {1});
+    moe::Trainer t(cfg, *be);
+    feed(t, v.grad_accum);
+    CHECK(std::isfinite(t.step().loss));
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // Expert state 8× the device budget and more than 2× the host budget: the process's resident memory after

@@ -1,6 +1,7 @@
 #include "offload/ssd_store.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -114,13 +115,23 @@ SsdExpertStore::SsdExpertStore(const std::string& dir, const std::vector<ExpertS
   path_ = (std::filesystem::path(dir_) / "experts.bin").string();
   // Direct I/O keeps the page cache out of the measurement and of host memory; some file systems
   // (tmpfs) refuse it, and then the file is read through the page cache.
-  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0600);
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_DIRECT, 0600);
   direct_ = fd_ >= 0;
-  if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+  if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT, 0600);
   check(fd_ >= 0, "offload.ssd_dir: cannot create " + path_ + ": " + std::strerror(errno));
+  // One store per file: a second run or chat writing its experts into the same file would corrupt the first without
+  // a word. The lock goes with its holder (also a crashed process), so only a live store refuses the next.
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd_);
+    fd_ = -1;
+    fail("offload.ssd_dir: " + path_ + " is in use by another run or chat (" + why +
+         "); give each its own ssd_dir");
+  }
   const size_t file_bytes = at;
   ssd_.charge(file_bytes, "every expert's weights, and the trained tensors' gradient and AdamW moments");
-  check(::ftruncate(fd_, static_cast<off_t>(file_bytes)) == 0,
+  // Sized from zero: every record reads as zeros until written (a crashed run's file is not reused as it was).
+  check(::ftruncate(fd_, 0) == 0 && ::ftruncate(fd_, static_cast<off_t>(file_bytes)) == 0,
         path_ + ": cannot size the expert file to " + std::to_string(file_bytes) + " bytes: " + std::strerror(errno));
   entries = std::min<int>(entries, static_cast<int>(sizes_.size()));
   entries_.resize(entries);
