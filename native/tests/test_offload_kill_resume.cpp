@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <thread>
@@ -32,7 +33,7 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
   const pid_t pid = ::fork();
   if (pid == 0) {
     std::FILE* out = std::freopen(log.c_str(), "a", stdout);
-    (void)out;
+    if (out) ::dup2(::fileno(out), 2);  // the messages too
     std::vector<char*> argv;
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -46,6 +47,11 @@ int wait_exit(pid_t pid) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 size_t lines_in(const std::string& path) {
@@ -101,6 +107,12 @@ TEST(killed_mid_step_then_resumed_gives_the_same_losses) {
     fs::remove_all(killed);
     CHECK(wait_exit(spawn({cli, "train", "--config", cfg, "--data", data, "--out", whole, "--quiet"},
                           (work / "out.txt").string())) == 0);
+    // The same command again is a new run: refused, the finished run's log and checkpoints untouched.
+    const std::string before = read_text(whole + "/log.jsonl");
+    CHECK(wait_exit(spawn({cli, "train", "--config", cfg, "--data", data, "--out", whole, "--quiet"},
+                          (work / "again.txt").string())) != 0);
+    CHECK(read_text((work / "again.txt").string()).find("already holds files") != std::string::npos);
+    CHECK(read_text(whole + "/log.jsonl") == before);
 
     // Kill as soon as step 5 is logged: step 6 is then running, after checkpoint-4.
     const pid_t pid = spawn({cli, "train", "--config", cfg, "--data", data, "--out", killed, "--quiet"},

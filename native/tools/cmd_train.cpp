@@ -116,6 +116,12 @@ int cmd_train(int argc, char** argv) {
   if (steps < 0) throw std::runtime_error("--steps must be 0 or more");
   const std::string resume = args.has("--resume") ? resolve_checkpoint(args.get("--resume")) : "";
   const std::string source = args.has("--init") ? args.get("--init") : resume;
+  // A new run never writes over another's checkpoints or into its log; a resume continues the run it names.
+  std::error_code listing;
+  if (resume.empty() && fs::exists(out) && !fs::is_empty(out, listing))
+    throw std::runtime_error("--out " + out + ": already holds files (another run's checkpoints or log?); a new run "
+                             "never writes over them: choose a new directory, or --resume " + out +
+                             " to continue the run there");
 
   // ESFT without a chosen set: measure the experts on the init weights over the run's data first, and train
   // what was chosen (a resumed run's checkpoint already holds its set).

@@ -7,7 +7,7 @@ int main(int argc, char** argv) {
   static const char usage[] =
       "usage: moe-engine <command> [options]\n"
       "  train    --config C.json --data TOKENS.bin --out DIR [--init CKPT [--adapter PEFT_DIR] | --resume CKPT]\n"
-      "           [--steps N] [--quiet]\n"
+      "           [--steps N] [--quiet]   (DIR new or empty, unless --resume continues the run in it)\n"
       "  export   --checkpoint CKPT --out DIR [--model-type mixtral|qwen2_moe|olmoe|qwen3_moe|gpt_oss] [--bf16|--f16]\n"
       "           [--experts per-expert|fused] [--adapter (a LoRA run's PEFT adapter) | --merged (default)]\n"
       "  esft     --data TOKENS.bin [--config C.json] [--init CKPT] [--batches N] [--threshold P] [--score gate|tokens]\n"

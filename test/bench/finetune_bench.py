@@ -32,6 +32,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -71,6 +72,7 @@ def train_records(cli, data, work, name, cfg, init=None):
     (log.jsonl's step records, the CLI's output, wait4's resource usage)."""
     path = os.path.join(work, name + ".json")
     out = os.path.join(work, name)
+    shutil.rmtree(out, ignore_errors=True)  # each round a new run (the CLI never trains over one)
     with open(path, "w") as f:
         json.dump(cfg, f)
     proc = subprocess.Popen([cli, "train", "--config", path, "--data", data, "--out", out] +

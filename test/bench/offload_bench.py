@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -29,6 +30,7 @@ def run(cli, data, work, name, offload, steps, threads):
     if offload:
         cfg["offload"] = offload
     out = os.path.join(work, name)
+    shutil.rmtree(out, ignore_errors=True)  # each round a new run (the CLI never trains over one)
     path = os.path.join(work, name + ".json")
     with open(path, "w") as f:
         json.dump(cfg, f)

@@ -136,7 +136,7 @@ selftest() {
 
 offload_equivalence() {
   python3 - "$BUILD" "$LOGS" <<'PY'
-import json, os, subprocess, sys
+import json, os, shutil, subprocess, sys
 build, work = sys.argv[1], sys.argv[2]
 root = os.getcwd()
 tokens = os.path.join(work, "corpus.bin")
@@ -155,6 +155,7 @@ def records(offload, finetune, name, gemm="own", dtype="fp32"):
     with open(path, "w") as f:
         json.dump(cfg, f)
     out = os.path.join(work, name)
+    shutil.rmtree(out, ignore_errors=True)  # a rerun into the same LOGS: a new run (the CLI never trains over one)
     subprocess.run([os.path.join(build, "moe-engine"), "train", "--config", path, "--data", tokens, "--out", out,
                     "--quiet"], check=True, timeout=240)
     with open(os.path.join(out, "log.jsonl")) as f:
