@@ -1,10 +1,13 @@
 // The C API over Trainer: converts arguments, catches every exception into a status code plus
 // message, and keeps the last step record's arrays alive for the caller.
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include "backend/registry.h"
@@ -310,12 +313,22 @@ ExportAsked export_asked(const moe_export_options* given) {
   return a;
 }
 
-// A directory of its own beside `out` (on the disk that receives the export) for an export's SSD-tier file.
+// A directory of its own beside `out` (on the disk that receives the export) for an export's SSD-tier file. One an
+// export to the same folder left when its process died (named for that process) is removed first.
 std::string scratch_beside(const std::string& out) {
   std::filesystem::path p = std::filesystem::path(out).lexically_normal();
   if (!p.has_filename()) p = p.parent_path();
-  const std::string name = "." + p.filename().string() + ".experts-" + std::to_string(::getpid());
-  return (p.parent_path().empty() ? std::filesystem::path(name) : p.parent_path() / name).string();
+  const std::string prefix = "." + p.filename().string() + ".experts-";
+  const std::filesystem::path parent = p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path();
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(parent, ec)) {
+    const std::string entry = e.path().filename().string();
+    if (entry.rfind(prefix, 0) != 0) continue;
+    const long pid = std::strtol(entry.c_str() + prefix.size(), nullptr, 10);
+    if (pid > 0 && pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+      std::filesystem::remove_all(e.path(), ec);
+  }
+  return (parent / (prefix + std::to_string(::getpid()))).string();
 }
 
 }  // namespace

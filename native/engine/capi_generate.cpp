@@ -10,7 +10,6 @@
 #include "infer/expert_slots.h"
 #include "infer/generator.h"
 #include "model/model.h"
-#include "model/params.h"
 #include "offload/ssd_weights_home.h"
 #include "train/checkpoint.h"
 #include "train/compute_backend.h"

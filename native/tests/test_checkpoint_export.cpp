@@ -98,7 +98,12 @@ TEST(checkpoint_exports_stream_the_engines_bytes) {
   moe::fs::remove_all(again);
   char err[512] = {0};
   CHECK_MSG(moe_export_checkpoint(full.c_str(), hf.c_str(), "mixtral", &f32, err, sizeof err) == MOE_OK, err);
+  // What an export to the same folder left when its process died (no process has that id) goes first.
+  const std::string left = moe_test::tmp_path(".export-again.experts-999999999");
+  std::filesystem::create_directories(left);
+  moe_test::write_raw(left + "/experts.bin", std::string(4096, '\0'));
   CHECK_MSG(moe_export_checkpoint(hf.c_str(), again.c_str(), "mixtral", &f32, err, sizeof err) == MOE_OK, err);
+  CHECK(!std::filesystem::exists(left));
   CHECK(moe::fs::read_file(moe::fs::join(hf, "model.safetensors"), 1 << 30) ==
         moe::fs::read_file(moe::fs::join(again, "model.safetensors"), 1 << 30));
   const std::string fused = moe_test::tmp_path("export-fused"), back = moe_test::tmp_path("export-back");

@@ -120,13 +120,12 @@ SsdExpertStore::SsdExpertStore(const std::string& dir, const std::vector<ExpertS
   if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT, 0600);
   check(fd_ >= 0, "offload.ssd_dir: cannot create " + path_ + ": " + std::strerror(errno));
   // One store per file: a second run or chat writing its experts into the same file would corrupt the first without
-  // a word. The lock goes with its holder (also a crashed process), so only a live store refuses the next.
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    const std::string why = std::strerror(errno);
+  // a word. The lock goes with its holder (also a crashed process), so only a live store refuses the next. A file
+  // system without locks (some network mounts) runs unguarded rather than not at all.
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0 && (errno == EWOULDBLOCK || errno == EAGAIN)) {
     ::close(fd_);
     fd_ = -1;
-    fail("offload.ssd_dir: " + path_ + " is in use by another run or chat (" + why +
-         "); give each its own ssd_dir");
+    fail("offload.ssd_dir: " + path_ + " is in use by another run or chat; give each its own ssd_dir");
   }
   const size_t file_bytes = at;
   ssd_.charge(file_bytes, "every expert's weights, and the trained tensors' gradient and AdamW moments");
