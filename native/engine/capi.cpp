@@ -16,8 +16,6 @@
 #include "core/fsutil.h"
 #include "core/json.h"
 #include "include/moe_engine.h"
-#include "model/model.h"
-#include "offload/ssd_weights_home.h"
 #include "telemetry/step_record_capi.h"
 #include "train/arena_view.h"
 #include "train/checkpoint_checksums.h"
@@ -57,20 +55,9 @@ moe::EngineConfig config_from(const char* config_json, const char* init_dir) {
 
 using moe_capi::config_from;
 using moe_capi::copy_error;
+using moe_capi::guarded;
 
 namespace {
-
-template <typename Fn>
-int guarded(moe_engine* engine, Fn&& fn) {
-  if (!engine) return MOE_ERROR;
-  try {
-    engine->last_error.clear();
-    return fn();
-  } catch (const std::exception& e) {
-    engine->last_error = e.what();
-    return MOE_ERROR;
-  }
-}
 
 // An options struct as this engine knows it, from what the caller's struct_size covers (the rest stays 0).
 template <typename Options>
@@ -365,14 +352,10 @@ int moe_export_checkpoint(const char* checkpoint_dir, const char* out_dir, const
     // a model larger than memory exports again (to another layout, dtype or model type). The train settings only
     // need to be valid; the model comes from the folder.
     const std::string out = out_dir ? out_dir : "", type = model_type ? model_type : "mixtral";
-    const moe::EngineConfig cfg = config_from(R"({"train": {"seq_len": 1, "batch_size": 1}})", src.c_str());
-    auto backend = moe::make_compute_backend(cfg.train);
-    moe::Model model(cfg.model, *backend, cfg.train.compute_dtype, cfg.finetune);
-    model.init(cfg.train.seed, false);
-    moe::SsdWeightsHome experts(*backend, model.layout(), cfg.train.seed, scratch_beside(out), 4);
-    moe::load_weights(src, model, &experts);
-    if (a.adapter) moe::export_peft_adapter(out, model, cfg.finetune, type, &experts);
-    else moe::export_hf(out, model, type, a.dtype, a.layout_or_default(), &experts);
+    const std::string scratch = scratch_beside(out);
+    moe_capi::FolderModel f = moe_capi::load_folder_model(src, nullptr, &scratch, 4);
+    if (a.adapter) moe::export_peft_adapter(out, *f.model, f.config.finetune, type, f.experts.get());
+    else moe::export_hf(out, *f.model, type, a.dtype, a.layout_or_default(), f.experts.get());
     return MOE_OK;
   } catch (const std::exception& e) {
     copy_error(err, err_len, e.what());

@@ -5,6 +5,8 @@
 
 #include "backend/backend.h"
 #include "include/moe_engine.h"
+#include "model/model.h"
+#include "offload/ssd_weights_home.h"
 #include "telemetry/step_record_capi.h"
 #include "train/run_loop.h"
 #include "train/trainer.h"
@@ -26,5 +28,36 @@ namespace moe_capi {
 moe::EngineConfig config_from(const char* config_json, const char* init_dir);
 // msg into err (err_len bytes, NUL-terminated, truncated); nothing when err is null or err_len 0.
 void copy_error(char* err, size_t err_len, const std::string& msg);
+
+// Runs fn on a handle (an engine, a generation session): an exception becomes MOE_ERROR with its message in the
+// handle's last_error.
+template <typename Handle, typename Fn>
+int guarded(Handle* handle, Fn&& fn) {
+  if (!handle) return MOE_ERROR;
+  try {
+    handle->last_error.clear();
+    return fn();
+  } catch (const std::exception& e) {
+    handle->last_error = e.what();
+    return MOE_ERROR;
+  }
+}
+
+// A generation's SSD-tier host cache when the caller leaves it to the engine.
+inline int default_cache_experts(const moe::ModelConfig& m) { return 4 * m.top_k; }
+
+// A model built from a folder (ours, Hugging Face, a PEFT adapter's) with no trainer: only its weights. ssd_dir
+// set (empty: a fresh temporary directory): its routed experts live in an SSD-tier file there, with a host cache
+// of cache_experts entries (0: default_cache_experts), never in the arena. config_json (may be null): the
+// backend, compute dtype, threads and seed, from its train section. Members are destroyed experts first, backend
+// last.
+struct FolderModel {
+  moe::EngineConfig config;  // as the model was built from it
+  std::unique_ptr<moe::Backend> backend;
+  std::unique_ptr<moe::Model> model;
+  std::unique_ptr<moe::SsdWeightsHome> experts;
+};
+FolderModel load_folder_model(const std::string& dir, const char* config_json, const std::string* ssd_dir,
+                              int cache_experts);
 
 }  // namespace moe_capi

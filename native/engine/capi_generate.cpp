@@ -6,21 +6,12 @@
 
 #include "capi_engine.h"
 #include "core/error.h"
-#include "core/json.h"
 #include "infer/expert_slots.h"
 #include "infer/generator.h"
-#include "model/model.h"
-#include "offload/ssd_weights_home.h"
-#include "train/checkpoint.h"
-#include "train/compute_backend.h"
-#include "train/lora_adapter.h"
 
 struct moe_generation {
   moe_engine* engine = nullptr;  // the engine whose model this runs; null for a session on a model folder
-  // A folder session's own backend and model (declared first: destroyed after what reads them).
-  std::unique_ptr<moe::Backend> backend;
-  std::unique_ptr<moe::Model> own_model;
-  std::unique_ptr<moe::SsdWeightsHome> home;  // a folder session's experts under MOE_EXPERTS_SSD
+  moe_capi::FolderModel folder;  // a folder session's own model (declared first: destroyed after what reads it)
   moe::Model* model = nullptr;
   std::unique_ptr<moe::ExpertSlotCache> slots;
   std::unique_ptr<moe::Generator> generator;
@@ -32,23 +23,13 @@ struct moe_generation {
 
 namespace {
 
-template <typename Fn>
-int guarded(moe_generation* g, Fn&& fn) {
-  if (!g) return MOE_ERROR;
-  try {
-    g->last_error.clear();
-    return fn();
-  } catch (const std::exception& e) {
-    g->last_error = e.what();
-    return MOE_ERROR;
-  }
-}
+using moe_capi::guarded;
 
 int slot_count(const moe::Model& model, const moe_generate_options& o) {
   return o.expert_slots > 0 ? o.expert_slots : 2 * model.config().top_k;
 }
 int cache_entries(const moe::Model& model, const moe_generate_options& o) {
-  return o.cache_experts > 0 ? o.cache_experts : 4 * model.config().top_k;
+  return o.cache_experts > 0 ? o.cache_experts : moe_capi::default_cache_experts(model.config());
 }
 
 // The options as this engine knows them (members past the caller's struct_size stay 0), each checked.
@@ -74,19 +55,6 @@ std::unique_ptr<moe::ExpertSlotCache> tier_slots(moe::Model& model, const moe_ge
   return std::make_unique<moe::ExpertSlotCache>(
       model.backend(), model.layout(), model.param_ptrs(), model.params(),
       o.expert_home == MOE_EXPERTS_SSD ? moe::ExpertHome::Ssd : moe::ExpertHome::Host, slot_count(model, o), ssd);
-}
-
-// A folder session's config: the caller's (or none) with one position of one sequence, as generation trains nothing
-// and its positions are bounded by the model's max_seq_len alone.
-std::string generation_config(const char* config_json) {
-  moe::json::Value root = moe::json::parse(config_json ? config_json : "{}", "config");
-  moe::check(root.is_object(), "config: must be a JSON object");
-  moe::json::Value train = root.find("train") ? *root.find("train") : moe::json::Value::make_object();
-  moe::check(train.is_object(), "config.train: must be a JSON object");
-  train.set("seq_len", moe::json::Value::of(1));
-  train.set("batch_size", moe::json::Value::of(1));
-  root.set("train", std::move(train));
-  return moe::json::dump(root);
 }
 
 // The session's sampling, generator and MoE layer list, once its model and slots are set.
@@ -132,25 +100,16 @@ moe_generation* moe_generation_open(const char* model_dir, const char* config_js
   try {
     moe::check(model_dir != nullptr && *model_dir != 0, "generate: no model folder");
     const moe_generate_options o = checked_options(given);
-    const moe::EngineConfig cfg = moe_capi::config_from(generation_config(config_json).c_str(), model_dir);
     auto g = std::make_unique<moe_generation>();
-    g->backend = moe::make_compute_backend(cfg.train);
-    g->own_model = std::make_unique<moe::Model>(cfg.model, *g->backend, cfg.train.compute_dtype, cfg.finetune);
-    g->model = g->own_model.get();
+    // Under the SSD home the load writes each expert into the tier's file, and the slots read them back from there.
+    const std::string ssd_dir = o.ssd_dir ? o.ssd_dir : "";
+    g->folder = moe_capi::load_folder_model(model_dir, config_json,
+                                            o.expert_home == MOE_EXPERTS_SSD ? &ssd_dir : nullptr, o.cache_experts);
+    g->model = g->folder.model.get();
     moe::Model& model = *g->model;
-    const std::string dir = model_dir;
-    const bool ssd = o.expert_home == MOE_EXPERTS_SSD;
-    // The SSD home's experts never enter the arena: the load writes each into the tier's file as it reads it, and
-    // the slots read them back from there.
-    model.init(cfg.train.seed, !ssd);
-    if (ssd)
-      g->home = std::make_unique<moe::SsdWeightsHome>(*g->backend, model.layout(), cfg.train.seed,
-                                                      o.ssd_dir ? o.ssd_dir : "", cache_entries(model, o));
-    if (moe::is_peft_adapter(dir)) moe::load_peft_adapter(dir, model, cfg.finetune, g->home.get());
-    else moe::load_weights(dir, model, g->home.get());
-    if (ssd)
+    if (g->folder.experts)
       g->slots = std::make_unique<moe::ExpertSlotCache>(model.backend(), model.layout(), model.param_ptrs(),
-                                                        model.params(), *g->home, slot_count(model, o));
+                                                        model.params(), *g->folder.experts, slot_count(model, o));
     else if (o.expert_home == MOE_EXPERTS_HOST)
       g->slots = tier_slots(model, o);
     start(*g, o);

@@ -10,6 +10,7 @@ import { join } from 'node:path'
 
 import type { ChatMessage, ChatModel, ChatSampling, ChatStarted, EventSink } from '../../api/contract'
 import { byteTokenizer, loadHfTokenizer, type TextTokenizer } from '../datasets'
+import { pidAlive } from '../runs/run-owner'
 import type { TelemetryStore } from '../store/store'
 import { resolveChatModel } from './chat-model'
 import { chatPrompt } from './chat-prompt'
@@ -118,16 +119,7 @@ function removeDeadHostsScratch(scratchDir: string): void {
   }
   for (const name of names) {
     const pid = Number(name.split('-')[0])
-    if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || alive(pid)) continue
+    if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || pidAlive(pid)) continue  // not ours, or alive
     rmSync(join(scratchDir, name), { recursive: true, force: true })
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM'
   }
 }

@@ -358,7 +358,7 @@ void Writer::add(const std::string& name, DType dtype, const void* data, std::ve
     fail("safetensors writer: tensor '" + name + "' has an invalid shape " + shape_str(shape) +
          " (negative or overflowing dimensions)");
   if (bytes > 0 && !data) fail("safetensors writer: tensor '" + name + "' has no data");
-  entries_.push_back({name, dtype, data, std::move(shape), bytes, {}});
+  entries_.push_back({name, dtype, data, std::move(shape), bytes, 1, {}});
 }
 
 void Writer::add_f32_streamed(const std::string& name, std::vector<int64_t> shape,
@@ -368,14 +368,12 @@ void Writer::add_f32_streamed(const std::string& name, std::vector<int64_t> shap
 
 void Writer::add_streamed(const std::string& name, DType dtype, std::vector<int64_t> shape,
                           std::function<const void*()> data) {
-  static const double kPlaceholder = 0;  // checked by add(); replaced at write time
-  add(name, dtype, &kPlaceholder, std::move(shape));
-  entries_.back().streamed = std::move(data);
+  add_streamed_pieces(name, dtype, std::move(shape), 1, [data = std::move(data)](size_t) { return data(); });
 }
 
 void Writer::add_streamed_pieces(const std::string& name, DType dtype, std::vector<int64_t> shape, size_t pieces,
                                  std::function<const void*(size_t)> data) {
-  static const double kPlaceholder = 0;
+  static const double kPlaceholder = 0;  // checked by add(); replaced at write time
   add(name, dtype, &kPlaceholder, std::move(shape));
   Entry& e = entries_.back();
   const uint64_t rows = e.shape.empty() ? 1 : static_cast<uint64_t>(e.shape[0]);
@@ -416,11 +414,8 @@ void Writer::write(const std::string& path) const {
     sink.write(&n, 8);
     sink.write(text);
     for (const auto& e : entries_) {
-      if (e.piece) {
-        for (size_t k = 0; k < e.pieces; ++k) sink.write(e.piece(k), e.bytes / e.pieces);
-      } else {
-        sink.write(e.streamed ? e.streamed() : e.data, e.bytes);
-      }
+      if (!e.piece) sink.write(e.data, e.bytes);
+      for (size_t k = 0; e.piece && k < e.pieces; ++k) sink.write(e.piece(k), e.bytes / e.pieces);
     }
   });
 }

@@ -89,9 +89,8 @@ class Writer {
     const void* data;
     std::vector<int64_t> shape;
     uint64_t bytes;
-    std::function<const void*()> streamed;  // set: data is asked for at write time
     size_t pieces = 1;
-    std::function<const void*(size_t)> piece;  // set: data is asked for a piece at a time
+    std::function<const void*(size_t)> piece;  // set: data is asked for at write time, a piece at a time
   };
   std::vector<Entry> entries_;
   std::map<std::string, std::string> metadata_;

@@ -1,0 +1,46 @@
+// A model built from a folder with no trainer behind it (a chat with a folder, an export of a Hugging Face folder):
+// only its weights, its routed experts optionally in an SSD-tier file of their own instead of the arena.
+#include "capi_engine.h"
+#include "core/error.h"
+#include "core/json.h"
+#include "train/checkpoint.h"
+#include "train/compute_backend.h"
+#include "train/lora_adapter.h"
+
+namespace moe_capi {
+namespace {
+
+// The caller's config (or none) with one position of one sequence: nothing trains, and the model's max_seq_len
+// alone bounds the positions.
+std::string untrained_config(const char* config_json) {
+  moe::json::Value root = moe::json::parse(config_json ? config_json : "{}", "config");
+  moe::check(root.is_object(), "config: must be a JSON object");
+  moe::json::Value train = root.find("train") ? *root.find("train") : moe::json::Value::make_object();
+  moe::check(train.is_object(), "config.train: must be a JSON object");
+  train.set("seq_len", moe::json::Value::of(1));
+  train.set("batch_size", moe::json::Value::of(1));
+  root.set("train", std::move(train));
+  return moe::json::dump(root);
+}
+
+}  // namespace
+
+FolderModel load_folder_model(const std::string& dir, const char* config_json, const std::string* ssd_dir,
+                              int cache_experts) {
+  FolderModel f;
+  f.config = config_from(untrained_config(config_json).c_str(), dir.c_str());
+  const moe::EngineConfig& cfg = f.config;
+  f.backend = moe::make_compute_backend(cfg.train);
+  f.model = std::make_unique<moe::Model>(cfg.model, *f.backend, cfg.train.compute_dtype, cfg.finetune);
+  // Experts at home in the SSD tier never enter the arena: the load writes each into the file as it reads it.
+  f.model->init(cfg.train.seed, ssd_dir == nullptr);
+  if (ssd_dir)
+    f.experts = std::make_unique<moe::SsdWeightsHome>(
+        *f.backend, f.model->layout(), cfg.train.seed, *ssd_dir,
+        cache_experts > 0 ? cache_experts : default_cache_experts(f.model->config()));
+  if (moe::is_peft_adapter(dir)) moe::load_peft_adapter(dir, *f.model, cfg.finetune, f.experts.get());
+  else moe::load_weights(dir, *f.model, f.experts.get());
+  return f;
+}
+
+}  // namespace moe_capi
