@@ -387,7 +387,13 @@ export const ChatSamplingSchema = z
   })
   .strict()
 export const ChatModelSchema = z.union([
-  z.object({ dir: AbsolutePathSchema.describe('a Hugging Face model folder or one of our checkpoints') }).strict(),
+  z
+    .object({
+      dir: AbsolutePathSchema.describe('a Hugging Face model folder, one of our checkpoints, or a PEFT adapter folder'),
+      base: AbsolutePathSchema.optional()
+        .describe('the base model folder of a PEFT adapter folder; default: the one its adapter_config.json names (base_model_name_or_path)'),
+    })
+    .strict(),
   z
     .object({
       runId: RunIdSchema,
@@ -515,7 +521,9 @@ export const requests = {
   'models.export': {
     params: z
       .object({
-        dir: AbsolutePathSchema.describe('a Hugging Face model folder'),
+        dir: AbsolutePathSchema.describe('a Hugging Face model folder, or a PEFT adapter folder (merged into its base)'),
+        base: AbsolutePathSchema.optional()
+          .describe('the base model folder of a PEFT adapter folder; default: the one its adapter_config.json names (base_model_name_or_path)'),
         to: AbsolutePathSchema.describe('the new folder; never an existing non-empty one'),
         modelType: z.enum(HF_MODEL_TYPE_NAMES).optional().describe('default: the folder’s own model_type'),
         dtype: z.enum(['f32', 'bf16']).default('f32'),
@@ -523,7 +531,7 @@ export const requests = {
           .describe('per-expert or fused (3-D) expert tensors; default: the model type’s usual layout'),
       })
       .strict()
-      .describe('the folder written again as the engine reads it (another dtype, expert layout or model type; MXFP4 and FP8 weights decoded); its routed experts pass through an SSD-tier file beside the new folder, so a model larger than memory converts'),
+      .describe('the folder written again as the engine reads it (another dtype, expert layout or model type; MXFP4 and FP8 weights decoded; a PEFT adapter merged into its base); its routed experts pass through an SSD-tier file beside the new folder, so a model larger than memory converts'),
     result: z.object({ dir: z.string() }),
   },
   'presets.list': { params: noParams, result: z.array(PresetSchema) },

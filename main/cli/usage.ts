@@ -12,18 +12,20 @@ Commands:
         A run's summary, last metrics, checkpoints and events.
   export RUN --to DIR [--step N] [--model-type ${HF_MODEL_TYPE_NAMES.join('|')}] [--bf16] [--experts ${HF_EXPERT_LAYOUTS.join('|')}] [--adapter]
         Write a checkpoint (default: the latest) as a Hugging Face checkpoint directory.
-  export MODEL_DIR --to DIR [--model-type T] [--bf16] [--experts LAYOUT]
+  export MODEL_DIR --to DIR [--model-type T] [--bf16] [--experts LAYOUT] [--base-model BASE]
         Write a Hugging Face model folder again (default: its own model type, f32): another dtype, expert
         layout or model type, MXFP4/FP8 weights decoded; its experts pass through a file beside DIR.
+        A PEFT adapter folder is merged into its base (BASE, default the one its adapter_config.json names).
   export RUN --placement --to DIR [--last N | --from S --until S] [--vram SIZE] [--bytes-per-param X]
          [--pin-slots N] [--pin-policy previous|ema|sum]
         Write serving hints from the run's recorded expert loads (default: its last 100 steps):
         SGLang's --init-expert-location JSON, llama.cpp -ot arguments keeping the layers that serve
         the most expert traffic on a GPU of SIZE (default 8GiB), and the hot experts pinning would keep.
   chat RUN|DIR [--prompt TEXT] [--system TEXT] [--temperature T] [--top-p P] [--top-k K] [--max-tokens N]
-       [--seed S] [--step N | --base] [--tokenizer T] [--experts] [--offload host|ssd]
-        Talk to a model folder (Hugging Face or a checkpoint) or a run's checkpoint (default the latest;
-        --base: the model it started from) with the model's chat template, streaming the answer.
+       [--seed S] [--step N | --base] [--base-model BASE] [--tokenizer T] [--experts] [--offload host|ssd]
+        Talk to a model folder (Hugging Face, a checkpoint, or a PEFT adapter on BASE, default the base its
+        adapter_config.json names) or a run's checkpoint (default the latest; --base: the model it started
+        from) with the model's chat template, streaming the answer.
         --prompt answers once; otherwise each line is a turn. --experts lists each token's experts
         per MoE layer; --offload keeps experts in the host or SSD tier (a cache of device slots).
   inspect DIR [--json]

@@ -24,6 +24,9 @@ export interface ExportRequest {
   expertLayout?: HfExpertLayout
   /** Absent: merged (the whole model). adapter: a LoRA run's PEFT adapter, refused by the engine for other runs. */
   format?: ExportFormat
+  /** The adapter's base model folder: an adapter export names it (base_model_name_or_path); a PEFT adapter folder
+   * as checkpointDir is merged into it (absent: the one its adapter_config.json names). */
+  baseDir?: string
 }
 
 // Evaluated as CommonJS in the worker: it needs nothing but the addon, so it works the same from the
@@ -33,7 +36,7 @@ const { parentPort, workerData: job } = require('node:worker_threads')
 try {
   const { exportCheckpoint } = require(job.addonPath)
   exportCheckpoint(job.checkpointDir, job.outDir, job.modelType, job.bf16, job.expertLayout,
-    job.format === 'adapter' ? 'adapter' : 'checkpoint')
+    job.format === 'adapter' ? 'adapter' : 'checkpoint', job.baseDir)
   parentPort.postMessage({ ok: true })
 } catch (error) {
   parentPort.postMessage({ ok: false, error: error instanceof Error ? error.message : String(error) })

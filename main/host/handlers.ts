@@ -12,6 +12,7 @@ import { prepareDataset } from './datasets/prepare'
 import type { ChatSessions } from './generate/chat-sessions'
 import { listDirectory } from './files'
 import { measureExperts } from './measure-experts'
+import { adapterBase, onBase } from './models/adapter-folder'
 import { inspectModel } from './models/inspect'
 import { probeHardware } from './hardware'
 import { planRun } from './planner/plan'
@@ -172,11 +173,13 @@ export function createHandlers({ store, runs, dataDir, measure, chats }: Handler
       return store.placementSeries(id, layer, { fromStep, toStep, maxPoints })
     },
     'checkpoints.export': async ({ id, step, dir, modelType, dtype, expertLayout, format }) => {
-      requireRun(store, id)
+      const run = requireRun(store, id)
       const checkpoint = pickCheckpoint(store, id, step)
       return {
         dir: await exportCheckpoint({
           checkpointDir: checkpoint.path, outDir: dir, modelType, bf16: dtype === 'bf16', expertLayout, format,
+          // The adapter names the folder the run started from, where PEFT and Try it find its base.
+          ...(format === 'adapter' && run.init ? { baseDir: run.init } : {}),
         }),
       }
     },
@@ -187,11 +190,16 @@ export function createHandlers({ store, runs, dataDir, measure, chats }: Handler
       return measureExperts(absolute, { prepare: prepareDataset, cacheDir: dataLayout(dataDir).cacheDir })
     },
     'models.inspect': async ({ dir }) => inspectModel(dir),
-    'models.export': async ({ dir, to, modelType, dtype, expertLayout }) => ({
-      dir: await exportCheckpoint({
-        checkpointDir: dir, outDir: to, modelType: modelType ?? (await folderModelType(dir)), bf16: dtype === 'bf16', expertLayout,
-      }),
-    }),
+    'models.export': async ({ dir, base, to, modelType, dtype, expertLayout }) => {
+      // A PEFT adapter folder merges into its base, whose model_type is the default.
+      const baseDir = onBase(dir, base) ? adapterBase(dir, base) : undefined
+      return {
+        dir: await exportCheckpoint({
+          checkpointDir: dir, outDir: to, modelType: modelType ?? (await folderModelType(baseDir ?? dir)), bf16: dtype === 'bf16',
+          expertLayout, ...(baseDir ? { baseDir } : {}),
+        }),
+      }
+    },
     'presets.list': async () => listPresets(),
     'hardware.probe': async () => probeHardware(dataDir),
     'planner.plan': async ({ config, deviceBudgetBytes, hostBudgetBytes, frozenBf16 }) => {

@@ -143,8 +143,9 @@ namespace {
 
 // The export arguments from `at` on: bf16, then optional expertLayout ("per-expert" | "fused"; absent or undefined:
 // the model type's usual layout) and format ("checkpoint", the whole model with LoRA adapters merged, the
-// default | "adapter", the PEFT adapter).
-moe_export_options ExportOptions(const Napi::CallbackInfo& info, size_t at, const char* what) {
+// default | "adapter", the PEFT adapter), then an optional base model folder (an adapter export names it; an
+// adapter folder exported whole is merged into it), kept in base_dir, which the options point into.
+moe_export_options ExportOptions(const Napi::CallbackInfo& info, size_t at, const char* what, std::string& base_dir) {
   const bool bf16 = info.Length() > at && info[at].ToBoolean().Value();
   const std::string layout = info.Length() > at + 1 && info[at + 1].IsString() ? info[at + 1].As<Napi::String>().Utf8Value() : "";
   const std::string format = info.Length() > at + 2 && info[at + 2].IsString() ? info[at + 2].As<Napi::String>().Utf8Value() : "";
@@ -158,6 +159,10 @@ moe_export_options ExportOptions(const Napi::CallbackInfo& info, size_t at, cons
   if (format == "adapter") options.format = MOE_EXPORT_ADAPTER;
   else if (!format.empty() && format != "checkpoint")
     throw Napi::TypeError::New(info.Env(), std::string(what) + ": format \"" + format + "\" is not \"checkpoint\" or \"adapter\"");
+  if (info.Length() > at + 3 && info[at + 3].IsString()) {
+    base_dir = info[at + 3].As<Napi::String>().Utf8Value();
+    options.base_dir = base_dir.c_str();
+  }
   return options;
 }
 
@@ -167,7 +172,8 @@ void Engine::ExportHf(const Napi::CallbackInfo& info) {
   RequireIdle(info.Env(), "exportHf");
   const std::string dir = StringArg(info, 0, "dir");
   const std::string model_type = StringArg(info, 1, "modelType");
-  const moe_export_options options = ExportOptions(info, 2, "exportHf");
+  std::string base_dir;
+  const moe_export_options options = ExportOptions(info, 2, "exportHf", base_dir);
   Check(info.Env(), moe_engine_export_hf_with(engine_, dir.c_str(), model_type.c_str(), &options));
 }
 
@@ -175,7 +181,8 @@ void ExportCheckpoint(const Napi::CallbackInfo& info) {
   const std::string checkpoint = StringArg(info, 0, "checkpointDir");
   const std::string out = StringArg(info, 1, "outDir");
   const std::string model_type = StringArg(info, 2, "modelType");
-  const moe_export_options options = ExportOptions(info, 3, "exportCheckpoint");
+  std::string base_dir;
+  const moe_export_options options = ExportOptions(info, 3, "exportCheckpoint", base_dir);
   char err[4096] = {0};
   if (moe_export_checkpoint(checkpoint.c_str(), out.c_str(), model_type.c_str(), &options, err, sizeof err) != MOE_OK)
     throw Napi::Error::New(info.Env(), err);

@@ -54,10 +54,14 @@ Generation::Generation(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Genera
   options.expert_home = ExpertHome(o);
   options.expert_slots = static_cast<int32_t>(NumberOption(o, "expertSlots", 0));
   options.cache_experts = static_cast<int32_t>(NumberOption(o, "cacheExperts", 0));
-  std::string ssd_dir;
+  std::string ssd_dir, base_dir;
   if (Napi::Value d = o.Get("ssdDir"); d.IsString()) {
     ssd_dir = d.As<Napi::String>().Utf8Value();
     options.ssd_dir = ssd_dir.c_str();
+  }
+  if (Napi::Value d = o.Get("baseDir"); d.IsString()) {
+    base_dir = d.As<Napi::String>().Utf8Value();
+    options.base_dir = base_dir.c_str();
   }
   if (info[0].IsString()) {
     // A model folder: the session builds its own model (config: an optional JSON string's train section).

@@ -272,6 +272,7 @@ struct ExportAsked {
   moe::st::DType dtype = moe::st::DType::F32;
   moe::HfExpertLayout layout = moe::HfExpertLayout::PerExpert;
   bool default_layout = true, adapter = false;
+  std::string base_dir;  // the adapter's base model folder; empty: none given
   const moe::HfExpertLayout* layout_or_default() const { return default_layout ? nullptr : &layout; }
 };
 
@@ -297,6 +298,7 @@ ExportAsked export_asked(const moe_export_options* given) {
   a.adapter = options.format == MOE_EXPORT_ADAPTER;
   if (a.adapter)
     moe::check(a.dtype == moe::st::DType::F32, "export: a PEFT adapter is written in f32 (the adapters' own precision)");
+  a.base_dir = options.base_dir ? options.base_dir : "";
   return a;
 }
 
@@ -328,7 +330,7 @@ int moe_engine_export_hf_with(moe_engine* engine, const char* dir, const char* m
     moe::Trainer& t = *engine->trainer;
     const std::string out = dir ? dir : "", type = model_type ? model_type : "mixtral";
     if (a.adapter)
-      moe::export_peft_adapter(out, t.model(), t.config().finetune, type, t.expert_home());
+      moe::export_peft_adapter(out, t.model(), t.config().finetune, type, t.expert_home(), a.base_dir);
     else
       moe::export_hf(out, t.model(), type, a.dtype, a.layout_or_default(), t.expert_home());
     return MOE_OK;
@@ -342,19 +344,22 @@ int moe_export_checkpoint(const char* checkpoint_dir, const char* out_dir, const
     const std::string src = checkpoint_dir ? checkpoint_dir : "";
     moe::check(!src.empty(), "export: checkpoint_dir is required");
     moe::check_export_target(out_dir ? out_dir : "");  // before a byte is read: never over the source itself
-    if (!moe::is_hf_checkpoint(src)) {
+    // A PEFT adapter's folder on its base (as a chat opens it), merged into a whole model.
+    const bool on_base = moe_capi::adapter_on_base(src, a.base_dir);
+    if (!moe::is_hf_checkpoint(src) && !on_base) {
       moe::export_checkpoint(src, out_dir ? out_dir : "", model_type ? model_type : "mixtral", a.dtype,
-                             a.layout_or_default(), a.adapter);
+                             a.layout_or_default(), a.adapter, a.base_dir);
       return MOE_OK;
     }
-    // A Hugging Face folder: its model's weights alone (no trainer), the routed experts going from its files into
-    // an SSD-tier file beside the output as they are read, and from there into the export an expert at a time, so
-    // a model larger than memory exports again (to another layout, dtype or model type). The train settings only
-    // need to be valid; the model comes from the folder.
+    // A Hugging Face folder (or an adapter on one): its model's weights alone (no trainer), the routed experts going
+    // from its files into an SSD-tier file beside the output as they are read, and from there into the export an
+    // expert at a time, so a model larger than memory exports again (to another layout, dtype or model type). The
+    // train settings only need to be valid; the model comes from the folder.
     const std::string out = out_dir ? out_dir : "", type = model_type ? model_type : "mixtral";
     const std::string scratch = scratch_beside(out);
-    moe_capi::FolderModel f = moe_capi::load_folder_model(src, nullptr, &scratch, 4);
-    if (a.adapter) moe::export_peft_adapter(out, *f.model, f.config.finetune, type, f.experts.get());
+    moe_capi::FolderModel f = moe_capi::load_folder_model(src, nullptr, &scratch, 4, a.base_dir);
+    const std::string base = !on_base || !a.base_dir.empty() ? a.base_dir : moe::peft_base_folder(src);
+    if (a.adapter) moe::export_peft_adapter(out, *f.model, f.config.finetune, type, f.experts.get(), base);
     else moe::export_hf(out, *f.model, type, a.dtype, a.layout_or_default(), f.experts.get());
     return MOE_OK;
   } catch (const std::exception& e) {

@@ -57,7 +57,10 @@ struct FolderModel {
   std::unique_ptr<moe::Model> model;
   std::unique_ptr<moe::SsdWeightsHome> experts;
 };
+// Whether dir is a PEFT adapter's folder to load on a base model (base_dir, empty: the one it names).
+bool adapter_on_base(const std::string& dir, const std::string& base_dir);
+// base_dir: for a PEFT adapter's folder, its base model folder (empty: the one its adapter_config.json names).
 FolderModel load_folder_model(const std::string& dir, const char* config_json, const std::string* ssd_dir,
-                              int cache_experts);
+                              int cache_experts, const std::string& base_dir = "");
 
 }  // namespace moe_capi

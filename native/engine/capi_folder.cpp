@@ -2,6 +2,7 @@
 // only its weights, its routed experts optionally in an SSD-tier file of their own instead of the arena.
 #include "capi_engine.h"
 #include "core/error.h"
+#include "core/fsutil.h"
 #include "core/json.h"
 #include "train/checkpoint.h"
 #include "train/compute_backend.h"
@@ -25,10 +26,22 @@ std::string untrained_config(const char* config_json) {
 
 }  // namespace
 
+// An adapter folder with a config.json and no base named is a run's own export, whose base the config's seed makes.
+bool adapter_on_base(const std::string& dir, const std::string& base_dir) {
+  return moe::is_peft_adapter(dir) && (!base_dir.empty() || !moe::fs::exists(moe::fs::join(dir, "config.json")));
+}
+
 FolderModel load_folder_model(const std::string& dir, const char* config_json, const std::string* ssd_dir,
-                              int cache_experts) {
+                              int cache_experts, const std::string& base_dir) {
+  // A PEFT adapter folder on its base: the one named, else the one its adapter_config.json names.
+  const bool on_base = adapter_on_base(dir, base_dir);
+  const std::string weights = !on_base ? dir : base_dir.empty() ? moe::peft_base_folder(dir) : base_dir;
+  if (on_base && !moe::fs::exists(moe::fs::join(weights, "config.json")))
+    moe::fail(weights + ": no config.json; the base of a PEFT adapter is a Hugging Face model folder or one of our "
+                        "checkpoints");
   FolderModel f;
-  f.config = config_from(untrained_config(config_json).c_str(), dir.c_str());
+  f.config = config_from(untrained_config(config_json).c_str(), weights.c_str());
+  if (on_base) f.config.finetune = moe::finetune_of_peft_adapter(dir, f.config.model);
   const moe::EngineConfig& cfg = f.config;
   f.backend = moe::make_compute_backend(cfg.train);
   f.model = std::make_unique<moe::Model>(cfg.model, *f.backend, cfg.train.compute_dtype, cfg.finetune);
@@ -38,8 +51,14 @@ FolderModel load_folder_model(const std::string& dir, const char* config_json, c
     f.experts = std::make_unique<moe::SsdWeightsHome>(
         *f.backend, f.model->layout(), cfg.train.seed, *ssd_dir,
         cache_experts > 0 ? cache_experts : default_cache_experts(f.model->config()));
-  if (moe::is_peft_adapter(dir)) moe::load_peft_adapter(dir, *f.model, cfg.finetune, f.experts.get());
-  else moe::load_weights(dir, *f.model, f.experts.get());
+  if (on_base) {
+    moe::load_weights(weights, *f.model, f.experts.get());
+    moe::load_peft_adapter(dir, *f.model, cfg.finetune, f.experts.get());
+  } else if (moe::is_peft_adapter(dir)) {
+    moe::load_peft_adapter(dir, *f.model, cfg.finetune, f.experts.get());
+  } else {
+    moe::load_weights(dir, *f.model, f.experts.get());
+  }
   return f;
 }
 

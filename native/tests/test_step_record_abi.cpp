@@ -63,10 +63,10 @@ moe_step_record reference_step() {
 
 }  // namespace
 
-TEST(api_version_is_ten_at_build_and_run_time) {
+TEST(api_version_is_eleven_at_build_and_run_time) {
   // 3: export_hf_with, 4: measure_experts, 5: export format, 6: moe_generation_*, 7: moe_hf_inspect,
-  // 8: moe_esft_measure, 9: moe_export_checkpoint, 10: moe_generation_open
-  CHECK(MOE_ENGINE_API_VERSION == 10);
+  // 8: moe_esft_measure, 9: moe_export_checkpoint, 10: moe_generation_open, 11: base_dir (PEFT adapter folders)
+  CHECK(MOE_ENGINE_API_VERSION == 11);
   CHECK(moe_engine_api_version() == MOE_ENGINE_API_VERSION);
 }
 

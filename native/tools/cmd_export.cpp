@@ -1,5 +1,6 @@
 // moe-engine export: writes a checkpoint's weights as a Hugging Face checkpoint directory (a LoRA run's adapters
 // merged, or --adapter: its PEFT adapter directory); one of our checkpoints streams from its file a tensor at a time.
+// A PEFT adapter folder as --checkpoint is merged into its base (--base-model, else the one it names).
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -9,7 +10,8 @@
 #include "moe_engine.h"
 
 int cmd_export(int argc, char** argv) {
-  cli::Args args(argc, argv, {"--checkpoint", "--out", "--model-type", "--experts"}, {"--bf16", "--f16", "--adapter", "--merged"});
+  cli::Args args(argc, argv, {"--checkpoint", "--out", "--model-type", "--experts", "--base-model"},
+                 {"--bf16", "--f16", "--adapter", "--merged"});
   const std::string ckpt = args.require("--checkpoint"), out = args.require("--out");
   const std::string type = args.get("--model-type", "mixtral");
   const int dtype = args.has("--bf16") ? MOE_EXPORT_BF16 : args.has("--f16") ? MOE_EXPORT_F16 : MOE_EXPORT_F32;
@@ -29,6 +31,9 @@ int cmd_export(int argc, char** argv) {
   }
   const bool adapter = args.has("--adapter");
   if (adapter) options.format = MOE_EXPORT_ADAPTER;
+  // The adapter's base: named by an adapter export; a PEFT adapter folder as --checkpoint merges into it.
+  const std::string base = args.get("--base-model");
+  if (!base.empty()) options.base_dir = base.c_str();
   // Ours streams from its file a tensor at a time; a Hugging Face folder streams its experts through a file beside out.
   char err[4096] = {0};
   if (moe_export_checkpoint(ckpt.c_str(), out.c_str(), type.c_str(), &options, err, sizeof err) != MOE_OK)

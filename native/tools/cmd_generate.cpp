@@ -1,4 +1,5 @@
-// moe-engine generate: greedy or sampled tokens from a model folder (ours, Hugging Face or a PEFT adapter's)
+// moe-engine generate: greedy or sampled tokens from a model folder (ours, Hugging Face, or a PEFT adapter's on its
+// base: --base-model, else the one its adapter_config.json names)
 // through a generation session with no engine (moe_generation_open), as JSON: each token, the experts each MoE
 // layer chose for the position it was sampled from, and the expert slots' misses and hits. Token ids in, token
 // ids out: tokenizing is the workbench's.
@@ -48,14 +49,14 @@ int32_t home_of(const std::string& name) {
 int cmd_generate(int argc, char** argv) {
   cli::Args args(argc, argv,
                  {"--model", "--tokens", "--max-tokens", "--experts", "--config", "--temperature", "--top-k", "--top-p",
-                  "--seed", "--expert-slots", "--cache-experts", "--ssd-dir"},
+                  "--seed", "--expert-slots", "--cache-experts", "--ssd-dir", "--base-model"},
                  {});
   const std::string model = args.require("--model");
   const std::vector<int32_t> prompt = token_list(args.require("--tokens"));
   const int max_tokens = std::stoi(args.get("--max-tokens", "16"));
   if (max_tokens < 1) throw std::runtime_error("--max-tokens must be at least 1");
   const std::string config = args.has("--config") ? cli::read_text(args.get("--config")) : "";
-  const std::string ssd_dir = args.get("--ssd-dir");
+  const std::string ssd_dir = args.get("--ssd-dir"), base_dir = args.get("--base-model");
   moe_generate_options o{};
   o.struct_size = sizeof o;
   o.temperature = std::stod(args.get("--temperature", "0"));
@@ -66,6 +67,7 @@ int cmd_generate(int argc, char** argv) {
   o.expert_slots = std::stoi(args.get("--expert-slots", "0"));
   o.cache_experts = std::stoi(args.get("--cache-experts", "0"));
   o.ssd_dir = ssd_dir.empty() ? nullptr : ssd_dir.c_str();
+  o.base_dir = base_dir.empty() ? nullptr : base_dir.c_str();
   char err[4096] = {0};
   moe_generation* g = moe_generation_open(model.c_str(), config.empty() ? nullptr : config.c_str(), &o, err, sizeof err);
   if (!g) throw std::runtime_error(err);

@@ -2,7 +2,9 @@
 // (random weights in the Qwen3-MoE layout beside Qwen3's real tokenizer and chat template) and read its card;
 // fine-tune it with LoRA on chat data from the New-run form the card prefills; the run trains with held-out loss;
 // Try it answers the same question with the base and the fine-tuned model side by side; Checkpoints exports the
-// PEFT adapter, the merged model and the placement hints. Screenshots: test-artifacts/e2e/path-*.png.
+// PEFT adapter (naming the folder as its base), the merged model and the placement hints; the exported adapter
+// folder answers in Try it on its base as the run did, and merges into a whole model again.
+// Screenshots: test-artifacts/e2e/path-*.png.
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
@@ -17,6 +19,8 @@ let browser: Browser
 let page: Page
 let modelDir: string
 let runId: string
+let tunedText: string
+let exported: string
 
 withWorkbenchAndBrowser((started) => ({ wb, browser, page } = started))
 
@@ -80,6 +84,7 @@ describe('from a model folder to an exported fine-tune', () => {
       expect(titles.length).toBeGreaterThan(0)
       for (const title of titles) expect(title).toMatch(/^L1: \d, \d · L2: \d, \d$/)
     }
+    tunedText = (await page.getByTestId('answer-1').getByTestId('answer-text').getAttribute('data-text')) ?? ''
     await screenshot(page, 'path-try-it')
   })
 
@@ -97,8 +102,10 @@ describe('from a model folder to an exported fine-tune', () => {
       const what = kind === 'adapter' ? 'the PEFT adapter' : 'the merged model'
       await expect.poll(() => page.getByTestId('export-state').textContent(), { timeout: 60_000 }).toContain(`Exported to ${join(target, kind)}: ${what}`)
     }
+    exported = join(target, 'adapter')
     const adapter = JSON.parse(readFileSync(join(target, 'adapter', 'adapter_config.json'), 'utf8'))
-    expect(adapter).toMatchObject({ peft_type: 'LORA', r: 4 })
+    // It names the folder the run started from, where PEFT (and Try it) find its base.
+    expect(adapter).toMatchObject({ peft_type: 'LORA', r: 4, base_model_name_or_path: modelDir })
     expect(readdirSync(join(target, 'adapter'))).toContain('adapter_model.safetensors')
     expect(readdirSync(join(target, 'merged')).some((f) => f.endsWith('.safetensors'))).toBe(true)
     // It goes back out as the model type it came in as.
@@ -109,6 +116,27 @@ describe('from a model folder to an exported fine-tune', () => {
     await hints.locator('[data-action="compute-hints"]').click()
     await waitForTestId(page, 'hint-sglang')
     await screenshot(page, 'path-export')
+    expect(browser.problems).toEqual([])
+  })
+
+  it('answers with the exported adapter folder on its base as the run did, and merges it into a whole model', async () => {
+    await openApp(page, wb, `#/try?dir=${encodeURIComponent(exported)}`)
+    await waitForTestId(page, 'try-form')
+    await page.getByTestId('try-prompt').fill('What is a mixture of experts?')
+    await page.getByTestId('try-max-tokens').fill('8')
+    await page.getByTestId('try-ask').click()
+    const panel = page.getByTestId('answer-0')
+    await expect.poll(() => panel.getByTestId('answer-end').textContent(), { timeout: 120_000 }).toMatch(/tokens \(/)
+    // Greedy, from the adapter and the folder alone: the fine-tuned checkpoint's own answer.
+    expect(await panel.getByTestId('answer-text').getAttribute('data-text')).toBe(tunedText)
+    expect(await page.getByTestId('answer-1').count()).toBe(0)
+    await screenshot(page, 'path-try-adapter')
+
+    const merged = join(wb.tempDir('path-e2e-merged-'), 'merged')
+    await wb.handlers['models.export']({ dir: exported, to: merged, dtype: 'f32' })
+    // The base's model type, and a whole model.
+    expect(JSON.parse(readFileSync(join(merged, 'config.json'), 'utf8')).model_type).toBe('qwen3_moe')
+    expect(readdirSync(merged)).not.toContain('adapter_config.json')
     expect(browser.problems).toEqual([])
   })
 })

@@ -2,8 +2,8 @@
 // add_generation_prompt, stopping at its end-of-turn token; generation on a worker thread streaming chat.token
 // events with each token's text and experts, then one chat.done; the same greedy tokens with the experts in the
 // host or SSD tier and from the model exported as a Hugging Face folder; a seed replays sampling; cancel ends a
-// generation; an SSD-tier conversation's scratch directory is removed however it ends; multi-byte text streams whole
-// characters.
+// generation; an SSD-tier conversation's scratch directory is removed however it ends; a PEFT adapter folder's
+// missing base is named before a worker starts; multi-byte text streams whole characters.
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -169,6 +169,19 @@ describe('chat sessions', () => {
 
   it('names a folder that is not a model', async () => {
     await expect(chat({ model: { dir } })).rejects.toThrow(/no config\.json/)
+  })
+
+  it('names a PEFT adapter folder’s missing or unusable base before generating', async () => {
+    const adapter = join(dir, 'adapter')
+    mkdirSync(adapter, { recursive: true })
+    const config = (base: string | null) =>
+      writeFileSync(join(adapter, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 4, lora_alpha: 8, base_model_name_or_path: base }))
+    config(null)
+    await expect(chat({ model: { dir: adapter } })).rejects.toThrow(/adapter_config\.json: base_model_name_or_path names no base model/)
+    config('allenai/OLMoE-1B-7B-0924')
+    await expect(chat({ model: { dir: adapter } })).rejects.toThrow(/"allenai\/OLMoE-1B-7B-0924" is not a model folder here/)
+    await expect(chat({ model: { dir: adapter, base: dir } })).rejects.toThrow(/no config\.json; the base of an adapter/)
+    await expect(chat({ model: { dir: modelDir, base: modelDir } })).rejects.toThrow(/no adapter_config\.json/)
   })
 })
 

@@ -24,6 +24,7 @@ const OPTIONS = {
   seed: { type: 'string' },
   step: { type: 'string' },
   base: { type: 'boolean' },
+  'base-model': { type: 'string' },
   tokenizer: { type: 'string' },
   experts: { type: 'boolean' },
   offload: { type: 'string' },
@@ -95,8 +96,11 @@ export async function chat(argv: string[], ctx: CliContext): Promise<number> {
   if (!['resident', 'host', 'ssd'].includes(offload)) throw new UsageError(`chat: --offload must be host or ssd, got "${offload}"`)
   const step = integerOption('chat', 'step', values.step, 0)
   if (step !== undefined && values.base) throw new UsageError('chat: --step and --base choose different weights; give one')
-  const model = isDirectory(target)
-    ? { dir: resolve(target) }
+  const folder = isDirectory(target)
+  if (values['base-model'] !== undefined && !folder)
+    throw new UsageError('chat: --base-model is the base of a PEFT adapter folder; for a run, --base answers with its base')
+  const model = folder
+    ? { dir: resolve(target), ...(values['base-model'] !== undefined ? { base: resolve(values['base-model']) } : {}) }
     : { runId: target, checkpoint: values.base ? ('base' as const) : (step ?? ('latest' as const)) }
   const sampling = {
     temperature: numberOption('temperature', values.temperature),

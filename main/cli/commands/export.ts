@@ -26,6 +26,7 @@ const OPTIONS = {
   'pin-policy': { type: 'string' },
   experts: { type: 'string' },
   adapter: { type: 'boolean' },
+  'base-model': { type: 'string' },
 } as const
 type Values = ReturnType<typeof parseCommandArgs<typeof OPTIONS>>['values']
 
@@ -61,11 +62,13 @@ async function exportPlacement(id: string | undefined, values: Values, ctx: CliC
   }
 }
 
-// `export DIR --to OUT`: a Hugging Face model folder written again (dtype, expert layout or model type).
+// `export DIR --to OUT`: a Hugging Face model folder written again (dtype, expert layout or model type), or a PEFT
+// adapter folder merged into its base.
 async function exportFolder(dir: string, values: Values, ctx: CliContext): Promise<number> {
   if (values.step !== undefined || values.adapter) throw new UsageError('export: --step and --adapter are for a run, not a model folder')
   const params = parseParams('models.export', {
     dir: resolve(dir),
+    ...(values['base-model'] !== undefined ? { base: resolve(values['base-model']) } : {}),
     to: resolve(requireOption('export', 'to', values.to)),
     modelType: values['model-type'],
     dtype: values.bf16 ? 'bf16' : 'f32',
@@ -85,9 +88,12 @@ async function exportFolder(dir: string, values: Values, ctx: CliContext): Promi
 export async function exportRun(argv: string[], ctx: CliContext): Promise<number> {
   const { values, positionals } = parseCommandArgs('export', argv, OPTIONS, ['run'])
   if (values.placement) return exportPlacement(positionals[0], values, ctx)
-  // A path to a model folder rather than a run id.
-  if (positionals[0] !== undefined && existsSync(join(resolve(positionals[0]), 'config.json')))
-    return exportFolder(positionals[0], values, ctx)
+  // A path to a model folder (or a PEFT adapter's) rather than a run id.
+  const folder = positionals[0] === undefined ? null : resolve(positionals[0])
+  if (folder && (existsSync(join(folder, 'config.json')) || existsSync(join(folder, 'adapter_config.json'))))
+    return exportFolder(positionals[0]!, values, ctx)
+  if (values['base-model'] !== undefined)
+    throw new UsageError("export: --base-model is the base of a PEFT adapter folder; a run's adapter names the folder the run started from")
   const params = parseParams('checkpoints.export', {
     id: positionals[0],
     dir: resolve(requireOption('export', 'to', values.to)),

@@ -30,7 +30,7 @@ export interface NativeEngine {
   setEvalData(path: string): void
   /** expertLayout: how routed experts are stored; absent: the model type's usual layout (fused for gpt_oss). */
   exportHf(dir: string, modelType: HfModelType, bf16: boolean, expertLayout?: HfExpertLayout,
-    format?: 'checkpoint' | 'adapter'): void
+    format?: 'checkpoint' | 'adapter', baseDir?: string): void
   /**
    * Expert-specialised fine-tuning's measurement (moe_engine_measure_experts): the model's forward over the first
    * `batches` training-shaped windows of a token shard; returns the engine's JSON (per MoE layer the gate and token
@@ -79,6 +79,9 @@ export interface GenerationOptions {
   expertSlots?: number
   cacheExperts?: number
   ssdDir?: string
+  /** A session on a PEFT adapter's folder: its base model folder (absent: its adapter_config.json's
+   * base_model_name_or_path). */
+  baseDir?: string
 }
 
 /** A generation session on an engine (moe_generation_*); its steps run on the calling thread. */
@@ -126,9 +129,11 @@ export interface EngineAddon {
    * A checkpoint directory exported as exportHf would export the model loaded from it, without an engine
    * (moe_export_checkpoint): ours is read a tensor at a time from its file, so a model larger than memory exports;
    * a Hugging Face folder is loaded with its experts in an SSD-tier file beside outDir. Synchronous; throws with the engine's message.
+   * baseDir: the adapter's base model folder, which an adapter export names in its adapter_config.json and into
+   * which a PEFT adapter folder given as checkpointDir is merged (absent: the base its adapter_config.json names).
    */
   exportCheckpoint(checkpointDir: string, outDir: string, modelType: HfModelType, bf16: boolean,
-    expertLayout?: HfExpertLayout, format?: 'checkpoint' | 'adapter'): void
+    expertLayout?: HfExpertLayout, format?: 'checkpoint' | 'adapter', baseDir?: string): void
   /**
    * The backends built into the engine (moe_engine_list_backends' JSON): name, description, usable, why_not,
    * validation, and the kernels a usable one picks on this machine, with whether its bf16 compute runs on bf16 units.

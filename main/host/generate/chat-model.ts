@@ -1,15 +1,19 @@
 // Which weights answer a Try-it prompt and which tokenizer reads it: a model folder (Hugging Face or one of our
-// checkpoints) with its own tokenizer.json, or a run — its base (the init it started from) or one of its
-// checkpoints — with the run's tokenizer (its dataset's, else its init folder's). No tokenizer: bytes.
+// checkpoints) with its own tokenizer.json, a PEFT adapter folder on its base (its own tokenizer, else the
+// base's), or a run — its base (the init it started from) or one of its checkpoints — with the run's tokenizer
+// (its dataset's, else its init folder's). No tokenizer: bytes.
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 
 import type { ChatModel } from '../../api/contract'
 import { pickCheckpoint } from '../handlers'
+import { adapterBase, onBase } from '../models/adapter-folder'
 import type { TelemetryStore } from '../store/store'
 
 export interface ChatModelChoice {
   modelDir: string
+  /** modelDir is a PEFT adapter folder: the base model folder it answers on. */
+  baseDir?: string
   label: string
   tokenizerFile: string | null
 }
@@ -18,8 +22,16 @@ const tokenizerIn = (dir: string): string | null => (existsSync(join(dir, 'token
 
 export function resolveChatModel(store: TelemetryStore, model: ChatModel, tokenizer?: string): ChatModelChoice {
   if ('dir' in model) {
+    if (onBase(model.dir, model.base)) {
+      // An adapter folder may carry the tokenizer it was trained with; else the base's.
+      const baseDir = adapterBase(model.dir, model.base)
+      return { modelDir: model.dir, baseDir, label: `${model.dir} on ${baseDir}`,
+        tokenizerFile: tokenizer ?? tokenizerIn(model.dir) ?? tokenizerIn(baseDir) }
+    }
+    if (model.base !== undefined)
+      throw new Error(`${model.dir}: no adapter_config.json, so it is no PEFT adapter folder to put on base ${model.base}`)
     if (!existsSync(join(model.dir, 'config.json')))
-      throw new Error(`${model.dir}: no config.json; choose a Hugging Face model folder or a checkpoint directory`)
+      throw new Error(`${model.dir}: no config.json; choose a Hugging Face model folder, a checkpoint directory or a PEFT adapter folder`)
     return { modelDir: model.dir, label: model.dir, tokenizerFile: tokenizer ?? tokenizerIn(model.dir) }
   }
   const run = store.getRun(model.runId)

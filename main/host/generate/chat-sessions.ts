@@ -60,6 +60,7 @@ export class ChatSessions {
         options: {
           temperature: sampling.temperature, topK: sampling.topK, topP: sampling.topP, seed: sampling.seed, expertHome: request.experts,
           ...(ssdDir ? { ssdDir } : {}),
+          ...(choice.baseDir ? { baseDir: choice.baseDir } : {}),
         },
       },
       (t) => {

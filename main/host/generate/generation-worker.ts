@@ -19,6 +19,8 @@ export interface GenerationJob {
     expertHome: 'resident' | 'host' | 'ssd'
     /** The SSD tier's directory (expertHome 'ssd'); absent: the system's temporary directory. */
     ssdDir?: string
+    /** modelDir is a PEFT adapter's folder: its base model folder. */
+    baseDir?: string
   }
 }
 

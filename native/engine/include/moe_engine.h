@@ -21,7 +21,7 @@ extern "C" {
 /* 2: versioned structs carry struct_size (moe_step_record first). 3: moe_engine_export_hf_with.
  * 4: moe_engine_measure_experts. 5: moe_export_options.format (PEFT adapters). 6: generation sessions
  * (moe_generation_*). 7: moe_hf_inspect. 8: moe_esft_measure. 9: moe_export_checkpoint. 10: moe_generation_open. */
-#define MOE_ENGINE_API_VERSION 10
+#define MOE_ENGINE_API_VERSION 11
 
 typedef struct moe_engine moe_engine;
 
@@ -122,6 +122,11 @@ typedef struct moe_export_options {
   int32_t dtype;          /* MOE_EXPORT_F32 | MOE_EXPORT_BF16 | MOE_EXPORT_F16 */
   int32_t expert_layout;  /* MOE_EXPERTS_* */
   int32_t format;         /* MOE_EXPORT_CHECKPOINT | MOE_EXPORT_ADAPTER (API version 5) */
+  /* API version 11, may be NULL: the base model folder of the adapter involved. A PEFT adapter export names it in
+   * adapter_config.json (base_model_name_or_path, where PEFT and a chat with the adapter folder find the base);
+   * a PEFT adapter folder given to moe_export_checkpoint is merged into it (NULL: the base its adapter_config.json
+   * names). */
+  const char* base_dir;
 } moe_export_options;
 int moe_engine_export_hf_with(moe_engine* engine, const char* dir, const char* model_type,
                               const moe_export_options* options);
@@ -282,6 +287,9 @@ typedef struct moe_generate_options {
   int32_t expert_slots;
   int32_t cache_experts; /* 0: 4 x top_k */
   const char* ssd_dir;   /* may be NULL */
+  /* API version 11, moe_generation_open only, may be NULL: when model_dir is a PEFT adapter's folder, the base model
+   * folder it adapts (NULL: the one its adapter_config.json names as base_model_name_or_path). */
+  const char* base_dir;
 } moe_generate_options;
 
 /* One sampled token. experts: [moe_layers x top_k], the experts each MoE layer chose (router order) for the
@@ -299,8 +307,8 @@ typedef struct moe_generated_token {
 typedef struct moe_generation moe_generation;
 /* Returns NULL on bad options, with the message in moe_engine_last_error(engine). */
 moe_generation* moe_generation_create(moe_engine* engine, const moe_generate_options* options);
-/* A session on a model folder (ours, a Hugging Face folder or a PEFT adapter's, as moe_engine_init_from reads it;
- * API version 10) with no engine: only the model's weights are built, no gradient or optimizer state. Under
+/* A session on a model folder (ours, a Hugging Face folder, or a PEFT adapter's on its base: options->base_dir or
+ * the base its adapter_config.json names, API version 11; API version 10) with no engine: only the model's weights are built, no gradient or optimizer state. Under
  * MOE_EXPERTS_SSD each routed expert goes from the folder's files straight into the SSD tier as it is read, so
  * the experts are never all in memory at once: a model larger than memory can be talked to. config_json (may be
  * NULL) picks the backend, compute dtype, threads and seed with its train section; the model comes from the folder.

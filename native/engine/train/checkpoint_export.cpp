@@ -27,7 +27,7 @@ class FileValues final : public TensorValues {
 }  // namespace
 
 void export_checkpoint(const std::string& src, const std::string& out, const std::string& model_type, st::DType dtype,
-                       const HfExpertLayout* expert_layout, bool adapter) {
+                       const HfExpertLayout* expert_layout, bool adapter, const std::string& base_model) {
   if (is_hf_checkpoint(src))
     fail(src + ": is a Hugging Face directory, not one of our checkpoints; load it into a model to export it again");
   const std::string path = fs::join(src, "config.json");
@@ -50,7 +50,7 @@ void export_checkpoint(const std::string& src, const std::string& out, const std
   if (adapter) {
     check(dtype == st::DType::F32, "export: a PEFT adapter is written in f32 (the adapters' own precision)");
     const TrainableSet trainable(layout, cfg.finetune);
-    export_peft_adapter(out, cfg.model, layout, trainable, cfg.finetune, values, model_type);
+    export_peft_adapter(out, cfg.model, layout, trainable, cfg.finetune, values, model_type, base_model);
   } else {
     export_hf(out, cfg.model, layout, values, model_type, dtype, expert_layout);
   }

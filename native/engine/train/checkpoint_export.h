@@ -11,8 +11,9 @@ namespace moe {
 // src: our checkpoint (config.json with the run's model and finetune sections, model.safetensors), verified
 // against its checksums and checked tensor by tensor from the headers before anything is written. Writes what
 // export_hf (adapter false) or export_peft_adapter (adapter true) writes for the model loaded from src, byte for
-// byte. A Hugging Face directory is refused by name (load it into a model to re-export it).
+// byte. A Hugging Face directory is refused by name (load it into a model to re-export it). base_model: as
+// export_peft_adapter's.
 void export_checkpoint(const std::string& src, const std::string& out, const std::string& model_type, st::DType dtype,
-                       const HfExpertLayout* expert_layout, bool adapter);
+                       const HfExpertLayout* expert_layout, bool adapter, const std::string& base_model = "");
 
 }  // namespace moe

@@ -116,14 +116,14 @@ void merge_lora_adapters(const ParamLayout& layout, float* arena) {
 }
 
 void export_peft_adapter(const std::string& dir, Model& model, const FinetuneConfig& finetune,
-                         const std::string& model_type, ExpertStateHome* experts) {
+                         const std::string& model_type, ExpertStateHome* experts, const std::string& base_model) {
   ParamValues values(model, experts);
-  export_peft_adapter(dir, model.config(), model.layout(), model.trainable(), finetune, values, model_type);
+  export_peft_adapter(dir, model.config(), model.layout(), model.trainable(), finetune, values, model_type, base_model);
 }
 
 void export_peft_adapter(const std::string& dir, const ModelConfig& m, const ParamLayout& layout,
                          const TrainableSet& trainable, const FinetuneConfig& finetune, TensorValues& values,
-                         const std::string& model_type) {
+                         const std::string& model_type, const std::string& base_model) {
   const PeftPlan plan = plan_peft(m, layout, trainable, model_type);
   check_export_target(dir);
 
@@ -147,7 +147,7 @@ void export_peft_adapter(const std::string& dir, const ModelConfig& m, const Par
   json::Value c = json::Value::make_object();
   c.set("peft_type", json::Value::of("LORA"));
   c.set("task_type", json::Value::of("CAUSAL_LM"));
-  c.set("base_model_name_or_path", json::Value::null());
+  c.set("base_model_name_or_path", base_model.empty() ? json::Value::null() : json::Value::of(base_model));
   c.set("r", json::Value::of(finetune.lora.rank));
   c.set("lora_alpha", json::Value::of(finetune.lora.alpha));
   c.set("lora_dropout", json::Value::of(finetune.lora.dropout));
@@ -174,41 +174,143 @@ void export_peft_adapter(const std::string& dir, const ModelConfig& m, const Par
 
 bool is_peft_adapter(const std::string& dir) { return fs::exists(fs::join(dir, "adapter_config.json")); }
 
-void load_peft_adapter(const std::string& dir, Model& model, const FinetuneConfig& finetune,
-                       ExpertStateHome* experts) {
-  const std::string path = fs::join(dir, "adapter_config.json");
-  if (!fs::exists(path)) fail(dir + ": no adapter_config.json; pass a PEFT adapter directory");
-  const json::Value c = json::parse(fs::read_file(path, 1 << 24), path);
+namespace {
+
+// adapter_config.json's LoRA settings, checked: only LoRA adapters with a positive rank load.
+struct PeftSettings {
+  std::string path;  // of adapter_config.json, for messages
+  int rank = 0;
+  double alpha = 0;
+  bool rslora = false;
+  std::string base;  // base_model_name_or_path; empty when missing or null
+};
+
+PeftSettings read_peft_settings(const std::string& dir) {
+  PeftSettings s;
+  s.path = fs::join(dir, "adapter_config.json");
+  if (!fs::exists(s.path)) fail(dir + ": no adapter_config.json; pass a PEFT adapter directory");
+  const json::Value root = json::parse(fs::read_file(s.path, 1 << 24), s.path);
+  if (!root.is_object()) fail(s.path + ": must be a JSON object");
   auto field = [&](const char* key) -> const json::Value& {
-    const json::Value* v = c.find(key);
-    if (!v) fail(path + ": " + key + " is missing");
+    const json::Value* v = root.find(key);
+    if (!v) fail(s.path + ": " + key + " is missing");
     return *v;
   };
   if (!field("peft_type").is_string() || field("peft_type").string != "LORA")
-    fail(path + ": peft_type: only \"LORA\" adapters can be loaded");
+    fail(s.path + ": peft_type: only \"LORA\" adapters can be loaded");
+  const json::Value& r = field("r");
+  if (!r.is_number() || r.number < 1 || r.number != std::floor(r.number))
+    fail(s.path + ": r must be a positive integer (got " + json::dump(r) + ")");
+  s.rank = static_cast<int>(r.number);
+  if (!field("lora_alpha").is_number()) fail(s.path + ": lora_alpha must be a number");
+  s.alpha = field("lora_alpha").number;
+  const json::Value* rs = root.find("use_rslora");
+  s.rslora = rs && rs->is_bool() && rs->boolean;
+  const json::Value* base = root.find("base_model_name_or_path");
+  if (base && base->is_string()) s.base = base->string;
+  return s;
+}
+
+std::set<std::string> stored_names(const st::TensorSet& ts) {
+  std::set<std::string> out;
+  for (const auto& [name, e] : ts.entries()) out.insert(name);
+  return out;
+}
+
+// The file keys a plan names: each adapter's A and B, and each saved module's tensors.
+std::set<std::string> peft_keys(const PeftPlan& p) {
+  std::set<std::string> keys;
+  for (const PeftPlan::Lora& l : p.lora) {
+    keys.insert(kPrefix + l.module + ".lora_A.weight");
+    keys.insert(kPrefix + l.module + ".lora_B.weight");
+  }
+  for (const PeftPlan::Saved& x : p.saved) keys.insert(kPrefix + x.part.name);
+  return keys;
+}
+
+// The keys an adapter of this finetune section has in Hugging Face type `model_type`; none (empty) when the model
+// cannot take that section or cannot be written in that type.
+std::set<std::string> keys_for(const ModelConfig& m, const FinetuneConfig& f, const std::string& model_type) {
+  try {
+    validate_finetune_config(f, m);
+    const ParamLayout layout(m, f);
+    const TrainableSet trainable(layout, f);
+    return peft_keys(plan_peft(m, layout, trainable, model_type));
+  } catch (const EngineError&) {
+    return {};
+  }
+}
+
+bool subset(const std::set<std::string>& a, const std::set<std::string>& b) {
+  return !a.empty() && std::includes(b.begin(), b.end(), a.begin(), a.end());
+}
+
+}  // namespace
+
+std::string peft_base_folder(const std::string& dir) {
+  const PeftSettings s = read_peft_settings(dir);
+  if (s.base.empty())
+    fail(s.path + ": base_model_name_or_path names no base model; choose the base model folder the adapter was "
+                  "trained on");
+  const std::string& base = s.base;
+  if (!fs::exists(fs::join(base, "config.json")))
+    fail(s.path + ": base_model_name_or_path '" + base + "' is not a model folder here (no config.json); choose the "
+                  "base model folder the adapter was trained on");
+  return base;
+}
+
+FinetuneConfig finetune_of_peft_adapter(const std::string& dir, const ModelConfig& m) {
+  const PeftSettings s = read_peft_settings(dir);
+  const std::set<std::string> stored = stored_names(st::TensorSet(fs::join(dir, "adapter_model.safetensors")));
+  FinetuneConfig f;
+  f.enabled = true;
+  f.method = FinetuneMethod::Lora;
+  f.has_lora = true;
+  f.lora.rank = s.rank;
+  f.lora.alpha = s.alpha;
+  f.lora.rslora = s.rslora;
+  // Per Hugging Face type: every LoRA target whose adapters are all stored, then every group of base modules whose
+  // saved tensors are all stored beside them; the section is the adapter's when its keys are exactly the file's.
+  for (const HfFamily& family : hf_families()) {
+    FinetuneConfig c = f;
+    for (int t = 0; t < kLoraTargets; ++t) {
+      FinetuneConfig one = f;
+      one.lora.targets = {static_cast<LoraTarget>(t)};
+      if (subset(keys_for(m, one, family.model_type), stored)) c.lora.targets.push_back(one.lora.targets[0]);
+    }
+    if (c.lora.targets.empty()) continue;
+    const std::set<std::string> adapters = keys_for(m, c, family.model_type);
+    for (int g = 0; g < kParamGroups; ++g) {
+      FinetuneConfig one = c;
+      one.train = {static_cast<ParamGroup>(g)};
+      const std::set<std::string> keys = keys_for(m, one, family.model_type);
+      if (keys.size() > adapters.size() && subset(keys, stored)) c.train.push_back(one.train[0]);
+    }
+    if (keys_for(m, c, family.model_type) == stored) return c;
+  }
+  fail(fs::join(dir, "adapter_model.safetensors") +
+       ": its tensors are not LoRA adapters of this base model's attention, experts, shared experts or dense MLPs "
+       "in any Hugging Face layout it can take (an adapter on some experts only, or on another model, cannot load)");
+}
+
+void load_peft_adapter(const std::string& dir, Model& model, const FinetuneConfig& finetune,
+                       ExpertStateHome* experts) {
+  const PeftSettings s = read_peft_settings(dir);
+  const std::string& path = s.path;
   if (!finetune.uses_lora()) fail(path + ": the run has no LoRA adapters (finetune.method \"lora\") to load it into");
-  if (!field("r").is_number() || field("r").number != finetune.lora.rank)
-    fail(path + ": r is " + json::dump(field("r")) + " but finetune.lora.rank is " + std::to_string(finetune.lora.rank));
-  const json::Value* rs = c.find("use_rslora");
-  const bool rslora = rs && rs->is_bool() && rs->boolean;
-  if (!field("lora_alpha").is_number() || field("lora_alpha").number != finetune.lora.alpha || rslora != finetune.lora.rslora)
+  if (s.rank != finetune.lora.rank)
+    fail(path + ": r is " + std::to_string(s.rank) + " but finetune.lora.rank is " + std::to_string(finetune.lora.rank));
+  if (s.alpha != finetune.lora.alpha || s.rslora != finetune.lora.rslora)
     fail(path + ": lora_alpha / use_rslora differ from finetune.lora.alpha / rslora (the adapter's scaling would change)");
   const st::TensorSet ts(fs::join(dir, "adapter_model.safetensors"));
   // The Hugging Face layout the keys are in: the type whose plan for this model names exactly the stored keys.
-  std::set<std::string> stored;
-  for (const auto& [name, e] : ts.entries()) stored.insert(name);
+  const std::set<std::string> stored = stored_names(ts);
   const PeftPlan* found = nullptr;
   PeftPlan plan;
   for (const HfFamily& f : hf_families()) {
     try {
       PeftPlan p = plan_peft(model.config(), model.layout(), model.trainable(), f.model_type);
-      std::set<std::string> keys;
-      for (const PeftPlan::Lora& l : p.lora) {
-        keys.insert(kPrefix + l.module + ".lora_A.weight");
-        keys.insert(kPrefix + l.module + ".lora_B.weight");
-      }
-      for (const PeftPlan::Saved& x : p.saved) keys.insert(kPrefix + x.part.name);
-      if (keys != stored) continue;
+      if (peft_keys(p) != stored) continue;
       plan = std::move(p);
       found = &plan;
       break;

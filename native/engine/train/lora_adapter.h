@@ -25,12 +25,15 @@ void merge_lora_adapters(const ParamLayout& layout, float* arena);
 // a model without adapters, a layout whose adapted or trained module is not a separate Linear in that type (fused
 // experts: export merged instead), a module both adapted and trained.
 // experts: the routed experts' home when apart from the arenas (their adapters are read from it).
+// base_model: the base model folder adapter_config.json names (base_model_name_or_path; empty: null), where PEFT
+// and a chat with the adapter folder find the base.
 void export_peft_adapter(const std::string& dir, Model& model, const FinetuneConfig& finetune,
-                         const std::string& model_type, ExpertStateHome* experts = nullptr);
+                         const std::string& model_type, ExpertStateHome* experts = nullptr,
+                         const std::string& base_model = "");
 // The same for a model of config m, layout and trainable set whose tensors come from `values` (no model is built).
 void export_peft_adapter(const std::string& dir, const ModelConfig& m, const ParamLayout& layout,
                          const TrainableSet& trainable, const FinetuneConfig& finetune, TensorValues& values,
-                         const std::string& model_type);
+                         const std::string& model_type, const std::string& base_model = "");
 
 // Reads a PEFT adapter directory written for this model (rank, scaling and modules must match) into the model's
 // adapters and the trained base modules it saved; the base weights come from elsewhere (load_weights first).
@@ -40,5 +43,14 @@ void load_peft_adapter(const std::string& dir, Model& model, const FinetuneConfi
 
 // Whether dir holds adapter_config.json.
 bool is_peft_adapter(const std::string& dir);
+
+// The base model folder a PEFT adapter's adapter_config.json names (base_model_name_or_path); refused by name when
+// it names none or no model folder on this machine (a hub id).
+std::string peft_base_folder(const std::string& dir);
+// The finetune section under which model m holds exactly the adapter's tensors: LoRA of its rank and scaling on
+// the targets (attention, experts, shared experts, dense MLPs) whose every Linear it adapts, training the base
+// groups it saves whole. Refused by name when no section of those fits (an adapter on some experts of a layer, or
+// on modules of another model).
+FinetuneConfig finetune_of_peft_adapter(const std::string& dir, const ModelConfig& m);
 
 }  // namespace moe
