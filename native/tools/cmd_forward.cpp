@@ -4,8 +4,8 @@
 // {<param name>: gradient of the objective, objective F32 []}. With --grads-dir DIR also DIR/config.json (the
 // engine's config) and DIR/model.safetensors holding the gradients as a checkpoint's weights: `moe-engine export`
 // of DIR writes them under a Hugging Face model type's names, through the same mapping as the weights.
-// --finetune F.json (the config's finetune section) with --adapter DIR: the checkpoint as the base, a PEFT adapter
-// over it (the logits of the adapted model).
+// --adapter DIR: the checkpoint as the base, a PEFT adapter over it (the logits of the adapted model), under
+// --finetune F.json (the config's finetune section), else the section read back from the adapter.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -15,6 +15,8 @@
 #include "core/fsutil.h"
 #include "core/json.h"
 #include "engine_handle.h"
+#include "train/checkpoint.h"
+#include "train/lora_adapter.h"
 #include "train/safetensors.h"
 
 int cmd_forward(int argc, char** argv) {
@@ -48,6 +50,9 @@ int cmd_forward(int argc, char** argv) {
   if (args.has("--finetune")) {
     const std::string path = args.get("--finetune");
     cfg.set("finetune", moe::json::parse(moe::fs::read_file(path, 1 << 20), path));
+  } else if (args.has("--adapter")) {
+    const moe::ModelConfig m = moe::read_checkpoint_model_config(ckpt);
+    cfg.set("finetune", moe::finetune_config_to_json(moe::finetune_of_peft_adapter(args.get("--adapter"), m)));
   }
   cli::Engine engine(moe::json::dump(cfg), ckpt);
   engine.check(moe_engine_init_from(engine.get(), ckpt.c_str()));

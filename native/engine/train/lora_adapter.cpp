@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -245,6 +246,40 @@ bool subset(const std::set<std::string>& a, const std::set<std::string>& b) {
   return !a.empty() && std::includes(b.begin(), b.end(), a.begin(), a.end());
 }
 
+bool intersects(const std::set<std::string>& a, const std::set<std::string>& b) {
+  return std::any_of(a.begin(), a.end(), [&](const std::string& k) { return b.count(k) > 0; });
+}
+
+// Whether a file of `stored` keys is an adapter of this plan: every key is the plan's, every saved module is whole,
+// and each adapted module has both its A and B or neither. A module it leaves out keeps its adapter's start
+// values (B = 0: the base alone), as PEFT adapters on fewer modules (q_proj and v_proj only, some layers or
+// experts only) mean.
+bool fits(const PeftPlan& plan, const std::set<std::string>& stored) {
+  const std::set<std::string> keys = peft_keys(plan);
+  if (!std::includes(keys.begin(), keys.end(), stored.begin(), stored.end())) return false;
+  for (const PeftPlan::Saved& x : plan.saved)
+    if (!stored.count(kPrefix + x.part.name)) return false;
+  for (const PeftPlan::Lora& l : plan.lora)
+    if (stored.count(kPrefix + l.module + ".lora_A.weight") != stored.count(kPrefix + l.module + ".lora_B.weight"))
+      return false;
+  return true;
+}
+
+// The plan of the first Hugging Face type in which model m with this section holds the stored keys; none when
+// no type does (or the model cannot take the section).
+std::optional<PeftPlan> plan_fitting(const ModelConfig& m, const ParamLayout& layout, const TrainableSet& trainable,
+                                     const std::set<std::string>& stored) {
+  for (const HfFamily& f : hf_families()) {
+    try {
+      PeftPlan p = plan_peft(m, layout, trainable, f.model_type);
+      if (fits(p, stored)) return p;
+    } catch (const EngineError&) {
+      continue;  // this model cannot be expressed in that type
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string peft_base_folder(const std::string& dir) {
@@ -269,28 +304,37 @@ FinetuneConfig finetune_of_peft_adapter(const std::string& dir, const ModelConfi
   f.lora.rank = s.rank;
   f.lora.alpha = s.alpha;
   f.lora.rslora = s.rslora;
-  // Per Hugging Face type: every LoRA target whose adapters are all stored, then every group of base modules whose
-  // saved tensors are all stored beside them; the section is the adapter's when its keys are exactly the file's.
+  // Per Hugging Face type: every LoRA target with an adapter stored, then every group of base modules whose saved
+  // tensors are all stored beside them; the section is the adapter's when the file fits its plan.
   for (const HfFamily& family : hf_families()) {
     FinetuneConfig c = f;
     for (int t = 0; t < kLoraTargets; ++t) {
       FinetuneConfig one = f;
       one.lora.targets = {static_cast<LoraTarget>(t)};
-      if (subset(keys_for(m, one, family.model_type), stored)) c.lora.targets.push_back(one.lora.targets[0]);
+      if (intersects(keys_for(m, one, family.model_type), stored)) c.lora.targets.push_back(one.lora.targets[0]);
     }
     if (c.lora.targets.empty()) continue;
     const std::set<std::string> adapters = keys_for(m, c, family.model_type);
     for (int g = 0; g < kParamGroups; ++g) {
       FinetuneConfig one = c;
       one.train = {static_cast<ParamGroup>(g)};
-      const std::set<std::string> keys = keys_for(m, one, family.model_type);
-      if (keys.size() > adapters.size() && subset(keys, stored)) c.train.push_back(one.train[0]);
+      std::set<std::string> saved;  // the group's own keys
+      for (const std::string& k : keys_for(m, one, family.model_type))
+        if (!adapters.count(k)) saved.insert(k);
+      if (subset(saved, stored)) c.train.push_back(one.train[0]);
     }
-    if (keys_for(m, c, family.model_type) == stored) return c;
+    try {
+      validate_finetune_config(c, m);
+      const ParamLayout layout(m, c);
+      if (plan_fitting(m, layout, TrainableSet(layout, c), stored)) return c;
+    } catch (const EngineError&) {
+      continue;
+    }
   }
   fail(fs::join(dir, "adapter_model.safetensors") +
        ": its tensors are not LoRA adapters of this base model's attention, experts, shared experts or dense MLPs "
-       "in any Hugging Face layout it can take (an adapter on some experts only, or on another model, cannot load)");
+       "(with whole modules saved beside them) in any Hugging Face layout it can take; an adapter of another model, "
+       "or on a module the engine does not adapt (such as the router), cannot load");
 }
 
 void load_peft_adapter(const std::string& dir, Model& model, const FinetuneConfig& finetune,
@@ -305,26 +349,16 @@ void load_peft_adapter(const std::string& dir, Model& model, const FinetuneConfi
   const st::TensorSet ts(fs::join(dir, "adapter_model.safetensors"));
   // The Hugging Face layout the keys are in: the type whose plan for this model names exactly the stored keys.
   const std::set<std::string> stored = stored_names(ts);
-  const PeftPlan* found = nullptr;
-  PeftPlan plan;
-  for (const HfFamily& f : hf_families()) {
-    try {
-      PeftPlan p = plan_peft(model.config(), model.layout(), model.trainable(), f.model_type);
-      if (peft_keys(p) != stored) continue;
-      plan = std::move(p);
-      found = &plan;
-      break;
-    } catch (const EngineError&) {
-      continue;  // this model cannot be expressed in that type
-    }
-  }
+  const std::optional<PeftPlan> found = plan_fitting(model.config(), model.layout(), model.trainable(), stored);
   if (!found)
     fail(ts.path() + ": its tensors are not this run's adapters (and trained modules) in any Hugging Face layout the "
                      "model can take; load an adapter written for this model and finetune section");
+  const PeftPlan& plan = *found;
 
   const ParamLayout& layout = model.layout();
   std::vector<TensorSource> sources;
   for (const PeftPlan::Lora& l : plan.lora) {
+    if (!stored.count(kPrefix + l.module + ".lora_A.weight")) continue;  // left out: its start values stay
     const ParamTensor &A = layout.tensors()[l.adapter->a], &B = layout.tensors()[l.adapter->b];
     sources.push_back({&A, {{kPrefix + l.module + ".lora_A.weight", A.shape, 0}}});
     sources.push_back({&B, {{kPrefix + l.module + ".lora_B.weight", B.shape, 0}}});

@@ -35,8 +35,10 @@ void export_peft_adapter(const std::string& dir, const ModelConfig& m, const Par
                          const TrainableSet& trainable, const FinetuneConfig& finetune, TensorValues& values,
                          const std::string& model_type, const std::string& base_model = "");
 
-// Reads a PEFT adapter directory written for this model (rank, scaling and modules must match) into the model's
-// adapters and the trained base modules it saved; the base weights come from elsewhere (load_weights first).
+// Reads a PEFT adapter directory written for this model (rank and scaling must match; its modules among the
+// section's, saved modules whole) into the model's adapters and the trained base modules it saved; the base weights
+// come from elsewhere (load_weights first). An adapted module the file leaves out (PEFT adapters on q_proj and
+// v_proj only, or on some layers) keeps the values it has: a fresh model's B = 0, the base alone.
 // experts: as load_weights' (each expert's other tensors are read from it first and kept).
 void load_peft_adapter(const std::string& dir, Model& model, const FinetuneConfig& finetune,
                        ExpertStateHome* experts = nullptr);
@@ -47,10 +49,10 @@ bool is_peft_adapter(const std::string& dir);
 // The base model folder a PEFT adapter's adapter_config.json names (base_model_name_or_path); refused by name when
 // it names none or no model folder on this machine (a hub id).
 std::string peft_base_folder(const std::string& dir);
-// The finetune section under which model m holds exactly the adapter's tensors: LoRA of its rank and scaling on
-// the targets (attention, experts, shared experts, dense MLPs) whose every Linear it adapts, training the base
-// groups it saves whole. Refused by name when no section of those fits (an adapter on some experts of a layer, or
-// on modules of another model).
+// The finetune section under which model m holds the adapter's tensors: LoRA of its rank and scaling on the
+// targets (attention, experts, shared experts, dense MLPs) it adapts any Linear of (the others start at B = 0),
+// training the base groups it saves whole. Refused by name when no section fits (an adapter on a module the
+// engine does not adapt, such as the router, or on another model).
 FinetuneConfig finetune_of_peft_adapter(const std::string& dir, const ModelConfig& m);
 
 }  // namespace moe

@@ -3,7 +3,9 @@
 random PEFT adapter (adapter_config.json + adapter_model.safetensors with PEFT's keys, written here from the
 Hugging Face tensor names, independently of the engine) on every module the engine adapts for the targets; the
 engine loads the base folder and the adapter (moe-engine-dev forward --finetune --adapter) and its logits must
-equal the module's forward on W + (alpha/r)·B·A (PEFT's merge) within the reference tolerance.
+equal the module's forward on W + (alpha/r)·B·A (PEFT's merge) within the reference tolerance. A second adapter
+per family covers fewer modules, as PEFT adapters often do (q_proj and v_proj only, or the attention and the
+first MoE layer's first two experts), and comes with no finetune section: the engine reads it back from the keys.
 Usage: lora_check.py --dev-cli moe-engine-dev [--family TYPE] [--workdir DIR]. Last line: `N passed, M failed`.
 """
 
@@ -42,11 +44,32 @@ def targets_for(model_type):
     return ["attention", "experts", "shared_experts", "dense_mlp"]
 
 
+# The modules of the partial adapter: PEFT's usual attention pair where the family has it, else its first
+# attention projection; for families with routed experts in PEFT's format also the first MoE layer's experts 0-1.
+PARTIAL = r"\.self_attn\.(q_proj|v_proj|q_a_proj|kv_a_proj_with_mqa)\.weight$"
+
+
+def partial_modules(adapted, model_type):
+    attention = [n for n in adapted if re.search(PARTIAL, n)]
+    experts = [n for n in adapted if re.search(PATTERNS["experts"], n)]
+    if experts:
+        first = min(int(re.search(r"layers\.(\d+)\.", n).group(1)) for n in experts)
+        experts = [n for n in experts if f"layers.{first}." in n and re.search(r"\.experts\.[01]\.", n)]
+    return sorted(attention + experts)
+
+
 def check_family(mod, args, workdir):
+    ok = True
+    for partial in (False, True):
+        ok = check_adapter(mod, args, workdir, partial) and ok
+    return ok
+
+
+def check_adapter(mod, args, workdir, partial):
     case = next(c for c in mod.cases() if c.get("dtype", "F32") == "F32" and not c.get("mxfp4"))
     config = case["config"]
-    label = f"{mod.MODEL_TYPE}/{case['name']} lora"
-    base = os.path.join(workdir, mod.MODEL_TYPE)
+    label = f"{mod.MODEL_TYPE}/{case['name']} lora" + (" (fewer modules)" if partial else "")
+    base = os.path.join(workdir, mod.MODEL_TYPE + ("-partial" if partial else ""))
     shutil.rmtree(base, ignore_errors=True)
     os.makedirs(base)
     rng = np.random.default_rng(11)
@@ -59,6 +82,8 @@ def check_family(mod, args, workdir):
 
     targets = targets_for(mod.MODEL_TYPE)
     adapted = sorted(n for n in tensors if any(re.search(PATTERNS[t], n) for t in targets))
+    if partial:
+        adapted = partial_modules(adapted, mod.MODEL_TYPE)
     for attempt in range(20):
         arng = np.random.default_rng(100 + attempt)
         adapter, merged = {}, dict(ref)
@@ -83,8 +108,9 @@ def check_family(mod, args, workdir):
     with open(os.path.join(base, "finetune.json"), "w") as f:
         json.dump({"method": "lora", "lora": {"rank": RANK, "alpha": ALPHA, "targets": targets}}, f)
     out = os.path.join(base, "engine")
+    section = [] if partial else ["--finetune", os.path.join(base, "finetune.json")]
     hf_check.run([args.dev_cli, "forward", "--checkpoint", hf, "--tokens", os.path.join(base, "tokens.safetensors"),
-                  "--out", out, "--finetune", os.path.join(base, "finetune.json"), "--adapter", ad],
+                  "--out", out, *section, "--adapter", ad],
                  os.path.join(base, "forward.log"))
     eng = st.read(os.path.join(out, "logits.safetensors"))["logits"]
     err = float(np.abs(eng - logits).max() / np.abs(logits).max())
@@ -93,7 +119,7 @@ def check_family(mod, args, workdir):
         plain = mod.forward(config, hf_check.to_torch(ref), ids, hf_check._Margins()).numpy()
     moved = float(np.abs(plain - logits).max() / np.abs(logits).max())
     ok = err <= hf_check.LOGITS_TOL and moved > 100 * hf_check.LOGITS_TOL
-    print(f"  {label:<48} {len(adapted):3d} modules  logits {err:9.2e} (tol {hf_check.LOGITS_TOL:.0e})  "
+    print(f"  {label:<58} {len(adapted):3d} modules  logits {err:9.2e} (tol {hf_check.LOGITS_TOL:.0e})  "
           f"adapter moved logits by {moved:.2e}  {'ok' if ok else 'FAIL'}")
     return ok
 
