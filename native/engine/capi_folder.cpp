@@ -45,20 +45,18 @@ FolderModel load_folder_model(const std::string& dir, const char* config_json, c
   const moe::EngineConfig& cfg = f.config;
   f.backend = moe::make_compute_backend(cfg.train);
   f.model = std::make_unique<moe::Model>(cfg.model, *f.backend, cfg.train.compute_dtype, cfg.finetune);
-  // Experts at home in the SSD tier never enter the arena: the load writes each into the file as it reads it.
-  f.model->init(cfg.train.seed, ssd_dir == nullptr);
+  // Experts at home in the SSD tier never enter the arena: the load writes each into the file as it reads it. A
+  // folder holds its weights (an adapter's base too), so only what it lacks is drawn from the seed; an adapter
+  // folder with a config of its own stands on the seed's base.
+  const bool whole = on_base || !moe::is_peft_adapter(dir);
+  if (whole) f.model->zero_params(ssd_dir == nullptr);
+  else f.model->init(cfg.train.seed, ssd_dir == nullptr);
   if (ssd_dir)
     f.experts = std::make_unique<moe::SsdWeightsHome>(
         *f.backend, f.model->layout(), cfg.train.seed, *ssd_dir,
         cache_experts > 0 ? cache_experts : default_cache_experts(f.model->config()));
-  if (on_base) {
-    moe::load_weights(weights, *f.model, f.experts.get());
-    moe::load_peft_adapter(dir, *f.model, cfg.finetune, f.experts.get());
-  } else if (moe::is_peft_adapter(dir)) {
-    moe::load_peft_adapter(dir, *f.model, cfg.finetune, f.experts.get());
-  } else {
-    moe::load_weights(dir, *f.model, f.experts.get());
-  }
+  if (whole) moe::load_weights(weights, *f.model, f.experts.get(), &cfg.train.seed);
+  if (moe::is_peft_adapter(dir)) moe::load_peft_adapter(dir, *f.model, cfg.finetune, f.experts.get());
   return f;
 }
 

@@ -82,6 +82,9 @@ class Model {
   // arenas initialises each with init_range as it stores it, so their pages are never all touched at once.
   void init(uint64_t seed, bool experts = true);
   void init_range(uint64_t seed, size_t begin, size_t end);
+  // Zeros the parameters (experts false: outside the routed experts' ranges) instead of drawing them: for a load
+  // that writes every tensor it holds and initialises the rest (load_weights' init_rest).
+  void zero_params(bool experts = true);
   void zero_grads();
   // Zeroes every gradient outside the routed experts' ranges (expert offload zeroes those itself, once the
   // previous step's expert updates no longer read them).

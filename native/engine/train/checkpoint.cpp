@@ -202,7 +202,7 @@ std::vector<std::string> check_hf_tensors(const st::TensorSet& ts, const ModelCo
   return problems;
 }
 
-void load_weights(const std::string& dir, Model& model, ExpertStateHome* experts) {
+void load_weights(const std::string& dir, Model& model, ExpertStateHome* experts, const uint64_t* init_rest) {
   const ParamLayout& layout = model.layout();
   const bool hf = is_hf_checkpoint(dir);
   if (!hf) verify_checksum(dir, "model.safetensors");  // before a byte of it is parsed
@@ -236,6 +236,14 @@ void load_weights(const std::string& dir, Model& model, ExpertStateHome* experts
   for (const TensorSource& s : sources) {
     read.insert(s.param);
     for (const StoredPart& p : s.parts) read.insert(p.experts.begin(), p.experts.end());
+  }
+  if (init_rest) {
+    auto in_experts = [&](const ParamTensor& t) {
+      return std::any_of(layout.expert_ranges().begin(), layout.expert_ranges().end(),
+                         [&](const ExpertRange& r) { return t.offset >= r.begin && t.offset < r.end; });
+    };
+    for (const ParamTensor& t : layout.tensors())
+      if (!read.count(&t) && !(experts && in_experts(t))) model.init_range(*init_rest, t.offset, t.offset + t.numel);
   }
   ArenaStaging host(model.backend(), model.params(), model.num_params(), experts ? &layout.expert_ranges() : nullptr);
   ArenaTarget target{&sources, host.data(), nullptr, &layout.expert_ranges(), experts, kWeights,

@@ -78,21 +78,32 @@ void tile(int kc, const float* a, const float* b, int64_t panel_stride, int64_t 
 
 // Panels per call for an mr-row tile: enough accumulators (up to 24) to cover the FMA latency.
 constexpr int panels_for(int mr) { return mr <= 3 ? 4 : mr <= 6 ? 2 : 1; }
+constexpr int kPanelsMax = panels_for(1);
 
 using TileFn = void (*)(int, const float*, const float*, int64_t, int64_t, float*, int64_t, int, float, float, bool,
                         float*, const Prefetch&);
+// [mr - 1][np - 1]: an mr-row tile over np panels, np up to panels_for(mr) (past it: panels_for(mr), never called).
+template <bool Pack, int MR, int... P>
+constexpr std::array<TileFn, kPanelsMax> tiles_of_rows(std::integer_sequence<int, P...>) {
+  return {&tile<MR, std::min(P + 1, panels_for(MR)), Pack>...};
+}
 template <bool Pack, int... I>
 constexpr auto make_tiles(std::integer_sequence<int, I...>) {
-  return std::array<TileFn, sizeof...(I)>{&tile<I + 1, panels_for(I + 1), Pack>...};
+  return std::array<std::array<TileFn, kPanelsMax>, sizeof...(I)>{
+      tiles_of_rows<Pack, I + 1>(std::make_integer_sequence<int, kPanelsMax>{})...};
 }
 
+// A call covers the panels its columns need and no more: a panel past them would cost its FMAs, and its masked-off
+// loads and prefetches would reach memory no one wrote (a pack buffer's untouched pages), where each such load
+// takes a slow assist on some CPUs (AMD Zen 4: one row of weights, M = 1, ran 100x slower).
 int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t panel_stride, int64_t k_stride, float* c,
            int64_t ldc, float alpha, float beta, bool load_c, float* pack_out, const Prefetch& pf) {
   static constexpr auto tiles = make_tiles<false>(std::make_integer_sequence<int, kMRMax>{});
   static constexpr auto packing_tiles = make_tiles<true>(std::make_integer_sequence<int, kMRMax>{});
   const int done = std::min(cols, panels_for(mr) * kNR);
-  (pack_out ? packing_tiles : tiles)[mr - 1](kc, a, b, panel_stride, k_stride, c, ldc, done, alpha, beta, load_c,
-                                             pack_out, pf);
+  const int panels = (done + kNR - 1) / kNR;
+  (pack_out ? packing_tiles : tiles)[mr - 1][panels - 1](kc, a, b, panel_stride, k_stride, c, ldc, done, alpha, beta,
+                                                         load_c, pack_out, pf);
   return done;
 }
 
