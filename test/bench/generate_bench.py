@@ -1,0 +1,108 @@
+#!/usr/bin/python3
+"""Decode speed of an OLMoE-shaped model folder against the memory-bandwidth bound, in one run.
+
+The folder: the olmoe-1b-7b preset's shape with --layers layers (d_model 2048, 64 experts of 1024, top-8, 16 heads,
+vocabulary 50304) and random weights, written by the engine as a Hugging Face olmoe folder in bf16, as a download
+would be. `moe-engine generate` answers a prompt of 8 tokens twice, once stopping after the first token and once
+after 1 + --tokens, so the difference is --tokens decode steps alone; the first run's time is the start-up (the
+folder's load, the prefill and one token). Each decode step reads every non-expert weight (attention, norms,
+router, LM head) and top-k experts per layer, in fp32 (the session computes on fp32 weights): those bytes over the
+STREAM triad bandwidth measured in the same run are the step's lower bound. The same with the experts in the SSD
+tier (a file behind a host cache of 4 x top-k experts and 2 x top-k slots), whose greedy tokens must be the
+resident ones.
+Last line: BENCH generate decode_vs_bandwidth=R tokens_per_s=X start_s=S ssd_decode_vs_resident=R
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ADDON = os.path.join(ROOT, "native", "build-addon", "Release", "moe_engine_addon.node")
+PROMPT = "1,2,3,4,5,6,7,8"
+
+MAKE_FOLDER = """
+const addon = require(process.argv[1])
+const fs = require('fs')
+const cfg = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'))
+cfg.model.n_layers = Number(process.argv[3])
+cfg.model.max_seq_len = 512
+cfg.train = { batch_size: 1, seq_len: 8, threads: Number(process.argv[5]), seed: 1 }
+new addon.Engine(JSON.stringify(cfg)).exportHf(process.argv[4], 'olmoe', true)
+"""
+
+
+def model_config(layers):
+    with open(os.path.join(ROOT, "resources", "presets", "olmoe-1b-7b.json")) as f:
+        m = json.load(f)["model"]
+    m["n_layers"] = layers
+    return m
+
+
+def decode_bytes(m):
+    """fp32 bytes one decode step reads: each layer's attention, norms, router and top-k experts, and the head."""
+    d, f, v = m["d_model"], m["expert_d_ff"], m["vocab_size"]
+    per_layer = 4 * d * d + 2 * d + 2 * d + m["n_experts"] * d + m["top_k"] * 3 * d * f
+    return 4 * (m["n_layers"] * per_layer + d + v * d)
+
+
+def stream_bandwidth(dev_cli, threads):
+    out = subprocess.run([dev_cli, "bench", "--stream", "--json", "--threads", str(threads)], check=True,
+                         capture_output=True, text=True).stdout
+    return next(json.loads(l)["bytes_per_s"] for l in out.splitlines() if '"stream_triad"' in l)
+
+
+def generate(cli, folder, tokens, experts, config):
+    t0 = time.perf_counter()
+    out = subprocess.run([cli, "generate", "--model", folder, "--tokens", PROMPT, "--max-tokens", str(tokens),
+                          "--experts", experts, "--config", config], check=True, capture_output=True, text=True).stdout
+    return time.perf_counter() - t0, json.loads(out)["tokens"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--workdir", required=True)
+    a = ap.parse_args()
+    cli, dev = os.path.join(a.build, "moe-engine"), os.path.join(a.build, "moe-engine-dev")
+    if not os.path.exists(ADDON):
+        sys.exit(f"{ADDON} is missing: build the addon first (npm ci, or scripts/build-native.sh)")
+    folder = os.path.join(a.workdir, "olmoe")
+    t0 = time.perf_counter()
+    subprocess.run(["node", "-e", MAKE_FOLDER, ADDON, os.path.join(ROOT, "resources", "presets", "olmoe-1b-7b.json"),
+                    str(a.layers), folder, str(a.threads)], check=True)
+    print(f"folder: OLMoE shape, {a.layers} layers, bf16, written in {time.perf_counter() - t0:.1f} s")
+    config = os.path.join(a.workdir, "config.json")
+    with open(config, "w") as f:
+        json.dump({"train": {"threads": a.threads}}, f)
+
+    m = model_config(a.layers)
+    bw = stream_bandwidth(dev, a.threads)
+    bound = decode_bytes(m) / bw
+    rows = {}
+    for experts in ("resident", "ssd"):
+        start, _ = generate(cli, folder, 1, experts, config)
+        total, tokens = generate(cli, folder, 1 + a.tokens, experts, config)
+        decode = max(total - start, 1e-9) / a.tokens
+        rows[experts] = (start, decode, tokens)
+        print(f"{experts:<9} start {start:6.2f} s   decode {1000 * decode:8.1f} ms/token ({1 / decode:6.1f} tokens/s)"
+              f"   bound {1000 * bound:6.1f} ms/token   bound / decode {bound / decode:.2f}")
+    print(f"decode reads {decode_bytes(m) / 1e9:.2f} GB per token (fp32); STREAM triad {bw / 1e9:.1f} GB/s; "
+          f"{a.threads} threads")
+    same = rows["resident"][2] == rows["ssd"][2]
+    print(f"SSD-tier greedy tokens equal the resident ones: {same}")
+    if not same:
+        sys.exit("the SSD tier's tokens differ from the resident ones")
+    start, decode, _ = rows["resident"]
+    print(f"BENCH generate decode_vs_bandwidth={bound / decode:.2f} tokens_per_s={1 / decode:.1f} start_s={start:.1f} "
+          f"ssd_decode_vs_resident={decode / rows['ssd'][1]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
