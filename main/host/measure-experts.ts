@@ -23,8 +23,7 @@ const MEASURE_WORKER = `
 const { parentPort, workerData: job } = require('node:worker_threads')
 try {
   const { Engine } = require(job.addonPath)
-  const engine = job.init ? new Engine(job.configJson, job.init) : new Engine(job.configJson)
-  if (job.init) engine.initFrom(job.init)
+  const engine = job.init ? new Engine(job.configJson, job.init, undefined, { dir: job.init }) : new Engine(job.configJson)
   const json = engine.measureExperts(job.tokenFile, { batches: job.batches, threshold: job.threshold, score: job.score })
   parentPort.postMessage({ ok: true, json })
 } catch (error) {

@@ -90,12 +90,24 @@ Engine::Engine(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Engine>(info) 
   auto given = [&](size_t i) { return info.Length() > i && !info[i].IsUndefined() && !info[i].IsNull(); };
   const std::string init_dir = given(1) ? StringArg(info, 1, "initDir") : std::string();
   const std::string run_dir = given(2) ? StringArg(info, 2, "runDir") : std::string();
+  // { dir, resume }: a folder the engine loads as it opens (its weights never drawn from the seed first).
+  std::string load_dir;
+  bool load_resume = false;
+  if (given(3)) {
+    if (!info[3].IsObject()) throw Napi::TypeError::New(info.Env(), "Engine: load must be { dir, resume }");
+    Napi::Object load = info[3].As<Napi::Object>();
+    if (!load.Get("dir").IsString()) throw Napi::TypeError::New(info.Env(), "Engine: load.dir must be a string");
+    load_dir = load.Get("dir").As<Napi::String>().Utf8Value();
+    load_resume = load.Get("resume").ToBoolean().Value();
+  }
   char error[kErrorBytes] = {0};
   moe_engine_options options{};
   options.struct_size = sizeof options;
   options.config_json = config.c_str();
   options.init_dir = given(1) ? init_dir.c_str() : nullptr;
   options.run_dir = given(2) ? run_dir.c_str() : nullptr;
+  options.load_dir = load_dir.empty() ? nullptr : load_dir.c_str();
+  options.load_resume = load_resume ? 1 : 0;
   engine_ = moe_engine_open(&options, error, sizeof error);
   if (!engine_) throw Napi::Error::New(info.Env(), error[0] ? error : "the engine could not be created");
   num_params_ = static_cast<double>(moe_engine_num_params(engine_));

@@ -90,19 +90,24 @@ const moe::ParamTensor& tensor_named(moe_engine* engine, const char* name) {
   return *t;
 }
 
+// draw false: the caller loads a folder before anything else runs (Trainer's draw).
+std::unique_ptr<moe_engine> create_engine(const char* config_json, const char* init_dir, bool draw) {
+  auto engine = std::make_unique<moe_engine>();
+  moe::EngineConfig cfg = config_from(config_json, init_dir);
+  engine->backend = moe::make_compute_backend(cfg.train);
+  engine->backend_name = engine->backend->name();
+  engine->backend_description = engine->backend->describe();
+  engine->trainer = std::make_unique<moe::Trainer>(cfg, *engine->backend, draw);
+  return engine;
+}
+
 }  // namespace
 
 extern "C" {
 
 moe_engine* moe_engine_create(const char* config_json, const char* init_dir, char* err, size_t err_len) {
   try {
-    auto engine = std::make_unique<moe_engine>();
-    moe::EngineConfig cfg = config_from(config_json, init_dir);
-    engine->backend = moe::make_compute_backend(cfg.train);
-    engine->backend_name = engine->backend->name();
-    engine->backend_description = engine->backend->describe();
-    engine->trainer = std::make_unique<moe::Trainer>(cfg, *engine->backend);
-    return engine.release();
+    return create_engine(config_json, init_dir, true).release();
   } catch (const std::exception& e) {
     copy_error(err, err_len, e.what());
     return nullptr;
@@ -459,9 +464,12 @@ moe_engine* moe_engine_open(const moe_engine_options* options, char* err, size_t
     const moe_engine_options o = fitted(options, "moe_engine_open: options");
     const std::string run_dir = o.run_dir ? o.run_dir : "";
     const std::string config = with_run_directory(o.config_json, run_dir);
-    moe_engine* engine = moe_engine_create(config.c_str(), o.init_dir, err, err_len);
-    if (engine) engine->run_dir = run_dir;
-    return engine;
+    const bool load = o.load_dir && *o.load_dir;
+    std::unique_ptr<moe_engine> engine = create_engine(config.c_str(), o.init_dir, !load);
+    engine->run_dir = run_dir;
+    if (load && o.load_resume) engine->trainer->resume_from(o.load_dir);
+    else if (load) engine->trainer->init_from(o.load_dir);
+    return engine.release();
   } catch (const std::exception& e) {
     copy_error(err, err_len, e.what());
     return nullptr;

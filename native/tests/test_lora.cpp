@@ -311,4 +311,30 @@ TEST(c_api_describes_and_exports_both_formats) {
 
 }  // namespace
 
+// A run that loads a base as its engine opens never draws the weights the load overwrites (Trainer's draw false):
+// what it draws from the seed, the adapters, and what it loads are bit for bit those of a model drawn whole and
+// then loaded, for every family, with the experts resident and in the SSD tier.
+TEST(a_load_at_open_gives_the_drawn_models_weights) {
+  auto be = make_backend("cpu", {1});
+  for (const auto& [family, model] : families()) {
+    const EngineConfig base_cfg = parse_config_text(config(model), "t");
+    const std::string base = moe_test::tmp_path("drawn_base_" + family);
+    fs::remove_all(base);
+    Trainer(base_cfg, *be).save_checkpoint(base);
+    for (const char* offload : {"", R"(, "offload": {"mode": "ssd", "expert_slots": 2, "cache_experts": 4})"}) {
+      std::string text = config(model, lora_section());
+      text.insert(text.size() - 1, offload);
+      const EngineConfig cfg = parse_config_text(text, "t");
+      Trainer drawn(cfg, *be), undrawn(cfg, *be, false);
+      drawn.init_from(base);
+      undrawn.init_from(base);
+      drawn.experts_to_arenas(true);
+      undrawn.experts_to_arenas(true);
+      const size_t n = drawn.model().num_params();
+      CHECK_MSG(std::equal(drawn.model().params(), drawn.model().params() + n, undrawn.model().params()),
+                family + (*offload ? ", SSD tier" : "") + ": the weights differ");
+    }
+  }
+}
+
 TEST_MAIN()

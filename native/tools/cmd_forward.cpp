@@ -54,8 +54,7 @@ int cmd_forward(int argc, char** argv) {
     const moe::ModelConfig m = moe::read_checkpoint_model_config(ckpt);
     cfg.set("finetune", moe::finetune_config_to_json(moe::finetune_of_peft_adapter(args.get("--adapter"), m)));
   }
-  cli::Engine engine(moe::json::dump(cfg), ckpt);
-  engine.check(moe_engine_init_from(engine.get(), ckpt.c_str()));
+  cli::Engine engine(moe::json::dump(cfg), ckpt, "", ckpt);
   if (args.has("--adapter")) engine.check(moe_engine_init_from(engine.get(), args.get("--adapter").c_str()));
 
   const int V = moe_engine_vocab_size(engine.get());

@@ -145,12 +145,11 @@ int cmd_train(int argc, char** argv) {
     }
   }
 
-  cli::Engine engine(config_text, source, out);
-  if (args.has("--init")) engine.check(moe_engine_init_from(engine.get(), args.get("--init").c_str()));
-  // A PEFT adapter over the base: continue a LoRA run's adapters (the config's finetune section must match).
+  // The folder the run starts from or resumes is loaded as the engine opens.
   if (args.has("--adapter") && !args.has("--init")) throw std::runtime_error("--adapter needs --init (the base model)");
+  cli::Engine engine(config_text, source, out, resume.empty() ? args.get("--init", "") : resume, !resume.empty());
+  // A PEFT adapter over the base: continue a LoRA run's adapters (the config's finetune section must match).
   if (args.has("--adapter")) engine.check(moe_engine_init_from(engine.get(), args.get("--adapter").c_str()));
-  if (!resume.empty()) engine.check(moe_engine_resume_from(engine.get(), resume.c_str()));
   engine.check(moe_engine_set_data(engine.get(), args.require("--data").c_str()));
 
   fs::create_directories(out);

@@ -10,13 +10,18 @@ namespace cli {
 class Engine {
  public:
   // run_dir (may be empty): where moe_engine_train writes checkpoints and the SSD tier its expert file.
-  Engine(const std::string& config_json, const std::string& init_dir, const std::string& run_dir = "") {
+  // load_dir (may be empty): a folder loaded as the engine opens (init_from, or resume_from with resume), its
+  // weights never drawn from the seed first.
+  Engine(const std::string& config_json, const std::string& init_dir, const std::string& run_dir = "",
+         const std::string& load_dir = "", bool resume = false) {
     char err[4096];
     moe_engine_options options{};
     options.struct_size = sizeof options;
     options.config_json = config_json.c_str();
     options.init_dir = init_dir.empty() ? nullptr : init_dir.c_str();
     options.run_dir = run_dir.empty() ? nullptr : run_dir.c_str();
+    options.load_dir = load_dir.empty() ? nullptr : load_dir.c_str();
+    options.load_resume = resume ? 1 : 0;
     e_ = moe_engine_open(&options, err, sizeof err);
     if (!e_) throw std::runtime_error(err);
   }

@@ -111,7 +111,11 @@ export interface EngineAddon {
    * runDir: the run's directory, where start() writes checkpoints and the SSD tier its expert file (runDir/ssd
    * unless the config's offload.ssd_dir names one).
    */
-  Engine: new (configJson: string, initDir?: string, runDir?: string) => NativeEngine
+  /**
+   * load: a folder the engine loads as it opens (as initFrom, or resumeFrom with resume), its weights never drawn
+   * from the seed first: a large model's start-up does not pay for weights the load overwrites.
+   */
+  Engine: new (configJson: string, initDir?: string, runDir?: string, load?: { dir: string; resume?: boolean }) => NativeEngine
   /** The native packing of a step record (for testing the TS decoder against it). */
   packStepRecord(record: Omit<EngineStepRecord, 'expertTokens'> & { expertTokens: readonly ArrayLike<number>[] }): ArrayBuffer
   /**

@@ -66,9 +66,9 @@ export class TrainingJob {
     try {
       const store = TelemetryStore.open(msg.dbPath)
       this.store = store
-      const engine = new (loadEngineAddon().Engine)(msg.configJson, msg.initDir, msg.runDir)
-      if (msg.resumeDir) engine.resumeFrom(msg.resumeDir)
-      else if (msg.initDir) engine.initFrom(msg.initDir)
+      // The run's weights come from the folder it resumes or starts from, loaded as the engine opens.
+      const load = msg.resumeDir ? { dir: msg.resumeDir, resume: true } : msg.initDir ? { dir: msg.initDir } : undefined
+      const engine = new (loadEngineAddon().Engine)(msg.configJson, msg.initDir, msg.runDir, load)
       engine.setData(msg.dataPath)
       if (msg.evalPath) engine.setEvalData(msg.evalPath)
       this.step = engine.stepCount

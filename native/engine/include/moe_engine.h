@@ -211,9 +211,14 @@ typedef struct moe_engine_options {
   /* The run's directory (may be NULL): moe_engine_train writes run_dir/checkpoint-<step> there, and the SSD
    * tier's expert file goes to run_dir/ssd when offload.ssd_dir is not set. */
   const char* run_dir;
+  /* API version 11, may be NULL: a folder loaded at open, as moe_engine_init_from (load_resume 0) or
+   * moe_engine_resume_from (1) would load it, with the model's weights never drawn from the seed first (only the
+   * tensors the folder lacks are): a large model's start-up does not pay for weights the load overwrites. */
+  const char* load_dir;
+  int32_t load_resume;
 } moe_engine_options;
 
-/* moe_engine_create with a run directory. Returns NULL and writes a message to err. */
+/* moe_engine_create with a run directory (and a folder to load). Returns NULL and writes a message to err. */
 moe_engine* moe_engine_open(const moe_engine_options* options, char* err, size_t err_len);
 
 typedef struct moe_train_options {

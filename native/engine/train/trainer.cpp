@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "backend/registry.h"
 #include "core/error.h"
@@ -71,11 +72,13 @@ class OffloadedExperts final : public ExpertStateHome {
 
 }  // namespace
 
-Trainer::Trainer(const EngineConfig& cfg, Backend& be)
+Trainer::Trainer(const EngineConfig& cfg, Backend& be, bool draw)
     : cfg_(with_esft_experts_chosen(cfg)), be_(be), model_(cfg_.model, be, cfg_.train.compute_dtype, cfg_.finetune), opt_(model_) {
   // Offloaded experts are initialised by the offload as it stores each in its home (ExpertOffload's init).
   const bool offloaded = cfg_.offload.mode != OffloadMode::None;
-  model_.init(cfg_.train.seed, !offloaded);
+  if (draw) model_.init(cfg_.train.seed, !offloaded);
+  else model_.zero_params(!offloaded);
+  undrawn_ = !draw;
   if (cfg_.runs_on_devices()) {
     DeviceGroupConfig group = cfg_.device_group;
     if (group.threads == 0) group.threads = std::max(1, cfg_.train.threads / cfg_.placement.devices);
@@ -273,8 +276,13 @@ void Trainer::zero_grads() {
 
 void Trainer::init_from(const std::string& dir) {
   settle();
-  if (is_peft_adapter(dir)) load_peft_adapter(dir, model_, cfg_.finetune, home_.get());
-  else load_weights(dir, model_, home_.get());
+  const bool undrawn = std::exchange(undrawn_, false);
+  if (is_peft_adapter(dir)) {
+    if (undrawn) model_.init(cfg_.train.seed, cfg_.offload.mode == OffloadMode::None);  // the seed is its base
+    load_peft_adapter(dir, model_, cfg_.finetune, home_.get());
+  } else {
+    load_weights(dir, model_, home_.get(), undrawn ? &cfg_.train.seed : nullptr);
+  }
   if (offload_) offload_->experts_loaded();
 }
 
@@ -284,7 +292,7 @@ void Trainer::resume_from(const std::string& dir) {
   if (!fs::exists(fs::join(dir, "optimizer.safetensors")) || !fs::exists(fs::join(dir, "trainer_state.json")))
     fail(dir + ": has no optimizer.safetensors / trainer_state.json to resume from; use it with --init instead");
   TrainerState st;
-  load_weights(dir, model_, home_.get());
+  load_weights(dir, model_, home_.get(), std::exchange(undrawn_, false) ? &cfg_.train.seed : nullptr);
   load_optimizer_state(dir, model_, opt_, st, home_.get());
   if (offload_) offload_->experts_loaded();
   const std::string data_path = state_.data_path;

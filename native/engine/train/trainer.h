@@ -20,7 +20,10 @@ namespace moe {
 
 class Trainer {
  public:
-  Trainer(const EngineConfig& cfg, Backend& be);
+  // draw false: the weights are zeros until the first init_from or resume_from, which draws from the seed only
+  // the tensors its folder lacks (a model whose weights a load overwrites is never drawn whole first); for an
+  // engine opened with the folder to load, which loads it before anything else runs.
+  Trainer(const EngineConfig& cfg, Backend& be, bool draw = true);
 
   const EngineConfig& config() const { return cfg_; }
   Model& model() { return model_; }
@@ -73,6 +76,7 @@ class Trainer {
   Batch next_batch();
   void check_model_matches(const std::string& dir);
 
+  bool undrawn_ = false;  // constructed with draw false, and no load has run yet
   EngineConfig cfg_;
   Backend& be_;
   Model model_;
