@@ -40,5 +40,14 @@ export const ModelCardSchema = z.object({
     chatTemplate: z.enum(['chat_template.jinja', 'tokenizer_config.json']).nullable()
       .describe('where the chat template was found; null: none'),
   }),
+  adapter: z
+    .object({
+      base: z.string().describe('the base model folder the rest of the card describes'),
+      rank: z.number().int(),
+      alpha: z.number(),
+      modules: z.number().int().describe('the Linear modules it adapts'),
+    })
+    .optional()
+    .describe('the folder is a PEFT LoRA adapter: it answers and merges on this base; absent: a model folder'),
 })
 export type ModelCard = z.infer<typeof ModelCardSchema>

@@ -4,8 +4,9 @@
 // Face folder (models.export) is loaded without a trainer, its experts through an SSD-tier file beside the new
 // folder, so it converts in bounded memory too. It runs
 // on a worker thread, so a large model's export does not block the host's event loop, and it never replaces an
-// existing directory.
-import { readdir, readFile, stat } from 'node:fs/promises'
+// existing directory. The tokenizer and generation files of the model's folders go with it.
+import { existsSync } from 'node:fs'
+import { copyFile, readdir, readFile, stat } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { Worker } from 'node:worker_threads'
 
@@ -27,6 +28,25 @@ export interface ExportRequest {
   /** The adapter's base model folder: an adapter export names it (base_model_name_or_path); a PEFT adapter folder
    * as checkpointDir is merged into it (absent: the one its adapter_config.json names). */
   baseDir?: string
+  /** Folders whose tokenizer and generation files go with the export (each file from the first that has it), so
+   * the folder serves and answers as the model did. */
+  companionsFrom?: string[]
+}
+
+/** The files beside the weights that a server or transformers reads to tokenize, template and generate. */
+export const COMPANION_FILES = [
+  'tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'chat_template.jinja', 'generation_config.json',
+  'tokenizer.model', 'vocab.json', 'merges.txt', 'added_tokens.json',
+] as const
+
+// Copies each companion file the export does not have from the first folder that has it.
+async function copyCompanions(outDir: string, from: readonly string[]): Promise<void> {
+  for (const name of COMPANION_FILES) {
+    const target = join(outDir, name)
+    if (existsSync(target)) continue
+    const source = from.map((dir) => join(dir, name)).find((path) => existsSync(path))
+    if (source) await copyFile(source, target)
+  }
 }
 
 // Evaluated as CommonJS in the worker: it needs nothing but the addon, so it works the same from the
@@ -82,5 +102,6 @@ export async function exportCheckpoint(request: ExportRequest): Promise<string> 
     worker.once('exit', (code) => reject(new Error(`the export worker exited (code ${code}) without an answer`)))
   })
   if (!reply.ok) throw new Error(`export of ${request.checkpointDir} failed: ${reply.error}`)
+  if (request.companionsFrom) await copyCompanions(outDir, request.companionsFrom)
   return outDir
 }

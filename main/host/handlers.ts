@@ -1,6 +1,6 @@
 // The typed API's requests, implemented over the run manager, the telemetry store, the catalog and
 // the exporter. Params arrive already parsed against the contract by the transport.
-import { resolve } from 'node:path'
+import { dirname, resolve } from 'node:path'
 
 import type { ApiHandlers, Checkpoint, DevicePlacement, ExpertShares, ParsedParams, RunSpec, RunSummary } from '../api/contract'
 import { issuesOf } from '../api/contract'
@@ -180,6 +180,8 @@ export function createHandlers({ store, runs, dataDir, measure, chats }: Handler
           checkpointDir: checkpoint.path, outDir: dir, modelType, bf16: dtype === 'bf16', expertLayout, format,
           // The adapter names the folder the run started from, where PEFT and Try it find its base.
           ...(format === 'adapter' && run.init ? { baseDir: run.init } : {}),
+          companionsFrom: [run.init, run.dataset.tokenizer ? dirname(run.dataset.tokenizer) : undefined].filter(
+            (d): d is string => d !== undefined && d !== null),
         }),
       }
     },
@@ -196,7 +198,7 @@ export function createHandlers({ store, runs, dataDir, measure, chats }: Handler
       return {
         dir: await exportCheckpoint({
           checkpointDir: dir, outDir: to, modelType: modelType ?? (await folderModelType(baseDir ?? dir)), bf16: dtype === 'bf16',
-          expertLayout, ...(baseDir ? { baseDir } : {}),
+          expertLayout, ...(baseDir ? { baseDir } : {}), companionsFrom: baseDir ? [dir, baseDir] : [dir],
         }),
       }
     },

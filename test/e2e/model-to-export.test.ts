@@ -3,7 +3,8 @@
 // fine-tune it with LoRA on chat data from the New-run form the card prefills; the run trains with held-out loss;
 // Try it answers the same question with the base and the fine-tuned model side by side; Checkpoints exports the
 // PEFT adapter (naming the folder as its base), the merged model and the placement hints; the exported adapter
-// folder answers in Try it on its base as the run did, and merges into a whole model again.
+// folder opens in Models as a card on its base, merges from there into a whole model, and both answer in Try it
+// as the run did.
 // Screenshots: test-artifacts/e2e/path-*.png.
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -108,6 +109,8 @@ describe('from a model folder to an exported fine-tune', () => {
     expect(adapter).toMatchObject({ peft_type: 'LORA', r: 4, base_model_name_or_path: modelDir })
     expect(readdirSync(join(target, 'adapter'))).toContain('adapter_model.safetensors')
     expect(readdirSync(join(target, 'merged')).some((f) => f.endsWith('.safetensors'))).toBe(true)
+    // The tokenizer and its chat template go with both, so each folder serves and answers as the run did.
+    for (const kind of ['adapter', 'merged']) expect(readdirSync(join(target, kind))).toEqual(expect.arrayContaining(['tokenizer.json', 'tokenizer_config.json']))
     // It goes back out as the model type it came in as.
     expect(JSON.parse(readFileSync(join(target, 'merged', 'config.json'), 'utf8')).model_type).toBe('qwen3_moe')
 
@@ -119,7 +122,25 @@ describe('from a model folder to an exported fine-tune', () => {
     expect(browser.problems).toEqual([])
   })
 
-  it('answers with the exported adapter folder on its base as the run did, and merges it into a whole model', async () => {
+  it('opens the exported adapter folder as a card on its base, answers with it as the run did, and merges it', async () => {
+    await openApp(page, wb, `#/models?dir=${encodeURIComponent(exported)}`)
+    await waitForTestId(page, 'model-card')
+    const about = await page.getByTestId('model-adapter').textContent()
+    expect(about).toContain('LoRA of rank 4')
+    expect(about).toContain(modelDir)
+    expect(await page.getByTestId('fine-tune-model').isDisabled()).toBe(true)
+    await screenshot(page, 'path-adapter-card')
+    // Merged into its base from the card, as the base's model type.
+    const merged = join(wb.tempDir('path-e2e-merged-'), 'merged')
+    await page.locator('#convert-dir').fill(merged)
+    expect(await page.locator('#convert-type').inputValue()).toBe('qwen3_moe')
+    await page.locator('#convert-dtype').selectOption('f32')
+    await page.getByTestId('convert-model').click()
+    await waitForTestId(page, 'convert-done')
+    expect(JSON.parse(readFileSync(join(merged, 'config.json'), 'utf8')).model_type).toBe('qwen3_moe')
+    expect(readdirSync(merged)).not.toContain('adapter_config.json')
+
+    // Try it from the card: the adapter folder alone (its base found through adapter_config.json) ...
     await openApp(page, wb, `#/try?dir=${encodeURIComponent(exported)}`)
     await waitForTestId(page, 'try-form')
     await page.getByTestId('try-prompt').fill('What is a mixture of experts?')
@@ -130,13 +151,15 @@ describe('from a model folder to an exported fine-tune', () => {
     // Greedy, from the adapter and the folder alone: the fine-tuned checkpoint's own answer.
     expect(await panel.getByTestId('answer-text').getAttribute('data-text')).toBe(tunedText)
     expect(await page.getByTestId('answer-1').count()).toBe(0)
+    // ... and the merged model answers the same.
+    await openApp(page, wb, `#/try?dir=${encodeURIComponent(merged)}`)
+    await waitForTestId(page, 'try-form')
+    await page.getByTestId('try-prompt').fill('What is a mixture of experts?')
+    await page.getByTestId('try-max-tokens').fill('8')
+    await page.getByTestId('try-ask').click()
+    await expect.poll(() => panel.getByTestId('answer-end').textContent(), { timeout: 120_000 }).toMatch(/tokens \(/)
+    expect(await panel.getByTestId('answer-text').getAttribute('data-text')).toBe(tunedText)
     await screenshot(page, 'path-try-adapter')
-
-    const merged = join(wb.tempDir('path-e2e-merged-'), 'merged')
-    await wb.handlers['models.export']({ dir: exported, to: merged, dtype: 'f32' })
-    // The base's model type, and a whole model.
-    expect(JSON.parse(readFileSync(join(merged, 'config.json'), 'utf8')).model_type).toBe('qwen3_moe')
-    expect(readdirSync(merged)).not.toContain('adapter_config.json')
     expect(browser.problems).toEqual([])
   })
 })

@@ -1,12 +1,14 @@
 // models.inspect: a Hugging Face folder read as the engine's import reads it (moe_hf_inspect: config.json and
-// the safetensors headers, no weights), with the parameter counts of the planner and the tokenizer files found.
-import { existsSync, readFileSync, statSync } from 'node:fs'
+// the safetensors headers, no weights), with the parameter counts of the planner and the tokenizer files found. A
+// PEFT adapter folder gets its base's card and what the adapter is (rank, alpha, adapted modules).
+import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 
 import { ModelConfigSchema, type ModelConfig } from '../../api/config'
 import type { ModelCard } from '../../api/model-card'
 import { loadEngineAddon } from '../engine/addon'
 import { countParams } from '../planner/param-count'
+import { adapterBase, onBase } from './adapter-folder'
 
 interface EngineInspection {
   model_type: string
@@ -39,6 +41,33 @@ function shapeOf(m: ModelConfig): NonNullable<ModelCard['shape']> {
   }
 }
 
+// rank and alpha from adapter_config.json, and the adapted modules from the safetensors header (its lora_A keys).
+function adapterFacts(dir: string): { rank: number; alpha: number; modules: number } {
+  const configPath = join(dir, 'adapter_config.json')
+  const config = JSON.parse(readFileSync(configPath, 'utf8')) as { r?: unknown; lora_alpha?: unknown }
+  if (typeof config.r !== 'number' || typeof config.lora_alpha !== 'number')
+    throw new Error(`${configPath}: r and lora_alpha must be numbers`)
+  const file = join(dir, 'adapter_model.safetensors')
+  let keys: string[]
+  try {
+    const fd = openSync(file, 'r')
+    try {
+      const head = Buffer.alloc(8)
+      readSync(fd, head, 0, 8, 0)
+      const length = Number(head.readBigUInt64LE(0))
+      if (length > 100 << 20) throw new Error(`a header of ${length} bytes`)
+      const json = Buffer.alloc(length)
+      readSync(fd, json, 0, length, 8)
+      keys = Object.keys(JSON.parse(json.toString('utf8')) as object)
+    } finally {
+      closeSync(fd)
+    }
+  } catch (error) {
+    throw new Error(`${file}: ${error instanceof Error ? error.message : String(error)}`)
+  }
+  return { rank: config.r, alpha: config.lora_alpha, modules: keys.filter((k) => k.endsWith('.lora_A.weight')).length }
+}
+
 function chatTemplateOf(dir: string): ModelCard['tokenizer']['chatTemplate'] {
   if (existsSync(join(dir, 'chat_template.jinja'))) return 'chat_template.jinja'
   const config = join(dir, 'tokenizer_config.json')
@@ -54,6 +83,12 @@ function chatTemplateOf(dir: string): ModelCard['tokenizer']['chatTemplate'] {
 export function inspectModel(folder: string): ModelCard {
   const dir = resolve(folder)
   if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new Error(`${dir}: not a folder; pick a Hugging Face model folder`)
+  // A PEFT adapter folder: its base's card, with what the adapter is.
+  if (onBase(dir)) {
+    const base = adapterBase(dir)
+    const card = inspectModel(base)
+    return { ...card, dir, adapter: { base, ...adapterFacts(dir) } }
+  }
   const e = JSON.parse(loadEngineAddon().inspectHf(dir)) as EngineInspection
   const problems = [...e.problems]
   let model: ModelConfig | null = null
