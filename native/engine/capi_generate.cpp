@@ -113,6 +113,9 @@ moe_generation* moe_generation_open(const char* model_dir, const char* config_js
                                                         model.params(), *g->folder.experts, slot_count(model, o));
     else if (o.expert_home == MOE_EXPERTS_HOST)
       g->slots = tier_slots(model, o);
+    // The session's own model: its experts are served by the slots, so bf16 compute keeps no copies of them (the
+    // SSD home's arena ranges are never touched).
+    if (g->slots) model.set_expert_access(g->slots.get());
     start(*g, o);
     return g.release();
   } catch (const std::exception& e) {

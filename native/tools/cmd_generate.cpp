@@ -2,7 +2,8 @@
 // base: --base-model, else the one its adapter_config.json names)
 // through a generation session with no engine (moe_generation_open), as JSON: each token, the experts each MoE
 // layer chose for the position it was sampled from, and the expert slots' misses and hits. Token ids in, token
-// ids out: tokenizing is the workbench's.
+// ids out: tokenizing is the workbench's. With the wall times of the open, the prefill and the mean decode step.
+#include <chrono>
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
@@ -68,6 +69,11 @@ int cmd_generate(int argc, char** argv) {
   o.cache_experts = std::stoi(args.get("--cache-experts", "0"));
   o.ssd_dir = ssd_dir.empty() ? nullptr : ssd_dir.c_str();
   o.base_dir = base_dir.empty() ? nullptr : base_dir.c_str();
+  using Clock = std::chrono::steady_clock;
+  const auto ms = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  };
+  const Clock::time_point started = Clock::now();
   char err[4096] = {0};
   moe_generation* g = moe_generation_open(model.c_str(), config.empty() ? nullptr : config.c_str(), &o, err, sizeof err);
   if (!g) throw std::runtime_error(err);
@@ -76,7 +82,11 @@ int cmd_generate(int argc, char** argv) {
     moe_generation_destroy(g);
     throw std::runtime_error(message);
   };
+  const Clock::time_point opened = Clock::now();
   if (moe_generation_feed(g, prompt.data(), static_cast<int32_t>(prompt.size())) != MOE_OK) fail("feed");
+  const Clock::time_point prefilled = Clock::now();
+  Clock::time_point first = prefilled;  // after the first token, sampled from the prefill's logits
+  int decoded = 0;                      // tokens after it: each feeds the one before it as a new position
   using cli::json::Value;
   Value tokens = Value::make_array(), experts = Value::make_array(), layers = Value::make_array();
   for (int i = 0; i < max_tokens; ++i) {
@@ -86,6 +96,8 @@ int cmd_generate(int argc, char** argv) {
     if (status == MOE_FINISHED) break;
     if (status != MOE_OK) fail("step");
     tokens.push(Value::of(t.token));
+    if (i == 0) first = Clock::now();
+    else ++decoded;
     Value chosen = Value::make_array();
     for (int m = 0; m < t.moe_layers; ++m) {
       Value layer = Value::make_array();
@@ -95,6 +107,7 @@ int cmd_generate(int argc, char** argv) {
     }
     experts.push(std::move(chosen));
   }
+  const Clock::time_point done = Clock::now();
   int64_t misses = 0, hits = 0, bytes = 0;
   moe_generation_expert_stats(g, &misses, &hits, &bytes);
   moe_generation_destroy(g);
@@ -105,6 +118,11 @@ int cmd_generate(int argc, char** argv) {
   out.set("misses", Value::of(static_cast<double>(misses)));
   out.set("hits", Value::of(static_cast<double>(hits)));
   out.set("bytes_uploaded", Value::of(static_cast<double>(bytes)));
+  // Wall times: the session's opening (the folder's load), the prompt's prefill, and the mean decode step (with
+  // at least two tokens).
+  out.set("open_ms", Value::of(ms(started, opened)));
+  out.set("prefill_ms", Value::of(ms(opened, prefilled)));
+  if (decoded > 0) out.set("decode_ms_per_token", Value::of(ms(first, done) / decoded));
   std::printf("%s\n", cli::json::dump(out).c_str());
   return 0;
 }

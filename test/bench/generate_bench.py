@@ -3,14 +3,15 @@
 
 The folder: the olmoe-1b-7b preset's shape with --layers layers (d_model 2048, 64 experts of 1024, top-8, 16 heads,
 vocabulary 50304) and random weights, written by the engine as a Hugging Face olmoe folder in bf16, as a download
-would be. `moe-engine generate` answers a prompt of 8 tokens twice, once stopping after the first token and once
-after 1 + --tokens, so the difference is --tokens decode steps alone; the first run's time is the start-up (the
-folder's load, the prefill and one token). Each decode step reads every non-expert weight (attention, norms,
+would be. `moe-engine generate` answers a prompt of 8 tokens with 1 + --tokens tokens and reports its wall times:
+the session's opening (the folder's load) and prefill, the start-up here, and the mean decode step. Each decode step reads every non-expert weight (attention, norms,
 router, LM head) and top-k experts per layer, in fp32 (the session computes on fp32 weights): those bytes over the
 STREAM triad bandwidth measured in the same run are the step's lower bound. The same with the experts in the SSD
 tier (a file behind a host cache of 4 x top-k experts and 2 x top-k slots), whose greedy tokens must be the
-resident ones.
+resident ones; and resident in bf16 compute (train.compute_dtype), which reads bf16 copies of the linear weights:
+half the bytes per step.
 Last line: BENCH generate decode_vs_bandwidth=R tokens_per_s=X start_s=S ssd_decode_vs_resident=R
+  bf16_decode_vs_fp32=R
 """
 
 import argparse
@@ -56,10 +57,11 @@ def stream_bandwidth(dev_cli, threads):
 
 
 def generate(cli, folder, tokens, experts, config):
-    t0 = time.perf_counter()
-    out = subprocess.run([cli, "generate", "--model", folder, "--tokens", PROMPT, "--max-tokens", str(tokens),
-                          "--experts", experts, "--config", config], check=True, capture_output=True, text=True).stdout
-    return time.perf_counter() - t0, json.loads(out)["tokens"]
+    """(start-up s, decode s per token, tokens) of one session."""
+    out = json.loads(subprocess.run([cli, "generate", "--model", folder, "--tokens", PROMPT, "--max-tokens",
+                                     str(tokens), "--experts", experts, "--config", config], check=True,
+                                    capture_output=True, text=True).stdout)
+    return (out["open_ms"] + out["prefill_ms"]) / 1000, out["decode_ms_per_token"] / 1000, out["tokens"]
 
 
 def main():
@@ -78,21 +80,21 @@ def main():
     subprocess.run(["node", "-e", MAKE_FOLDER, ADDON, os.path.join(ROOT, "resources", "presets", "olmoe-1b-7b.json"),
                     str(a.layers), folder, str(a.threads)], check=True)
     print(f"folder: OLMoE shape, {a.layers} layers, bf16, written in {time.perf_counter() - t0:.1f} s")
-    config = os.path.join(a.workdir, "config.json")
-    with open(config, "w") as f:
-        json.dump({"train": {"threads": a.threads}}, f)
+    configs = {}
+    for dtype in ("fp32", "bf16"):
+        configs[dtype] = os.path.join(a.workdir, f"config-{dtype}.json")
+        with open(configs[dtype], "w") as f:
+            json.dump({"train": {"threads": a.threads, "compute_dtype": dtype}}, f)
 
     m = model_config(a.layers)
     bw = stream_bandwidth(dev, a.threads)
     bound = decode_bytes(m) / bw
     rows = {}
-    for experts in ("resident", "ssd"):
-        start, _ = generate(cli, folder, 1, experts, config)
-        total, tokens = generate(cli, folder, 1 + a.tokens, experts, config)
-        decode = max(total - start, 1e-9) / a.tokens
-        rows[experts] = (start, decode, tokens)
-        print(f"{experts:<9} start {start:6.2f} s   decode {1000 * decode:8.1f} ms/token ({1 / decode:6.1f} tokens/s)"
-              f"   bound {1000 * bound:6.1f} ms/token   bound / decode {bound / decode:.2f}")
+    for experts, dtype in (("resident", "fp32"), ("ssd", "fp32"), ("resident", "bf16")):
+        start, decode, tokens = generate(cli, folder, 1 + a.tokens, experts, configs[dtype])
+        rows[experts if dtype == "fp32" else dtype] = (start, decode, tokens)
+        print(f"{experts:<9} {dtype}  start {start:6.2f} s   decode {1000 * decode:8.1f} ms/token "
+              f"({1 / decode:6.1f} tokens/s)   fp32 bound {1000 * bound:6.1f} ms/token   bound / decode {bound / decode:.2f}")
     print(f"decode reads {decode_bytes(m) / 1e9:.2f} GB per token (fp32); STREAM triad {bw / 1e9:.1f} GB/s; "
           f"{a.threads} threads")
     same = rows["resident"][2] == rows["ssd"][2]
@@ -101,7 +103,7 @@ def main():
         sys.exit("the SSD tier's tokens differ from the resident ones")
     start, decode, _ = rows["resident"]
     print(f"BENCH generate decode_vs_bandwidth={bound / decode:.2f} tokens_per_s={1 / decode:.1f} start_s={start:.1f} "
-          f"ssd_decode_vs_resident={decode / rows['ssd'][1]:.2f}")
+          f"ssd_decode_vs_resident={decode / rows['ssd'][1]:.2f} bf16_decode_vs_fp32={decode / rows['bf16'][1]:.2f}")
 
 
 if __name__ == "__main__":

@@ -65,6 +65,7 @@ void Generator::feed(const int32_t* tokens, int n, std::vector<float>* all_logit
     check(tokens[i] >= 0 && tokens[i] < V, "generation: token " + std::to_string(tokens[i]) +
                                                " is outside the vocabulary [0, " + std::to_string(V) + ")");
   cache_.ensure(first + n);
+  model_.prepare_weights();  // bf16 compute: the copies of weights a load or an optimizer step changed
   const ModelParams& p = model_.param_ptrs();
   for (DeviceBuffer* b : {&x_, &ln_, &mid_, &ffn_}) reserve_floats(be_, *b, (size_t)n * C);
   for (int i = 0; i < n; ++i) {

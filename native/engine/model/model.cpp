@@ -293,7 +293,7 @@ ForwardResult Model::forward(const int32_t* inputs, const int32_t* targets, int 
     if (inputs[i] < 0 || inputs[i] >= V)
       fail("token " + std::to_string(inputs[i]) + " at position " + std::to_string(i) +
            " is outside the vocabulary [0, " + std::to_string(V) + ")");
-  if (dtype_ == ComputeDtype::BF16 && (bf16_stale_ || bf16_trained_stale_)) refresh_bf16_weights();
+  prepare_weights();
   be_.copy(tokens_.i32(), inputs, N * sizeof(int32_t));
   be_.embedding_forward(resid_[0].f(), tokens_.i32(), p_.wte, p_.wpe, B, T, C);
 

@@ -46,6 +46,11 @@ class Model {
     bf16_stale_ = true;
     return params_.f();
   }
+  // Brings the bf16 weight copies up to the fp32 weights where they went stale (bf16 compute; nothing in fp32):
+  // forward() does it, and so must anything else that computes with the model's params (generation).
+  void prepare_weights() {
+    if (dtype_ == ComputeDtype::BF16 && (bf16_stale_ || bf16_trained_stale_)) refresh_bf16_weights();
+  }
   // The optimizer's writes: only trained tensors change, so only their bf16 copies go stale (a LoRA run's frozen
   // base is converted once, not every step).
   float* params_for_update() {
