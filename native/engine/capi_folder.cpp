@@ -49,8 +49,7 @@ FolderModel load_folder_model(const std::string& dir, const char* config_json, c
   // folder holds its weights (an adapter's base too), so only what it lacks is drawn from the seed; an adapter
   // folder with a config of its own stands on the seed's base.
   const bool whole = on_base || !moe::is_peft_adapter(dir);
-  if (whole) f.model->zero_params(ssd_dir == nullptr);
-  else f.model->init(cfg.train.seed, ssd_dir == nullptr);
+  if (!whole) f.model->init(cfg.train.seed, ssd_dir == nullptr);
   if (ssd_dir)
     f.experts = std::make_unique<moe::SsdWeightsHome>(
         *f.backend, f.model->layout(), cfg.train.seed, *ssd_dir,

@@ -10,9 +10,6 @@ namespace moe {
 namespace {
 constexpr float kLatentNormEps = 1e-6f;  // model/mla_block.cpp's: the modeling files' RMSNorm default
 
-void project(Backend& be, float* y, const float* x, const float* w, const float* b, int N, int I, int O) {
-  be.matmul_forward(y, x, w, b, N, I, O);
-}
 }  // namespace
 
 void rope_row(float* row, int t, const RopeSpec& spec) {
@@ -87,7 +84,7 @@ void CachedAttentionBlock::standard(Backend& be, const LayerParams& p, KvCache& 
   reserve_floats(be, rstd_, (size_t)n * (NH + NKV));
   reserve_floats(be, q_, (size_t)n * NH * HS);
   reserve_floats(be, att_, (size_t)n * NH * HS);
-  project(be, qkv_.f(), x, p.qkv_w, p.qkv_b, n, C, Q);
+  linear_forward(be, qkv_.f(), x, p.qkv_w, p.qkv_w_bf16, p.qkv_b, n, C, Q);
   // A fine-tune's adapters (null when it has none), as the training forward adds them.
   lora_forward(be, p.lora_q, qkv_.f(), x, n, C, NH * HS, Q);
   lora_forward(be, p.lora_k, qkv_.f() + NH * HS, x, n, C, NKV * HS, Q);
@@ -111,7 +108,7 @@ void CachedAttentionBlock::standard(Backend& be, const LayerParams& p, KvCache& 
     std::copy_n(row + (NH + NKV) * HS, NKV * HS, cache.v(l, first + i));
   }
   cached_attention(att_.f(), q_.f(), cache, l, first, n, NH, scale_, p.window, p.attn_sinks);
-  project(be, out, att_.f(), p.out_w, p.out_b, n, NH * HS, C);
+  linear_forward(be, out, att_.f(), p.out_w, p.out_w_bf16, p.out_b, n, NH * HS, C);
   lora_forward(be, p.lora_out, out, att_.f(), n, NH * HS, C, C);
 }
 
@@ -125,15 +122,15 @@ void CachedAttentionBlock::latent(Backend& be, const LayerParams& p, KvCache& ca
   reserve_floats(be, q_, (size_t)n * NH * D);
   reserve_floats(be, rstd_, n);
   if (qr == 0) {
-    project(be, q_.f(), x, m.q_w, nullptr, n, C, NH * D);
+    linear_forward(be, q_.f(), x, m.q_w, m.q_w_bf16, nullptr, n, C, NH * D);
     lora_forward(be, p.lora_q, q_.f(), x, n, C, NH * D, NH * D);
   } else {
     reserve_floats(be, q_a_, (size_t)n * qr);
     reserve_floats(be, q_an_, (size_t)n * qr);
-    project(be, q_a_.f(), x, m.q_a_w, nullptr, n, C, qr);
+    linear_forward(be, q_a_.f(), x, m.q_a_w, m.q_a_w_bf16, nullptr, n, C, qr);
     lora_forward(be, m.lora_q_a, q_a_.f(), x, n, C, qr, qr);
     be.rmsnorm_forward(q_an_.f(), rstd_.f(), q_a_.f(), m.q_a_norm_w, n, qr, kLatentNormEps);
-    project(be, q_.f(), q_an_.f(), m.q_b_w, nullptr, n, qr, NH * D);
+    linear_forward(be, q_.f(), q_an_.f(), m.q_b_w, m.q_b_w_bf16, nullptr, n, qr, NH * D);
     lora_forward(be, m.lora_q_b, q_.f(), q_an_.f(), n, qr, NH * D, NH * D);
   }
   reserve_floats(be, ckv_, (size_t)n * kvr);
@@ -143,12 +140,13 @@ void CachedAttentionBlock::latent(Backend& be, const LayerParams& p, KvCache& ca
   reserve_floats(be, pe_, (size_t)n * PE);
   reserve_floats(be, qkv_, (size_t)n * NH * D);
   reserve_floats(be, att_, (size_t)n * NH * dv);
-  project(be, ckv_.f(), x, m.kv_a_w, nullptr, n, C, kvr);
+  linear_forward(be, ckv_.f(), x, m.kv_a_w, m.kv_a_w_bf16, nullptr, n, C, kvr);
   lora_forward(be, m.lora_kv_a, ckv_.f(), x, n, C, kvr, kvr);
-  project(be, kpe_.f(), x, m.kv_a_w + (size_t)kvr * C, nullptr, n, C, dr);
+  linear_forward(be, kpe_.f(), x, m.kv_a_w + (size_t)kvr * C, m.kv_a_w_bf16 ? m.kv_a_w_bf16 + (size_t)kvr * C : nullptr,
+                 nullptr, n, C, dr);
   lora_forward(be, lora_rows_from(m.lora_kv_a, kvr), kpe_.f(), x, n, C, dr, dr);
   be.rmsnorm_forward(ckvn_.f(), rstd_.f(), ckv_.f(), m.kv_a_norm_w, n, kvr, kLatentNormEps);
-  project(be, kv_.f(), ckvn_.f(), m.kv_b_w, nullptr, n, kvr, NH * KV);
+  linear_forward(be, kv_.f(), ckvn_.f(), m.kv_b_w, m.kv_b_w_bf16, nullptr, n, kvr, NH * KV);
   lora_forward(be, m.lora_kv_b, kv_.f(), ckvn_.f(), n, kvr, NH * KV, NH * KV);
   for (int i = 0; i < n; ++i) {
     const int t = first + i;
@@ -170,7 +168,7 @@ void CachedAttentionBlock::latent(Backend& be, const LayerParams& p, KvCache& ca
     }
   }
   cached_attention(att_.f(), qkv_.f(), cache, l, first, n, NH, scale_, 0, nullptr);
-  project(be, out, att_.f(), p.out_w, nullptr, n, NH * dv, C);
+  linear_forward(be, out, att_.f(), p.out_w, p.out_w_bf16, nullptr, n, NH * dv, C);
   lora_forward(be, p.lora_out, out, att_.f(), n, NH * dv, C, C);
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "model/linear.h"
 
 namespace moe {
 
@@ -86,7 +87,7 @@ void Generator::feed(const int32_t* tokens, int n, std::vector<float>* all_logit
   const float* from = x_.f() + (size_t)(n - rows) * C;
   norm(ln_.f(), from, p.norm_f_w, p.norm_f_b, rows);
   reserve_floats(be_, logits_, (size_t)rows * V);
-  be_.matmul_forward(logits_.f(), ln_.f(), p.lm_head, nullptr, rows, C, V);
+  linear_forward(be_, logits_.f(), ln_.f(), p.lm_head, p.lm_head_bf16, nullptr, rows, C, V);
   if (all_logits) all_logits->assign(logits_.f(), logits_.f() + (size_t)n * V);
   last_logits_.assign(logits_.f() + (size_t)(rows - 1) * V, logits_.f() + (size_t)rows * V);
 }

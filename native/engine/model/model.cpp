@@ -183,17 +183,6 @@ void Model::init_range(uint64_t seed, size_t begin, size_t end) {
   bf16_stale_ = true;
 }
 
-void Model::zero_params(bool experts) {
-  size_t from = 0;
-  if (!experts)
-    for (const ExpertRange& r : layout_.expert_ranges()) {
-      be_.zero(params_.f() + from, (r.begin - from) * sizeof(float));
-      from = r.end;
-    }
-  be_.zero(params_.f() + from, (layout_.total() - from) * sizeof(float));
-  bf16_stale_ = true;
-}
-
 void Model::zero_grads() { grads_.zero(); }
 
 void Model::zero_dense_grads() {

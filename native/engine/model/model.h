@@ -85,11 +85,10 @@ class Model {
   // The seed's weights (init_params), a piece of the arena at a time, so no copy of the whole model is ever made.
   // experts false leaves the routed experts' ranges as they are: an expert offload whose home is apart from the
   // arenas initialises each with init_range as it stores it, so their pages are never all touched at once.
+  // A new model's parameters are zeros (its arena is allocated zeroed, which costs nothing for large ones) until
+  // an init or a load (load_weights' init_rest draws only what a folder lacks).
   void init(uint64_t seed, bool experts = true);
   void init_range(uint64_t seed, size_t begin, size_t end);
-  // Zeros the parameters (experts false: outside the routed experts' ranges) instead of drawing them: for a load
-  // that writes every tensor it holds and initialises the rest (load_weights' init_rest).
-  void zero_params(bool experts = true);
   void zero_grads();
   // Zeroes every gradient outside the routed experts' ranges (expert offload zeroes those itself, once the
   // previous step's expert updates no longer read them).

@@ -57,7 +57,7 @@ ModelConfig read_checkpoint_model_config(const std::string& dir);
 // on a host backend (through a host copy beside a device), so only an I/O error can stop a load midway, leaving
 // what it read so far. experts: the routed experts' home apart from the arenas, which receives each expert's
 // weights as soon as they are read (the arenas' expert ranges stay untouched).
-// init_rest (may be null): for a model whose arena nothing wrote yet (Model::zero_params), the seed that
+// init_rest (may be null): for a model whose arena nothing wrote yet (a new Model's zeros), the seed that
 // initialises every tensor the folder does not hold (a LoRA model's adapters) before the read, as Model::init
 // would, so a large model is never drawn from the seed only to be overwritten; routed experts in an apart home get
 // theirs from the home's own seed.

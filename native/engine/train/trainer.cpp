@@ -77,8 +77,7 @@ Trainer::Trainer(const EngineConfig& cfg, Backend& be, bool draw)
   // Offloaded experts are initialised by the offload as it stores each in its home (ExpertOffload's init).
   const bool offloaded = cfg_.offload.mode != OffloadMode::None;
   if (draw) model_.init(cfg_.train.seed, !offloaded);
-  else model_.zero_params(!offloaded);
-  undrawn_ = !draw;
+  undrawn_ = !draw;  // else zeros until the load
   if (cfg_.runs_on_devices()) {
     DeviceGroupConfig group = cfg_.device_group;
     if (group.threads == 0) group.threads = std::max(1, cfg_.train.threads / cfg_.placement.devices);
