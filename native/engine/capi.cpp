@@ -363,8 +363,8 @@ int moe_export_checkpoint(const char* checkpoint_dir, const char* out_dir, const
     const std::string out = out_dir ? out_dir : "", type = model_type ? model_type : "mixtral";
     const std::string scratch = scratch_beside(out);
     moe_capi::FolderModel f = moe_capi::load_folder_model(src, nullptr, &scratch, 4, a.base_dir);
-    const std::string base = !on_base || !a.base_dir.empty() ? a.base_dir : moe::peft_base_folder(src);
-    if (a.adapter) moe::export_peft_adapter(out, *f.model, f.config.finetune, type, f.experts.get(), base);
+    if (a.adapter)
+      moe::export_peft_adapter(out, *f.model, f.config.finetune, type, f.experts.get(), on_base ? f.base : a.base_dir);
     else moe::export_hf(out, *f.model, type, a.dtype, a.layout_or_default(), f.experts.get());
     return MOE_OK;
   } catch (const std::exception& e) {

@@ -56,6 +56,7 @@ struct FolderModel {
   std::unique_ptr<moe::Backend> backend;
   std::unique_ptr<moe::Model> model;
   std::unique_ptr<moe::SsdWeightsHome> experts;
+  std::string base;  // a PEFT adapter's folder: the base model folder it was loaded on; else empty
 };
 // Whether dir is a PEFT adapter's folder to load on a base model (base_dir, empty: the one it names).
 bool adapter_on_base(const std::string& dir, const std::string& base_dir);

@@ -40,6 +40,7 @@ FolderModel load_folder_model(const std::string& dir, const char* config_json, c
     moe::fail(weights + ": no config.json; the base of a PEFT adapter is a Hugging Face model folder or one of our "
                         "checkpoints");
   FolderModel f;
+  if (on_base) f.base = weights;
   f.config = config_from(untrained_config(config_json).c_str(), weights.c_str());
   if (on_base) f.config.finetune = moe::finetune_of_peft_adapter(dir, f.config.model);
   const moe::EngineConfig& cfg = f.config;

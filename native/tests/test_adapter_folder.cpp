@@ -12,6 +12,7 @@
 #include "backend/registry.h"
 #include "core/fsutil.h"
 #include "finetune_fixture.h"
+#include "generation_session.h"
 #include "infer/generator.h"
 #include "model/config.h"
 #include "model/model.h"
@@ -82,14 +83,7 @@ std::vector<int32_t> folder_tokens(const std::string& dir, const std::string& ba
     else CHECK_MSG(false, err);
     return {};
   }
-  std::vector<int32_t> out;
-  CHECK(moe_generation_feed(g, prompt.data(), (int32_t)prompt.size()) == MOE_OK);
-  for (size_t i = 0; i < n; ++i) {
-    moe_generated_token t{};
-    t.struct_size = sizeof t;
-    if (moe_generation_step(g, &t) != MOE_OK) break;
-    out.push_back(t.token);
-  }
+  const std::vector<int32_t> out = moe_test::session_tokens(g, prompt, n);
   moe_generation_destroy(g);
   return out;
 }

@@ -11,6 +11,7 @@
 
 #include "backend/registry.h"
 #include "finetune_fixture.h"
+#include "generation_session.h"
 #include "infer/expert_slots.h"
 #include "infer/generator.h"
 #include "model/config.h"
@@ -433,14 +434,7 @@ std::vector<int32_t> folder_tokens(const std::string& dir, int home, const std::
   moe_generation* g = moe_generation_open(dir.c_str(), R"({"train": {"threads": 2, "seed": 77}})", &o, err, sizeof err);
   CHECK_MSG(g != nullptr, err);
   if (!g) return {};
-  std::vector<int32_t> out;
-  CHECK(moe_generation_feed(g, prompt.data(), (int32_t)prompt.size()) == MOE_OK);
-  for (size_t i = 0; i < n; ++i) {
-    moe_generated_token t{};
-    t.struct_size = sizeof t;
-    if (moe_generation_step(g, &t) != MOE_OK) break;
-    out.push_back(t.token);
-  }
+  const std::vector<int32_t> out = moe_test::session_tokens(g, prompt, n);
   int64_t misses = -1;
   moe_generation_expert_stats(g, &misses, nullptr, nullptr);
   CHECK(home == MOE_EXPERTS_RESIDENT ? misses == 0 : misses > 0);

@@ -100,12 +100,6 @@ void Model::bind_bf16_weights() {
 }
 
 // Expert ranges are in layout order (ascending offsets): the last starting at or before offset.
-bool Model::in_expert_range(size_t offset) const {
-  const std::vector<ExpertRange>& rs = layout_.expert_ranges();
-  auto it = std::upper_bound(rs.begin(), rs.end(), offset, [](size_t o, const ExpertRange& r) { return o < r.begin; });
-  return it != rs.begin() && offset < std::prev(it)->end;
-}
-
 // The ranges the refresh converts and the frozen weights the backend may keep laid out. With the experts
 // elsewhere (an ExpertAccess that offloads them) their arena copies are never read: an offloaded expert gets its
 // bf16 copy from its own fp32 weights where it computes, so the arena's expert ranges are left out (and their
@@ -125,7 +119,7 @@ void Model::plan_bf16_copies() {
   bf16_planned_.assign(layout_.tensors().size(), false);
   for (size_t i = 0; i < layout_.tensors().size(); ++i) {
     const ParamTensor& t = layout_.tensors()[i];
-    if (!bf16_copied_[i] || (experts_apart_ && in_expert_range(t.offset))) continue;
+    if (!bf16_copied_[i] || (experts_apart_ && layout_.in_expert_range(t.offset))) continue;
     bf16_planned_[i] = true;
     const size_t padded = (t.numel + 15) / 16 * 16;
     extend(bf16_ranges_, t.offset, padded);
@@ -144,7 +138,7 @@ size_t Model::bf16_copy_bytes(bool experts) const {
   size_t floats = 0;
   for (size_t i = 0; i < layout_.tensors().size() && i < bf16_copied_.size(); ++i) {
     const ParamTensor& t = layout_.tensors()[i];
-    if (bf16_copied_[i] && (experts || !in_expert_range(t.offset))) floats += (t.numel + 15) / 16 * 16;
+    if (bf16_copied_[i] && (experts || !layout_.in_expert_range(t.offset))) floats += (t.numel + 15) / 16 * 16;
   }
   return floats * sizeof(uint16_t);
 }

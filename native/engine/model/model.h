@@ -139,7 +139,6 @@ class Model {
   bool latent() const { return features_.attention == AttentionKind::Latent; }
   void bind_bf16_weights();
   void plan_bf16_copies();
-  bool in_expert_range(size_t offset) const;
   void attach_lora_dropout(float p);
   void refresh_bf16_weights();
   void norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b, int N);

@@ -83,6 +83,12 @@ ParamLayout::ParamLayout(const ModelConfig& cfg, const FinetuneConfig& finetune)
   if (!features_.tie_embeddings) add("lm_head.weight", {V, C}, std);
 }
 
+bool ParamLayout::in_expert_range(size_t offset) const {
+  auto it = std::upper_bound(experts_.begin(), experts_.end(), offset,
+                             [](size_t o, const ExpertRange& r) { return o < r.begin; });
+  return it != experts_.begin() && offset < std::prev(it)->end;
+}
+
 void ParamLayout::add(const std::string& name, std::vector<int64_t> shape, float init_std, bool init_one) {
   ParamTensor t;
   t.name = name;

@@ -126,6 +126,8 @@ class ParamLayout {
   const ParamTensor* find(const std::string& name) const;
   size_t total() const { return total_; }
   const std::vector<ExpertRange>& expert_ranges() const { return experts_; }
+  // Whether an arena offset lies inside a routed expert's range.
+  bool in_expert_range(size_t offset) const;
   const std::vector<LoraAdapter>& adapters() const { return adapters_; }
   float lora_scale() const { return lora_scale_; }
   int lora_rank() const { return lora_rank_; }

@@ -237,14 +237,10 @@ void load_weights(const std::string& dir, Model& model, ExpertStateHome* experts
     read.insert(s.param);
     for (const StoredPart& p : s.parts) read.insert(p.experts.begin(), p.experts.end());
   }
-  if (init_rest) {
-    auto in_experts = [&](const ParamTensor& t) {
-      return std::any_of(layout.expert_ranges().begin(), layout.expert_ranges().end(),
-                         [&](const ExpertRange& r) { return t.offset >= r.begin && t.offset < r.end; });
-    };
+  if (init_rest)
     for (const ParamTensor& t : layout.tensors())
-      if (!read.count(&t) && !(experts && in_experts(t))) model.init_range(*init_rest, t.offset, t.offset + t.numel);
-  }
+      if (!read.count(&t) && !(experts && layout.in_expert_range(t.offset)))
+        model.init_range(*init_rest, t.offset, t.offset + t.numel);
   ArenaStaging host(model.backend(), model.params(), model.num_params(), experts ? &layout.expert_ranges() : nullptr);
   ArenaTarget target{&sources, host.data(), nullptr, &layout.expert_ranges(), experts, kWeights,
                      read.size() < layout.tensors().size()};

@@ -74,9 +74,7 @@ class OffloadedExperts final : public ExpertStateHome {
 
 Trainer::Trainer(const EngineConfig& cfg, Backend& be, bool draw)
     : cfg_(with_esft_experts_chosen(cfg)), be_(be), model_(cfg_.model, be, cfg_.train.compute_dtype, cfg_.finetune), opt_(model_) {
-  // Offloaded experts are initialised by the offload as it stores each in its home (ExpertOffload's init).
-  const bool offloaded = cfg_.offload.mode != OffloadMode::None;
-  if (draw) model_.init(cfg_.train.seed, !offloaded);
+  if (draw) draw_weights();
   undrawn_ = !draw;  // else zeros until the load
   if (cfg_.runs_on_devices()) {
     DeviceGroupConfig group = cfg_.device_group;
@@ -273,11 +271,14 @@ void Trainer::zero_grads() {
 }
 
 
+// Offloaded experts are initialised by the offload as it stores each in its home (ExpertOffload's init).
+void Trainer::draw_weights() { model_.init(cfg_.train.seed, cfg_.offload.mode == OffloadMode::None); }
+
 void Trainer::init_from(const std::string& dir) {
   settle();
   const bool undrawn = std::exchange(undrawn_, false);
   if (is_peft_adapter(dir)) {
-    if (undrawn) model_.init(cfg_.train.seed, cfg_.offload.mode == OffloadMode::None);  // the seed is its base
+    if (undrawn) draw_weights();  // the seed is its base
     load_peft_adapter(dir, model_, cfg_.finetune, home_.get());
   } else {
     load_weights(dir, model_, home_.get(), undrawn ? &cfg_.train.seed : nullptr);

@@ -74,6 +74,7 @@ class Trainer {
     int B = 0, T = 0;
   };
   Batch next_batch();
+  void draw_weights();  // the seed's weights (the offload draws its experts itself)
   void check_model_matches(const std::string& dir);
 
   bool undrawn_ = false;  // constructed with draw false, and no load has run yet
