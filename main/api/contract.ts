@@ -405,6 +405,9 @@ export const ChatModelSchema = z.union([
     .strict(),
 ])
 export const ChatExpertHomeSchema = z.enum(['resident', 'host', 'ssd'])
+export const ChatPrecisionSchema = z
+  .enum(['fp32', 'bf16'])
+  .describe('fp32: the weights as stored, computed in fp32; bf16: the linear layers on bf16 weights with fp32 accumulation, as a bf16 run computes (about half the memory, and faster decoding where the CPU has bf16 units)')
 export const ChatStartedSchema = z.object({
   id: z.string(),
   modelDir: z.string(),
@@ -562,6 +565,7 @@ export const requests = {
         messages: z.array(ChatMessageSchema).min(1),
         sampling: ChatSamplingSchema.default({ temperature: 0, topK: 0, topP: 1, seed: 0, maxTokens: 128 }),
         experts: ChatExpertHomeSchema.default('resident').describe('where routed experts stay while generating: resident, or the host or SSD tier behind a cache of device slots'),
+        precision: ChatPrecisionSchema.default('fp32'),
         tokenizer: AbsolutePathSchema.optional().describe('a tokenizer.json; default: the model folder’s, or the run’s'),
       })
       .strict()

@@ -23,11 +23,13 @@ Commands:
         the most expert traffic on a GPU of SIZE (default 8GiB), and the hot experts pinning would keep.
   chat RUN|DIR [--prompt TEXT] [--system TEXT] [--temperature T] [--top-p P] [--top-k K] [--max-tokens N]
        [--seed S] [--step N | --base] [--base-model BASE] [--tokenizer T] [--experts] [--offload host|ssd]
+       [--precision fp32|bf16]
         Talk to a model folder (Hugging Face, a checkpoint, or a PEFT adapter on BASE, default the base its
         adapter_config.json names) or a run's checkpoint (default the latest; --base: the model it started
         from) with the model's chat template, streaming the answer.
         --prompt answers once; otherwise each line is a turn. --experts lists each token's experts
-        per MoE layer; --offload keeps experts in the host or SSD tier (a cache of device slots).
+        per MoE layer; --offload keeps experts in the host or SSD tier (a cache of device slots);
+        --precision bf16 computes the linear layers on bf16 weights (about half the memory).
   inspect DIR [--json]
         A Hugging Face model folder's card: family, layers, experts, top-k, total and active parameters,
         dtypes and shards on disk, tokenizer and chat template, and what the engine supports of it, read

@@ -116,6 +116,7 @@ moe_generation* moe_generation_open(const char* model_dir, const char* config_js
     // The session's own model: its experts are served by the slots, so bf16 compute keeps no copies of them (the
     // SSD home's arena ranges are never touched).
     if (g->slots) model.set_expert_access(g->slots.get());
+    model.set_inference_only();
     start(*g, o);
     return g.release();
   } catch (const std::exception& e) {

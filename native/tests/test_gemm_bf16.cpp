@@ -139,10 +139,14 @@ void expect_same_bits_as_portable(const moe::cpu::gemm_bf16::Kernels& fast) {
   ThreadPool tp(2);
   const auto& portable = moe::cpu::gemm_bf16::portable_kernels();
   int n = 0;
+  // A few rows against a bf16 Bᵀ take the direct kernels where a family has them (one token at a time): K over two
+  // blocks, odd K, columns past whole groups.
+  const int shapes[][3] = {{37, 70, 515}, {1, 70, 515}, {3, 45, 1030}, {4, 33, 17}, {2, 100, 64}};
+  for (const auto& s : shapes)
   for (int variant = 0; variant < 4; ++variant)
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb) {
-        Operands o = make(ta, tb, 37, 70, 515, 1, 200 + n++, variant == 1 ? 1e-19f : variant == 2 ? 3e-20f : 1.0f);
+        Operands o = make(ta, tb, s[0], s[1], s[2], 1, 200 + n++, variant == 1 ? 1e-19f : variant == 2 ? 3e-20f : 1.0f);
         if (variant == 3) {
           for (int i = 0; i < o.M; ++i)
             for (int k = 0; k < o.K; k += 5) {

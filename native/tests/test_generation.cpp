@@ -176,6 +176,43 @@ TEST(bf16_decode_matches_the_bf16_forward_on_a_fresh_model) {
   }
 }
 
+// A model that only answers (a session's own) lays its linear weights out once and hands their fp32 and bf16 copies
+// back: its logits are still the bf16 model's, bit for bit, for every family (latent attention reads kv_a whole
+// for it), and writing its weights afterwards is refused, never computed on zeros.
+TEST(an_answering_bf16_model_gives_the_bf16_logits_and_keeps_no_weight_copies) {
+  auto be = make_backend("cpu", {2});
+  for (const Case& c : cases()) {
+    Model reference(c.cfg, *be, ComputeDtype::BF16), answering(c.cfg, *be, ComputeDtype::BF16);
+    reference.init(5);
+    answering.init(5);
+    answering.set_inference_only();
+    const int V = c.cfg.vocab_size;
+    const std::vector<int32_t> prompt = random_tokens(std::min(6, c.cfg.max_seq_len - 4), V, 3);
+    Generator want(reference), got(answering);
+    std::vector<float> want_rows, got_rows;
+    want.feed(prompt.data(), (int)prompt.size(), &want_rows);
+    got.feed(prompt.data(), (int)prompt.size(), &got_rows);
+    bool same = want_rows == got_rows;
+    for (int s = 0; s < 3 && same; ++s) {
+      same = want.step({}, s).token == got.step({}, s).token && want.logits() == got.logits();
+    }
+    CHECK_MSG(same, c.label + ": the answering model's logits differ from the bf16 model's");
+    CHECK_MSG(be->kept_bf16_bytes() > 0, c.label + ": nothing laid out");
+    // Handed back: the head's fp32 weight (unless it is the embedding table) and its bf16 copy read as zeros.
+    const ModelParams& p = answering.param_ptrs();
+    if (p.lm_head != p.wte) CHECK_MSG(p.lm_head[0] == 0.0f && p.lm_head[V - 1] == 0.0f, c.label + ": fp32 head kept");
+    CHECK_MSG(p.lm_head_bf16[0] == 0 && reference.param_ptrs().lm_head_bf16[0] != 0, c.label + ": bf16 head copy kept");
+    answering.params()[0] += 1.0f;
+    std::string error;
+    try {
+      got.feed(prompt.data(), 1);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    CHECK_MSG(error.find("cannot be written") != std::string::npos, c.label + ": a write was not refused: " + error);
+  }
+}
+
 TEST(offloaded_experts_generate_the_resident_tokens) {
   auto be = make_backend("cpu", {2});
   for (const Case& c : cases()) {

@@ -181,6 +181,16 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void triad(float* a
   for (int64_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
 }
 
+// A read-only sweep (a sum): what a one-token decode does to the weights. Four sums hide the add latency.
+__attribute__((target_clones("avx512f", "avx2", "default"))) float read_sum(const float* a, int64_t n) {
+  float s[16] = {};
+  for (int64_t i = 0; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) s[j] += a[i + j];
+  float t = 0;
+  for (float x : s) t += x;
+  return t;
+}
+
 void bench_stream(moe::ThreadPool& tp, const Options& o) {
   const int64_t n = int64_t(1) << 26;  // 256 MiB per array
   FloatArray a(n), b(n), c(n);
@@ -194,10 +204,30 @@ void bench_stream(moe::ThreadPool& tp, const Options& o) {
     best = std::min(best, seconds_since(t0));
   }
   const double bytes = 3.0 * sizeof(float) * n;  // STREAM convention: no write-allocate traffic counted
-  if (o.json)
+  // Reads alone, over all three arrays (768 MiB): the bound of a pass that only reads, as a decode step does.
+  double read_best = 1e30;
+  std::vector<float> sums(tp.threads());
+  for (int rep = 0; rep < 8; ++rep) {
+    auto t0 = Clock::now();
+    tp.parallel_for(3 * n, [&](int64_t b0, int64_t e, int w) {
+      for (int64_t i = b0; i < e;) {  // the three arrays in turn, as one range
+        const int64_t arr = i / n, end = std::min(e, (arr + 1) * n);
+        const float* base = arr == 0 ? a.get() : arr == 1 ? b.get() : c.get();
+        sums[w] += read_sum(base + (i - arr * n), end - i);
+        i = end;
+      }
+    }, 1 << 16);
+    read_best = std::min(read_best, seconds_since(t0));
+  }
+  const double read_bytes = 3.0 * sizeof(float) * n;
+  if (o.json) {
     std::printf("{\"bench\":\"stream_triad\",\"bytes\":%.0f,\"seconds\":%.6g,\"bytes_per_s\":%.6g}\n", bytes, best, bytes / best);
-  else
+    std::printf("{\"bench\":\"stream_read\",\"bytes\":%.0f,\"seconds\":%.6g,\"bytes_per_s\":%.6g,\"sum\":%g}\n",
+                read_bytes, read_best, read_bytes / read_best, static_cast<double>(sums[0]));
+  } else {
     std::printf("stream triad  %.1f GB/s (best of 8, 3 x %lld MiB arrays)\n", bytes / best / 1e9, (long long)(n * 4 >> 20));
+    std::printf("stream read   %.1f GB/s (best of 8, the same arrays read)\n", read_bytes / read_best / 1e9);
+  }
 }
 
 }  // namespace

@@ -2,9 +2,12 @@
 // base: --base-model, else the one its adapter_config.json names)
 // through a generation session with no engine (moe_generation_open), as JSON: each token, the experts each MoE
 // layer chose for the position it was sampled from, and the expert slots' misses and hits. Token ids in, token
-// ids out: tokenizing is the workbench's. With the wall times of the open, the prefill and the mean decode step.
+// ids out: tokenizing is the workbench's. With the wall times of the open, the prefill and the mean decode step, and
+// the process's resident memory with the session open and at its peak.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -17,6 +20,19 @@
 #include "text_file.h"
 
 namespace {
+
+// A "Name:   123 kB" line of /proc/self/status, in KiB; -1 where there is none.
+double status_kib(const char* field) {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  double kib = -1;
+  const size_t n = std::strlen(field);
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, field, n) == 0) kib = std::atof(line + n);
+  std::fclose(f);
+  return kib;
+}
 
 std::vector<int32_t> token_list(const std::string& text) {
   std::vector<int32_t> out;
@@ -110,6 +126,8 @@ int cmd_generate(int argc, char** argv) {
   const Clock::time_point done = Clock::now();
   int64_t misses = 0, hits = 0, bytes = 0;
   moe_generation_expert_stats(g, &misses, &hits, &bytes);
+  // The process's memory with the session open, and its peak, where the OS reports them.
+  const double resident_kib = status_kib("VmRSS:"), peak_kib = status_kib("VmHWM:");
   moe_generation_destroy(g);
   Value out = Value::make_object();
   out.set("tokens", std::move(tokens));
@@ -123,6 +141,8 @@ int cmd_generate(int argc, char** argv) {
   out.set("open_ms", Value::of(ms(started, opened)));
   out.set("prefill_ms", Value::of(ms(opened, prefilled)));
   if (decoded > 0) out.set("decode_ms_per_token", Value::of(ms(first, done) / decoded));
+  if (resident_kib >= 0) out.set("resident_mb", Value::of(resident_kib / 1024.0));
+  if (peak_kib >= 0) out.set("peak_resident_mb", Value::of(peak_kib / 1024.0));
   std::printf("%s\n", cli::json::dump(out).c_str());
   return 0;
 }

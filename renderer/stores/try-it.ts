@@ -15,6 +15,7 @@ export interface TrySide {
 }
 
 export type ExpertHome = 'resident' | 'host' | 'ssd'
+export type ChatPrecision = 'fp32' | 'bf16'
 
 export const useTryItStore = defineStore('try-it', () => {
   const answers = ref<Answer[]>([])
@@ -47,7 +48,7 @@ export const useTryItStore = defineStore('try-it', () => {
     sides: TrySide[],
     messages: Params<'chat.start'>['messages'],
     sampling: Partial<ChatSampling>,
-    experts: ExpertHome,
+    where: { experts: ExpertHome; precision: ChatPrecision },
     client: ApiClient = api(),
   ): Promise<void> {
     error.value = null
@@ -57,7 +58,7 @@ export const useTryItStore = defineStore('try-it', () => {
     await Promise.all(
       sides.map(async (side, i) => {
         try {
-          const started = await client.invoke('chat.start', { model: side.model, messages, sampling, experts })
+          const started = await client.invoke('chat.start', { model: side.model, messages, sampling, ...where })
           answers.value[i] = { ...answers.value[i]!, id: started.id, label: started.label, promptTokens: started.promptTokens }
           for (const e of pending.get(started.id) ?? []) apply(e)
           pending.delete(started.id)

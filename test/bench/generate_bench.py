@@ -1,17 +1,19 @@
 #!/usr/bin/python3
-"""Decode speed of an OLMoE-shaped model folder against the memory-bandwidth bound, in one run.
+"""Decode speed and memory of an OLMoE-shaped model folder against the memory-bandwidth bound, in one run.
 
 The folder: the olmoe-1b-7b preset's shape with --layers layers (d_model 2048, 64 experts of 1024, top-8, 16 heads,
 vocabulary 50304) and random weights, written by the engine as a Hugging Face olmoe folder in bf16, as a download
-would be. `moe-engine generate` answers a prompt of 8 tokens with 1 + --tokens tokens and reports its wall times:
-the session's opening (the folder's load) and prefill, the start-up here, and the mean decode step. Each decode step reads every non-expert weight (attention, norms,
-router, LM head) and top-k experts per layer, in fp32 (the session computes on fp32 weights): those bytes over the
-STREAM triad bandwidth measured in the same run are the step's lower bound. The same with the experts in the SSD
-tier (a file behind a host cache of 4 x top-k experts and 2 x top-k slots), whose greedy tokens must be the
-resident ones; and resident in bf16 compute (train.compute_dtype), which reads bf16 copies of the linear weights:
-half the bytes per step.
+would be. `moe-engine generate` answers a prompt of 8 tokens with 1 + --tokens tokens and reports its wall times
+(the session's opening, i.e. the folder's load, and prefill: the start-up here; the mean decode step) and the
+process's resident memory with the session open. Each decode step reads every non-expert weight (attention, norms,
+router, LM head) and top-k experts per layer once: in fp32 compute their fp32 bytes, in bf16 compute
+(train.compute_dtype) the linear weights' bf16 and the rest fp32. Those bytes over the read bandwidth (a read-only
+sweep of 768 MiB, the fastest of the probes made before each session in this run) are the step's lower bound.
+Sessions: resident fp32; the experts in the SSD tier (a file behind a host cache of 4 x top-k experts and 2 x top-k
+slots), whose greedy tokens must be the resident ones; resident bf16, whose session keeps only its linear weights'
+laid-out bf16 form (about half the fp32 session's memory).
 Last line: BENCH generate decode_vs_bandwidth=R tokens_per_s=X start_s=S ssd_decode_vs_resident=R
-  bf16_decode_vs_fp32=R
+  bf16_decode_vs_fp32=R bf16_decode_vs_bandwidth=R bf16_memory_vs_fp32=R
 """
 
 import argparse
@@ -43,25 +45,28 @@ def model_config(layers):
     return m
 
 
-def decode_bytes(m):
-    """fp32 bytes one decode step reads: each layer's attention, norms, router and top-k experts, and the head."""
+def decode_bytes(m, linear_bytes=4):
+    """Bytes one decode step reads: each layer's attention, norms, router and top-k experts, and the head; the linear
+    weights (attention, experts, head) at linear_bytes each, the rest in fp32."""
     d, f, v = m["d_model"], m["expert_d_ff"], m["vocab_size"]
-    per_layer = 4 * d * d + 2 * d + 2 * d + m["n_experts"] * d + m["top_k"] * 3 * d * f
-    return 4 * (m["n_layers"] * per_layer + d + v * d)
+    linear = m["n_layers"] * (4 * d * d + m["top_k"] * 3 * d * f) + v * d
+    rest = m["n_layers"] * (2 * d + 2 * d + m["n_experts"] * d) + d
+    return linear_bytes * linear + 4 * rest
 
 
-def stream_bandwidth(dev_cli, threads):
+def read_bandwidth(dev_cli, threads):
     out = subprocess.run([dev_cli, "bench", "--stream", "--json", "--threads", str(threads)], check=True,
                          capture_output=True, text=True).stdout
-    return next(json.loads(l)["bytes_per_s"] for l in out.splitlines() if '"stream_triad"' in l)
+    return next(json.loads(l)["bytes_per_s"] for l in out.splitlines() if '"stream_read"' in l)
 
 
 def generate(cli, folder, tokens, experts, config):
-    """(start-up s, decode s per token, tokens) of one session."""
+    """(start-up s, decode s per token, tokens, resident MB with the session open) of one session."""
     out = json.loads(subprocess.run([cli, "generate", "--model", folder, "--tokens", PROMPT, "--max-tokens",
                                      str(tokens), "--experts", experts, "--config", config], check=True,
                                     capture_output=True, text=True).stdout)
-    return (out["open_ms"] + out["prefill_ms"]) / 1000, out["decode_ms_per_token"] / 1000, out["tokens"]
+    return ((out["open_ms"] + out["prefill_ms"]) / 1000, out["decode_ms_per_token"] / 1000, out["tokens"],
+            out.get("resident_mb", float("nan")))
 
 
 def main():
@@ -87,24 +92,30 @@ def main():
             json.dump({"train": {"threads": a.threads, "compute_dtype": dtype}}, f)
 
     m = model_config(a.layers)
-    bw = stream_bandwidth(dev, a.threads)
-    bound = decode_bytes(m) / bw
+    bw = 0.0
     rows = {}
     for experts, dtype in (("resident", "fp32"), ("ssd", "fp32"), ("resident", "bf16")):
-        start, decode, tokens = generate(cli, folder, 1 + a.tokens, experts, configs[dtype])
-        rows[experts if dtype == "fp32" else dtype] = (start, decode, tokens)
+        bw = max(bw, read_bandwidth(dev, a.threads))  # the machine's load drifts: probe before each session
+        rows[experts if dtype == "fp32" else dtype] = generate(cli, folder, 1 + a.tokens, experts, configs[dtype])
+    for (experts, dtype), key in ((("resident", "fp32"), "resident"), (("ssd", "fp32"), "ssd"),
+                                  (("resident", "bf16"), "bf16")):
+        start, decode, _, mb = rows[key]
+        bound = decode_bytes(m, 2 if dtype == "bf16" else 4) / bw
         print(f"{experts:<9} {dtype}  start {start:6.2f} s   decode {1000 * decode:8.1f} ms/token "
-              f"({1 / decode:6.1f} tokens/s)   fp32 bound {1000 * bound:6.1f} ms/token   bound / decode {bound / decode:.2f}")
-    print(f"decode reads {decode_bytes(m) / 1e9:.2f} GB per token (fp32); STREAM triad {bw / 1e9:.1f} GB/s; "
-          f"{a.threads} threads")
+              f"({1 / decode:6.1f} tokens/s)   bound {1000 * bound:6.1f} ms/token   bound / decode {bound / decode:.2f}"
+              f"   resident {mb / 1024:5.2f} GB")
+    print(f"decode reads {decode_bytes(m) / 1e9:.2f} GB per token in fp32, {decode_bytes(m, 2) / 1e9:.2f} GB in bf16; "
+          f"read bandwidth {bw / 1e9:.1f} GB/s (best probe); {a.threads} threads")
     same = rows["resident"][2] == rows["ssd"][2]
     print(f"SSD-tier greedy tokens equal the resident ones: {same}")
     if not same:
         sys.exit("the SSD tier's tokens differ from the resident ones")
-    start, decode, _ = rows["resident"]
-    print(f"BENCH generate decode_vs_bandwidth={bound / decode:.2f} tokens_per_s={1 / decode:.1f} start_s={start:.1f} "
-          f"ssd_decode_vs_resident={decode / rows['ssd'][1]:.2f} bf16_decode_vs_fp32={decode / rows['bf16'][1]:.2f}")
-
+    start, decode, _, mb = rows["resident"]
+    bf16_decode, bf16_mb = rows["bf16"][1], rows["bf16"][3]
+    print(f"BENCH generate decode_vs_bandwidth={decode_bytes(m) / bw / decode:.2f} tokens_per_s={1 / decode:.1f} "
+          f"start_s={start:.1f} ssd_decode_vs_resident={decode / rows['ssd'][1]:.2f} "
+          f"bf16_decode_vs_fp32={decode / bf16_decode:.2f} "
+          f"bf16_decode_vs_bandwidth={decode_bytes(m, 2) / bw / bf16_decode:.2f} bf16_memory_vs_fp32={bf16_mb / mb:.2f}")
 
 if __name__ == "__main__":
     main()

@@ -66,12 +66,12 @@ describe('try-it store', () => {
       [{ model: { runId: 'r1', checkpoint: 'base' }, label: 'Base' }, { model: { runId: 'r1', checkpoint: 'latest' }, label: 'Fine-tuned' }],
       [{ role: 'user', content: 'hi' }],
       { maxTokens: 4 },
-      'ssd',
+      { experts: 'ssd', precision: 'bf16' },
       fake,
     )
     expect(fake.calls.filter((c) => c.name === 'chat.start').map((c) => c.params)).toEqual([
-      { model: { runId: 'r1', checkpoint: 'base' }, messages: [{ role: 'user', content: 'hi' }], sampling: { maxTokens: 4 }, experts: 'ssd' },
-      { model: { runId: 'r1', checkpoint: 'latest' }, messages: [{ role: 'user', content: 'hi' }], sampling: { maxTokens: 4 }, experts: 'ssd' },
+      { model: { runId: 'r1', checkpoint: 'base' }, messages: [{ role: 'user', content: 'hi' }], sampling: { maxTokens: 4 }, experts: 'ssd', precision: 'bf16' },
+      { model: { runId: 'r1', checkpoint: 'latest' }, messages: [{ role: 'user', content: 'hi' }], sampling: { maxTokens: 4 }, experts: 'ssd', precision: 'bf16' },
     ])
     expect(store.answers.map((a) => a.label)).toEqual(['run base', 'run latest'])
     listeners['chat.token']!(token('c1', 0, 'late'))
@@ -94,7 +94,7 @@ describe('try-it store', () => {
       [{ model: { runId: 'r1', checkpoint: 'base' }, label: 'Base' }, { model: { runId: 'r1', checkpoint: 'latest' }, label: 'Fine-tuned' }],
       [{ role: 'user', content: 'hi' }],
       {},
-      'resident',
+      { experts: 'resident', precision: 'fp32' },
       fake,
     )
     expect(store.answers[0]!.error).toMatch(/random weights/)

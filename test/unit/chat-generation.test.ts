@@ -16,7 +16,7 @@ import { byteTokenizer, loadHfTokenizer } from '../../main/host/datasets'
 import { loadEngineAddon } from '../../main/host/engine/addon'
 import { chatPrompt } from '../../main/host/generate/chat-prompt'
 import { ChatSessions, type ChatRequest } from '../../main/host/generate/chat-sessions'
-import { runGeneration, type GeneratedToken } from '../../main/host/generate/generation-worker'
+import { runGeneration, type GeneratedToken, type GenerationEnd } from '../../main/host/generate/generation-worker'
 import { TextStream } from '../../main/host/generate/text-stream'
 import type { TelemetryStore } from '../../main/host/store/store'
 
@@ -57,7 +57,7 @@ function collect(): { sink: EventSink; tokens: ChatTokenEvent[]; done: Promise<C
 async function chat(request: Partial<ChatRequest> = {}) {
   const events = collect()
   const sessions = new ChatSessions(noStore, events.sink)
-  const started = await sessions.start({ model: { dir: modelDir }, messages, sampling: sampling(), experts: 'resident', ...request })
+  const started = await sessions.start({ model: { dir: modelDir }, messages, sampling: sampling(), experts: 'resident', precision: 'fp32', ...request })
   return { started, tokens: events.tokens, done: await events.done }
 }
 
@@ -123,7 +123,7 @@ describe('chat sessions', () => {
     const sessions = new ChatSessions(noStore, events.sink, scratch)
     expect(readdirSync(scratch)).toEqual([`${process.pid}-chat-live`])
     rmSync(join(scratch, `${process.pid}-chat-live`), { recursive: true })
-    const started = await sessions.start({ model: { dir: modelDir }, messages, sampling: sampling(), experts: 'ssd' })
+    const started = await sessions.start({ model: { dir: modelDir }, messages, sampling: sampling(), experts: 'ssd', precision: 'fp32' })
     expect(readdirSync(scratch)).toEqual([`${process.pid}-${started.id}`])
     const done = await events.done
     expect(done.reason).toBe('max_tokens')
@@ -132,10 +132,29 @@ describe('chat sessions', () => {
 
     const cancelled = collect()
     const more = new ChatSessions(noStore, cancelled.sink, scratch)
-    const long = await more.start({ model: { dir: modelDir }, messages, sampling: sampling({ maxTokens: 8192 }), experts: 'ssd' })
+    const long = await more.start({ model: { dir: modelDir }, messages, sampling: sampling({ maxTokens: 8192 }), experts: 'ssd', precision: 'fp32' })
     more.cancel(long.id)
     expect((await cancelled.done).reason).toBe('cancelled')
     await expect.poll(() => readdirSync(scratch), { timeout: 20_000 }).toEqual([])
+  }, 60_000)
+
+  it('computes in the precision asked: the session’s config reaches the engine, and bf16 answers as its bf16 session does', async () => {
+    const prompt = chatPrompt(await loadHfTokenizer(join(qwen3, 'tokenizer.json')), messages)
+    const options = { temperature: 0, topK: 0, topP: 1, seed: 0, expertHome: 'resident' as const }
+    const direct = (computeDtype: string) =>
+      new Promise<{ tokens: number[]; end: GenerationEnd }>((resolve) => {
+        const tokens: number[] = []
+        const config = JSON.stringify({ train: { compute_dtype: computeDtype } })
+        const g = runGeneration({ modelDir, prompt: prompt.ids, stopTokens: [], maxTokens: 6, config, options }, (t) => tokens.push(t.token))
+        void g.done.then((end) => resolve({ tokens, end }))
+      })
+    const refused = await direct('fp8')
+    expect(refused.end.reason).toBe('failed')
+    expect(refused.end.reason === 'failed' && refused.end.error).toMatch(/compute_dtype/)
+    const bf16 = await direct('bf16')
+    expect(bf16.end.reason).toBe('max_tokens')
+    const got = (await chat({ precision: 'bf16' })).tokens.map((t) => t.token)
+    expect(got).toEqual(bf16.tokens.slice(0, got.length))
   }, 60_000)
 
   it('replays sampling for a seed', async () => {
@@ -148,7 +167,7 @@ describe('chat sessions', () => {
   it('cancels a generation', async () => {
     const events = collect()
     const sessions = new ChatSessions(noStore, events.sink)
-    const started = await sessions.start({ model: { dir: modelDir }, messages, sampling: sampling({ maxTokens: 8192 }), experts: 'resident' })
+    const started = await sessions.start({ model: { dir: modelDir }, messages, sampling: sampling({ maxTokens: 8192 }), experts: 'resident', precision: 'fp32' })
     sessions.cancel(started.id)
     expect((await events.done).reason).toBe('cancelled')
     expect(() => sessions.cancel(started.id)).toThrow(/no generation/)

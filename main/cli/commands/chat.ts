@@ -2,7 +2,8 @@
 // checkpoint (--step N, default the latest; --base: the weights the run started from), with the model's own chat
 // template, streaming the answer to stdout. --prompt answers once (for scripts); without it each line read is a
 // user turn of one conversation. --experts prints, after each answer, the experts each MoE layer chose for every
-// token; --offload keeps the routed experts in the host or SSD tier behind a cache of device slots.
+// token; --offload keeps the routed experts in the host or SSD tier behind a cache of device slots; --precision bf16
+// computes the linear layers on bf16 weights.
 import { existsSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -28,6 +29,7 @@ const OPTIONS = {
   tokenizer: { type: 'string' },
   experts: { type: 'boolean' },
   offload: { type: 'string' },
+  precision: { type: 'string' },
 } as const
 
 function numberOption(name: string, value: string | undefined): number | undefined {
@@ -94,6 +96,8 @@ export async function chat(argv: string[], ctx: CliContext): Promise<number> {
   const target = positionals[0]!
   const offload = values.offload ?? 'resident'
   if (!['resident', 'host', 'ssd'].includes(offload)) throw new UsageError(`chat: --offload must be host or ssd, got "${offload}"`)
+  const precision = values.precision ?? 'fp32'
+  if (precision !== 'fp32' && precision !== 'bf16') throw new UsageError(`chat: --precision must be fp32 or bf16, got "${precision}"`)
   const step = integerOption('chat', 'step', values.step, 0)
   if (step !== undefined && values.base) throw new UsageError('chat: --step and --base choose different weights; give one')
   const folder = isDirectory(target)
@@ -114,6 +118,7 @@ export async function chat(argv: string[], ctx: CliContext): Promise<number> {
     messages,
     sampling: Object.fromEntries(Object.entries(sampling).filter(([, v]) => v !== undefined)),
     experts: offload as 'resident' | 'host' | 'ssd',
+    precision,
     ...(values.tokenizer ? { tokenizer: resolve(values.tokenizer) } : {}),
   })
   const history: ChatMessage[] = values.system ? [{ role: 'system', content: values.system }] : []

@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto'
 import { mkdirSync, readdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 
-import type { ChatMessage, ChatModel, ChatSampling, ChatStarted, EventSink } from '../../api/contract'
+import type { ChatStarted, EventSink, ParsedParams } from '../../api/contract'
 import { byteTokenizer, loadHfTokenizer, type TextTokenizer } from '../datasets'
 import { pidAlive } from '../runs/run-owner'
 import type { TelemetryStore } from '../store/store'
@@ -17,13 +17,7 @@ import { chatPrompt } from './chat-prompt'
 import { runGeneration, type RunningGeneration } from './generation-worker'
 import { TextStream } from './text-stream'
 
-export interface ChatRequest {
-  model: ChatModel
-  messages: ChatMessage[]
-  sampling: ChatSampling
-  experts: 'resident' | 'host' | 'ssd'
-  tokenizer?: string
-}
+export type ChatRequest = ParsedParams<'chat.start'>
 
 export class ChatSessions {
   private readonly running = new Map<string, RunningGeneration>()
@@ -57,6 +51,7 @@ export class ChatSessions {
         prompt: prompt.ids,
         stopTokens: prompt.stopTokens,
         maxTokens: sampling.maxTokens,
+        config: JSON.stringify({ train: { compute_dtype: request.precision } }),
         options: {
           temperature: sampling.temperature, topK: sampling.topK, topP: sampling.topP, seed: sampling.seed, expertHome: request.experts,
           ...(ssdDir ? { ssdDir } : {}),

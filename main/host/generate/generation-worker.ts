@@ -11,6 +11,8 @@ export interface GenerationJob {
   prompt: number[]
   stopTokens: number[]
   maxTokens: number
+  /** The session's config (its train section: compute_dtype, threads), JSON. */
+  config?: string
   options: {
     temperature: number
     topK: number
@@ -39,7 +41,7 @@ const WORKER = `
 const { parentPort, workerData: job } = require('node:worker_threads')
 try {
   const { Generation } = require(job.addonPath)
-  const generation = new Generation(job.modelDir, job.options)
+  const generation = new Generation(job.modelDir, job.options, job.config)
   generation.feed(job.prompt)
   const stop = new Set(job.stopTokens)
   let reason = 'max_tokens'

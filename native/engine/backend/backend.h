@@ -45,6 +45,9 @@ class Backend {
     return p;
   }
   virtual void release(MemKind kind, void* ptr) = 0;
+  // Optional: [ptr, ptr + bytes) inside a Device block will not be read again before it is written: a backend may
+  // hand its pages back (the CPU does, and the range then reads as zeros).
+  virtual void discard(void* ptr, size_t bytes) {}
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   virtual void zero(void* ptr, size_t bytes) = 0;
   virtual void synchronize() = 0;
@@ -131,9 +134,16 @@ class Backend {
   // Results are the same bits either way.
   virtual void keep_bf16_weights(const uint16_t* begin, const uint16_t* end) {}
   virtual void forget_bf16_weights(const uint16_t* begin, const uint16_t* end) {}
-  // Optional: the kept weight [O, I] at w will be read by matmul_*_bf16 until its next change; the backend may lay
-  // it out now instead of at that first call. A model calls it for its frozen weights after writing them.
-  virtual void prepare_bf16_weight(const uint16_t* w, int I, int O) {}
+  // Optional: the kept weight [O, I] at w will be read by matmul_forward_bf16 (and, with backward, by
+  // matmul_backward_bf16's dx) until its next change; the backend may lay it out now instead of at that first call.
+  // A model calls it for its frozen weights after writing them.
+  virtual void prepare_bf16_weight(const uint16_t* w, int I, int O, bool backward) {}
+  // Optional, for a model that only answers: lays the weight [O, I] whose bf16 copy belongs at w (inside a kept
+  // region) out for matmul_forward_bf16 straight from its fp32 values (the words the copy would give), the copy
+  // never written. That product on w reads the layout from then on; anything that would need the copy itself
+  // (another shape, the backward's product, a change) is an error. Returns false where the backend keeps no
+  // layouts of its own: the caller then writes the copy.
+  virtual bool lay_out_bf16_weight(const uint16_t* w, const float* fp32, int I, int O) { return false; }
   // Bytes the backend holds for kept weights now.
   virtual int64_t kept_bf16_bytes() const { return 0; }
 

@@ -1,6 +1,7 @@
 #include "core/host_memory.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -69,6 +70,19 @@ void host_free(void* ptr) {
     }
   }
   std::free(ptr);
+}
+
+void host_release(void* p, size_t bytes) {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p), end = begin + bytes;
+  const uintptr_t inner_begin = (begin + page - 1) / page * page, inner_end = end / page * page;
+  if (inner_end <= inner_begin) {
+    std::memset(p, 0, bytes);
+    return;
+  }
+  std::memset(p, 0, inner_begin - begin);
+  std::memset(reinterpret_cast<void*>(inner_end), 0, end - inner_end);
+  ::madvise(reinterpret_cast<void*>(inner_begin), inner_end - inner_begin, MADV_DONTNEED);
 }
 
 }  // namespace moe

@@ -13,5 +13,9 @@ void* host_alloc(size_t bytes);
 // mostly never written (an arena whose experts live in another tier) costs no memory for those parts.
 void* host_alloc_zeroed(size_t bytes);
 void host_free(void* ptr);
+// Hands the whole pages inside [p, p + bytes) of a block back to the OS and zeroes the partial pages at its ends
+// (which the block's neighbouring contents share): the range reads as zeros afterwards and costs no memory until
+// written again.
+void host_release(void* p, size_t bytes);
 
 }  // namespace moe

@@ -5,6 +5,7 @@
 
 #include "model/config_sections.h"
 #include "model/linear.h"
+#include "model/mla_block.h"
 
 namespace moe {
 namespace {
@@ -140,11 +141,8 @@ void CachedAttentionBlock::latent(Backend& be, const LayerParams& p, KvCache& ca
   reserve_floats(be, pe_, (size_t)n * PE);
   reserve_floats(be, qkv_, (size_t)n * NH * D);
   reserve_floats(be, att_, (size_t)n * NH * dv);
-  linear_forward(be, ckv_.f(), x, m.kv_a_w, m.kv_a_w_bf16, nullptr, n, C, kvr);
-  lora_forward(be, m.lora_kv_a, ckv_.f(), x, n, C, kvr, kvr);
-  linear_forward(be, kpe_.f(), x, m.kv_a_w + (size_t)kvr * C, m.kv_a_w_bf16 ? m.kv_a_w_bf16 + (size_t)kvr * C : nullptr,
-                 nullptr, n, C, dr);
-  lora_forward(be, lora_rows_from(m.lora_kv_a, kvr), kpe_.f(), x, n, C, dr, dr);
+  reserve_floats(be, ckv_kpe_, (size_t)n * (kvr + dr));
+  mla_kv_a_forward(be, ckv_.f(), kpe_.f(), ckv_kpe_.f(), x, m, n, C, kvr, dr);
   be.rmsnorm_forward(ckvn_.f(), rstd_.f(), ckv_.f(), m.kv_a_norm_w, n, kvr, kLatentNormEps);
   linear_forward(be, kv_.f(), ckvn_.f(), m.kv_b_w, m.kv_b_w_bf16, nullptr, n, kvr, NH * KV);
   lora_forward(be, m.lora_kv_b, kv_.f(), ckvn_.f(), n, kvr, NH * KV, NH * KV);

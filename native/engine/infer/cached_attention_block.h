@@ -37,7 +37,7 @@ class CachedAttentionBlock {
   std::vector<double> inv_freq_;   // the frequencies rope_ points at
   float scale_ = 1.0f;             // the factor on q·k
   DeviceBuffer qkv_, qkv2_, rstd_, q_, att_;
-  DeviceBuffer q_a_, q_an_, ckv_, ckvn_, kpe_, kv_, pe_;
+  DeviceBuffer q_a_, q_an_, ckv_, ckvn_, kpe_, ckv_kpe_, kv_, pe_;
 };
 
 // Turns the rope heads of one row by position t: the rope op's formula (backend/types.h RopeSpec) with its

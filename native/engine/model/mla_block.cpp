@@ -12,7 +12,7 @@ constexpr float kLatentNormEps = 1e-6f;
 
 size_t MlaActs::bytes() const {
   size_t n = 0;
-  for (const DeviceBuffer* b : {&q_a, &q_a_rstd, &q_an, &q, &ckv, &kpe, &ckv_rstd, &ckvn, &kv, &pe, &pe_rot, &qkv,
+  for (const DeviceBuffer* b : {&q_a, &q_a_rstd, &q_an, &q, &ckv, &kpe, &ckv_kpe, &ckv_rstd, &ckvn, &kv, &pe, &pe_rot, &qkv,
                                 &att, &lse, &att_v})
     n += b->bytes();
   return n;
@@ -59,6 +59,17 @@ RopeSpec MlaBlock::rope_spec() const {
   return s;
 }
 
+void mla_kv_a_forward(Backend& be, float* ckv, float* kpe, float* both, const float* x, const MlaParams& m, int N,
+                      int C, int kvr, int dr) {
+  const int W = kvr + dr;
+  linear_forward(be, both, x, m.kv_a_w, m.kv_a_w_bf16, nullptr, N, C, W);
+  lora_forward(be, m.lora_kv_a, both, x, N, C, W, W);
+  for (int n = 0; n < N; ++n) {
+    std::copy_n(both + (size_t)n * W, kvr, ckv + (size_t)n * kvr);
+    std::copy_n(both + (size_t)n * W + kvr, dr, kpe + (size_t)n * dr);
+  }
+}
+
 void MlaBlock::reserve(Backend& be, MlaActs& a, MlaScratch& s, int B, int T) const {
   const size_t N = (size_t)B * T, NH = NH_, PE = (NH + 1) * dr_, QKV = 3 * NH * HS_;
   if (qr_ > 0) {
@@ -71,6 +82,7 @@ void MlaBlock::reserve(Backend& be, MlaActs& a, MlaScratch& s, int B, int T) con
   reserve_floats(be, a.q, N * NH * D_);
   reserve_floats(be, a.ckv, N * kvr_);
   reserve_floats(be, a.kpe, N * dr_);
+  reserve_floats(be, a.ckv_kpe, N * (kvr_ + dr_));
   reserve_floats(be, a.ckv_rstd, N);
   reserve_floats(be, a.ckvn, N * kvr_);
   reserve_floats(be, a.kv, N * NH * (dn_ + dv_));
@@ -105,13 +117,7 @@ void MlaBlock::forward(Backend& be, const LayerParams& p, MlaActs& a, float* out
     linear_forward(be, a.q.f(), a.q_an.f(), m.q_b_w, m.q_b_w_bf16, nullptr, N, qr_, NH * D);
     lora_forward(be, m.lora_q_b, a.q.f(), a.q_an.f(), N, qr_, NH * D, NH * D);
   }
-  // kv_a's rows are the latent (kv_lora_rank) then the rope key (dr): two products on the two row blocks.
-  const size_t kpe_at = (size_t)kvr_ * C;
-  linear_forward(be, a.ckv.f(), x, m.kv_a_w, m.kv_a_w_bf16, nullptr, N, C, kvr_);
-  lora_forward(be, m.lora_kv_a, a.ckv.f(), x, N, C, kvr_, kvr_);
-  linear_forward(be, a.kpe.f(), x, m.kv_a_w + kpe_at, m.kv_a_w_bf16 ? m.kv_a_w_bf16 + kpe_at : nullptr, nullptr, N,
-                 C, dr);
-  lora_forward(be, lora_rows_from(m.lora_kv_a, kvr_), a.kpe.f(), x, N, C, dr, dr);
+  mla_kv_a_forward(be, a.ckv.f(), a.kpe.f(), a.ckv_kpe.f(), x, m, N, C, kvr_, dr);
   be.rmsnorm_forward(a.ckvn.f(), a.ckv_rstd.f(), a.ckv.f(), m.kv_a_norm_w, N, kvr_, kLatentNormEps);
   linear_forward(be, a.kv.f(), a.ckvn.f(), m.kv_b_w, m.kv_b_w_bf16, nullptr, N, kvr_, NH * (dn + dv));
   lora_forward(be, m.lora_kv_b, a.kv.f(), a.ckvn.f(), N, kvr_, NH * (dn + dv), NH * (dn + dv));

@@ -20,8 +20,15 @@
 
 namespace moe {
 
+// c | kpe = x·Wkv_aᵀ (and kv_a's LoRA) for N rows: one product on the whole weight into `both` [N, kvr + dr], then
+// split into c [N, kvr] and kpe [N, dr]. A weight is read as the one matrix it is, which a backend that keeps
+// weights laid out for its products (a model that only answers) relies on; the split changes no bits, as each
+// output's sum runs over the same k either way.
+void mla_kv_a_forward(Backend& be, float* ckv, float* kpe, float* both, const float* x, const MlaParams& m, int N,
+                      int C, int kvr, int dr);
+
 struct MlaActs {
-  DeviceBuffer q_a, q_a_rstd, q_an, q, ckv, kpe, ckv_rstd, ckvn, kv, pe, pe_rot, qkv, att, lse, att_v;
+  DeviceBuffer q_a, q_a_rstd, q_an, q, ckv, kpe, ckv_kpe, ckv_rstd, ckvn, kv, pe, pe_rot, qkv, att, lse, att_v;
   size_t bytes() const;
 };
 

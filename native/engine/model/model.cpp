@@ -105,6 +105,7 @@ void Model::bind_bf16_weights() {
 // bf16 copy from its own fp32 weights where it computes, so the arena's expert ranges are left out (and their
 // pages never touched).
 void Model::plan_bf16_copies() {
+  check(!weights_handed_back_, "model: a generation session's model cannot change where its experts are computed");
   params_bf16_.forget_kept();
   bf16_ranges_.clear();
   bf16_trained_ranges_.clear();
@@ -123,12 +124,13 @@ void Model::plan_bf16_copies() {
     bf16_planned_[i] = true;
     const size_t padded = (t.numel + 15) / 16 * 16;
     extend(bf16_ranges_, t.offset, padded);
-    extend(trainable_.trains(i) ? bf16_trained_ranges_ : frozen, t.offset, padded);
-    if (!trainable_.trains(i) && t.shape.size() == 2)
+    const bool frozen_here = inference_only_ || !trainable_.trains(i);
+    extend(frozen_here ? frozen : bf16_trained_ranges_, t.offset, padded);
+    if (frozen_here && t.shape.size() == 2)
       kept_linears_.push_back({t.offset, static_cast<int>(t.shape[1]), static_cast<int>(t.shape[0])});
   }
-  // Frozen weights (a LoRA or ESFT run's base) are read by every step and never change: the backend may keep
-  // them in its own layout, made once. Trained ones change every step and are read about once in between, where
+  // Frozen weights (a LoRA or ESFT run's base, or every weight of a model that only answers) are read by every step
+  // and never change: the backend may keep them in its own layout, made once. Trained ones change every step and are read about once in between, where
   // keeping a second layout only adds its memory and the traffic of writing it.
   for (auto [offset, count] : frozen) params_bf16_.keep(offset, count);
   bf16_stale_ = true;
@@ -144,13 +146,18 @@ size_t Model::bf16_copy_bytes(bool experts) const {
 }
 
 void Model::refresh_bf16_weights() {
+  check(!weights_handed_back_,
+        "model: its weights changed after its linear weights were laid out for answering and their fp32 and bf16 "
+        "copies handed back (a generation session's model cannot be written)");
+  if (inference_only_) return refresh_for_answering();
   const bool all = bf16_stale_;
   for (auto [offset, count] : all ? bf16_ranges_ : bf16_trained_ranges_)
     be_.to_bf16(params_bf16_.u16() + offset, params_.f() + offset, static_cast<int64_t>(count));
   // The frozen weights changed (a load or an init): laid out now, all at once, rather than at each one's first
   // use, which for a sparse MoE's experts would stall the steps that first route to them, over many steps.
   if (all)
-    for (const KeptLinear& k : kept_linears_) be_.prepare_bf16_weight(params_bf16_.u16() + k.offset, k.I, k.O);
+    for (const KeptLinear& k : kept_linears_)
+      be_.prepare_bf16_weight(params_bf16_.u16() + k.offset, k.I, k.O, !inference_only_);
   bf16_stale_ = bf16_trained_stale_ = false;
 }
 
@@ -186,6 +193,35 @@ void Model::zero_dense_grads() {
     from = r.end;
   }
   be_.zero(grads_.f() + from, (trainable_.grad_total() - from) * sizeof(float));
+}
+
+void Model::refresh_for_answering() {
+  // The embedding table is read in fp32 by the lookup even where the head shares it.
+  const float* fp32_read = p_.wte;
+  for (size_t i = 0; i < layout_.tensors().size(); ++i) {
+    if (!bf16_planned_[i]) continue;
+    const ParamTensor& t = layout_.tensors()[i];
+    const size_t padded = (t.numel + 15) / 16 * 16;
+    uint16_t* copy = params_bf16_.u16() + t.offset;
+    float* weight = params_.f() + t.offset;
+    const bool linear = t.shape.size() == 2;
+    const int I = linear ? static_cast<int>(t.shape[1]) : 0, O = linear ? static_cast<int>(t.shape[0]) : 0;
+    // Laid out straight from the fp32 weight where the backend keeps layouts (the copy's pages never touched),
+    // else the copy is written (and laid out where it can be).
+    if (!linear || !be_.lay_out_bf16_weight(copy, weight, I, O)) {
+      be_.to_bf16(copy, weight, static_cast<int64_t>(padded));
+      if (linear) be_.prepare_bf16_weight(copy, I, O, false);
+    }
+    if (weight != fp32_read) be_.discard(weight, padded * sizeof(float));
+  }
+  bf16_stale_ = bf16_trained_stale_ = false;
+  weights_handed_back_ = true;
+}
+
+void Model::set_inference_only() {
+  if (inference_only_) return;
+  inference_only_ = true;
+  if (dtype_ == ComputeDtype::BF16) plan_bf16_copies();
 }
 
 void Model::set_expert_access(ExpertAccess* access) {

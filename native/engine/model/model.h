@@ -65,6 +65,13 @@ class Model {
   // The bytes of the arena's bf16 weight copies (0 in fp32 compute), with or without the routed experts'.
   size_t bf16_copy_bytes(bool experts) const;
   bool bf16_experts_apart() const { return experts_apart_; }
+  // A model that only answers (a generation session's own), set before its first forward: no tensor changes after
+  // its load. In bf16 compute the first refresh goes tensor by tensor: each linear weight is laid out by the
+  // backend for the forward's product straight from its fp32 values (Backend::lay_out_bf16_weight; else its copy
+  // is written), and the fp32 weight, which bf16 compute reads only to make that, is handed back
+  // (Backend::discard). What stays is about 2 bytes per linear weight instead of 4 + 2 (+ 2 laid out), plus what
+  // bf16 compute keeps in fp32 (norms, router, embedding). Changing the weights afterwards is an error.
+  void set_inference_only();
   // After an update that wrote the copy of every trained tensor that has one: forward has none of them to refresh.
   void bf16_copies_written() { bf16_trained_stale_ = false; }
   // The gradient arena: trained tensors only, packed in layout order (trainable().grad_offset(i)); with
@@ -170,6 +177,9 @@ class Model {
   std::vector<bool> bf16_copied_;          // [tensor index]: the tensor has a bf16 copy
   std::vector<bool> bf16_planned_;         // [tensor index]: ... which the arena keeps current
   bool experts_apart_ = false;             // an ExpertAccess holds the routed experts elsewhere
+  bool inference_only_ = false;
+  bool weights_handed_back_ = false;  // an answering model's first refresh ran: its fp32 linear weights are gone
+  void refresh_for_answering();
   bool bf16_stale_ = true, bf16_trained_stale_ = false;
   std::vector<std::unique_ptr<MoeLayer>> moe_layers_;
   std::unique_ptr<DeviceGroup> device_group_;

@@ -2,31 +2,16 @@
 // or SSD tier, and moving expert state between the model's arenas and a home apart from them.
 #include "offload/expert_offload.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstring>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "offload/pinned_store.h"
 
 namespace moe {
 namespace {
 
-// Hands the whole pages inside [p, p + bytes) back to the OS (they read as zeros afterwards) and zeroes the
-// partial pages at the ends, which neighbouring tensors share.
-void release_pages(float* p, size_t floats) {
-  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(p), end = begin + floats * sizeof(float);
-  const uintptr_t inner_begin = (begin + page - 1) / page * page, inner_end = end / page * page;
-  if (inner_end <= inner_begin) {
-    std::memset(p, 0, floats * sizeof(float));
-    return;
-  }
-  std::memset(p, 0, inner_begin - begin);
-  std::memset(reinterpret_cast<void*>(inner_end), 0, end - inner_end);
-  ::madvise(reinterpret_cast<void*>(inner_begin), inner_end - inner_begin, MADV_DONTNEED);
-}
+void release_pages(float* p, size_t floats) { host_release(p, floats * sizeof(float)); }
 
 }  // namespace
 

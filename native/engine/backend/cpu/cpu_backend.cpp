@@ -219,9 +219,14 @@ class CpuBackend final : public Backend {
     if (pack_weights_) packed_.keep(begin, end);
   }
   void forget_bf16_weights(const uint16_t* begin, const uint16_t* end) override { packed_.forget(begin, end); }
-  void prepare_bf16_weight(const uint16_t* w, int I, int O) override {
+  void prepare_bf16_weight(const uint16_t* w, int I, int O, bool backward) override {
     const cpu::IsaScope isa(isa_);
-    packed_.prepare(tp_, w, I, O);
+    packed_.prepare(tp_, w, I, O, backward);
+  }
+  void discard(void* ptr, size_t bytes) override { host_release(ptr, bytes); }
+  bool lay_out_bf16_weight(const uint16_t* w, const float* fp32, int I, int O) override {
+    const cpu::IsaScope isa(isa_);
+    return pack_weights_ && packed_.lay_out(tp_, w, fp32, I, O);
   }
   int64_t kept_bf16_bytes() const override { return packed_.bytes(); }
   void matmul_forward_bf16(float* y, const float* x, const uint16_t* w, const float* b, int N, int I,

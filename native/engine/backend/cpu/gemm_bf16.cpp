@@ -87,6 +87,31 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
   }
 }
 
+// A few rows against a bf16 Bᵀ read where it lies (Kernels::direct_b16t): A's rows are packed once, whole, then each
+// group of columns runs every k block in turn, so each of B's rows is read from start to end once.
+void run_direct(const Kernels& kern, const Problem& p, int n0, int n1) {
+  if (n0 >= n1) return;
+  const int M = p.M;
+  uint32_t* ap = tl_pack_a.get(static_cast<size_t>(M) * ((p.K + 1) / 2));
+  for (int k0 = 0; k0 < p.K; k0 += p.kc)
+    kern.pack_a(p.ta, p.a_at(0, k0), p.lda, M, std::min(p.kc, p.K - k0), ap + k0 / 2 * M);
+  for (int jc = n0; jc < n1; jc += gemm_bf16::kDirectCols) {
+    const int cols = std::min(gemm_bf16::kDirectCols, n1 - jc);
+    for (int k0 = 0; k0 < p.K; k0 += p.kc) {
+      const bool first = k0 == 0;
+      kern.direct_b16t(M, cols, std::min(p.kc, p.K - k0), ap + k0 / 2 * M, p.B16 + jc * p.ldb + k0, p.ldb,
+                       p.C + jc, p.ldc, p.alpha, first ? p.beta : 1.0f, !first || p.beta != 0.0f);
+    }
+  }
+}
+
+void pack_from(const Kernels& kern, bool trans, const uint16_t* b, int64_t ldb, int kc, int cols, uint32_t* dst) {
+  kern.pack_b16(trans, b, ldb, kc, cols, dst);
+}
+void pack_from(const Kernels& kern, bool trans, const float* b, int64_t ldb, int kc, int cols, uint32_t* dst) {
+  kern.pack_b32(trans, b, ldb, kc, cols, dst);
+}
+
 }  // namespace
 
 namespace gemm_bf16 {
@@ -99,6 +124,12 @@ void sgemm_with(const Kernels& kern, ThreadPool& tp, bool trans_a, bool trans_b,
   if (!gemm_driver::prepare("sgemm_bf16", trans_a, trans_b, M, N, K, lda, ldb, beta, C, ldc)) return;
   const Problem p{{trans_a, trans_b, M, N, K, block_k(K), alpha, beta, A, lda, ldb, C, ldc},
                   B16, B32, packed, padded_columns(N)};
+  if (kern.direct_b16t && B16 && trans_b && M <= kDirectRowsMax) {
+    // Threads split the columns only: every one needs all of A's few rows.
+    auto columns = [](double mt, double nt, int) { return nt * (mt + kDirectRowsMax); };
+    return gemm_driver::run_regions(tp, M, N, K, kDirectCols, columns,
+                                    [&](int, int, int n0, int n1) { run_direct(kern, p, n0, n1); });
+  }
   // The slowest thread's dot-product and packing work (B's packing only when it is not packed already).
   const double b_packs = packed ? 0.0 : 1.0;
   auto cost = [&](double mt, double nt, int) {
@@ -130,7 +161,10 @@ int64_t sgemm_bf16_packed_words(int N, int K) {
   return pairs * padded_columns(N);
 }
 
-void sgemm_bf16_pack_b(ThreadPool& tp, bool trans_b, int N, int K, const uint16_t* B, int ldb, uint32_t* packed) {
+namespace {
+
+template <typename T>
+void pack_b_words(ThreadPool& tp, bool trans_b, int N, int K, const T* B, int ldb, uint32_t* packed) {
   check(N >= 0 && K >= 0, "sgemm_bf16_pack_b: negative size N=" + std::to_string(N) + " K=" + std::to_string(K));
   check(ldb >= (trans_b ? K : N), "sgemm_bf16_pack_b: ldb=" + std::to_string(ldb) + " is smaller than op(B)'s row length");
   if (N == 0 || K == 0) return;
@@ -145,10 +179,20 @@ void sgemm_bf16_pack_b(ThreadPool& tp, bool trans_b, int N, int K, const uint16_
     tp.parallel_for(panels, [&](int64_t q0, int64_t q1, int) {
       for (int64_t q = q0; q < q1; ++q) {
         const int j = static_cast<int>(q * kNR), cols = std::min<int>(kNR, N - j);
-        kern.pack_b16(trans_b, B + shape.b_offset(k0, j), ldb, kb, cols, block + q * kNR * pairs);
+        pack_from(kern, trans_b, B + shape.b_offset(k0, j), ldb, kb, cols, block + q * kNR * pairs);
       }
     });
   }
+}
+
+}  // namespace
+
+void sgemm_bf16_pack_b(ThreadPool& tp, bool trans_b, int N, int K, const uint16_t* B, int ldb, uint32_t* packed) {
+  pack_b_words(tp, trans_b, N, K, B, ldb, packed);
+}
+
+void sgemm_bf16_pack_b(ThreadPool& tp, bool trans_b, int N, int K, const float* B, int ldb, uint32_t* packed) {
+  pack_b_words(tp, trans_b, N, K, B, ldb, packed);
 }
 
 void sgemm_bf16_packed(ThreadPool& tp, bool trans_a, int M, int N, int K, float alpha, const float* A, int lda,

@@ -34,6 +34,8 @@ void sgemm_bf16(ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K,
 // holds sgemm_bf16_packed_words(N, K) words, 64-byte aligned.
 int64_t sgemm_bf16_packed_words(int N, int K);
 void sgemm_bf16_pack_b(ThreadPool& tp, bool trans_b, int N, int K, const uint16_t* B, int ldb, uint32_t* packed);
+// The same words from an fp32 B, rounded as moe::f32_to_bf16 rounds (those of its bf16 copy).
+void sgemm_bf16_pack_b(ThreadPool& tp, bool trans_b, int N, int K, const float* B, int ldb, uint32_t* packed);
 void sgemm_bf16_packed(ThreadPool& tp, bool trans_a, int M, int N, int K, float alpha, const float* A, int lda,
                        const uint32_t* packed, float beta, float* C, int ldc);
 

@@ -101,10 +101,56 @@ int kernel(int mr, int cols, int pairs, const uint32_t* a, const uint32_t* b, fl
   return done;
 }
 
+// Kernels::direct_b16t: each group of 16 B rows is transposed in registers, 32 k at a time, into the words a packed
+// panel would hold (pack_b's), and every accumulator runs the tiles' sequence on them: the same bits.
+template <int MR>
+void direct_tile(int cols, int kc, const uint32_t* a, const uint16_t* b, int64_t ldb, float* c, int64_t ldc,
+                 float alpha, float beta, bool load_c) {
+  constexpr int NV = kDirectCols / 16;
+  __mmask16 mask[NV];
+  __m512 acc[MR][NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    mask[v] = first_lanes(cols - 16 * v);
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) acc[i][v] = _mm512_setzero_ps();
+  }
+  for (int k0 = 0; k0 < kc; k0 += 32) {
+    const int kn = std::min(32, kc - k0), pairs = (kn + 1) / 2;
+    const uint32_t* ak = a + k0 / 2 * MR;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      __m512i r[16];
+#pragma GCC unroll 16
+      for (int l = 0; l < 16; ++l)
+        r[l] = 16 * v + l < cols ? row_pairs(b + (16 * v + l) * ldb + k0, kn) : _mm512_setzero_si512();
+      avx512::transpose16(r);
+#pragma GCC unroll 16
+      for (int q = 0; q < 16; ++q) {
+        if (q >= pairs) break;
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; ++i)
+          acc[i][v] = _mm512_dpbf16_ps(acc[i][v], (__m512bh)_mm512_set1_epi32(static_cast<int>(ak[q * MR + i])),
+                                       (__m512bh)r[q]);
+      }
+    }
+  }
+  avx512::update_c(acc, mask, c, ldc, alpha, beta, load_c);
+}
+
+void direct_b16t(int mr, int cols, int kc, const uint32_t* a, const uint16_t* b, int64_t ldb, float* c, int64_t ldc,
+                 float alpha, float beta, bool load_c) {
+  using Fn = void (*)(int, int, const uint32_t*, const uint16_t*, int64_t, float*, int64_t, float, float, bool);
+  static constexpr std::array<Fn, kDirectRowsMax> tiles{&direct_tile<1>, &direct_tile<2>, &direct_tile<3>,
+                                                        &direct_tile<4>};
+  tiles[mr - 1](cols, kc, a, b, ldb, c, ldc, alpha, beta, load_c);
+}
+
 }  // namespace
 
 const Kernels& avx512_kernels() {
-  static const Kernels k{"avx512_bf16", true, kMRMax, &pack_a, &pack_b<uint16_t>, &pack_b<float>, &kernel};
+  static const Kernels k{"avx512_bf16", true, kMRMax, &pack_a, &pack_b<uint16_t>, &pack_b<float>, &kernel,
+                         &direct_b16t};
   return k;
 }
 

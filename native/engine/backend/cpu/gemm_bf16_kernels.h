@@ -20,6 +20,8 @@ namespace moe::cpu::gemm_bf16 {
 constexpr int kNR = 32;     // packed B panel width (two zmm of fp32 accumulators)
 constexpr int kMRMax = 14;  // tallest A panel of the vector and portable families
 constexpr int kPairsMax = 256;  // most k pairs a kernel call gets (the driver's k blocks)
+constexpr int kDirectRowsMax = 4;   // most rows of A the direct kernels take
+constexpr int kDirectCols = 32;     // columns per direct kernel call
 
 struct Kernels {
   const char* name;
@@ -36,6 +38,12 @@ struct Kernels {
   // `pairs` k pairs, and returns n. Packed B panel q starts at b + q*pairs*kNR.
   int (*kernel)(int mr, int cols, int pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, float alpha,
                 float beta, bool load_c);
+  // Optional (null where a family has none): the same update of C[0, mr) x [0, cols) (mr <= kDirectRowsMax,
+  // cols <= kDirectCols) for op(B) = Bᵀ of a bf16 B read where it lies, B's row j (C's column j) at b + j*ldb from
+  // the k block's start, kc k of it: no packed copy of B is written or read. For a token at a time (decode), whose
+  // products read each weight once: packing B first would cost more than the product.
+  void (*direct_b16t)(int mr, int cols, int kc, const uint32_t* a, const uint16_t* b, int64_t ldb, float* c,
+                      int64_t ldc, float alpha, float beta, bool load_c) = nullptr;
 };
 
 const Kernels& avx512_kernels();      // vdpbf16ps (AVX512_BF16)

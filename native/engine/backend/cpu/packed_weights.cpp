@@ -26,7 +26,32 @@ void PackedBf16Weights::keep(const uint16_t* begin, const uint16_t* end) {
 
 void PackedBf16Weights::changed(const uint16_t* begin, const uint16_t* end) {
   const std::lock_guard<std::mutex> lock(mu_);
+  check(!sealed(address(begin), address(end)),
+        "bf16 weights: a write into weights whose copies were handed back after packing (a model that only answers)");
   drop_overlapping(address(begin), address(end), false);
+}
+
+bool PackedBf16Weights::lay_out(ThreadPool& tp, const uint16_t* w, const float* fp32, int I, int O) {
+  if (I <= 0 || O <= 0) return false;
+  const std::lock_guard<std::mutex> lock(mu_);
+  const Addr begin = address(w), end = address(w + int64_t{I} * O);
+  auto region = regions_.upper_bound(begin);
+  if (region == regions_.begin() || std::prev(region)->second < end) return false;
+  drop_overlapping(begin, end, true);
+  const int64_t bytes = packed_bytes(I, O, true);
+  Entry e{I, O, true, static_cast<uint32_t*>(slabs_.alloc(static_cast<size_t>(bytes)))};
+  if (!e.words) fail("bf16 weight packing: out of memory allocating " + std::to_string(bytes) + " bytes");
+  sgemm_bf16_pack_b(tp, true, O, I, fp32, I, e.words);
+  entries_[{begin, true}] = e;
+  bytes_ += bytes;
+  max_span_ = std::max(max_span_, end - begin);
+  sealed_[begin] = end;
+  return true;
+}
+
+bool PackedBf16Weights::sealed(Addr begin, Addr end) const {
+  auto it = sealed_.lower_bound(end);  // the first starting at or past end
+  return it != sealed_.begin() && std::prev(it)->second > begin;
 }
 
 void PackedBf16Weights::forget(const uint16_t* begin, const uint16_t* end) {
@@ -36,6 +61,9 @@ void PackedBf16Weights::forget(const uint16_t* begin, const uint16_t* end) {
   auto it = regions_.upper_bound(b);
   if (it != regions_.begin() && std::prev(it)->second > b) --it;
   while (it != regions_.end() && it->first < e) it = regions_.erase(it);
+  auto s = sealed_.upper_bound(b);
+  if (s != sealed_.begin() && std::prev(s)->second > b) --s;
+  while (s != sealed_.end() && s->first < e) s = sealed_.erase(s);
 }
 
 void PackedBf16Weights::drop_overlapping(Addr begin, Addr end, bool erase) {
@@ -62,6 +90,12 @@ const uint32_t* PackedBf16Weights::get(ThreadPool& tp, const uint16_t* w, int I,
   const Addr begin = address(w), end = address(w + int64_t{I} * O);
   auto region = regions_.upper_bound(begin);
   if (region == regions_.begin() || std::prev(region)->second < end) return nullptr;  // not inside a kept region
+  const auto found = entries_.find({begin, forward});
+  if ((found == entries_.end() || !found->second.fresh || found->second.I != I || found->second.O != O) &&
+      sealed(begin, end))
+    fail("bf16 weights: the weight [" + std::to_string(O) + " x " + std::to_string(I) + "] was read " +
+         (forward ? "by the forward" : "by a backward") + " in a form not laid out before its copy was handed back "
+         "(a model that only answers lays each weight out once, for the forward, as the shape it is)");
   Entry& e = entries_[{begin, forward}];
   if (e.words && (e.I != I || e.O != O)) {  // the same bytes read as another shape: a new weight
     bytes_ -= packed_bytes(e.I, e.O, forward);
@@ -83,8 +117,9 @@ const uint32_t* PackedBf16Weights::get(ThreadPool& tp, const uint16_t* w, int I,
   return e.words;
 }
 
-void PackedBf16Weights::prepare(ThreadPool& tp, const uint16_t* w, int I, int O) {
+void PackedBf16Weights::prepare(ThreadPool& tp, const uint16_t* w, int I, int O, bool backward) {
   for (const bool forward : {true, false}) {
+    if (!forward && !backward) continue;
     int i = I, o = O;
     {
       const std::lock_guard<std::mutex> lock(mu_);

@@ -26,14 +26,18 @@ class PackedBf16Weights {
   void changed(const uint16_t* begin, const uint16_t* end);
   // Drops the region and every packed weight overlapping it.
   void forget(const uint16_t* begin, const uint16_t* end);
+  // The forward's form of the weight w [O, I] (inside a kept region; false if not) packed from its fp32 values, the
+  // words its bf16 copy would give, with the copy at w never written: from now on packing from w's bytes (another
+  // shape or product, a change) is an error rather than a product on zeros. forget() lifts it.
+  bool lay_out(ThreadPool& tp, const uint16_t* w, const float* fp32, int I, int O);
 
   // The packed op(B) of the weight w [O, I] (forward: wᵀ, N = O, K = I; else w, N = I, K = O), packed now if it is
   // stale; null when w lies outside every kept region.
   const uint32_t* get(ThreadPool& tp, const uint16_t* w, int I, int O, bool forward);
 
-  // Packs both products' forms of the weight w [O, I] now if stale. A weight the GEMMs already read as another
-  // shape (part of a tensor, as latent attention's kv_a) is packed as they read it.
-  void prepare(ThreadPool& tp, const uint16_t* w, int I, int O);
+  // Packs the forward's form of the weight w [O, I] now if stale, and the backward's with `backward`. A weight the
+  // GEMMs already read as another shape (part of a tensor, as latent attention's kv_a) is packed as they read it.
+  void prepare(ThreadPool& tp, const uint16_t* w, int I, int O, bool backward);
 
   int64_t bytes() const;
 
@@ -52,6 +56,8 @@ class PackedBf16Weights {
   mutable std::mutex mu_;
   HostSlabs slabs_;  // the packed words: on huge pages, which the kernels stream them from at twice the speed
   std::map<Addr, Addr> regions_;  // begin -> end, disjoint
+  std::map<Addr, Addr> sealed_;   // begin -> end, disjoint
+  bool sealed(Addr begin, Addr end) const;
   std::map<Key, Entry> entries_;
   Addr max_span_ = 0;  // the largest weight's bytes: no entry starting further before a range reaches into it
   int64_t bytes_ = 0;
