@@ -150,6 +150,20 @@ void run_narrow(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
   }
 }
 
+// A few rows against a Bᵀ read where it lies (Kernels::direct_bt): each group of columns runs every k block in turn,
+// so each of B's rows is read from start to end once.
+void run_direct(const Kernels& kern, const Problem& p, int n0, int n1) {
+  const int64_t a_row = p.ta ? 1 : p.lda, a_k = p.ta ? p.lda : 1;
+  for (int jc = n0; jc < n1; jc += gemm::kDirectCols) {
+    const int cols = std::min(gemm::kDirectCols, n1 - jc);
+    for (int k0 = 0; k0 < p.K; k0 += p.kc) {
+      const bool first = k0 == 0;
+      kern.direct_bt(p.M, cols, std::min(p.kc, p.K - k0), p.a_at(0, k0), a_row, a_k, p.b_at(k0, jc), p.ldb, p.C + jc,
+                     p.ldc, p.alpha, first ? p.beta : 1.0f, !first || p.beta != 0.0f);
+    }
+  }
+}
+
 void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, int n1) {
   if (m0 >= m1 || n0 >= n1) return;
   if (kern.narrow && n1 - n0 <= kern.narrow_cols) return run_narrow(kern, p, m0, m1, n0, n1);
@@ -199,6 +213,13 @@ void sgemm_with(const Kernels& kern, ThreadPool& tp, bool trans_a, bool trans_b,
   if (!gemm_driver::prepare("sgemm", trans_a, trans_b, M, N, K, lda, ldb, beta, C, ldc)) return;
   const Problem p{{trans_a, trans_b, M, N, K, gemm_driver::block_k(K, kKcMax, false), alpha, beta, A, lda, ldb, C, ldc},
                   B};
+  // Narrow products keep their kernel (they read A in place already); a few rows over many columns go direct.
+  if (kern.direct_bt && trans_b && M <= gemm::kDirectRowsMax && !(kern.narrow && N <= kern.narrow_cols)) {
+    // Threads split the columns only: every one needs all of A's few rows.
+    auto columns = [](double mt, double nt, int) { return nt * (mt + gemm::kDirectRowsMax); };
+    return gemm_driver::run_regions(tp, M, N, K, gemm::kDirectCols, columns,
+                                    [&](int, int, int n0, int n1) { run_direct(kern, p, n0, n1); });
+  }
   // The slowest thread's FMA, packing and C work.
   auto cost = [&](double mt, double nt, int tn) {
     double c = mt * nt * K / 16.0 + 0.5 * K * (nt * std::ceil(mt / kMcMax) + mt);

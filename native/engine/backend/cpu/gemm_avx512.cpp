@@ -219,10 +219,55 @@ void pack_b(bool trans, const float* b, int64_t ldb, int kc, int cols, float* ds
   }
 }
 
+// Kernels::direct_bt: each group of 16 B rows is transposed in registers, 16 k at a time, into the vectors a packed
+// panel would hold (pack_b's), and every accumulator runs the tiles' sequence on them: the same bits.
+template <int MR>
+void direct_tile(int cols, int kc, const float* a, int64_t a_row, int64_t a_k, const float* b, int64_t ldb, float* c,
+                 int64_t ldc, float alpha, float beta, bool load_c) {
+  constexpr int NV = kDirectCols / 16;
+  __mmask16 mask[NV];
+  __m512 acc[MR][NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    mask[v] = avx512::first_lanes(cols - 16 * v);
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) acc[i][v] = _mm512_setzero_ps();
+  }
+  for (int k0 = 0; k0 < kc; k0 += 16) {
+    const int kn = std::min(16, kc - k0);
+    const __mmask16 km = avx512::first_lanes(kn);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int l = 0; l < 16; ++l)
+        r[l] = 16 * v + l < cols ? _mm512_maskz_loadu_ps(km, b + (16 * v + l) * ldb + k0) : _mm512_setzero_ps();
+      avx512::transpose16(r);
+#pragma GCC unroll 16
+      for (int q = 0; q < 16; ++q) {
+        if (q >= kn) break;
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; ++i)
+          acc[i][v] = _mm512_fmadd_ps(_mm512_set1_ps(a[i * a_row + (k0 + q) * a_k]), r[q], acc[i][v]);
+      }
+    }
+  }
+  avx512::update_c(acc, mask, c, ldc, alpha, beta, load_c);
+}
+
+void direct_bt(int mr, int cols, int kc, const float* a, int64_t a_row, int64_t a_k, const float* b, int64_t ldb,
+               float* c, int64_t ldc, float alpha, float beta, bool load_c) {
+  using Fn = void (*)(int, int, const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, float, float,
+                      bool);
+  static constexpr std::array<Fn, kDirectRowsMax> tiles{&direct_tile<1>, &direct_tile<2>, &direct_tile<3>,
+                                                        &direct_tile<4>};
+  tiles[mr - 1](cols, kc, a, a_row, a_k, b, ldb, c, ldc, alpha, beta, load_c);
+}
+
 }  // namespace
 
 const Kernels& avx512_kernels() {
-  static const Kernels k{"avx512", kNR, kMRMax, &pack_a, &pack_b, &kernel, 16 * kNarrowNV, &narrow};
+  static const Kernels k{"avx512", kNR, kMRMax, &pack_a, &pack_b, &kernel, 16 * kNarrowNV, &narrow, &direct_bt};
   return k;
 }
 

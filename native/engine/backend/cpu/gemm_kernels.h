@@ -45,7 +45,16 @@ struct Kernels {
   int narrow_cols = 0;
   void (*narrow)(int mr, int cols, int kc, const float* a, int64_t a_row, int64_t a_k, const float* b, float* c,
                  int64_t ldc, float alpha, float beta, bool load_c) = nullptr;
+  // Optional (null where a family has none): C[0, mr) x [0, cols) (mr <= kDirectRowsMax, cols <= kDirectCols) for
+  // op(B) = Bᵀ read where it lies (B's row j, C's column j, at b + j*ldb from the k block's start) and A read in
+  // place as for `narrow`; same per-element sequence. For a token at a time (decode), whose products read each
+  // weight once: packing B first would cost more than the product.
+  void (*direct_bt)(int mr, int cols, int kc, const float* a, int64_t a_row, int64_t a_k, const float* b, int64_t ldb,
+                    float* c, int64_t ldc, float alpha, float beta, bool load_c) = nullptr;
 };
+
+constexpr int kDirectRowsMax = 4;
+constexpr int kDirectCols = 32;
 
 const Kernels& avx512_kernels();
 const Kernels& avx2_kernels();
