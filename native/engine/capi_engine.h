@@ -61,7 +61,9 @@ struct FolderModel {
 // Whether dir is a PEFT adapter's folder to load on a base model (base_dir, empty: the one it names).
 bool adapter_on_base(const std::string& dir, const std::string& base_dir);
 // base_dir: for a PEFT adapter's folder, its base model folder (empty: the one its adapter_config.json names).
+// answering: the model only answers (a generation session's); in bf16 compute its experts' SSD records then keep
+// their linear weights in bf16.
 FolderModel load_folder_model(const std::string& dir, const char* config_json, const std::string* ssd_dir,
-                              int cache_experts, const std::string& base_dir = "");
+                              int cache_experts, const std::string& base_dir = "", bool answering = false);
 
 }  // namespace moe_capi

@@ -32,7 +32,7 @@ bool adapter_on_base(const std::string& dir, const std::string& base_dir) {
 }
 
 FolderModel load_folder_model(const std::string& dir, const char* config_json, const std::string* ssd_dir,
-                              int cache_experts, const std::string& base_dir) {
+                              int cache_experts, const std::string& base_dir, bool answering) {
   // A PEFT adapter folder on its base: the one named, else the one its adapter_config.json names.
   const bool on_base = adapter_on_base(dir, base_dir);
   const std::string weights = !on_base ? dir : base_dir.empty() ? moe::peft_base_folder(dir) : base_dir;
@@ -54,7 +54,8 @@ FolderModel load_folder_model(const std::string& dir, const char* config_json, c
   if (ssd_dir)
     f.experts = std::make_unique<moe::SsdWeightsHome>(
         *f.backend, f.model->layout(), cfg.train.seed, *ssd_dir,
-        cache_experts > 0 ? cache_experts : default_cache_experts(f.model->config()));
+        cache_experts > 0 ? cache_experts : default_cache_experts(f.model->config()),
+        answering ? f.model->bf16_only_tensors() : std::vector<bool>{});
   if (whole) moe::load_weights(weights, *f.model, f.experts.get(), &cfg.train.seed);
   if (moe::is_peft_adapter(dir)) moe::load_peft_adapter(dir, *f.model, cfg.finetune, f.experts.get());
   return f;

@@ -105,7 +105,7 @@ moe_generation* moe_generation_open(const char* model_dir, const char* config_js
     const std::string ssd_dir = o.ssd_dir ? o.ssd_dir : "";
     g->folder = moe_capi::load_folder_model(model_dir, config_json,
                                             o.expert_home == MOE_EXPERTS_SSD ? &ssd_dir : nullptr, o.cache_experts,
-                                            o.base_dir ? o.base_dir : "");
+                                            o.base_dir ? o.base_dir : "", true);
     g->model = g->folder.model.get();
     moe::Model& model = *g->model;
     if (g->folder.experts)

@@ -213,6 +213,38 @@ TEST(an_answering_bf16_model_gives_the_bf16_logits_and_keeps_no_weight_copies) {
   }
 }
 
+// In bf16 compute the slots hand out bf16 copies of their experts' linear weights, so offloaded experts compute as
+// resident ones do: the same logits, bit for bit.
+TEST(offloaded_experts_in_bf16_compute_give_the_resident_logits) {
+  auto be = make_backend("cpu", {2});
+  for (const Case& c : cases()) {
+    const std::vector<int32_t> prompt = random_tokens(4, c.cfg.vocab_size, 9);
+    auto logits = [&](Model& model, ExpertAccess* slots) {
+      Generator gen(model, slots);
+      std::vector<float> rows;
+      gen.feed(prompt.data(), (int)prompt.size(), &rows);
+      for (int s = 0; s < 4; ++s) {
+        gen.step({}, s);
+        rows.insert(rows.end(), gen.logits().begin(), gen.logits().end());
+      }
+      return rows;
+    };
+    Model resident(c.cfg, *be, ComputeDtype::BF16);
+    resident.init(5);
+    const std::vector<float> want = logits(resident, nullptr);
+    for (ExpertHome home : {ExpertHome::Host, ExpertHome::Ssd}) {
+      Model model(c.cfg, *be, ComputeDtype::BF16);
+      model.init(5);
+      OffloadConfig ssd;
+      ssd.cache_experts = 4;
+      ExpertSlotCache slots(*be, model.layout(), model.param_ptrs(), model.params(), home, 3, ssd);
+      if (home == ExpertHome::Ssd) slots.release_arena_experts();
+      model.set_expert_access(&slots);
+      CHECK_MSG(logits(model, &slots) == want, c.label + (home == ExpertHome::Host ? " (host tier)" : " (SSD tier)"));
+    }
+  }
+}
+
 TEST(offloaded_experts_generate_the_resident_tokens) {
   auto be = make_backend("cpu", {2});
   for (const Case& c : cases()) {
@@ -461,14 +493,15 @@ TEST(c_api_generation_session_matches_the_generator) {
 namespace {
 
 // The greedy tokens of a session opened on dir with 2 expert slots at `home`; empty (failing) when refused.
-std::vector<int32_t> folder_tokens(const std::string& dir, int home, const std::vector<int32_t>& prompt, size_t n) {
+std::vector<int32_t> folder_tokens(const std::string& dir, int home, const std::vector<int32_t>& prompt, size_t n,
+                                   const char* config = R"({"train": {"threads": 2, "seed": 77}})") {
   moe_generate_options o{};
   o.struct_size = sizeof o;
   o.expert_home = home;
   o.expert_slots = 2;
   o.cache_experts = 4;
   char err[512] = {0};
-  moe_generation* g = moe_generation_open(dir.c_str(), R"({"train": {"threads": 2, "seed": 77}})", &o, err, sizeof err);
+  moe_generation* g = moe_generation_open(dir.c_str(), config, &o, err, sizeof err);
   CHECK_MSG(g != nullptr, err);
   if (!g) return {};
   const std::vector<int32_t> out = moe_test::session_tokens(g, prompt, n);
@@ -507,6 +540,11 @@ TEST(c_api_session_on_a_model_folder_generates_the_models_tokens) {
   for (const std::string& dir : {ours, hf})
     for (int home : homes)
       CHECK_MSG(folder_tokens(dir, home, prompt, expect.size()) == expect, dir + ", home " + std::to_string(home));
+  // In bf16 compute too, whatever the experts' home (the SSD tier's records then hold the linear weights in bf16).
+  const char* bf16 = R"({"train": {"threads": 2, "seed": 77, "compute_dtype": "bf16"}})";
+  const std::vector<int32_t> expect_bf16 = folder_tokens(hf, MOE_EXPERTS_RESIDENT, prompt, expect.size(), bf16);
+  for (int home : {MOE_EXPERTS_HOST, MOE_EXPERTS_SSD})
+    CHECK_MSG(folder_tokens(hf, home, prompt, expect.size(), bf16) == expect_bf16, "bf16, home " + std::to_string(home));
 
   auto be = make_backend("cpu", {2});
   const EngineConfig lora = parse_config_text(

@@ -9,11 +9,12 @@ process's resident memory with the session open. Each decode step reads every no
 router, LM head) and top-k experts per layer once: in fp32 compute their fp32 bytes, in bf16 compute
 (train.compute_dtype) the linear weights' bf16 and the rest fp32. Those bytes over the read bandwidth (a read-only
 sweep of 768 MiB, the fastest of the probes made before each session in this run) are the step's lower bound.
-Sessions: resident fp32; the experts in the SSD tier (a file behind a host cache of 4 x top-k experts and 2 x top-k
-slots), whose greedy tokens must be the resident ones; resident bf16, whose session keeps only its linear weights'
-laid-out bf16 form (about half the fp32 session's memory).
+Sessions: resident fp32; resident bf16, whose session keeps only its linear weights' laid-out bf16 form (about half
+the fp32 session's memory); the experts in the SSD tier (a file behind a host cache of 4 x top-k experts and 2 x
+top-k slots) in fp32 and in bf16 (whose records keep the linear weights in bf16: half the reads), whose greedy
+tokens must be the resident ones.
 Last line: BENCH generate decode_vs_bandwidth=R tokens_per_s=X start_s=S ssd_decode_vs_resident=R
-  bf16_decode_vs_fp32=R bf16_decode_vs_bandwidth=R bf16_memory_vs_fp32=R
+  bf16_decode_vs_fp32=R bf16_decode_vs_bandwidth=R bf16_memory_vs_fp32=R ssd_bf16_decode_vs_fp32=R
 """
 
 import argparse
@@ -96,11 +97,12 @@ def main():
     rows = {}
     # The SSD session last: its tier's file I/O can push the folder out of a small page cache, and the next start-up
     # would time the disk.
-    for experts, dtype in (("resident", "fp32"), ("resident", "bf16"), ("ssd", "fp32")):
+    sessions = ((("resident", "fp32"), "resident"), (("resident", "bf16"), "bf16"), (("ssd", "fp32"), "ssd"),
+                (("ssd", "bf16"), "ssd_bf16"))
+    for (experts, dtype), key in sessions:
         bw = max(bw, read_bandwidth(dev, a.threads))  # the machine's load drifts: probe before each session
-        rows[experts if dtype == "fp32" else dtype] = generate(cli, folder, 1 + a.tokens, experts, configs[dtype])
-    for (experts, dtype), key in ((("resident", "fp32"), "resident"), (("ssd", "fp32"), "ssd"),
-                                  (("resident", "bf16"), "bf16")):
+        rows[key] = generate(cli, folder, 1 + a.tokens, experts, configs[dtype])
+    for (experts, dtype), key in sessions:
         start, decode, _, mb = rows[key]
         bound = decode_bytes(m, 2 if dtype == "bf16" else 4) / bw
         print(f"{experts:<9} {dtype}  start {start:6.2f} s   decode {1000 * decode:8.1f} ms/token "
@@ -108,8 +110,8 @@ def main():
               f"   resident {mb / 1024:5.2f} GB")
     print(f"decode reads {decode_bytes(m) / 1e9:.2f} GB per token in fp32, {decode_bytes(m, 2) / 1e9:.2f} GB in bf16; "
           f"read bandwidth {bw / 1e9:.1f} GB/s (best probe); {a.threads} threads")
-    same = rows["resident"][2] == rows["ssd"][2]
-    print(f"SSD-tier greedy tokens equal the resident ones: {same}")
+    same = rows["resident"][2] == rows["ssd"][2] and rows["bf16"][2] == rows["ssd_bf16"][2]
+    print(f"SSD-tier greedy tokens equal the resident ones (fp32 and bf16): {same}")
     if not same:
         sys.exit("the SSD tier's tokens differ from the resident ones")
     start, decode, _, mb = rows["resident"]
@@ -117,7 +119,8 @@ def main():
     print(f"BENCH generate decode_vs_bandwidth={decode_bytes(m) / bw / decode:.2f} tokens_per_s={1 / decode:.1f} "
           f"start_s={start:.1f} ssd_decode_vs_resident={decode / rows['ssd'][1]:.2f} "
           f"bf16_decode_vs_fp32={decode / bf16_decode:.2f} "
-          f"bf16_decode_vs_bandwidth={decode_bytes(m, 2) / bw / bf16_decode:.2f} bf16_memory_vs_fp32={bf16_mb / mb:.2f}")
+          f"bf16_decode_vs_bandwidth={decode_bytes(m, 2) / bw / bf16_decode:.2f} bf16_memory_vs_fp32={bf16_mb / mb:.2f} "
+          f"ssd_bf16_decode_vs_fp32={rows['ssd'][1] / rows['ssd_bf16'][1]:.2f}")
 
 if __name__ == "__main__":
     main()

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "core/error.h"
 #include "offload/ssd_store.h"
 
 namespace moe {
 namespace {
+
+size_t padded16(size_t n) { return (n + 15) / 16 * 16; }  // each bf16 copy starts 32-byte aligned
 
 // An offloaded trainer's home as the slots' store: an acquire reads the expert's weights into one host buffer (the
 // slots acquire one expert at a time and release it before the next).
@@ -51,6 +54,19 @@ ExpertSlotCache::ExpertSlotCache(Backend& be, const ParamLayout& layout, const M
   }
   slots_.resize(std::min<size_t>(slots, std::max<size_t>(experts_.size(), 1)));
   for (Slot& s : slots_) s.w.reserve(be_, largest * sizeof(float));
+  // bf16 compute: the model binds its experts' bf16 pointers (to copies in its arena, which the slots stand in for).
+  if (!experts_.empty() && params.layers[experts_[0].layer].experts[experts_[0].expert].w_in_bf16) {
+    std::map<size_t, size_t> numel;
+    for (const ParamTensor& t : layout.tensors()) numel[t.offset] = t.numel;
+    size_t most = 0;
+    for (const ExpertRange& r : experts_) {
+      const FfnParams& f = params.layers[r.layer].experts[r.expert];
+      const size_t in = numel.at(static_cast<size_t>(f.w_in - arena)), out = numel.at(static_cast<size_t>(f.w_out - arena));
+      linear_floats_.push_back({in, out});
+      most = std::max(most, padded16(in) + out);
+    }
+    for (Slot& s : slots_) s.w16.reserve(be_, most * sizeof(uint16_t));
+  }
   if (home_ == ExpertHome::Apart) return;  // the other constructor sets the store
   if (home_ == ExpertHome::Host) {
     std::vector<size_t> begins;
@@ -114,6 +130,13 @@ FfnParams ExpertSlotCache::weights(int layer, int e) {
     const ExpertState state = store_->acquire(i, kWeights);
     be_.copy(slots_[s].w.f(), state.w, floats * sizeof(float));
     store_->release(i, kWeights, 0, 0);
+    if (!linear_floats_.empty()) {
+      const FfnParams& f = params_.layers[layer].experts[e];
+      const float* base = arena_ + experts_[i].begin;
+      const auto [in, out] = linear_floats_[i];
+      be_.to_bf16(slots_[s].w16.u16(), slots_[s].w.f() + (f.w_in - base), static_cast<int64_t>(in));
+      be_.to_bf16(slots_[s].w16.u16() + padded16(in), slots_[s].w.f() + (f.w_out - base), static_cast<int64_t>(out));
+    }
     stats_.bytes_uploaded += static_cast<int64_t>(floats * sizeof(float));
     slots_[s].holds = i;
     where_[i] = s;
@@ -128,6 +151,10 @@ FfnParams ExpertSlotCache::weights(int layer, int e) {
   r.b_in = move(f.b_in);
   r.w_out = move(f.w_out);
   r.b_out = move(f.b_out);
+  if (!linear_floats_.empty()) {
+    r.w_in_bf16 = slots_[s].w16.u16();
+    r.w_out_bf16 = slots_[s].w16.u16() + padded16(linear_floats_[i].first);
+  }
   // A fine-tune's adapters sit inside the expert's range and came along with it.
   auto move_lora = [&](const LoraParams& l) { return LoraParams{move(l.A), move(l.B), l.r, l.scale}; };
   r.lora_in[0] = move_lora(f.lora_in[0]);

@@ -3,7 +3,9 @@
 // from the arenas (ExpertStateHome, read an expert's weights at a time) — and compute only from one of `slots`
 // device slots. The slots are a cache of the most recently used experts (LRU), so an expert a token chose again
 // costs no copy; a miss copies the expert's weights from its home into the least recently used slot. This is the
-// inference half of expert offload: no gradients, no optimizer state, no step protocol.
+// inference half of expert offload: no gradients, no optimizer state, no step protocol. A model in bf16 compute
+// (its experts' *_bf16 pointers set) gets each slot's linear weights as a bf16 copy made when the slot is filled,
+// so its experts compute as the resident ones do.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -59,6 +61,7 @@ class ExpertSlotCache final : public ExpertAccess {
  private:
   struct Slot {
     DeviceBuffer w;
+    DeviceBuffer w16;  // bf16 compute: the linear weights' bf16 copy, w_in's then w_out's
     int holds = -1;  // expert id whose weights it holds
     uint64_t last_use = 0;
   };
@@ -69,6 +72,8 @@ class ExpertSlotCache final : public ExpertAccess {
   float* arena_;
   ExpertHome home_;
   std::vector<ExpertRange> experts_;
+  // bf16 compute: each expert's in- and out-projection sizes (floats); empty in fp32 compute.
+  std::vector<std::pair<size_t, size_t>> linear_floats_;
   std::vector<int> layer_base_;  // model layer -> first expert id, -1 for dense layers
   std::vector<int> where_;       // expert id -> slot, -1 when only at home
   std::vector<Slot> slots_;

@@ -195,9 +195,16 @@ void Model::zero_dense_grads() {
   be_.zero(grads_.f() + from, (trainable_.grad_total() - from) * sizeof(float));
 }
 
-void Model::refresh_for_answering() {
-  // The embedding table is read in fp32 by the lookup even where the head shares it.
+std::vector<bool> Model::bf16_only_tensors() const {
+  std::vector<bool> only = bf16_copied_;
   const float* fp32_read = p_.wte;
+  for (size_t i = 0; i < only.size(); ++i)
+    if (params_.f() + layout_.tensors()[i].offset == fp32_read) only[i] = false;
+  return only;
+}
+
+void Model::refresh_for_answering() {
+  const std::vector<bool> only = bf16_only_tensors();
   for (size_t i = 0; i < layout_.tensors().size(); ++i) {
     if (!bf16_planned_[i]) continue;
     const ParamTensor& t = layout_.tensors()[i];
@@ -212,7 +219,7 @@ void Model::refresh_for_answering() {
       be_.to_bf16(copy, weight, static_cast<int64_t>(padded));
       if (linear) be_.prepare_bf16_weight(copy, I, O, false);
     }
-    if (weight != fp32_read) be_.discard(weight, padded * sizeof(float));
+    if (only[i]) be_.discard(weight, padded * sizeof(float));
   }
   bf16_stale_ = bf16_trained_stale_ = false;
   weights_handed_back_ = true;

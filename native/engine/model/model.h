@@ -65,6 +65,9 @@ class Model {
   // The bytes of the arena's bf16 weight copies (0 in fp32 compute), with or without the routed experts'.
   size_t bf16_copy_bytes(bool experts) const;
   bool bf16_experts_apart() const { return experts_apart_; }
+  // [tensor index]: whether bf16 compute reads the tensor only through a bf16 copy (every linear weight; the
+  // embedding table, read in fp32 by the lookup, even where the head shares it, is not). Empty in fp32 compute.
+  std::vector<bool> bf16_only_tensors() const;
   // A model that only answers (a generation session's own), set before its first forward: no tensor changes after
   // its load. In bf16 compute the first refresh goes tensor by tensor: each linear weight is laid out by the
   // backend for the forward's product straight from its fp32 values (Backend::lay_out_bf16_weight; else its copy

@@ -1,21 +1,44 @@
 #include "offload/ssd_weights_home.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "offload/ssd_store.h"
 
 namespace moe {
 
 SsdWeightsHome::SsdWeightsHome(Backend& be, const ParamLayout& layout, uint64_t seed, const std::string& dir,
-                               int cache_experts)
+                               int cache_experts, const std::vector<bool>& in_bf16)
     : layout_(layout),
       seed_(seed),
       written_(layout.expert_ranges().size(), false),
       host_("host", be, MemKind::PinnedHost, 0),
       ssd_("ssd", be, MemKind::PageableHost, 0) {
   std::vector<ExpertSizes> sizes;
-  for (const ExpertRange& r : layout.expert_ranges()) sizes.push_back({r.end - r.begin, 0, 0});
+  const bool compact = std::find(in_bf16.begin(), in_bf16.end(), true) != in_bf16.end();
+  if (compact) parts_.resize(layout.expert_ranges().size());
+  const std::vector<ParamTensor>& tensors = layout.tensors();
+  size_t t = 0;
+  for (size_t k = 0; k < layout.expert_ranges().size(); ++k) {
+    const ExpertRange& r = layout.expert_ranges()[k];
+    if (!compact) {
+      sizes.push_back({r.end - r.begin, 0, 0});
+      continue;
+    }
+    // Each tensor spans up to the next one's offset (its padding included), bf16 ones at half the floats.
+    while (t < tensors.size() && tensors[t].offset < r.begin) ++t;
+    size_t record = 0;
+    for (; t < tensors.size() && tensors[t].offset < r.end; ++t) {
+      const size_t next = t + 1 < tensors.size() ? std::min(tensors[t + 1].offset, r.end) : r.end;
+      const bool half = t < in_bf16.size() && in_bf16[t];
+      const size_t floats = next - tensors[t].offset;
+      parts_[k].push_back({tensors[t].offset - r.begin, floats, record, half});
+      record += half ? (floats + 1) / 2 : floats;
+    }
+    sizes.push_back({record, 0, 0});
+  }
   OffloadConfig cfg;
   cfg.cache_experts = cache_experts;
   store_ = std::make_unique<SsdExpertStore>(dir.empty() ? SsdExpertStore::fresh_dir("moe-weights") : dir, sizes,
@@ -32,7 +55,18 @@ void SsdWeightsHome::read_expert(int k, ExpertPart part, float* dst) {
     return;
   }
   const ExpertState s = store_->acquire(k, kWeights);
-  std::memcpy(dst, s.w, (r.end - r.begin) * sizeof(float));
+  if (parts_.empty()) {
+    std::memcpy(dst, s.w, (r.end - r.begin) * sizeof(float));
+  } else {
+    for (const Part& p : parts_[k]) {
+      if (!p.bf16) {
+        std::memcpy(dst + p.at, s.w + p.record_at, p.floats * sizeof(float));
+        continue;
+      }
+      const uint16_t* half = reinterpret_cast<const uint16_t*>(s.w + p.record_at);
+      for (size_t i = 0; i < p.floats; ++i) dst[p.at + i] = bf16_to_f32(half[i]);
+    }
+  }
   store_->release(k, kWeights, 0, 0);
 }
 
@@ -40,7 +74,19 @@ void SsdWeightsHome::write_expert(int k, ExpertPart part, const float* src) {
   check(part == kWeights, "experts: a model without a trainer keeps its experts' weights alone");
   const ExpertRange& r = layout_.expert_ranges()[k];
   const ExpertState s = store_->acquire(k, 0, kWeights);
-  std::memcpy(s.w, src, (r.end - r.begin) * sizeof(float));
+  if (parts_.empty()) {
+    std::memcpy(s.w, src, (r.end - r.begin) * sizeof(float));
+  } else {
+    for (const Part& p : parts_[k]) {
+      if (!p.bf16) {
+        std::memcpy(s.w + p.record_at, src + p.at, p.floats * sizeof(float));
+        continue;
+      }
+      uint16_t* half = reinterpret_cast<uint16_t*>(s.w + p.record_at);
+      for (size_t i = 0; i < p.floats; ++i) half[i] = f32_to_bf16(src[p.at + i]);
+      if (p.floats % 2) half[p.floats] = 0;
+    }
+  }
   store_->release(k, kWeights, kWeights, 0);
   written_[k] = true;
 }

@@ -20,7 +20,11 @@ class SsdWeightsHome final : public ExpertStateHome {
   // dir: where the file goes (empty: a fresh directory under the system's temporary directory); it is removed
   // with this. cache_experts: the host cache's entries (at least 4). seed: the initial values of an expert no load
   // writes (a PEFT adapter's folder leaves the base to them), which a read computes instead of the file's zeros.
-  SsdWeightsHome(Backend& be, const ParamLayout& layout, uint64_t seed, const std::string& dir, int cache_experts);
+  // in_bf16 (may be empty): the layout's tensors that are only ever computed on in bf16 (a model answering in bf16
+  // compute): the records keep them as bf16, so every read and the cache move half their bytes, and a read gives
+  // back their values rounded to bf16 (which is all such a reader computes with: the same bits).
+  SsdWeightsHome(Backend& be, const ParamLayout& layout, uint64_t seed, const std::string& dir, int cache_experts,
+                 const std::vector<bool>& in_bf16 = {});
   ~SsdWeightsHome() override;
 
   // kWeights only: there is no gradient or optimizer state here.
@@ -28,7 +32,13 @@ class SsdWeightsHome final : public ExpertStateHome {
   void write_expert(int k, ExpertPart part, const float* src) override;
 
  private:
+  // One tensor's place in an expert's range and in its record (floats from the start of each).
+  struct Part {
+    size_t at, floats, record_at;
+    bool bf16;
+  };
   const ParamLayout& layout_;
+  std::vector<std::vector<Part>> parts_;  // [expert]: in_bf16 given; else empty (the record is the range)
   uint64_t seed_;
   std::vector<bool> written_;
   MemoryTier host_, ssd_;
