@@ -88,4 +88,21 @@ describe('Try it view', () => {
     expect(await only.getByTestId('answer-text').getAttribute('data-text')).toBe(baseText)
     expect(browser.problems).toEqual([])
   })
+
+  it('answers in bf16 precision the same with its experts resident or in the SSD tier', async () => {
+    const answer = async (experts: string) => {
+      await openApp(page, wb, `#/try?dir=${encodeURIComponent(baseDir)}`)
+      await waitForTestId(page, 'try-form')
+      await page.getByTestId('try-prompt').fill('def main():')
+      await page.getByTestId('try-max-tokens').fill('12')
+      await page.getByTestId('try-experts').selectOption(experts)
+      await page.getByTestId('try-precision').selectOption('bf16')
+      await page.getByTestId('try-ask').click()
+      return (await answerOf(0)).getByTestId('answer-text').getAttribute('data-text')
+    }
+    const resident = await answer('resident')
+    expect(resident).toBeTruthy()
+    expect(await answer('ssd')).toBe(resident)
+    expect(browser.problems).toEqual([])
+  })
 })
