@@ -211,6 +211,28 @@ TEST(an_answering_bf16_model_gives_the_bf16_logits_and_keeps_no_weight_copies) {
     }
     CHECK_MSG(error.find("cannot be written") != std::string::npos, c.label + ": a write was not refused: " + error);
   }
+  // A LoRA fine-tune answering in bf16: the base laid out, the adapters (fp32) kept.
+  for (const auto& [family, model_json] : finetune_test::families()) {
+    const EngineConfig cfg = parse_config_text(
+        finetune_test::config(model_json, R"({"method": "lora", "lora": {"rank": 4, "alpha": 8, "targets": ["attention", "experts"]}})"),
+        "test");
+    auto make = [&] {
+      auto m = std::make_unique<Model>(cfg.model, *be, ComputeDtype::BF16, cfg.finetune);
+      m->init(5);
+      float* p = m->params();
+      for (const ParamTensor& t : m->layout().tensors())
+        if (t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".lora_B") == 0)
+          for (size_t i = 0; i < t.numel; ++i) p[t.offset + i] = 0.2f * (random_uniform(17, t.offset, i) - 0.5f);
+      return m;
+    };
+    auto reference = make(), answering = make();
+    answering->set_inference_only();
+    const std::vector<int32_t> prompt = random_tokens(5, cfg.model.vocab_size, 3);
+    std::vector<float> want, got;
+    Generator(*reference).feed(prompt.data(), (int)prompt.size(), &want);
+    Generator(*answering).feed(prompt.data(), (int)prompt.size(), &got);
+    CHECK_MSG(want == got, family + " LoRA: the answering model's logits differ from the bf16 model's");
+  }
 }
 
 // In bf16 compute the slots hand out bf16 copies of their experts' linear weights, so offloaded experts compute as

@@ -61,7 +61,8 @@ ExpertSlotCache::ExpertSlotCache(Backend& be, const ParamLayout& layout, const M
     size_t most = 0;
     for (const ExpertRange& r : experts_) {
       const FfnParams& f = params.layers[r.layer].experts[r.expert];
-      const size_t in = numel.at(static_cast<size_t>(f.w_in - arena)), out = numel.at(static_cast<size_t>(f.w_out - arena));
+      const size_t in = numel.at(static_cast<size_t>(f.w_in - arena));
+      const size_t out = numel.at(static_cast<size_t>(f.w_out - arena));
       linear_floats_.push_back({in, out});
       most = std::max(most, padded16(in) + out);
     }

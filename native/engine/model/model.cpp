@@ -130,8 +130,8 @@ void Model::plan_bf16_copies() {
       kept_linears_.push_back({t.offset, static_cast<int>(t.shape[1]), static_cast<int>(t.shape[0])});
   }
   // Frozen weights (a LoRA or ESFT run's base, or every weight of a model that only answers) are read by every step
-  // and never change: the backend may keep them in its own layout, made once. Trained ones change every step and are read about once in between, where
-  // keeping a second layout only adds its memory and the traffic of writing it.
+  // and never change: the backend may keep them in its own layout, made once. Trained ones change every step and
+  // are read about once in between, where keeping a second layout only adds its memory and the traffic of writing it.
   for (auto [offset, count] : frozen) params_bf16_.keep(offset, count);
   bf16_stale_ = true;
 }
@@ -156,8 +156,7 @@ void Model::refresh_bf16_weights() {
   // The frozen weights changed (a load or an init): laid out now, all at once, rather than at each one's first
   // use, which for a sparse MoE's experts would stall the steps that first route to them, over many steps.
   if (all)
-    for (const KeptLinear& k : kept_linears_)
-      be_.prepare_bf16_weight(params_bf16_.u16() + k.offset, k.I, k.O, !inference_only_);
+    for (const KeptLinear& k : kept_linears_) be_.prepare_bf16_weight(params_bf16_.u16() + k.offset, k.I, k.O, true);
   bf16_stale_ = bf16_trained_stale_ = false;
 }
 
