@@ -37,6 +37,8 @@ ExpertSlotCache::ExpertSlotCache(Backend& be, const ParamLayout& layout, const M
   size_t largest = 0;
   for (const ExpertRange& r : experts_) largest = std::max(largest, r.end - r.begin);
   store_ = std::make_unique<HomeStore>(source, largest);
+  // Slots in host memory take a miss straight from the home, without the store's buffer in between.
+  if (be.device_memory_is_host()) source_ = &source;
 }
 
 ExpertSlotCache::ExpertSlotCache(Backend& be, const ParamLayout& layout, const ModelParams& params, float* arena,
@@ -128,9 +130,13 @@ FfnParams ExpertSlotCache::weights(int layer, int e) {
       if (slots_[j].last_use < slots_[s].last_use) s = j;
     if (slots_[s].holds >= 0) where_[slots_[s].holds] = -1;
     const size_t floats = experts_[i].end - experts_[i].begin;
-    const ExpertState state = store_->acquire(i, kWeights);
-    be_.copy(slots_[s].w.f(), state.w, floats * sizeof(float));
-    store_->release(i, kWeights, 0, 0);
+    if (source_) {
+      source_->read_expert(i, kWeights, slots_[s].w.f());
+    } else {
+      const ExpertState state = store_->acquire(i, kWeights);
+      be_.copy(slots_[s].w.f(), state.w, floats * sizeof(float));
+      store_->release(i, kWeights, 0, 0);
+    }
     if (!linear_floats_.empty()) {
       const FfnParams& f = params_.layers[layer].experts[e];
       const float* base = arena_ + experts_[i].begin;

@@ -80,6 +80,7 @@ class ExpertSlotCache final : public ExpertAccess {
   uint64_t clock_ = 0;
   std::unique_ptr<MemoryTier> host_tier_, ssd_tier_;
   std::unique_ptr<ExpertStore> store_;
+  ExpertStateHome* source_ = nullptr;  // a home apart that a miss reads into the slot directly
   ExpertSlotStats stats_;
 };
 
