@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "backend/registry.h"
@@ -104,6 +105,17 @@ std::vector<Case> cases() {
   longer.max_seq_len = 80;
   out.push_back({"gpt-oss, 80 positions", parse_model_config(model_config_to_json(longer))});
   return out;
+}
+
+// A LoRA fine-tune's model drawn from seed 5, its adapters given non-zero B so that they change the logits.
+std::unique_ptr<Model> lora_model(const EngineConfig& cfg, Backend& be, ComputeDtype dtype) {
+  auto m = std::make_unique<Model>(cfg.model, be, dtype, cfg.finetune);
+  m->init(5);
+  float* p = m->params();
+  for (const ParamTensor& t : m->layout().tensors())
+    if (t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".lora_B") == 0)
+      for (size_t i = 0; i < t.numel; ++i) p[t.offset + i] = 0.2f * (random_uniform(17, t.offset, i) - 0.5f);
+  return m;
 }
 
 std::vector<int32_t> random_tokens(int n, int V, uint64_t seed) {
@@ -216,16 +228,7 @@ TEST(an_answering_bf16_model_gives_the_bf16_logits_and_keeps_no_weight_copies) {
     const EngineConfig cfg = parse_config_text(
         finetune_test::config(model_json, R"({"method": "lora", "lora": {"rank": 4, "alpha": 8, "targets": ["attention", "experts"]}})"),
         "test");
-    auto make = [&] {
-      auto m = std::make_unique<Model>(cfg.model, *be, ComputeDtype::BF16, cfg.finetune);
-      m->init(5);
-      float* p = m->params();
-      for (const ParamTensor& t : m->layout().tensors())
-        if (t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".lora_B") == 0)
-          for (size_t i = 0; i < t.numel; ++i) p[t.offset + i] = 0.2f * (random_uniform(17, t.offset, i) - 0.5f);
-      return m;
-    };
-    auto reference = make(), answering = make();
+    auto reference = lora_model(cfg, *be, ComputeDtype::BF16), answering = lora_model(cfg, *be, ComputeDtype::BF16);
     answering->set_inference_only();
     const std::vector<int32_t> prompt = random_tokens(5, cfg.model.vocab_size, 3);
     std::vector<float> want, got;
@@ -309,15 +312,7 @@ TEST(lora_fine_tunes_generate_with_their_adapters) {
     const EngineConfig cfg = parse_config_text(
         finetune_test::config(model_json, R"({"method": "lora", "lora": {"rank": 4, "alpha": 8, "targets": )" + targets + "}}"),
         "test");
-    auto make = [&] {
-      auto m = std::make_unique<Model>(cfg.model, *be, ComputeDtype::F32, cfg.finetune);
-      m->init(5);
-      float* p = m->params();
-      for (const ParamTensor& t : m->layout().tensors())
-        if (t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".lora_B") == 0)
-          for (size_t i = 0; i < t.numel; ++i) p[t.offset + i] = 0.2f * (random_uniform(17, t.offset, i) - 0.5f);
-      return m;
-    };
+    auto make = [&] { return lora_model(cfg, *be, ComputeDtype::F32); };
     auto base_model = std::make_unique<Model>(cfg.model, *be);
     base_model->init(5);
     auto model = make();
@@ -573,12 +568,8 @@ TEST(c_api_session_on_a_model_folder_generates_the_models_tokens) {
       finetune_test::config(finetune_test::families()[3].second,
                             R"({"method": "lora", "lora": {"rank": 4, "alpha": 8, "targets": ["attention", "experts"]}})"),
       "test");
-  Model model(lora.model, *be, ComputeDtype::F32, lora.finetune);
-  model.init(5);
-  float* p = model.params();
-  for (const ParamTensor& t : model.layout().tensors())
-    if (t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".lora_B") == 0)
-      for (size_t i = 0; i < t.numel; ++i) p[t.offset + i] = 0.2f * (random_uniform(17, t.offset, i) - 0.5f);
+  const std::unique_ptr<Model> tuned_model = lora_model(lora, *be, ComputeDtype::F32);
+  Model& model = *tuned_model;
   const std::string tuned = moe_test::tmp_path("folder_lora");
   save_checkpoint(tuned, lora, model, nullptr, nullptr);
   GenerateOptions opt;
