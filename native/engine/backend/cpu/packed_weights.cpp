@@ -90,13 +90,15 @@ const uint32_t* PackedBf16Weights::get(ThreadPool& tp, const uint16_t* w, int I,
   const Addr begin = address(w), end = address(w + int64_t{I} * O);
   auto region = regions_.upper_bound(begin);
   if (region == regions_.begin() || std::prev(region)->second < end) return nullptr;  // not inside a kept region
-  const auto found = entries_.find({begin, forward});
-  if ((found == entries_.end() || !found->second.fresh || found->second.I != I || found->second.O != O) &&
-      sealed(begin, end))
+  Entry& e = entries_[{begin, forward}];
+  const bool ready = e.words && e.fresh && e.I == I && e.O == O;
+  if (ready) return e.words;
+  if (sealed(begin, end)) {
+    if (!e.words) entries_.erase({begin, forward});
     fail("bf16 weights: the weight [" + std::to_string(O) + " x " + std::to_string(I) + "] was read " +
          (forward ? "by the forward" : "by a backward") + " in a form not laid out before its copy was handed back "
          "(a model that only answers lays each weight out once, for the forward, as the shape it is)");
-  Entry& e = entries_[{begin, forward}];
+  }
   if (e.words && (e.I != I || e.O != O)) {  // the same bytes read as another shape: a new weight
     bytes_ -= packed_bytes(e.I, e.O, forward);
     slabs_.free(e.words);
