@@ -57,6 +57,8 @@ struct FolderModel {
   std::unique_ptr<moe::Model> model;
   std::unique_ptr<moe::SsdWeightsHome> experts;
   std::string base;  // a PEFT adapter's folder: the base model folder it was loaded on; else empty
+  // What load_folder_weights reads: the folder, and the folder whose weights it reads (dir, or an adapter's base).
+  std::string dir, weights;
 };
 // Whether dir is a PEFT adapter's folder to load on a base model (base_dir, empty: the one it names).
 bool adapter_on_base(const std::string& dir, const std::string& base_dir);
@@ -65,5 +67,11 @@ bool adapter_on_base(const std::string& dir, const std::string& base_dir);
 // their linear weights in bf16.
 FolderModel load_folder_model(const std::string& dir, const char* config_json, const std::string* ssd_dir,
                               int cache_experts, const std::string& base_dir = "", bool answering = false);
+// load_folder_model in two halves: the model (and its SSD home) with no weight read yet, then its weights. A
+// generation session sets up its model in between (its expert slots, answering only), so that in bf16 compute each
+// weight is laid out as the load reads it.
+FolderModel open_folder_model(const std::string& dir, const char* config_json, const std::string* ssd_dir,
+                              int cache_experts, const std::string& base_dir, bool answering);
+void load_folder_weights(FolderModel& f);
 
 }  // namespace moe_capi

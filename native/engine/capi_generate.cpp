@@ -103,7 +103,7 @@ moe_generation* moe_generation_open(const char* model_dir, const char* config_js
     auto g = std::make_unique<moe_generation>();
     // Under the SSD home the load writes each expert into the tier's file, and the slots read them back from there.
     const std::string ssd_dir = o.ssd_dir ? o.ssd_dir : "";
-    g->folder = moe_capi::load_folder_model(model_dir, config_json,
+    g->folder = moe_capi::open_folder_model(model_dir, config_json,
                                             o.expert_home == MOE_EXPERTS_SSD ? &ssd_dir : nullptr, o.cache_experts,
                                             o.base_dir ? o.base_dir : "", true);
     g->model = g->folder.model.get();
@@ -116,7 +116,9 @@ moe_generation* moe_generation_open(const char* model_dir, const char* config_js
     // The session's own model: its experts are served by the slots, so bf16 compute keeps no copies of them (the
     // SSD home's arena ranges are never touched).
     if (g->slots) model.set_expert_access(g->slots.get());
+    // Set before the weights are read: in bf16 compute each is laid out as it arrives (Model::weights_loaded).
     model.set_inference_only();
+    moe_capi::load_folder_weights(g->folder);
     start(*g, o);
     return g.release();
   } catch (const std::exception& e) {

@@ -2,7 +2,8 @@
 // (its LoRA targets and the base modules it saves whole), a generation session on the folder gives the tuned
 // model's tokens with its experts resident, in the host tier or in the SSD tier (the base found through the
 // adapter's base_model_name_or_path, or given), the adapter merges into a whole Hugging Face export that generates
-// the same, and an adapter without a usable base, or on another model, is refused by name.
+// the same, in bf16 compute too (the base laid out as it loads, the adapter read after it), and an adapter without
+// a usable base, or on another model, is refused by name.
 #include <algorithm>
 #include <cstddef>
 #include <memory>
@@ -37,7 +38,8 @@ std::vector<Case> cases() {
   const std::string shared = R"("shared_expert_d_ff": 16)";
   deepseek.replace(deepseek.find(shared), shared.size(), R"("shared_expert_d_ff": 48)");
   return {{"deepseek", deepseek,
-           R"({"method": "lora", "lora": {"rank": 4, "alpha": 8, "targets": ["attention", "experts", "shared_experts"]}})",
+           R"({"method": "lora", "train": ["lm_head"],
+               "lora": {"rank": 4, "alpha": 8, "targets": ["attention", "experts", "shared_experts"]}})",
            "deepseek_v3"},
           // The router trains whole beside the adapters: PEFT saves it under modules_to_save.
           {"qwen3", f[5].second,
@@ -52,8 +54,9 @@ std::vector<int32_t> prompt_tokens(int V) {
 }
 
 // The model of cfg from seed 5; tuned: its adapters' B and the trained base tensors moved off their start values.
-std::unique_ptr<Model> make_model(Backend& be, const EngineConfig& cfg, bool tuned) {
-  auto m = std::make_unique<Model>(cfg.model, be, ComputeDtype::F32, cfg.finetune);
+std::unique_ptr<Model> make_model(Backend& be, const EngineConfig& cfg, bool tuned,
+                                  ComputeDtype dtype = ComputeDtype::F32) {
+  auto m = std::make_unique<Model>(cfg.model, be, dtype, cfg.finetune);
   m->init(5);
   if (!tuned) return m;
   float* p = m->params();
@@ -69,7 +72,8 @@ std::unique_ptr<Model> make_model(Backend& be, const EngineConfig& cfg, bool tun
 
 // Greedy tokens of a session on dir (base_dir may be empty); empty with the reason in *why when refused.
 std::vector<int32_t> folder_tokens(const std::string& dir, const std::string& base_dir, int home,
-                                   const std::vector<int32_t>& prompt, size_t n, std::string* why = nullptr) {
+                                   const std::vector<int32_t>& prompt, size_t n, std::string* why = nullptr,
+                                   const std::string& dtype = "fp32") {
   moe_generate_options o{};
   o.struct_size = sizeof o;
   o.expert_home = home;
@@ -77,7 +81,8 @@ std::vector<int32_t> folder_tokens(const std::string& dir, const std::string& ba
   o.cache_experts = 4;
   o.base_dir = base_dir.empty() ? nullptr : base_dir.c_str();
   char err[1024] = {0};
-  moe_generation* g = moe_generation_open(dir.c_str(), R"({"train": {"threads": 2, "seed": 77}})", &o, err, sizeof err);
+  const std::string config = R"({"train": {"threads": 2, "seed": 77, "compute_dtype": ")" + dtype + R"("}})";
+  moe_generation* g = moe_generation_open(dir.c_str(), config.c_str(), &o, err, sizeof err);
   if (!g) {
     if (why) *why = err;
     else CHECK_MSG(false, err);
@@ -140,6 +145,13 @@ TEST(an_adapter_folder_on_its_base_generates_the_tuned_models_tokens_and_merges)
                 c.label + ": base from adapter_config.json, home " + std::to_string(home));
     CHECK_MSG(folder_tokens(adapter, base, MOE_EXPERTS_RESIDENT, prompt, expect.size()) == expect,
               c.label + ": base given");
+    // In bf16 compute, where the base is laid out as it loads and the adapter's tensors read after it.
+    std::vector<int32_t> expect_bf16;
+    for (const GeneratedToken& t : Generator(*make_model(*be, cfg, true, ComputeDtype::BF16)).generate(prompt, opt))
+      expect_bf16.push_back(t.token);
+    for (int home : homes)
+      CHECK_MSG(folder_tokens(adapter, "", home, prompt, expect.size(), nullptr, "bf16") == expect_bf16,
+                c.label + ": bf16, home " + std::to_string(home));
 
     // Merged into a whole model (its experts through an SSD-tier file beside the output), which answers alike.
     const std::string err = export_error(adapter, merged, c.model_type, "");

@@ -5,7 +5,8 @@ The folder: the olmoe-1b-7b preset's shape with --layers layers (d_model 2048, 6
 vocabulary 50304) and random weights, written by the engine as a Hugging Face olmoe folder in bf16, as a download
 would be. `moe-engine generate` answers a prompt of 8 tokens with 1 + --tokens tokens and reports its wall times
 (the session's opening, i.e. the folder's load, and prefill: the start-up here; the mean decode step) and the
-process's resident memory with the session open. Each decode step reads every non-expert weight (attention, norms,
+process's resident memory with the session open and its peak (the load's, where a bf16 session lays each weight
+out as it reads it). Each decode step reads every non-expert weight (attention, norms,
 router, LM head) and top-k experts per layer once: in fp32 compute their fp32 bytes, in bf16 compute
 (train.compute_dtype) the linear weights' bf16 and the rest fp32. Those bytes over the read bandwidth (a read-only
 sweep of 768 MiB, the fastest of the probes made before each session in this run) are the step's lower bound.
@@ -14,7 +15,8 @@ the fp32 session's memory); the experts in the SSD tier (a file behind a host ca
 top-k slots) in fp32 and in bf16 (whose records keep the linear weights in bf16: half the reads), whose greedy
 tokens must be the resident ones.
 Last line: BENCH generate decode_vs_bandwidth=R tokens_per_s=X start_s=S ssd_decode_vs_resident=R
-  bf16_decode_vs_fp32=R bf16_decode_vs_bandwidth=R bf16_memory_vs_fp32=R ssd_bf16_decode_vs_fp32=R
+  bf16_decode_vs_fp32=R bf16_decode_vs_bandwidth=R bf16_memory_vs_fp32=R bf16_peak_vs_fp32=R
+  ssd_bf16_decode_vs_fp32=R
 """
 
 import argparse
@@ -62,12 +64,13 @@ def read_bandwidth(dev_cli, threads):
 
 
 def generate(cli, folder, tokens, experts, config):
-    """(start-up s, decode s per token, tokens, resident MB with the session open) of one session."""
+    """(start-up s, decode s per token, tokens, resident MB with the session open, the process's peak MB) of one
+    session."""
     out = json.loads(subprocess.run([cli, "generate", "--model", folder, "--tokens", PROMPT, "--max-tokens",
                                      str(tokens), "--experts", experts, "--config", config], check=True,
                                     capture_output=True, text=True).stdout)
     return ((out["open_ms"] + out["prefill_ms"]) / 1000, out["decode_ms_per_token"] / 1000, out["tokens"],
-            out.get("resident_mb", float("nan")))
+            out.get("resident_mb", float("nan")), out.get("peak_resident_mb", float("nan")))
 
 
 def main():
@@ -103,23 +106,24 @@ def main():
         bw = max(bw, read_bandwidth(dev, a.threads))  # the machine's load drifts: probe before each session
         rows[key] = generate(cli, folder, 1 + a.tokens, experts, configs[dtype])
     for (experts, dtype), key in sessions:
-        start, decode, _, mb = rows[key]
+        start, decode, _, mb, peak = rows[key]
         bound = decode_bytes(m, 2 if dtype == "bf16" else 4) / bw
         print(f"{experts:<9} {dtype}  start {start:6.2f} s   decode {1000 * decode:8.1f} ms/token "
               f"({1 / decode:6.1f} tokens/s)   bound {1000 * bound:6.1f} ms/token   bound / decode {bound / decode:.2f}"
-              f"   resident {mb / 1024:5.2f} GB")
+              f"   resident {mb / 1024:5.2f} GB (peak {peak / 1024:5.2f})")
     print(f"decode reads {decode_bytes(m) / 1e9:.2f} GB per token in fp32, {decode_bytes(m, 2) / 1e9:.2f} GB in bf16; "
           f"read bandwidth {bw / 1e9:.1f} GB/s (best probe); {a.threads} threads")
     same = rows["resident"][2] == rows["ssd"][2] and rows["bf16"][2] == rows["ssd_bf16"][2]
     print(f"SSD-tier greedy tokens equal the resident ones (fp32 and bf16): {same}")
     if not same:
         sys.exit("the SSD tier's tokens differ from the resident ones")
-    start, decode, _, mb = rows["resident"]
-    bf16_decode, bf16_mb = rows["bf16"][1], rows["bf16"][3]
+    start, decode, _, mb, peak = rows["resident"]
+    bf16_decode, bf16_mb, bf16_peak = rows["bf16"][1], rows["bf16"][3], rows["bf16"][4]
     print(f"BENCH generate decode_vs_bandwidth={decode_bytes(m) / bw / decode:.2f} tokens_per_s={1 / decode:.1f} "
           f"start_s={start:.1f} ssd_decode_vs_resident={decode / rows['ssd'][1]:.2f} "
           f"bf16_decode_vs_fp32={decode / bf16_decode:.2f} "
           f"bf16_decode_vs_bandwidth={decode_bytes(m, 2) / bw / bf16_decode:.2f} bf16_memory_vs_fp32={bf16_mb / mb:.2f} "
+          f"bf16_peak_vs_fp32={bf16_peak / peak:.2f} "
           f"ssd_bf16_decode_vs_fp32={rows['ssd'][1] / rows['ssd_bf16'][1]:.2f}")
 
 if __name__ == "__main__":

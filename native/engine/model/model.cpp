@@ -105,7 +105,8 @@ void Model::bind_bf16_weights() {
 // bf16 copy from its own fp32 weights where it computes, so the arena's expert ranges are left out (and their
 // pages never touched).
 void Model::plan_bf16_copies() {
-  check(!weights_handed_back_, "model: a generation session's model cannot change where its experts are computed");
+  check(!weights_handed_back_ && answered_count_ == 0,
+        "model: a generation session's model cannot change where its experts are computed once weights are laid out");
   params_bf16_.forget_kept();
   bf16_ranges_.clear();
   bf16_trained_ranges_.clear();
@@ -172,6 +173,7 @@ void Model::init(uint64_t seed, bool experts) {
 
 void Model::init_range(uint64_t seed, size_t begin, size_t end) {
   if (end <= begin) return;
+  check(answered_count_ == 0, "model: an answering model's weights cannot be drawn once some are laid out");
   float* dst = params_.f() + begin;
   if (be_.device_memory_is_host()) {
     init_params(layout_, dst, begin, end, seed, be_.threads());
@@ -202,26 +204,42 @@ std::vector<bool> Model::bf16_only_tensors() const {
   return only;
 }
 
-void Model::refresh_for_answering() {
-  const std::vector<bool> only = bf16_only_tensors();
-  for (size_t i = 0; i < layout_.tensors().size(); ++i) {
-    if (!bf16_planned_[i]) continue;
-    const ParamTensor& t = layout_.tensors()[i];
-    const size_t padded = (t.numel + 15) / 16 * 16;
-    uint16_t* copy = params_bf16_.u16() + t.offset;
-    float* weight = params_.f() + t.offset;
-    const bool linear = t.shape.size() == 2;
-    const int I = linear ? static_cast<int>(t.shape[1]) : 0, O = linear ? static_cast<int>(t.shape[0]) : 0;
-    // Laid out straight from the fp32 weight where the backend keeps layouts (the copy's pages never touched),
-    // else the copy is written (and laid out where it can be).
-    if (!linear || !be_.lay_out_bf16_weight(copy, weight, I, O)) {
-      be_.to_bf16(copy, weight, static_cast<int64_t>(padded));
-      if (linear) be_.prepare_bf16_weight(copy, I, O, false);
-    }
-    if (only[i]) be_.discard(weight, padded * sizeof(float));
+// Tensor i, planned: laid out straight from the fp32 weight where the backend keeps layouts (the copy's pages never
+// touched), else its copy is written (and laid out where it can be); then the fp32 weight is handed back unless the
+// embedding lookup reads it.
+void Model::answer_with(size_t i) {
+  const ParamTensor& t = layout_.tensors()[i];
+  const size_t padded = (t.numel + 15) / 16 * 16;
+  uint16_t* copy = params_bf16_.u16() + t.offset;
+  float* weight = params_.f() + t.offset;
+  const bool linear = t.shape.size() == 2;
+  const int I = linear ? static_cast<int>(t.shape[1]) : 0, O = linear ? static_cast<int>(t.shape[0]) : 0;
+  if (!linear || !be_.lay_out_bf16_weight(copy, weight, I, O)) {
+    be_.to_bf16(copy, weight, static_cast<int64_t>(padded));
+    if (linear) be_.prepare_bf16_weight(copy, I, O, false);
   }
+  if (weight != p_.wte) be_.discard(weight, padded * sizeof(float));
+  answered_[i] = true;
+  ++answered_count_;
+}
+
+void Model::refresh_for_answering() {
+  answered_.resize(layout_.tensors().size(), false);
+  for (size_t i = 0; i < layout_.tensors().size(); ++i)
+    if (bf16_planned_[i] && !answered_[i]) answer_with(i);
   bf16_stale_ = bf16_trained_stale_ = false;
   weights_handed_back_ = true;
+}
+
+void Model::weights_loaded(size_t begin, size_t end) {
+  if (!inference_only_ || dtype_ != ComputeDtype::BF16 || weights_handed_back_) return;
+  answered_.resize(layout_.tensors().size(), false);
+  const std::vector<ParamTensor>& ts = layout_.tensors();
+  auto it = std::lower_bound(ts.begin(), ts.end(), begin, [](const ParamTensor& t, size_t at) { return t.offset < at; });
+  for (; it != ts.end() && it->offset + it->numel <= end; ++it) {
+    const size_t i = static_cast<size_t>(it - ts.begin());
+    if (bf16_planned_[i] && !answered_[i] && (trainable_.everything() || !trainable_.trains(i))) answer_with(i);
+  }
 }
 
 void Model::set_inference_only() {

@@ -75,6 +75,12 @@ class Model {
   // (Backend::discard). What stays is about 2 bytes per linear weight instead of 4 + 2 (+ 2 laid out), plus what
   // bf16 compute keeps in fp32 (norms, router, embedding). Changing the weights afterwards is an error.
   void set_inference_only();
+  // A load's tensors in [begin, end) (floats of the parameter arena) hold their final values. An answering model in
+  // bf16 compute lays each linear weight there out now and hands its fp32 weight back, rather than at its first
+  // refresh, so a load's peak is about the laid-out size rather than the fp32 weights' (set_inference_only and
+  // set_expert_access come first). Under a finetune section only frozen tensors: a PEFT adapter read after the base
+  // may still write the trained ones. Anything else is a no-op; writing a laid-out tensor afterwards is an error.
+  void weights_loaded(size_t begin, size_t end);
   // After an update that wrote the copy of every trained tensor that has one: forward has none of them to refresh.
   void bf16_copies_written() { bf16_trained_stale_ = false; }
   // The gradient arena: trained tensors only, packed in layout order (trainable().grad_offset(i)); with
@@ -182,7 +188,10 @@ class Model {
   bool experts_apart_ = false;             // an ExpertAccess holds the routed experts elsewhere
   bool inference_only_ = false;
   bool weights_handed_back_ = false;  // an answering model's first refresh ran: its fp32 linear weights are gone
+  std::vector<bool> answered_;        // [tensor index]: laid out for answering (its fp32 weight handed back)
+  size_t answered_count_ = 0;
   void refresh_for_answering();
+  void answer_with(size_t tensor);
   bool bf16_stale_ = true, bf16_trained_stale_ = false;
   std::vector<std::unique_ptr<MoeLayer>> moe_layers_;
   std::unique_ptr<DeviceGroup> device_group_;

@@ -244,6 +244,7 @@ void load_weights(const std::string& dir, Model& model, ExpertStateHome* experts
   ArenaStaging host(model.backend(), model.params(), model.num_params(), experts ? &layout.expert_ranges() : nullptr);
   ArenaTarget target{&sources, host.data(), nullptr, &layout.expert_ranges(), experts, kWeights,
                      read.size() < layout.tensors().size()};
+  if (host.in_place()) target.filled = [&model](size_t begin, size_t end) { model.weights_loaded(begin, end); };
   read_checked(ts, {target}, hf ? &storage : nullptr);
   host.put();
 }

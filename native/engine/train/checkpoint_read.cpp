@@ -139,7 +139,9 @@ void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targe
     for (size_t k = 0; k < t.sources->size(); ++k) {
       const TensorSource& s = (*t.sources)[k];
       const size_t tensor = t.at ? (*t.at)[k] : s.param->offset;
+      bool in_arena = expert_of(tensor) < 0;
       for (const StoredPart& p : s.parts) {
+        in_arena = in_arena && p.experts.empty();
         if (!p.experts.empty()) {
           check(!t.at, "checkpoint: a fused expert tensor is read into the parameter layout only");
           for (size_t e = 0; e < p.experts.size(); ++e) {
@@ -153,6 +155,7 @@ void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targe
           read_part(ts, p, storage, t.arena + tensor + p.offset);
         }
       }
+      if (in_arena && !s.parts.empty() && t.filled) t.filled(tensor, tensor + s.param->numel);
     }
     std::vector<float> buffer;
     for (size_t x = 0; x < ranges.size(); ++x) {
@@ -170,6 +173,7 @@ void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targe
         else
           read_part(ts, *rd.part, storage, dst + (rd.tensor - r.begin) + rd.part->offset);
       if (t.home) t.home->write_expert(static_cast<int>(x), t.part, dst);
+      else if (t.filled) t.filled(r.begin, r.end);
     }
   }
 }

@@ -2,6 +2,7 @@
 // then converted, the non-expert tensors in place and each routed expert through one expert's buffer, so a load
 // whose experts live in a home apart (an SSD or host tier beside a device) never holds all of them at once.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ struct ArenaTarget {
   ExpertStateHome* home = nullptr;
   ExpertPart part = kWeights;
   bool partial = false;
+  // Set: called with [begin, end) in floats of `arena` once all that is stored for it is read, for each tensor
+  // outside the routed experts and each expert read into `arena` (an answering model lays them out as they come).
+  std::function<void(size_t, size_t)> filled{};
 };
 
 // Checks the whole stored set against the expected parts (each present once, float dtype, FP8 with its scales
@@ -54,6 +58,7 @@ class ArenaStaging {
   ArenaStaging(const ArenaStaging&) = delete;
   ArenaStaging& operator=(const ArenaStaging&) = delete;
   float* data() { return host_ ? host_ : arena_; }
+  bool in_place() const { return host_ == nullptr; }  // data() is the arena: what a load writes is there at once
   void put();
 
  private:
