@@ -130,21 +130,29 @@ FfnParams ExpertSlotCache::weights(int layer, int e) {
       if (slots_[j].last_use < slots_[s].last_use) s = j;
     if (slots_[s].holds >= 0) where_[slots_[s].holds] = -1;
     const size_t floats = experts_[i].end - experts_[i].begin;
+    const FfnParams& f = params_.layers[layer].experts[e];
+    const size_t w_in = static_cast<size_t>(f.w_in - (arena_ + experts_[i].begin));
+    const size_t w_out = static_cast<size_t>(f.w_out - (arena_ + experts_[i].begin));
+    bool words = false;  // the bf16 copies came from the home as they are (its records keep them in bf16)
     if (source_) {
-      source_->read_expert(i, kWeights, slots_[s].w.f());
+      if (!linear_floats_.empty()) {
+        const auto [in, out] = linear_floats_[i];
+        uint16_t* w16 = slots_[s].w16.u16();
+        words = source_->read_expert_bf16(i, slots_[s].w.f(), {{w_in, in, w16}, {w_out, out, w16 + padded16(in)}});
+      }
+      if (!words) source_->read_expert(i, kWeights, slots_[s].w.f());
     } else {
       const ExpertState state = store_->acquire(i, kWeights);
       be_.copy(slots_[s].w.f(), state.w, floats * sizeof(float));
       store_->release(i, kWeights, 0, 0);
     }
-    if (!linear_floats_.empty()) {
-      const FfnParams& f = params_.layers[layer].experts[e];
-      const float* base = arena_ + experts_[i].begin;
+    if (!linear_floats_.empty() && !words) {
       const auto [in, out] = linear_floats_[i];
-      be_.to_bf16(slots_[s].w16.u16(), slots_[s].w.f() + (f.w_in - base), static_cast<int64_t>(in));
-      be_.to_bf16(slots_[s].w16.u16() + padded16(in), slots_[s].w.f() + (f.w_out - base), static_cast<int64_t>(out));
+      be_.to_bf16(slots_[s].w16.u16(), slots_[s].w.f() + w_in, static_cast<int64_t>(in));
+      be_.to_bf16(slots_[s].w16.u16() + padded16(in), slots_[s].w.f() + w_out, static_cast<int64_t>(out));
     }
-    stats_.bytes_uploaded += static_cast<int64_t>(floats * sizeof(float));
+    const size_t words_read = words ? linear_floats_[i].first + linear_floats_[i].second : 0;
+    stats_.bytes_uploaded += static_cast<int64_t>((floats - words_read) * sizeof(float) + words_read * sizeof(uint16_t));
     slots_[s].holds = i;
     where_[i] = s;
   }

@@ -80,7 +80,8 @@ class ExpertSlotCache final : public ExpertAccess {
   uint64_t clock_ = 0;
   std::unique_ptr<MemoryTier> host_tier_, ssd_tier_;
   std::unique_ptr<ExpertStore> store_;
-  ExpertStateHome* source_ = nullptr;  // a home apart that a miss reads into the slot directly
+  // A home apart that a miss reads into the slot directly (in bf16, the linear weights' words where it keeps them).
+  ExpertStateHome* source_ = nullptr;
   ExpertSlotStats stats_;
 };
 

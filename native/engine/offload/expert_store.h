@@ -78,6 +78,16 @@ class ExpertStateHome {
   virtual ~ExpertStateHome() = default;
   virtual void read_expert(int k, ExpertPart part, float* dst) = 0;
   virtual void write_expert(int k, ExpertPart part, const float* src) = 0;
+  // One tensor of an expert read as bf16 words: `count` values from float `at` of its range go to `words`.
+  struct Bf16Words {
+    size_t at, count;
+    uint16_t* words;
+  };
+  // Expert k's weights as read_expert(k, kWeights, dst) gives them, except the tensors listed, whose values go to
+  // their words (rounded to bf16: a home whose records keep them so copies them, never widening) and whose places
+  // in dst are left as they are. false, reading nothing, where the home does not keep all of them as bf16: the
+  // caller reads the fp32 values and rounds them itself.
+  virtual bool read_expert_bf16(int /*k*/, float* /*dst*/, const std::vector<Bf16Words>& /*tensors*/) { return false; }
 };
 
 // A store whose state is not the model's arenas' (the SSD tier; the host tier of a backend whose device memory

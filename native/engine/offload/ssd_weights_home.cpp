@@ -54,17 +54,36 @@ void SsdWeightsHome::read_expert(int k, ExpertPart part, float* dst) {
     init_params(layout_, dst, r.begin, r.end, seed_, 1);
     return;
   }
+  read_record(k, dst, std::vector<const Bf16Words*>(parts_.empty() ? 0 : parts_[k].size(), nullptr));
+}
+
+bool SsdWeightsHome::read_expert_bf16(int k, float* dst, const std::vector<Bf16Words>& tensors) {
+  if (parts_.empty() || !written_[k]) return false;
+  std::vector<const Bf16Words*> words(parts_[k].size(), nullptr);
+  for (const Bf16Words& t : tensors) {
+    auto p = std::find_if(parts_[k].begin(), parts_[k].end(), [&](const Part& x) { return x.at == t.at; });
+    if (p == parts_[k].end() || !p->bf16 || t.count > p->floats) return false;
+    words[p - parts_[k].begin()] = &t;
+  }
+  read_record(k, dst, words);
+  return true;
+}
+
+void SsdWeightsHome::read_record(int k, float* dst, const std::vector<const Bf16Words*>& words) {
+  const ExpertRange& r = layout_.expert_ranges()[k];
   const ExpertState s = store_->acquire(k, kWeights);
   if (parts_.empty()) {
     std::memcpy(dst, s.w, (r.end - r.begin) * sizeof(float));
   } else {
-    for (const Part& p : parts_[k]) {
+    for (size_t j = 0; j < parts_[k].size(); ++j) {
+      const Part& p = parts_[k][j];
       if (!p.bf16) {
         std::memcpy(dst + p.at, s.w + p.record_at, p.floats * sizeof(float));
         continue;
       }
       const uint16_t* half = reinterpret_cast<const uint16_t*>(s.w + p.record_at);
-      for (size_t i = 0; i < p.floats; ++i) dst[p.at + i] = bf16_to_f32(half[i]);
+      if (words[j]) std::memcpy(words[j]->words, half, words[j]->count * sizeof(uint16_t));
+      else for (size_t i = 0; i < p.floats; ++i) dst[p.at + i] = bf16_to_f32(half[i]);
     }
   }
   store_->release(k, kWeights, 0, 0);

@@ -30,6 +30,8 @@ class SsdWeightsHome final : public ExpertStateHome {
   // kWeights only: there is no gradient or optimizer state here.
   void read_expert(int k, ExpertPart part, float* dst) override;
   void write_expert(int k, ExpertPart part, const float* src) override;
+  // The tensors' words straight from the record's, where the record keeps each of them in bf16.
+  bool read_expert_bf16(int k, float* dst, const std::vector<Bf16Words>& tensors) override;
 
  private:
   // One tensor's place in an expert's range and in its record (floats from the start of each).
@@ -43,6 +45,9 @@ class SsdWeightsHome final : public ExpertStateHome {
   std::vector<bool> written_;
   MemoryTier host_, ssd_;
   std::unique_ptr<SsdExpertStore> store_;
+  // Expert k's record, each part into dst (fp32, widened where the record keeps bf16) or, where `words` names one
+  // for the part (a bf16 one), its count of words as they are.
+  void read_record(int k, float* dst, const std::vector<const Bf16Words*>& words);
 };
 
 }  // namespace moe
