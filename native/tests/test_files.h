@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
@@ -19,6 +20,8 @@
 
 namespace moe_test {
 
+// Removed when the process exits with every test passed; kept for a look when one failed, or with
+// MOE_KEEP_TEST_FILES set. (Forked children leave with _exit, which runs no exit handler.)
 inline const std::string& tmp_dir() {
   static std::string dir = [] {
     std::string base = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
@@ -26,6 +29,12 @@ inline const std::string& tmp_dir() {
     if (!::mkdtemp(templ.data())) moe::fail("cannot create a temp dir under " + base);
     return templ;
   }();
+  // Registered once `dir` is constructed, so the handler runs before its destructor.
+  static const bool removed_at_exit = std::atexit([] {
+    std::error_code ec;
+    if (failures() == 0 && !std::getenv("MOE_KEEP_TEST_FILES")) std::filesystem::remove_all(tmp_dir(), ec);
+  }) == 0;
+  (void)removed_at_exit;
   return dir;
 }
 
