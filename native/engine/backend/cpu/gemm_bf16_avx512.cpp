@@ -84,8 +84,10 @@ void tile(int pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc
   avx512::update_c(acc, mask, c, ldc, alpha, beta, load_c);
 }
 
-// Panels per call for an mr-row tile: enough accumulators (up to 28) to cover the dot-product latency.
-constexpr int panels_for(int mr) { return mr <= 3 ? 4 : mr <= 6 ? 2 : 1; }
+// Panels per call for an mr-row tile: enough accumulators (up to 28) to cover the dot-product latency. One row (a
+// decode step's product on a laid-out weight) is bound by reading B, not by that latency: one panel keeps its reads
+// one sequential stream (rather than four 32 KiB apart), which measured 10-20% more read bandwidth on Zen 4.
+constexpr int panels_for(int mr) { return mr == 1 ? 1 : mr <= 3 ? 4 : mr <= 6 ? 2 : 1; }
 
 using TileFn = void (*)(int, const uint32_t*, const uint32_t*, float*, int64_t, int, float, float, bool);
 template <int... I>
