@@ -8,6 +8,7 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -164,6 +165,43 @@ TEST(sgemm_kernel_families_agree_bitwise) {
         CHECK_MSG(bits_equal(ref, C), std::string(k->name) + " differs from sgemm: " + shape_name(o));
       }
     }
+}
+
+// A weight packed once (a laid-out linear weight, read as Bᵀ) gives the product on the weight as it lies, bit for
+// bit, in every family: one row (decode), a few, many; across k blocks; columns past a panel edge; alpha, beta and
+// padded strides; 1 and 2 threads.
+TEST(sgemm_on_a_packed_weight_matches_sgemm) {
+  using namespace moe::cpu::gemm;
+  __builtin_cpu_init();
+  std::vector<const Kernels*> families = {&scalar_kernels()};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) families.push_back(&avx2_kernels());
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq"))
+    families.push_back(&avx512_kernels());
+  const int shapes[][3] = {{1, 100, 300}, {1, 2048, 520}, {1, 7, 33}, {2, 200, 513}, {4, 97, 17}, {5, 70, 17},
+                           {13, 33, 260}, {40, 130, 600}, {300, 64, 64}};
+  for (int threads : {1, 2}) {
+    ThreadPool tp(threads);
+    for (auto& s : shapes)
+      for (const Kernels* k : families) {
+        Operands o = make(false, true, s[0], s[1], s[2], 1, 3000 + s[0]);
+        std::vector<float> want = o.C, got = o.C;
+        for (auto [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{1.5f, -0.25f}}) {
+          sgemm_with(*k, tp, false, true, o.M, o.N, o.K, alpha, o.A.data(), o.lda, o.B.data(), o.ldb, beta, want.data(),
+                     o.ldc);
+          // 64-byte aligned, as the packers' stores require; one float past the end must stay untouched.
+          const size_t floats = packed_bt_floats(*k, o.N, o.K);
+          std::unique_ptr<float, decltype(&std::free)> packed(
+              static_cast<float*>(std::aligned_alloc(64, (floats + 16) * sizeof(float))), &std::free);
+          packed.get()[floats] = 7.0f;
+          pack_bt_with(*k, tp, o.B.data(), o.ldb, o.N, o.K, packed.get());
+          CHECK_MSG(packed.get()[floats] == 7.0f, std::string(k->name) + ": packing wrote past its floats");
+          sgemm_packed_bt_with(*k, tp, o.M, o.N, o.K, alpha, o.A.data(), o.lda, packed.get(), beta, got.data(), o.ldc);
+          CHECK_MSG(bits_equal(want, got), std::string(k->name) + " on a packed weight differs from sgemm: " +
+                                               shape_name(o) + " threads " + std::to_string(threads));
+        }
+      }
+  }
 }
 
 // The AVX2 family packs B itself: the portable packer's words, zero columns past the edge included, and nothing

@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "core/error.h"
@@ -65,37 +66,45 @@ std::vector<int64_t> Model::device_peak_bytes() const {
   return device_group_ ? device_group_->peak_bytes() : std::vector<int64_t>{};
 }
 
-// Points every linear weight's *_bf16 at its place in the bf16 arena and records the ranges to refresh. The
-// router stays fp32: its logits pick the experts, and a bf16 rounding there would flip near-tied choices.
+// Every linear weight (what the products read: attention projections, FFNs and experts, the head) with its bf16
+// pointer, the one list bf16 compute mirrors and an answering model lays out. The router is not one: it stays fp32
+// (its logits pick the experts, and a bf16 rounding there would flip near-tied choices).
+void Model::for_each_linear(const std::function<void(const float*, const uint16_t**)>& fn) {
+  auto ffn = [&](FfnParams& f) {
+    if (!f.w_in) return;
+    fn(f.w_in, &f.w_in_bf16);
+    fn(f.w_out, &f.w_out_bf16);
+  };
+  fn(p_.lm_head, &p_.lm_head_bf16);
+  for (LayerParams& l : p_.layers) {
+    for (auto [w, w16] : {std::pair{l.qkv_w, &l.qkv_w_bf16}, std::pair{l.out_w, &l.out_w_bf16},
+                          std::pair{l.mla.q_w, &l.mla.q_w_bf16}, std::pair{l.mla.q_a_w, &l.mla.q_a_w_bf16},
+                          std::pair{l.mla.q_b_w, &l.mla.q_b_w_bf16}, std::pair{l.mla.kv_a_w, &l.mla.kv_a_w_bf16},
+                          std::pair{l.mla.kv_b_w, &l.mla.kv_b_w_bf16}})
+      if (w) fn(w, w16);
+    ffn(l.mlp);
+    ffn(l.shared);
+    ffn(l.residual);
+    for (FfnParams& e : l.experts) ffn(e);
+  }
+}
+
+// The tensors for_each_linear visits: [tensor index].
+std::vector<bool> Model::linear_tensors() {
+  const float* base = params_.f();
+  std::set<size_t> offsets;
+  for_each_linear([&](const float* w, const uint16_t**) { offsets.insert(static_cast<size_t>(w - base)); });
+  std::vector<bool> linear(layout_.tensors().size(), false);
+  for (size_t i = 0; i < linear.size(); ++i) linear[i] = offsets.count(layout_.tensors()[i].offset) > 0;
+  return linear;
+}
+
+// Points every linear weight's *_bf16 at its place in the bf16 arena and records the ranges to refresh.
 void Model::bind_bf16_weights() {
   params_bf16_.reserve(be_, layout_.total());
   const float* base = params_.f();
-  std::set<size_t> offsets;
-  auto mirror = [&](const float* w) -> const uint16_t* {
-    offsets.insert(static_cast<size_t>(w - base));
-    return params_bf16_.u16() + (w - base);
-  };
-  auto mirror_ffn = [&](FfnParams& f) {
-    if (!f.w_in) return;
-    f.w_in_bf16 = mirror(f.w_in);
-    f.w_out_bf16 = mirror(f.w_out);
-  };
-  p_.lm_head_bf16 = mirror(p_.lm_head);
-  auto mirror_if = [&](const float* w) -> const uint16_t* { return w ? mirror(w) : nullptr; };
-  for (LayerParams& l : p_.layers) {
-    l.qkv_w_bf16 = mirror_if(l.qkv_w);
-    l.out_w_bf16 = mirror(l.out_w);
-    for (auto [w, w16] : {std::pair{l.mla.q_w, &l.mla.q_w_bf16}, std::pair{l.mla.q_a_w, &l.mla.q_a_w_bf16},
-                          std::pair{l.mla.q_b_w, &l.mla.q_b_w_bf16}, std::pair{l.mla.kv_a_w, &l.mla.kv_a_w_bf16},
-                          std::pair{l.mla.kv_b_w, &l.mla.kv_b_w_bf16}})
-      *w16 = mirror_if(w);
-    mirror_ffn(l.mlp);
-    mirror_ffn(l.shared);
-    mirror_ffn(l.residual);
-    for (FfnParams& e : l.experts) mirror_ffn(e);
-  }
-  bf16_copied_.assign(layout_.tensors().size(), false);
-  for (size_t i = 0; i < layout_.tensors().size(); ++i) bf16_copied_[i] = offsets.count(layout_.tensors()[i].offset) > 0;
+  for_each_linear([&](const float* w, const uint16_t** w16) { *w16 = params_bf16_.u16() + (w - base); });
+  bf16_copied_ = linear_tensors();
   plan_bf16_copies();
 }
 
@@ -107,6 +116,7 @@ void Model::bind_bf16_weights() {
 void Model::plan_bf16_copies() {
   check(!weights_handed_back_ && answered_count_ == 0,
         "model: a generation session's model cannot change where its experts are computed once weights are laid out");
+  if (dtype_ == ComputeDtype::F32) return plan_fp32_layouts();
   params_bf16_.forget_kept();
   bf16_ranges_.clear();
   bf16_trained_ranges_.clear();
@@ -135,6 +145,15 @@ void Model::plan_bf16_copies() {
   // are read about once in between, where keeping a second layout only adds its memory and the traffic of writing it.
   for (auto [offset, count] : frozen) params_bf16_.keep(offset, count);
   bf16_stale_ = true;
+}
+
+// An answering fp32 model's weights to lay out: every linear weight but those of experts held elsewhere.
+void Model::plan_fp32_layouts() {
+  fp32_planned_.assign(layout_.tensors().size(), false);
+  if (!inference_only_) return;
+  const std::vector<bool> linear = linear_tensors();
+  for (size_t i = 0; i < linear.size(); ++i)
+    fp32_planned_[i] = linear[i] && !(experts_apart_ && layout_.in_expert_range(layout_.tensors()[i].offset));
 }
 
 size_t Model::bf16_copy_bytes(bool experts) const {
@@ -210,50 +229,57 @@ std::vector<bool> Model::bf16_only_tensors() const {
 void Model::answer_with(size_t i) {
   const ParamTensor& t = layout_.tensors()[i];
   const size_t padded = (t.numel + 15) / 16 * 16;
-  uint16_t* copy = params_bf16_.u16() + t.offset;
   float* weight = params_.f() + t.offset;
   const bool linear = t.shape.size() == 2;
   const int I = linear ? static_cast<int>(t.shape[1]) : 0, O = linear ? static_cast<int>(t.shape[0]) : 0;
-  if (!linear || !be_.lay_out_bf16_weight(copy, weight, I, O)) {
-    be_.to_bf16(copy, weight, static_cast<int64_t>(padded));
-    if (linear) be_.prepare_bf16_weight(copy, I, O, false);
+  bool laid_out = true;  // whatever the products read now is not the fp32 weight
+  if (dtype_ == ComputeDtype::F32) {
+    // The embedding lookup reads a head tied to it as it lies.
+    laid_out = linear && weight != p_.wte && be_.lay_out_weight(weight, I, O);
+  } else {
+    uint16_t* copy = params_bf16_.u16() + t.offset;
+    if (!linear || !be_.lay_out_bf16_weight(copy, weight, I, O)) {
+      be_.to_bf16(copy, weight, static_cast<int64_t>(padded));
+      if (linear) be_.prepare_bf16_weight(copy, I, O, false);
+    }
   }
-  if (weight != p_.wte) be_.discard(weight, padded * sizeof(float));
+  if (laid_out && weight != p_.wte) be_.discard(weight, padded * sizeof(float));
   answered_[i] = true;
   ++answered_count_;
 }
 
 void Model::refresh_for_answering() {
   answered_.resize(layout_.tensors().size(), false);
+  const std::vector<bool>& planned = dtype_ == ComputeDtype::BF16 ? bf16_planned_ : fp32_planned_;
   for (size_t i = 0; i < layout_.tensors().size(); ++i)
-    if (bf16_planned_[i] && !answered_[i]) answer_with(i);
+    if (planned[i] && !answered_[i]) answer_with(i);
   bf16_stale_ = bf16_trained_stale_ = false;
   weights_handed_back_ = true;
 }
 
 void Model::weights_loaded(size_t begin, size_t end) {
-  if (!inference_only_ || dtype_ != ComputeDtype::BF16 || weights_handed_back_) return;
+  if (!inference_only_ || weights_handed_back_) return;
   answered_.resize(layout_.tensors().size(), false);
   const std::vector<ParamTensor>& ts = layout_.tensors();
+  const std::vector<bool>& planned = dtype_ == ComputeDtype::BF16 ? bf16_planned_ : fp32_planned_;
   auto it = std::lower_bound(ts.begin(), ts.end(), begin, [](const ParamTensor& t, size_t at) { return t.offset < at; });
   for (; it != ts.end() && it->offset + it->numel <= end; ++it) {
     const size_t i = static_cast<size_t>(it - ts.begin());
-    if (bf16_planned_[i] && !answered_[i] && (trainable_.everything() || !trainable_.trains(i))) answer_with(i);
+    if (planned[i] && !answered_[i] && (trainable_.everything() || !trainable_.trains(i))) answer_with(i);
   }
 }
 
 void Model::set_inference_only() {
   if (inference_only_) return;
   inference_only_ = true;
-  if (dtype_ == ComputeDtype::BF16) plan_bf16_copies();
+  plan_bf16_copies();
 }
 
 void Model::set_expert_access(ExpertAccess* access) {
   expert_access_ = access;
-  if (dtype_ == ComputeDtype::BF16 && experts_apart_ != (access != nullptr)) {
-    experts_apart_ = access != nullptr;
-    plan_bf16_copies();
-  }
+  if (experts_apart_ == (access != nullptr)) return;
+  experts_apart_ = access != nullptr;
+  if (dtype_ == ComputeDtype::BF16 || inference_only_) plan_bf16_copies();
 }
 
 void Model::reserve_activations(int B, int T) {

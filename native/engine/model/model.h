@@ -1,6 +1,7 @@
 // The decoder-only MoE transformer (both families, one code path): parameters, gradients, saved
 // activations, forward with loss, and hand-written backward through every layer.
 #pragma once
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -49,7 +50,9 @@ class Model {
   // Brings the bf16 weight copies up to the fp32 weights where they went stale (bf16 compute; nothing in fp32):
   // forward() does it, and so must anything else that computes with the model's params (generation).
   void prepare_weights() {
-    if (dtype_ == ComputeDtype::BF16 && (bf16_stale_ || bf16_trained_stale_)) refresh_bf16_weights();
+    if (dtype_ == ComputeDtype::BF16 ? bf16_stale_ || bf16_trained_stale_
+                                     : inference_only_ && (bf16_stale_ || !weights_handed_back_))
+      refresh_bf16_weights();
   }
   // The optimizer's writes: only trained tensors change, so only their bf16 copies go stale (a LoRA run's frozen
   // base is converted once, not every step).
@@ -69,17 +72,21 @@ class Model {
   // embedding table, read in fp32 by the lookup, even where the head shares it, is not). Empty in fp32 compute.
   std::vector<bool> bf16_only_tensors() const;
   // A model that only answers (a generation session's own), set before its first forward: no tensor changes after
-  // its load. In bf16 compute the first refresh goes tensor by tensor: each linear weight is laid out by the
+  // its load. The first refresh goes tensor by tensor: in bf16 compute each linear weight is laid out by the
   // backend for the forward's product straight from its fp32 values (Backend::lay_out_bf16_weight; else its copy
   // is written), and the fp32 weight, which bf16 compute reads only to make that, is handed back
   // (Backend::discard). What stays is about 2 bytes per linear weight instead of 4 + 2 (+ 2 laid out), plus what
-  // bf16 compute keeps in fp32 (norms, router, embedding). Changing the weights afterwards is an error.
+  // bf16 compute keeps in fp32 (norms, router, embedding). In fp32 compute each linear weight is laid out for the
+  // forward's product (Backend::lay_out_weight: a decode step then streams it in order) and handed back where the
+  // backend keeps that layout: the same bytes. Changing the weights afterwards is an error.
   void set_inference_only();
-  // A load's tensors in [begin, end) (floats of the parameter arena) hold their final values. An answering model in
-  // bf16 compute lays each linear weight there out now and hands its fp32 weight back, rather than at its first
-  // refresh, so a load's peak is about the laid-out size rather than the fp32 weights' (set_inference_only and
-  // set_expert_access come first). Under a finetune section only frozen tensors: a PEFT adapter read after the base
-  // may still write the trained ones. Anything else is a no-op; writing a laid-out tensor afterwards is an error.
+  // [tensor index]: laid out for answering (its fp32 values handed back unless the embedding lookup reads them).
+  const std::vector<bool>& laid_out_tensors() const { return answered_; }
+  // A load's tensors in [begin, end) (floats of the parameter arena) hold their final values. An answering model
+  // lays each linear weight there out now and hands its fp32 weight back, rather than at its first refresh, so a
+  // load's peak is about the laid-out size rather than the fp32 weights' (set_inference_only and set_expert_access
+  // come first). Under a finetune section only frozen tensors: a PEFT adapter read after the base may still write
+  // the trained ones. Anything else is a no-op; writing a laid-out tensor afterwards is an error.
   void weights_loaded(size_t begin, size_t end);
   // After an update that wrote the copy of every trained tensor that has one: forward has none of them to refresh.
   void bf16_copies_written() { bf16_trained_stale_ = false; }
@@ -185,6 +192,7 @@ class Model {
   std::vector<KeptLinear> kept_linears_;  // the frozen weights in kept regions, prepared after each full refresh
   std::vector<bool> bf16_copied_;          // [tensor index]: the tensor has a bf16 copy
   std::vector<bool> bf16_planned_;         // [tensor index]: ... which the arena keeps current
+  std::vector<bool> fp32_planned_;         // [tensor index]: an answering fp32 model lays it out
   bool experts_apart_ = false;             // an ExpertAccess holds the routed experts elsewhere
   bool inference_only_ = false;
   bool weights_handed_back_ = false;  // an answering model's first refresh ran: its fp32 linear weights are gone
@@ -192,6 +200,9 @@ class Model {
   size_t answered_count_ = 0;
   void refresh_for_answering();
   void answer_with(size_t tensor);
+  void for_each_linear(const std::function<void(const float*, const uint16_t**)>& fn);
+  std::vector<bool> linear_tensors();
+  void plan_fp32_layouts();
   bool bf16_stale_ = true, bf16_trained_stale_ = false;
   std::vector<std::unique_ptr<MoeLayer>> moe_layers_;
   std::unique_ptr<DeviceGroup> device_group_;

@@ -20,6 +20,7 @@
 #include "backend/cpu/lora.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/matmul_bf16.h"
+#include "backend/cpu/laid_out_weights.h"
 #include "backend/cpu/packed_weights.h"
 #include "backend/cpu/qk_norm.h"
 #include "backend/cpu/rmsnorm.h"
@@ -87,12 +88,21 @@ class CpuBackend final : public Backend {
 
   void matmul_forward(float* y, const float* x, const float* w, const float* b, int N, int I, int O) override {
     const cpu::IsaScope isa(isa_);
+    if (const float* laid = laid_out_.empty() ? nullptr : laid_out_.get(w, I, O))
+      return cpu::matmul_forward_packed(tp_, y, x, laid, b, N, I, O);
     cpu::matmul_forward(tp_, y, x, w, b, N, I, O);
   }
   void matmul_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int N, int I,
                        int O) override {
     const cpu::IsaScope isa(isa_);
+    if (!laid_out_.empty()) laid_out_.check_unlaid(w, int64_t{I} * O, "matmul_backward");
     cpu::matmul_backward(tp_, dx, dw, db, dy, x, w, N, I, O);
+  }
+  bool lay_out_weight(const float* w, int I, int O) override {
+    if (!pack_weights_) return false;
+    const cpu::IsaScope isa(isa_);
+    laid_out_.lay_out(tp_, w, I, O);
+    return true;
   }
   void lora_forward(float* y, const float* x, const float* A, const float* B, int N, int I, int O, int r, float scale,
                     int ldy, const LoraDropoutMask& drop) override {
@@ -228,7 +238,7 @@ class CpuBackend final : public Backend {
     const cpu::IsaScope isa(isa_);
     return pack_weights_ && packed_.lay_out(tp_, w, fp32, I, O);
   }
-  int64_t kept_bf16_bytes() const override { return packed_.bytes(); }
+  int64_t kept_bf16_bytes() const override { return packed_.bytes() + laid_out_.bytes(); }
   void matmul_forward_bf16(float* y, const float* x, const uint16_t* w, const float* b, int N, int I,
                            int O) override {
     const cpu::IsaScope isa(isa_);
@@ -302,6 +312,7 @@ class CpuBackend final : public Backend {
   cpu::Isa isa_;
   bool pack_weights_, memory_apart_;
   cpu::PackedBf16Weights packed_;
+  cpu::LaidOutWeights laid_out_;  // fp32 weights of a model that only answers
 };
 
 std::string cpu_unusable_reason() { return ""; }  // baseline kernels run on any x86-64

@@ -37,7 +37,12 @@ thread_local PackBuffer<float> tl_pack_a("sgemm"), tl_pack_b("sgemm");
 
 struct Problem : gemm_driver::Problem {
   const float* B;
+  // op(B) packed once (pack_bt_with): k block k0's panels side by side at packed + k0 * n_pad, panel j / nr at
+  // + j * kc; null: B is read (and packed) as it lies.
+  const float* packed = nullptr;
+  int64_t n_pad = 0;
   const float* b_at(int k, int j) const { return B + b_offset(k, j); }
+  const float* packed_at(int k0, int kc, int j) const { return packed + k0 * n_pad + int64_t{j} * kc; }
 };
 
 // Where block (k0, kc) x (jc, nc) of op(B) lies in memory, as rows for the kernels to prefetch.
@@ -109,8 +114,10 @@ struct RowBlock {
       const int kn = jc + nc < n1 ? k0 : k0 + kc < p.K ? k0 + kc : 0;
       const int jn = jc + nc < n1 ? jc + nc : n0;
       const bool last = jc + nc >= n1 && k0 + kc >= p.K && last_row_block();
-      gemm::Prefetch next =
-          last ? gemm::Prefetch{} : block_rows(p, kn, std::min(p.kc, p.K - kn), jn, std::min(nc_max, n1 - jn));
+      // A packed B streams in order: the hardware prefetchers follow it.
+      gemm::Prefetch next = last || p.packed
+                                ? gemm::Prefetch{}
+                                : block_rows(p, kn, std::min(p.kc, p.K - kn), jn, std::min(nc_max, n1 - jn));
       const int calls = panels * ((nc + nr - 1) / nr);
       const int rows_per_call = (next.rows + calls - 1) / calls;
       if (pack_b && !fused_pack)
@@ -118,8 +125,8 @@ struct RowBlock {
           kern.pack_b(p.tb, p.b_at(k0, jc + jr), p.ldb, kc, std::min(nr, nc - jr), bp + static_cast<int64_t>(jr) * kc);
       for (int ip = 0; ip < panels; ++ip) {
         const int r0 = panel_row(ip), r1 = panel_row(ip + 1);
-        const bool in_place = !pack_b || (fused_pack && ip == 0);
-        const float* b = in_place ? p.b_at(k0, jc) : bp;
+        const bool in_place = !p.packed && (!pack_b || (fused_pack && ip == 0));
+        const float* b = p.packed ? p.packed_at(k0, kc, jc) : in_place ? p.b_at(k0, jc) : bp;
         const int64_t panel_stride = in_place ? nr : int64_t{kc} * nr, k_stride = in_place ? p.ldb : nr;
         for (int jr = 0; jr < nc;) {
           gemm::Prefetch pf = next;
@@ -137,15 +144,16 @@ struct RowBlock {
 // A few columns: per k block, B packed (a few panels) and the region's rows of A read where they lie, once.
 void run_narrow(const Kernels& kern, const Problem& p, int m0, int m1, int n0, int n1) {
   const int cols = n1 - n0, panels = (cols + kern.nr - 1) / kern.nr;
-  float* bp = tl_pack_b.get(static_cast<size_t>(p.kc) * panels * kern.nr);
+  float* bp = p.packed ? nullptr : tl_pack_b.get(static_cast<size_t>(p.kc) * panels * kern.nr);
   const int64_t a_row = p.ta ? 1 : p.lda, a_k = p.ta ? p.lda : 1;
   for (int k0 = 0; k0 < p.K; k0 += p.kc) {
     const int kc = std::min(p.kc, p.K - k0);
     const bool first = k0 == 0;
-    for (int q = 0; q < panels; ++q)
+    for (int q = 0; q < panels && !p.packed; ++q)
       kern.pack_b(p.tb, p.b_at(k0, n0 + q * kern.nr), p.ldb, kc, std::min(kern.nr, cols - q * kern.nr),
                   bp + static_cast<int64_t>(q) * kc * kern.nr);
-    kern.narrow(m1 - m0, cols, kc, p.a_at(m0, k0), a_row, a_k, bp, p.C + m0 * p.ldc + n0, p.ldc, p.alpha,
+    kern.narrow(m1 - m0, cols, kc, p.a_at(m0, k0), a_row, a_k, p.packed ? p.packed_at(k0, kc, n0) : bp,
+                p.C + m0 * p.ldc + n0, p.ldc, p.alpha,
                 first ? p.beta : 1.0f, !first || p.beta != 0.0f);
   }
 }
@@ -173,7 +181,7 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
   // except, panel by panel, when its rows lie a multiple of kAliasedStride bytes apart: a panel's rows then share
   // a few L2 sets and overflow them, so the kernels' in-place reads go to memory with a short prefetch; a copy
   // loop of its own keeps more misses in flight.
-  const bool pack_b = p.tb || m1 - m0 > kDirectBRows;
+  const bool pack_b = !p.packed && (p.tb || m1 - m0 > kDirectBRows);
   const bool aliased = p.ldb * int64_t{sizeof(float)} % kAliasedStride == 0;
   const bool fused_pack = pack_b && !p.tb && !(m1 - m0 <= kPanelMajorRows && aliased);
   const int nc_max = std::min(kNcMax / nr * nr, (n1 - n0 + nr - 1) / nr * nr);
@@ -208,27 +216,63 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
 
 namespace gemm {
 
+namespace {
+
+// p over the threads: a few rows against a Bᵀ read where it lies go direct, column groups to each thread; else
+// regions by the slowest thread's FMA, packing and C work.
+void run(const Kernels& kern, ThreadPool& tp, const Problem& p) {
+  // Narrow products keep their kernel (they read A in place already); a few rows over many columns go direct.
+  if (!p.packed && kern.direct_bt && p.tb && p.M <= gemm::kDirectRowsMax && !(kern.narrow && p.N <= kern.narrow_cols)) {
+    // Threads split the columns only: every one needs all of A's few rows.
+    auto columns = [](double mt, double nt, int) { return nt * (mt + gemm::kDirectRowsMax); };
+    return gemm_driver::run_regions(tp, p.M, p.N, p.K, gemm::kDirectCols, columns,
+                                    [&](int, int, int n0, int n1) { run_direct(kern, p, n0, n1); });
+  }
+  const double b_packs = p.packed ? 0.0 : 1.0;
+  auto cost = [&](double mt, double nt, int tn) {
+    double c = mt * nt * p.K / 16.0 + 0.5 * p.K * (b_packs * nt * std::ceil(mt / kMcMax) + mt);
+    // Cutting rows into pieces makes every pass over C write short strided runs; it shows when K is small.
+    if (tn > 1) c += 0.25 * mt * nt * std::ceil(double(p.K) / kKcMax);
+    return c;
+  };
+  gemm_driver::run_regions(tp, p.M, p.N, p.K, kern.nr, cost,
+                           [&](int m0, int m1, int n0, int n1) { run_region(kern, p, m0, m1, n0, n1); });
+}
+
+int block_k(int K) { return gemm_driver::block_k(K, kKcMax, false); }
+int64_t padded_columns(const Kernels& kern, int N) { return (int64_t{N} + kern.nr - 1) / kern.nr * kern.nr; }
+
+}  // namespace
+
 void sgemm_with(const Kernels& kern, ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                 const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   if (!gemm_driver::prepare("sgemm", trans_a, trans_b, M, N, K, lda, ldb, beta, C, ldc)) return;
-  const Problem p{{trans_a, trans_b, M, N, K, gemm_driver::block_k(K, kKcMax, false), alpha, beta, A, lda, ldb, C, ldc},
-                  B};
-  // Narrow products keep their kernel (they read A in place already); a few rows over many columns go direct.
-  if (kern.direct_bt && trans_b && M <= gemm::kDirectRowsMax && !(kern.narrow && N <= kern.narrow_cols)) {
-    // Threads split the columns only: every one needs all of A's few rows.
-    auto columns = [](double mt, double nt, int) { return nt * (mt + gemm::kDirectRowsMax); };
-    return gemm_driver::run_regions(tp, M, N, K, gemm::kDirectCols, columns,
-                                    [&](int, int, int n0, int n1) { run_direct(kern, p, n0, n1); });
-  }
-  // The slowest thread's FMA, packing and C work.
-  auto cost = [&](double mt, double nt, int tn) {
-    double c = mt * nt * K / 16.0 + 0.5 * K * (nt * std::ceil(mt / kMcMax) + mt);
-    // Cutting rows into pieces makes every pass over C write short strided runs; it shows when K is small.
-    if (tn > 1) c += 0.25 * mt * nt * std::ceil(double(K) / kKcMax);
-    return c;
-  };
-  gemm_driver::run_regions(tp, M, N, K, kern.nr, cost,
-                           [&](int m0, int m1, int n0, int n1) { run_region(kern, p, m0, m1, n0, n1); });
+  run(kern, tp, Problem{{trans_a, trans_b, M, N, K, block_k(K), alpha, beta, A, lda, ldb, C, ldc}, B});
+}
+
+size_t packed_bt_floats(const Kernels& kern, int N, int K) { return static_cast<size_t>(padded_columns(kern, N)) * K; }
+
+void pack_bt_with(const Kernels& kern, ThreadPool& tp, const float* B, int ldb, int N, int K, float* dst) {
+  const int kc_max = block_k(K), panels = static_cast<int>(padded_columns(kern, N) / kern.nr);
+  const int64_t n_pad = padded_columns(kern, N);
+  tp.parallel_for(panels, [&](int64_t q0, int64_t q1, int) {
+    for (int k0 = 0; k0 < K; k0 += kc_max) {
+      const int kc = std::min(kc_max, K - k0);
+      for (int64_t q = q0; q < q1; ++q) {
+        const int j = static_cast<int>(q) * kern.nr;
+        kern.pack_b(true, B + int64_t{j} * ldb + k0, ldb, kc, std::min(kern.nr, N - j), dst + k0 * n_pad + j * kc);
+      }
+    }
+  });
+}
+
+void sgemm_packed_bt_with(const Kernels& kern, ThreadPool& tp, int M, int N, int K, float alpha, const float* A,
+                          int lda, const float* packed, float beta, float* C, int ldc) {
+  if (!gemm_driver::prepare("sgemm", false, true, M, N, K, lda, K, beta, C, ldc)) return;
+  Problem p{{false, true, M, N, K, block_k(K), alpha, beta, A, lda, K, C, ldc}, nullptr};
+  p.packed = packed;
+  p.n_pad = padded_columns(kern, N);
+  run(kern, tp, p);
 }
 
 }  // namespace gemm
@@ -239,5 +283,16 @@ void sgemm(ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K, floa
 }
 
 const char* sgemm_isa() { return kernels().name; }
+
+size_t sgemm_pack_bt_floats(int N, int K) { return gemm::packed_bt_floats(kernels(), N, K); }
+
+void sgemm_pack_bt(ThreadPool& tp, const float* B, int ldb, int N, int K, float* dst) {
+  gemm::pack_bt_with(kernels(), tp, B, ldb, N, K, dst);
+}
+
+void sgemm_packed_bt(ThreadPool& tp, int M, int N, int K, float alpha, const float* A, int lda, const float* packed,
+                     float beta, float* C, int ldc) {
+  gemm::sgemm_packed_bt_with(kernels(), tp, M, N, K, alpha, A, lda, packed, beta, C, ldc);
+}
 
 }  // namespace moe::cpu

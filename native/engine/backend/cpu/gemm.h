@@ -18,4 +18,13 @@ void sgemm(ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K, floa
 // "scalar").
 const char* sgemm_isa();
 
+// A weight B [N, K] (ldb >= K) read as op(B) = Bᵀ, as a linear layer's x·wᵀ reads it, packed once for the family
+// sgemm_isa() names (sgemm_pack_bt_floats floats at a 64-byte aligned dst), and products on it under that same
+// family: C = alpha · A·Bᵀ + beta · C bit for bit as sgemm(tp, false, true, ...) gives it, reading the panels in
+// order, never B.
+size_t sgemm_pack_bt_floats(int N, int K);
+void sgemm_pack_bt(ThreadPool& tp, const float* B, int ldb, int N, int K, float* dst);
+void sgemm_packed_bt(ThreadPool& tp, int M, int N, int K, float alpha, const float* A, int lda, const float* packed,
+                     float beta, float* C, int ldc);
+
 }  // namespace moe::cpu

@@ -100,7 +100,10 @@ int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t pan
            int64_t ldc, float alpha, float beta, bool load_c, float* pack_out, const Prefetch& pf) {
   static constexpr auto tiles = make_tiles<false>(std::make_integer_sequence<int, kMRMax>{});
   static constexpr auto packing_tiles = make_tiles<true>(std::make_integer_sequence<int, kMRMax>{});
-  const int done = std::min(cols, panels_for(mr) * kNR);
+  // One row on packed panels (a decode step's product on a laid-out weight) is bound by reading them: one panel a
+  // call keeps the reads one sequential stream rather than several a panel apart.
+  const int most = mr == 1 && panel_stride > kNR ? 1 : panels_for(mr);
+  const int done = std::min(cols, most * kNR);
   const int panels = (done + kNR - 1) / kNR;
   (pack_out ? packing_tiles : tiles)[mr - 1][panels - 1](kc, a, b, panel_stride, k_stride, c, ldc, done, alpha, beta,
                                                          load_c, pack_out, pf);

@@ -64,4 +64,13 @@ const Kernels& scalar_kernels();
 void sgemm_with(const Kernels& kern, ThreadPool& tp, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                 const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc);
 
+// A weight read as op(B) = Bᵀ (B stored [N, K], ldb >= K: a linear layer's x·wᵀ) packed once for that family's
+// kernels (its k blocks, each a row of nr-column panels; packed_bt_floats floats at a 64-byte aligned dst), then
+// products on it:
+// sgemm_packed_bt_with gives sgemm_with's result on (trans_b, B) bit for bit, reading the panels in order.
+size_t packed_bt_floats(const Kernels& kern, int N, int K);
+void pack_bt_with(const Kernels& kern, ThreadPool& tp, const float* B, int ldb, int N, int K, float* dst);
+void sgemm_packed_bt_with(const Kernels& kern, ThreadPool& tp, int M, int N, int K, float alpha, const float* A,
+                          int lda, const float* packed, float beta, float* C, int ldc);
+
 }  // namespace moe::cpu::gemm

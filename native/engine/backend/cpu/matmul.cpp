@@ -11,15 +11,27 @@ namespace {
 constexpr int kColumnBlock = 64;
 }  // namespace
 
+namespace {
+
+// Seeds y with the bias, for sgemm to add x·wᵀ onto (beta = 1): one pass over y instead of two.
+void seed_bias(ThreadPool& tp, float* y, const float* b, int N, int O) {
+  tp.parallel_for(N, [=](int64_t n0, int64_t n1, int) {
+    for (int64_t n = n0; n < n1; ++n)
+      for (int o = 0; o < O; ++o) y[n * O + o] = b[o];
+  });
+}
+
+}  // namespace
+
 void matmul_forward(ThreadPool& tp, float* y, const float* x, const float* w, const float* b, int N, int I, int O) {
-  if (b) {
-    // Seed y with the bias and let sgemm add x·wᵀ (beta = 1): one pass over y instead of two.
-    tp.parallel_for(N, [=](int64_t n0, int64_t n1, int) {
-      for (int64_t n = n0; n < n1; ++n)
-        for (int o = 0; o < O; ++o) y[n * O + o] = b[o];
-    });
-  }
+  if (b) seed_bias(tp, y, b, N, O);
   sgemm(tp, false, true, N, O, I, 1.0f, x, I, w, I, b ? 1.0f : 0.0f, y, O);
+}
+
+void matmul_forward_packed(ThreadPool& tp, float* y, const float* x, const float* packed, const float* b, int N, int I,
+                           int O) {
+  if (b) seed_bias(tp, y, b, N, O);
+  sgemm_packed_bt(tp, N, O, I, 1.0f, x, I, packed, b ? 1.0f : 0.0f, y, O);
 }
 
 void matmul_backward(ThreadPool& tp, float* dx, float* dw, float* db, const float* dy, const float* x,
