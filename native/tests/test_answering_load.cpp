@@ -3,7 +3,7 @@
 // those of the same checkpoint loaded first and, in bf16, laid out at the first forward, in fp32 read as they lie
 // (the layout of an fp32 weight gives the same products). Under a fine-tune only the frozen base is laid out at the
 // load (a PEFT adapter read next may still write the trained tensors); drawing weights into a model whose weights
-// are partly laid out is refused.
+// are partly laid out is refused. The same under the scalar kernels and beside a device.
 #include <memory>
 #include <string>
 #include <vector>
@@ -115,6 +115,35 @@ TEST(an_answering_model_lays_each_weight_out_as_its_load_reads_it) {
         CHECK_MSG(error.find("laid out") != std::string::npos, label + ": a draw was not refused: " + error);
       }
   CHECK_MSG(kept_in_all > 0, "no family's fine-tune trains a linear weight");
+}
+
+// Under the scalar reference kernels, and beside a device (a CPU backend whose memory is said to be apart: the
+// load fills a host copy and puts it back at the end, so nothing is laid out until the first forward), in fp32 and
+// bf16: the reference model's logits.
+TEST(an_answering_model_under_other_kernels_and_beside_a_device_gives_the_same_logits) {
+  const EngineConfig cfg = parse_config_text(finetune_test::config(finetune_test::families()[3].second), "test");
+  const std::string dir = saved_model(cfg, "deepseek_other");
+  for (ComputeDtype dtype : {ComputeDtype::F32, ComputeDtype::BF16})
+    for (bool apart : {false, true}) {
+      BackendOptions o;
+      o.threads = 2;
+      o.isa = apart ? "native" : "scalar";
+      o.device_memory_apart = apart;
+      const std::string label = std::string(dtype == ComputeDtype::F32 ? "fp32" : "bf16") +
+                                (apart ? ", memory apart" : ", scalar kernels");
+      auto be_ref = make_backend("cpu", o), be = make_backend("cpu", o);
+      Model reference(cfg.model, *be_ref, dtype);
+      load_weights(dir, reference);
+      if (dtype == ComputeDtype::BF16) reference.set_inference_only();
+      Model answering(cfg.model, *be, dtype);
+      answering.set_inference_only();
+      load_weights(dir, answering);
+      CHECK_MSG((be->kept_bf16_bytes() > 0) != apart, label + ": laid out at the load only where it is read in place");
+      CHECK_MSG(logits_of(Generator(answering), cfg.model.vocab_size) ==
+                    logits_of(Generator(reference), cfg.model.vocab_size),
+                label + ": the logits differ from the reference model's");
+      CHECK_MSG(be->kept_bf16_bytes() > 0, label + ": nothing laid out by the first forward");
+    }
 }
 
 TEST_MAIN()
