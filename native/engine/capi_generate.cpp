@@ -116,7 +116,7 @@ moe_generation* moe_generation_open(const char* model_dir, const char* config_js
     // The session's own model: its experts are served by the slots, so bf16 compute keeps no copies of them (the
     // SSD home's arena ranges are never touched).
     if (g->slots) model.set_expert_access(g->slots.get());
-    // Set before the weights are read: in bf16 compute each is laid out as it arrives (Model::weights_loaded).
+    // Set before the weights are read: each linear weight is laid out as it arrives (Model::weights_loaded).
     model.set_inference_only();
     moe_capi::load_folder_weights(g->folder);
     start(*g, o);

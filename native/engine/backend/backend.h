@@ -144,11 +144,12 @@ class Backend {
   // (another shape, the backward's product, a change) is an error. Returns false where the backend keeps no
   // layouts of its own: the caller then writes the copy.
   virtual bool lay_out_bf16_weight(const uint16_t* w, const float* fp32, int I, int O) { return false; }
-  // Optional, for a model that only answers in fp32: lays the linear weight [O, I] at w out for matmul_forward, which
-  // reads that layout whenever it is given w from then on, so that the caller may hand w's values back (discard).
-  // Anything else that would read w (another shape, the backward) is an error. Returns false where the backend
-  // keeps no layouts of its own: w is then read as it lies.
-  virtual bool lay_out_weight(const float* w, int I, int O) { return false; }
+  // Optional, for a model that only answers in fp32: lays the linear weight [O, I] that belongs at w out, from its
+  // values (at w, or a load's buffer), for matmul_forward, which reads that layout whenever it is given w from then
+  // on, so the caller may hand w's memory back (discard) or never write it. Anything else that would read w
+  // (another shape, the backward) is an error. Returns false where the backend keeps no layouts of its own: w must
+  // then hold the values, and is read as it lies.
+  virtual bool lay_out_weight(const float* w, const float* values, int I, int O) { return false; }
   // Bytes the backend holds for kept and laid-out weights now.
   virtual int64_t kept_bf16_bytes() const { return 0; }
 

@@ -223,27 +223,29 @@ std::vector<bool> Model::bf16_only_tensors() const {
   return only;
 }
 
-// Tensor i, planned: laid out straight from the fp32 weight where the backend keeps layouts (the copy's pages never
-// touched), else its copy is written (and laid out where it can be); then the fp32 weight is handed back unless the
-// embedding lookup reads it.
-void Model::answer_with(size_t i) {
+// Tensor i, planned, from its values at src (its fp32 weight in the arena, or a load's buffer): laid out by the
+// backend where it keeps layouts (bf16: else its copy is written, and laid out where it can be); the fp32 weight is
+// then handed back unless something still reads it (the embedding lookup; an fp32 product without a layout), and
+// a load's values go to the arena where it is kept.
+void Model::answer_with(size_t i, const float* src) {
   const ParamTensor& t = layout_.tensors()[i];
   const size_t padded = (t.numel + 15) / 16 * 16;
   float* weight = params_.f() + t.offset;
   const bool linear = t.shape.size() == 2;
   const int I = linear ? static_cast<int>(t.shape[1]) : 0, O = linear ? static_cast<int>(t.shape[0]) : 0;
-  bool laid_out = true;  // whatever the products read now is not the fp32 weight
+  bool replaced = true;  // the products read something other than the fp32 weight from now on
   if (dtype_ == ComputeDtype::F32) {
-    // The embedding lookup reads a head tied to it as it lies.
-    laid_out = linear && weight != p_.wte && be_.lay_out_weight(weight, I, O);
+    replaced = linear && weight != p_.wte && be_.lay_out_weight(weight, src, I, O);
   } else {
     uint16_t* copy = params_bf16_.u16() + t.offset;
-    if (!linear || !be_.lay_out_bf16_weight(copy, weight, I, O)) {
-      be_.to_bf16(copy, weight, static_cast<int64_t>(padded));
+    if (!linear || !be_.lay_out_bf16_weight(copy, src, I, O)) {
+      be_.to_bf16(copy, src, static_cast<int64_t>(t.numel));  // the copy's padding stays zero
       if (linear) be_.prepare_bf16_weight(copy, I, O, false);
     }
   }
-  if (laid_out && weight != p_.wte) be_.discard(weight, padded * sizeof(float));
+  const bool kept = !replaced || weight == p_.wte;
+  if (kept && src != weight) std::copy_n(src, t.numel, weight);
+  if (!kept && src == weight) be_.discard(weight, padded * sizeof(float));
   answered_[i] = true;
   ++answered_count_;
 }
@@ -252,20 +254,37 @@ void Model::refresh_for_answering() {
   answered_.resize(layout_.tensors().size(), false);
   const std::vector<bool>& planned = dtype_ == ComputeDtype::BF16 ? bf16_planned_ : fp32_planned_;
   for (size_t i = 0; i < layout_.tensors().size(); ++i)
-    if (planned[i] && !answered_[i]) answer_with(i);
+    if (planned[i] && !answered_[i]) answer_with(i, params_.f() + layout_.tensors()[i].offset);
   bf16_stale_ = bf16_trained_stale_ = false;
   weights_handed_back_ = true;
 }
 
-void Model::weights_loaded(size_t begin, size_t end) {
-  if (!inference_only_ || weights_handed_back_) return;
+// Tensor i is laid out as its load reads it: planned, and, under a fine-tune, frozen (a PEFT adapter read next may
+// still write the trained ones).
+bool Model::lays_out_at_load(size_t i) const {
+  const std::vector<bool>& planned = dtype_ == ComputeDtype::BF16 ? bf16_planned_ : fp32_planned_;
+  return planned[i] && !(i < answered_.size() && answered_[i]) && (trainable_.everything() || !trainable_.trains(i));
+}
+
+bool Model::lays_out_any(size_t begin, size_t end) const {
+  if (!lays_out_while_loading()) return false;
+  const std::vector<ParamTensor>& ts = layout_.tensors();
+  auto it = std::lower_bound(ts.begin(), ts.end(), begin, [](const ParamTensor& t, size_t at) { return t.offset < at; });
+  for (; it != ts.end() && it->offset + it->numel <= end; ++it)
+    if (lays_out_at_load(static_cast<size_t>(it - ts.begin()))) return true;
+  return false;
+}
+
+void Model::weights_loaded(size_t begin, size_t end, const float* values) {
+  check(lays_out_while_loading(), "model: a load handed its values to a model that does not lay them out");
   answered_.resize(layout_.tensors().size(), false);
   const std::vector<ParamTensor>& ts = layout_.tensors();
-  const std::vector<bool>& planned = dtype_ == ComputeDtype::BF16 ? bf16_planned_ : fp32_planned_;
   auto it = std::lower_bound(ts.begin(), ts.end(), begin, [](const ParamTensor& t, size_t at) { return t.offset < at; });
   for (; it != ts.end() && it->offset + it->numel <= end; ++it) {
     const size_t i = static_cast<size_t>(it - ts.begin());
-    if (planned[i] && !answered_[i] && (trainable_.everything() || !trainable_.trains(i))) answer_with(i);
+    const float* src = values + (it->offset - begin);
+    if (lays_out_at_load(i)) answer_with(i, src);
+    else std::copy_n(src, it->numel, params_.f() + it->offset);
   }
 }
 

@@ -82,12 +82,17 @@ class Model {
   void set_inference_only();
   // [tensor index]: laid out for answering (its fp32 values handed back unless the embedding lookup reads them).
   const std::vector<bool>& laid_out_tensors() const { return answered_; }
-  // A load's tensors in [begin, end) (floats of the parameter arena) hold their final values. An answering model
-  // lays each linear weight there out now and hands its fp32 weight back, rather than at its first refresh, so a
-  // load's peak is about the laid-out size rather than the fp32 weights' (set_inference_only and set_expert_access
-  // come first). Under a finetune section only frozen tensors: a PEFT adapter read after the base may still write
-  // the trained ones. Anything else is a no-op; writing a laid-out tensor afterwards is an error.
-  void weights_loaded(size_t begin, size_t end);
+  // Whether a load hands this model its values (weights_loaded) rather than writing its arena: an answering model
+  // before its first forward (set_inference_only and set_expert_access come first).
+  bool lays_out_while_loading() const { return inference_only_ && !weights_handed_back_; }
+  // A load's final values of [begin, end) (floats of the parameter arena; a tensor outside the routed experts, or
+  // an expert). Each linear weight there is laid out from them now, rather than at the first refresh, and the
+  // rest is written to the arena, so the fp32 pages of the weights laid out are never touched and a load's peak is
+  // about the laid-out size. Under a finetune section only frozen tensors are laid out: a PEFT adapter read after
+  // the base may still write the trained ones. Writing a laid-out tensor afterwards is an error.
+  void weights_loaded(size_t begin, size_t end, const float* values);
+  // Whether weights_loaded would lay out some tensor in [begin, end) (else a load may write the arena there).
+  bool lays_out_any(size_t begin, size_t end) const;
   // After an update that wrote the copy of every trained tensor that has one: forward has none of them to refresh.
   void bf16_copies_written() { bf16_trained_stale_ = false; }
   // The gradient arena: trained tensors only, packed in layout order (trainable().grad_offset(i)); with
@@ -199,7 +204,8 @@ class Model {
   std::vector<bool> answered_;        // [tensor index]: laid out for answering (its fp32 weight handed back)
   size_t answered_count_ = 0;
   void refresh_for_answering();
-  void answer_with(size_t tensor);
+  void answer_with(size_t tensor, const float* src);
+  bool lays_out_at_load(size_t tensor) const;
   void for_each_linear(const std::function<void(const float*, const uint16_t**)>& fn);
   std::vector<bool> linear_tensors();
   void plan_fp32_layouts();

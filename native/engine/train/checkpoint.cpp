@@ -244,7 +244,10 @@ void load_weights(const std::string& dir, Model& model, ExpertStateHome* experts
   ArenaStaging host(model.backend(), model.params(), model.num_params(), experts ? &layout.expert_ranges() : nullptr);
   ArenaTarget target{&sources, host.data(), nullptr, &layout.expert_ranges(), experts, kWeights,
                      read.size() < layout.tensors().size()};
-  if (host.in_place()) target.filled = [&model](size_t begin, size_t end) { model.weights_loaded(begin, end); };
+  if (host.in_place() && model.lays_out_while_loading()) {
+    target.take = [&model](size_t begin, size_t end, const float* values) { model.weights_loaded(begin, end, values); };
+    target.takes = [&model](size_t begin, size_t end) { return model.lays_out_any(begin, end); };
+  }
   read_checked(ts, {target}, hf ? &storage : nullptr);
   host.put();
 }

@@ -56,8 +56,9 @@ ModelConfig read_checkpoint_model_config(const std::string& dir);
 // headers before anything is read, so a refused load leaves the model unchanged. Reads go into the arena in place
 // on a host backend (through a host copy beside a device), so only an I/O error can stop a load midway, leaving
 // what it read so far. experts: the routed experts' home apart from the arenas, which receives each expert's
-// weights as soon as they are read (the arenas' expert ranges stay untouched). Read in place, each tensor and
-// expert is handed to Model::weights_loaded once read (an answering bf16 model lays it out there).
+// weights as soon as they are read (the arenas' expert ranges stay untouched). For a model that lays its weights
+// out as they load (Model::lays_out_while_loading), on a host backend each tensor it lays out and each expert goes
+// to Model::weights_loaded once read, not into the arena.
 // init_rest (may be null): for a model whose arena nothing wrote yet (a new Model's zeros), the seed that
 // initialises every tensor the folder does not hold (a LoRA model's adapters) before the read, as Model::init
 // would, so a large model is never drawn from the seed only to be overwritten; routed experts in an apart home get

@@ -52,6 +52,35 @@ std::vector<float> read_slab(const st::TensorSet& ts, const StoredPart& p, const
   return slab;
 }
 
+// A reused host buffer on huge pages (as the arenas): a load's tensors pass through it one at a time, up to the
+// largest (a vocabulary's head), which 4 KiB pages would fault in by the hundred thousand.
+class HostFloats {
+ public:
+  HostFloats() = default;
+  HostFloats(const HostFloats&) = delete;
+  HostFloats& operator=(const HostFloats&) = delete;
+  ~HostFloats() { host_free(p_); }
+  float* at_least(size_t n) {
+    if (n > n_) {
+      host_free(p_);
+      p_ = static_cast<float*>(host_alloc(n * sizeof(float)));
+      check(p_ != nullptr, "checkpoint: cannot allocate " + std::to_string(n * sizeof(float)) +
+                               " bytes of host memory to read a tensor through");
+      n_ = n;
+    }
+    return p_;
+  }
+  void release() {
+    host_free(p_);
+    p_ = nullptr;
+    n_ = 0;
+  }
+
+ private:
+  float* p_ = nullptr;
+  size_t n_ = 0;
+};
+
 }  // namespace
 
 void check_stored(const st::TensorSet& ts, const std::vector<ArenaTarget>& targets, const HfStorage* storage,
@@ -136,12 +165,20 @@ void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targe
       int64_t slab;  // -1: contiguous
     };
     std::vector<std::vector<Read>> reads(ranges.size());
+    HostFloats scratch;  // one tensor's values on their way to `take`
     for (size_t k = 0; k < t.sources->size(); ++k) {
       const TensorSource& s = (*t.sources)[k];
       const size_t tensor = t.at ? (*t.at)[k] : s.param->offset;
-      bool in_arena = expert_of(tensor) < 0;
+      const bool in_arena = expert_of(tensor) < 0 && !s.parts.empty() &&
+                            std::all_of(s.parts.begin(), s.parts.end(), [](const StoredPart& p) { return p.experts.empty(); });
+      if (in_arena && t.take && t.takes(tensor, tensor + s.param->numel)) {
+        // Its parts cover it: nothing stale is handed over.
+        float* values = scratch.at_least(s.param->numel);
+        for (const StoredPart& p : s.parts) read_part(ts, p, storage, values + p.offset);
+        t.take(tensor, tensor + s.param->numel, values);
+        continue;
+      }
       for (const StoredPart& p : s.parts) {
-        in_arena = in_arena && p.experts.empty();
         if (!p.experts.empty()) {
           check(!t.at, "checkpoint: a fused expert tensor is read into the parameter layout only");
           for (size_t e = 0; e < p.experts.size(); ++e) {
@@ -155,8 +192,8 @@ void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targe
           read_part(ts, p, storage, t.arena + tensor + p.offset);
         }
       }
-      if (in_arena && !s.parts.empty() && t.filled) t.filled(tensor, tensor + s.param->numel);
     }
+    scratch.release();  // the largest tensor's size; an expert needs no more than its range
     std::vector<float> buffer;
     for (size_t x = 0; x < ranges.size(); ++x) {
       if (reads[x].empty()) continue;
@@ -166,6 +203,11 @@ void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targe
         buffer.assign(r.end - r.begin, 0.0f);
         dst = buffer.data();
         if (t.partial) t.home->read_expert(static_cast<int>(x), t.part, dst);
+      } else if (t.take) {
+        // Not zeroed for every expert: take reads each tensor's own floats, which the reads (or, partial, the
+        // arena) fill; the padding between them may hold the previous expert's.
+        dst = scratch.at_least(r.end - r.begin);
+        if (t.partial) std::copy(t.arena + r.begin, t.arena + r.end, dst);
       }
       for (const Read& rd : reads[x])
         if (rd.slab >= 0)
@@ -173,7 +215,7 @@ void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targe
         else
           read_part(ts, *rd.part, storage, dst + (rd.tensor - r.begin) + rd.part->offset);
       if (t.home) t.home->write_expert(static_cast<int>(x), t.part, dst);
-      else if (t.filled) t.filled(r.begin, r.end);
+      else if (t.take) t.take(r.begin, r.end, dst);
     }
   }
 }

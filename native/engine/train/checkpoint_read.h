@@ -32,9 +32,14 @@ struct ArenaTarget {
   ExpertStateHome* home = nullptr;
   ExpertPart part = kWeights;
   bool partial = false;
-  // Set: called with [begin, end) in floats of `arena` once all that is stored for it is read, for each tensor
-  // outside the routed experts and each expert read into `arena` (an answering model lays them out as they come).
-  std::function<void(size_t, size_t)> filled{};
+  // Set: what the load reads for each tensor outside the routed experts, and each expert read into `arena`, goes to
+  // take(begin, end, values) instead once all that is stored for it is read: values holds [begin, end) of `arena`
+  // as the load would leave it (a tensor's padding zero; an expert's tensors the file leaves out as `arena` holds
+  // them), and the read never writes `arena` there. An answering model lays its weights out from them, so the
+  // pages of the fp32 weights it hands back are never touched.
+  std::function<void(size_t, size_t, const float*)> take{};
+  // With take: whether it wants [begin, end) (a tensor outside the routed experts); else that is read into `arena`.
+  std::function<bool(size_t, size_t)> takes{};
 };
 
 // Checks the whole stored set against the expected parts (each present once, float dtype, FP8 with its scales

@@ -98,10 +98,10 @@ class CpuBackend final : public Backend {
     if (!laid_out_.empty()) laid_out_.check_unlaid(w, int64_t{I} * O, "matmul_backward");
     cpu::matmul_backward(tp_, dx, dw, db, dy, x, w, N, I, O);
   }
-  bool lay_out_weight(const float* w, int I, int O) override {
+  bool lay_out_weight(const float* w, const float* values, int I, int O) override {
     if (!pack_weights_) return false;
     const cpu::IsaScope isa(isa_);
-    laid_out_.lay_out(tp_, w, I, O);
+    laid_out_.lay_out(tp_, w, values, I, O);
     return true;
   }
   void lora_forward(float* y, const float* x, const float* A, const float* B, int N, int I, int O, int r, float scale,

@@ -17,7 +17,7 @@ std::string shape(int I, int O) {
 
 }  // namespace
 
-void LaidOutWeights::lay_out(ThreadPool& tp, const float* w, int I, int O) {
+void LaidOutWeights::lay_out(ThreadPool& tp, const float* w, const float* values, int I, int O) {
   check(I > 0 && O > 0, "fp32 weight layout: empty weight " + shape(I, O));
   const std::lock_guard<std::mutex> lock(mu_);
   check(isa_.empty() || isa_ == sgemm_isa(), std::string("fp32 weight layout: laid out for ") + isa_ +
@@ -26,7 +26,7 @@ void LaidOutWeights::lay_out(ThreadPool& tp, const float* w, int I, int O) {
   const size_t floats = sgemm_pack_bt_floats(O, I);
   auto* data = static_cast<float*>(slabs_.alloc(floats * sizeof(float)));
   if (!data) fail("fp32 weight layout: out of memory allocating " + std::to_string(floats * sizeof(float)) + " bytes");
-  sgemm_pack_bt(tp, w, I, O, I, data);
+  sgemm_pack_bt(tp, values, I, O, I, data);
   entries_[address(w)] = {I, O, data};
   isa_ = sgemm_isa();
   bytes_ += static_cast<int64_t>(floats * sizeof(float));

@@ -22,7 +22,8 @@ class LaidOutWeights {
   LaidOutWeights(const LaidOutWeights&) = delete;
   LaidOutWeights& operator=(const LaidOutWeights&) = delete;
 
-  void lay_out(ThreadPool& tp, const float* w, int I, int O);
+  // The weight that belongs at w, from its values (at w, or elsewhere).
+  void lay_out(ThreadPool& tp, const float* w, const float* values, int I, int O);
   // w's layout, or null where it has none (a weight laid out as another shape is an error).
   const float* get(const float* w, int I, int O) const;
   // Fails, naming op, where a layout starts inside [w, w + floats): what op would read was handed back.
