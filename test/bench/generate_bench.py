@@ -10,8 +10,9 @@ out as it reads it). Each decode step reads every non-expert weight (attention, 
 router, LM head) and top-k experts per layer once: in fp32 compute their fp32 bytes, in bf16 compute
 (train.compute_dtype) the linear weights' bf16 and the rest fp32. Those bytes over the read bandwidth (a read-only
 sweep of 768 MiB, the fastest of the probes made before each session in this run) are the step's lower bound.
-Sessions: resident fp32; resident bf16, whose session keeps only its linear weights' laid-out bf16 form (about half
-the fp32 session's memory); the experts in the SSD tier (a file behind a host cache of 4 x top-k experts and 2 x
+Sessions: resident fp32, whose session keeps its linear weights laid out in the GEMM's panels (the same bytes,
+read in order); resident bf16, whose session keeps only its linear weights' laid-out bf16 form (about half the
+fp32 session's memory); the experts in the SSD tier (a file behind a host cache of 4 x top-k experts and 2 x
 top-k slots) in fp32 and in bf16 (whose records keep the linear weights in bf16: half the reads), whose greedy
 tokens must be the resident ones.
 Last line: BENCH generate decode_vs_bandwidth=R tokens_per_s=X start_s=S ssd_decode_vs_resident=R
