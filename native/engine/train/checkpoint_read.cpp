@@ -199,11 +199,12 @@ void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targe
       if (reads[x].empty()) continue;
       const ExpertRange& r = ranges[x];
       float* dst = t.arena + r.begin;
+      const bool take = !t.home && t.take && t.takes(r.begin, r.end);
       if (t.home) {
         buffer.assign(r.end - r.begin, 0.0f);
         dst = buffer.data();
         if (t.partial) t.home->read_expert(static_cast<int>(x), t.part, dst);
-      } else if (t.take) {
+      } else if (take) {
         // Not zeroed for every expert: take reads each tensor's own floats, which the reads (or, partial, the
         // arena) fill; the padding between them may hold the previous expert's.
         dst = scratch.at_least(r.end - r.begin);
@@ -215,7 +216,7 @@ void read_checked(const st::TensorSet& ts, const std::vector<ArenaTarget>& targe
         else
           read_part(ts, *rd.part, storage, dst + (rd.tensor - r.begin) + rd.part->offset);
       if (t.home) t.home->write_expert(static_cast<int>(x), t.part, dst);
-      else if (t.take) t.take(r.begin, r.end, dst);
+      else if (take) t.take(r.begin, r.end, dst);
     }
   }
 }

@@ -38,7 +38,8 @@ struct ArenaTarget {
   // them), and the read never writes `arena` there. An answering model lays its weights out from them, so the
   // pages of the fp32 weights it hands back are never touched.
   std::function<void(size_t, size_t, const float*)> take{};
-  // With take: whether it wants [begin, end) (a tensor outside the routed experts); else that is read into `arena`.
+  // With take: whether it wants [begin, end) (a tensor outside the routed experts, or an expert); else that is read
+  // into `arena`.
   std::function<bool(size_t, size_t)> takes{};
 };
 
