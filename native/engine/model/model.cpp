@@ -251,7 +251,6 @@ void Model::answer_with(size_t i, const float* src) {
 }
 
 void Model::refresh_for_answering() {
-  answered_.resize(layout_.tensors().size(), false);
   const std::vector<bool>& planned = dtype_ == ComputeDtype::BF16 ? bf16_planned_ : fp32_planned_;
   for (size_t i = 0; i < layout_.tensors().size(); ++i)
     if (planned[i] && !answered_[i]) answer_with(i, params_.f() + layout_.tensors()[i].offset);
@@ -263,34 +262,42 @@ void Model::refresh_for_answering() {
 // still write the trained ones).
 bool Model::lays_out_at_load(size_t i) const {
   const std::vector<bool>& planned = dtype_ == ComputeDtype::BF16 ? bf16_planned_ : fp32_planned_;
-  return planned[i] && !(i < answered_.size() && answered_[i]) && (trainable_.everything() || !trainable_.trains(i));
+  return planned[i] && !answered_[i] && (trainable_.everything() || !trainable_.trains(i));
+}
+
+// The tensors lying wholly inside [begin, end) (layout order is offset order): [first, last) tensor indices.
+std::pair<size_t, size_t> Model::tensors_within(size_t begin, size_t end) const {
+  const std::vector<ParamTensor>& ts = layout_.tensors();
+  auto it = std::lower_bound(ts.begin(), ts.end(), begin, [](const ParamTensor& t, size_t at) { return t.offset < at; });
+  const size_t first = static_cast<size_t>(it - ts.begin());
+  size_t last = first;
+  while (last < ts.size() && ts[last].offset + ts[last].numel <= end) ++last;
+  return {first, last};
 }
 
 bool Model::lays_out_any(size_t begin, size_t end) const {
   if (!lays_out_while_loading()) return false;
-  const std::vector<ParamTensor>& ts = layout_.tensors();
-  auto it = std::lower_bound(ts.begin(), ts.end(), begin, [](const ParamTensor& t, size_t at) { return t.offset < at; });
-  for (; it != ts.end() && it->offset + it->numel <= end; ++it)
-    if (lays_out_at_load(static_cast<size_t>(it - ts.begin()))) return true;
+  const auto [first, last] = tensors_within(begin, end);
+  for (size_t i = first; i < last; ++i)
+    if (lays_out_at_load(i)) return true;
   return false;
 }
 
 void Model::weights_loaded(size_t begin, size_t end, const float* values) {
   check(lays_out_while_loading(), "model: a load handed its values to a model that does not lay them out");
-  answered_.resize(layout_.tensors().size(), false);
-  const std::vector<ParamTensor>& ts = layout_.tensors();
-  auto it = std::lower_bound(ts.begin(), ts.end(), begin, [](const ParamTensor& t, size_t at) { return t.offset < at; });
-  for (; it != ts.end() && it->offset + it->numel <= end; ++it) {
-    const size_t i = static_cast<size_t>(it - ts.begin());
-    const float* src = values + (it->offset - begin);
+  const auto [first, last] = tensors_within(begin, end);
+  for (size_t i = first; i < last; ++i) {
+    const ParamTensor& t = layout_.tensors()[i];
+    const float* src = values + (t.offset - begin);
     if (lays_out_at_load(i)) answer_with(i, src);
-    else std::copy_n(src, it->numel, params_.f() + it->offset);
+    else std::copy_n(src, t.numel, params_.f() + t.offset);
   }
 }
 
 void Model::set_inference_only() {
   if (inference_only_) return;
   inference_only_ = true;
+  answered_.assign(layout_.tensors().size(), false);
   plan_bf16_copies();
 }
 

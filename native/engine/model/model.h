@@ -201,11 +201,12 @@ class Model {
   bool experts_apart_ = false;             // an ExpertAccess holds the routed experts elsewhere
   bool inference_only_ = false;
   bool weights_handed_back_ = false;  // an answering model's first refresh ran: its fp32 linear weights are gone
-  std::vector<bool> answered_;        // [tensor index]: laid out for answering (its fp32 weight handed back)
+  std::vector<bool> answered_;        // [tensor index]: laid out for answering (sized by set_inference_only)
   size_t answered_count_ = 0;
   void refresh_for_answering();
   void answer_with(size_t tensor, const float* src);
   bool lays_out_at_load(size_t tensor) const;
+  std::pair<size_t, size_t> tensors_within(size_t begin, size_t end) const;
   void for_each_linear(const std::function<void(const float*, const uint16_t**)>& fn);
   std::vector<bool> linear_tensors();
   void plan_fp32_layouts();

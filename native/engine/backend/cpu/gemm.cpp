@@ -253,8 +253,9 @@ void sgemm_with(const Kernels& kern, ThreadPool& tp, bool trans_a, bool trans_b,
 size_t packed_bt_floats(const Kernels& kern, int N, int K) { return static_cast<size_t>(padded_columns(kern, N)) * K; }
 
 void pack_bt_with(const Kernels& kern, ThreadPool& tp, const float* B, int ldb, int N, int K, float* dst) {
-  const int kc_max = block_k(K), panels = static_cast<int>(padded_columns(kern, N) / kern.nr);
+  const int kc_max = block_k(K);
   const int64_t n_pad = padded_columns(kern, N);
+  const int panels = static_cast<int>(n_pad / kern.nr);
   tp.parallel_for(panels, [&](int64_t q0, int64_t q1, int) {
     for (int k0 = 0; k0 < K; k0 += kc_max) {
       const int kc = std::min(kc_max, K - k0);
