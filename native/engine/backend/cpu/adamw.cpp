@@ -1,4 +1,4 @@
-// AdamW and Σx²: scalars folded once in double, then an elementwise pass (AVX-512 when the CPU has it)
+// AdamW and Σx²: scalars folded once in double, then an elementwise pass (AVX-512 or AVX2 when the CPU has it)
 // over a static partition in 16-element units. Σx² sums fixed 64Ki-element chunks in double with 16
 // interleaved lanes (same lanes on every ISA) and combines the chunks in order, so neither result depends
 // on the thread count.
@@ -20,12 +20,17 @@ using adamw_detail::Consts;
 constexpr int64_t kChunk = 65536;   // Σx² chunk: the unit of the fixed reduction order
 constexpr int64_t kGrainUnits = 4096;  // 64Ki elements per thread at least, so small tensors stay serial
 
-bool use_avx512() {
-  static const bool has = [] {
+enum class Vector { None, Avx2, Avx512 };
+
+// The widest kernels the CPU runs and the op's ISA choice allows.
+Vector vector_isa() {
+  static const Vector has = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")) return Vector::Avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Vector::Avx2;
+    return Vector::None;
   }();
-  return has && current_isa() == Isa::Native;
+  return current_isa() == Isa::Native ? has : Vector::None;
 }
 
 // The per-element sequence of Consts, one lane at a time.
@@ -41,7 +46,7 @@ void update_scalar(const Consts& c, float* p, const float* grad, float* m, float
 }
 
 // 16 lanes (index mod 16) accumulated in double, then added in lane order: x² is exact in double, so this
-// matches the AVX-512 kernel bit for bit.
+// matches the vector kernels bit for bit.
 double chunk_sum_squares_scalar(const float* x, int64_t n) {
   double lane[16] = {};
   for (int64_t i = 0; i < n; ++i) lane[i % 16] += double(x[i]) * double(x[i]);
@@ -56,7 +61,10 @@ void adamw_update(ThreadPool& tp, float* p, const float* grad, float* m, float* 
                   uint16_t* p16) {
   if (n <= 0) return;
   const Consts c = adamw_detail::fold(hp);
-  const auto kernel = use_avx512() ? &adamw_detail::update_avx512 : &update_scalar;
+  const Vector isa = vector_isa();
+  const auto kernel = isa == Vector::Avx512 ? &adamw_detail::update_avx512
+                      : isa == Vector::Avx2 ? &adamw_detail::update_avx2
+                                            : &update_scalar;
   const int64_t units = (n + 15) / 16;
   tp.parallel_for(
       units,
@@ -69,7 +77,10 @@ void adamw_update(ThreadPool& tp, float* p, const float* grad, float* m, float* 
 
 double sum_squares(ThreadPool& tp, const float* x, int64_t n) {
   if (n <= 0) return 0.0;
-  const auto chunk_sum = use_avx512() ? &adamw_detail::chunk_sum_squares_avx512 : &chunk_sum_squares_scalar;
+  const Vector isa = vector_isa();
+  const auto chunk_sum = isa == Vector::Avx512 ? &adamw_detail::chunk_sum_squares_avx512
+                         : isa == Vector::Avx2 ? &adamw_detail::chunk_sum_squares_avx2
+                                               : &chunk_sum_squares_scalar;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   if (chunks == 1) return chunk_sum(x, n);
   std::vector<double> partial(chunks);

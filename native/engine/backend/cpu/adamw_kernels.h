@@ -1,4 +1,4 @@
-// Internal interface between adamw.cpp (constants, dispatch, partitioning) and its AVX-512 kernels.
+// Internal interface between adamw.cpp (constants, dispatch, partitioning) and its AVX-512 and AVX2 kernels.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -33,5 +33,8 @@ inline Consts fold(const AdamWParams& hp) {
 void update_avx512(const Consts& c, float* p, const float* g, float* m, float* v, uint16_t* p16, int64_t n);
 // Σx² over one chunk: 16 interleaved double lanes (index mod 16) added in lane order at the end.
 double chunk_sum_squares_avx512(const float* x, int64_t n);
+// The same on 256-bit vectors, for CPUs with AVX2 and FMA but no AVX-512.
+void update_avx2(const Consts& c, float* p, const float* g, float* m, float* v, uint16_t* p16, int64_t n);
+double chunk_sum_squares_avx2(const float* x, int64_t n);
 
 }  // namespace moe::cpu::adamw_detail
