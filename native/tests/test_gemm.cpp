@@ -232,6 +232,32 @@ TEST(avx2_b_packer_writes_the_portable_packers_words) {
   std::printf("  %d shapes: the same words\n", cases);
 }
 
+// ... and A: k-major runs of up to six rows (the kernel's tallest tile, and the eight a transpose holds), where
+// each run is stored whole and a store reaching past the panel must not.
+TEST(avx2_a_packer_writes_the_portable_packers_words) {
+  using namespace moe::cpu::gemm;
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    std::printf("  SKIPPED: this CPU has no AVX2/FMA\n");
+    return;
+  }
+  int cases = 0;
+  for (const bool trans : {false, true})
+    for (const int kc : {1, 2, 7, 8, 9, 17, 64, 100})
+      for (const int rows : {1, 2, 3, 5, 6, 7, 8}) {
+        const int64_t lda = trans ? rows + 3 : kc + 5;
+        std::vector<float> a(static_cast<size_t>((trans ? kc : rows) * lda));
+        for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 89) - 44.5f;
+        std::vector<float> got(100 * 8 + 16, -7.0f), want(got);
+        avx2_kernels().pack_a(trans, a.data(), lda, rows, kc, got.data());
+        scalar_kernels().pack_a(trans, a.data(), lda, rows, kc, want.data());
+        CHECK_MSG(got == want,
+                  "trans " + std::to_string(trans) + ", kc " + std::to_string(kc) + ", rows " + std::to_string(rows));
+        ++cases;
+      }
+  std::printf("  %d shapes: the same words\n", cases);
+}
+
 TEST(sgemm_edge_cases) {
   ThreadPool tp(2);
   std::vector<float> C = {1.0f, 2.0f, 3.0f, 4.0f};

@@ -1,6 +1,6 @@
 // AVX2 sgemm kernel: 16-wide B panels (two ymm) x up to 6 broadcast A rows (12 accumulators of 16 ymm).
-// A is packed by the portable packer (the same layout); B by an AVX2 one that writes the portable one's words. Only
-// a panel narrower than 16 columns uses masked loads and stores, which cost several times the plain ones.
+// A and B are packed by AVX2 packers that write the portable ones' words. Only a panel narrower than 16 columns uses
+// masked loads and stores, which cost several times the plain ones.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -118,6 +118,38 @@ void pack_b(bool trans, const float* b, int64_t ldb, int kc, int cols, float* ds
   }
 }
 
+// The portable packer's words: k in [0, kc) x rows [0, rows) of op(A), k-major (dst[k * rows + i]), rows <= 8. Each
+// k's run is stored as a whole vector whose spare lanes land on the next k's run, which is stored after it; only a
+// store that would reach past the panel is masked.
+void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, float* dst) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  auto first = [&](int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane); };
+  const __m256i row_mask = first(rows);
+  const int64_t end = int64_t{kc} * rows;
+  auto store = [&](int k, __m256 v) {
+    float* at = dst + int64_t{k} * rows;
+    if (int64_t{k} * rows + 8 <= end) _mm256_storeu_ps(at, v);
+    else _mm256_maskstore_ps(at, row_mask, v);
+  };
+  if (trans) {
+    // op(A)[i][k] = a[k*lda + i]: each k is a run of `rows` floats.
+    for (int k = 0; k < kc; ++k) store(k, rows == 8 ? _mm256_loadu_ps(a + k * lda) : _mm256_maskload_ps(a + k * lda, row_mask));
+    return;
+  }
+  // op(A)[i][k] = a[i*lda + k]: 8 k of every row, transposed in registers into 8 runs of `rows` floats.
+  for (int k0 = 0; k0 < kc; k0 += 8) {
+    const int kn = std::min(8, kc - k0);
+    const __m256i k_mask = first(kn);
+    __m256 r[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i)
+      r[i] = i >= rows ? _mm256_setzero_ps() : kn == 8 ? _mm256_loadu_ps(a + i * lda + k0)
+                                                       : _mm256_maskload_ps(a + i * lda + k0, k_mask);
+    transpose8(r);
+    for (int k = 0; k < kn; ++k) store(k0 + k, r[k]);
+  }
+}
+
 int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t, int64_t k_stride, float* c, int64_t ldc,
            float alpha, float beta, bool load_c, float* pack_out, const Prefetch&) {
   static constexpr auto tiles = make_tiles(std::make_integer_sequence<int, kMRMax>{});
@@ -129,7 +161,7 @@ int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t, in
 }  // namespace
 
 const Kernels& avx2_kernels() {
-  static const Kernels k{"avx2", kNR, kMRMax, scalar_kernels().pack_a, &pack_b, &kernel};
+  static const Kernels k{"avx2", kNR, kMRMax, &pack_a, &pack_b, &kernel};
   return k;
 }
 
