@@ -204,15 +204,19 @@ TEST(sgemm_on_a_packed_weight_matches_sgemm) {
   }
 }
 
+// Whether this CPU runs the AVX2 family; says so when it does not.
+bool has_avx2_fma() {
+  __builtin_cpu_init();
+  const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (!has) std::printf("  SKIPPED: this CPU has no AVX2/FMA\n");
+  return has;
+}
+
 // The AVX2 family packs B itself: the portable packer's words, zero columns past the edge included, and nothing
 // written past the panel.
 TEST(avx2_b_packer_writes_the_portable_packers_words) {
   using namespace moe::cpu::gemm;
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
-    std::printf("  SKIPPED: this CPU has no AVX2/FMA\n");
-    return;
-  }
+  if (!has_avx2_fma()) return;
   int cases = 0;
   for (const bool trans : {false, true})
     for (const int kc : {1, 7, 8, 9, 17, 64, 100})
@@ -236,11 +240,7 @@ TEST(avx2_b_packer_writes_the_portable_packers_words) {
 // each run is stored whole and a store reaching past the panel must not.
 TEST(avx2_a_packer_writes_the_portable_packers_words) {
   using namespace moe::cpu::gemm;
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
-    std::printf("  SKIPPED: this CPU has no AVX2/FMA\n");
-    return;
-  }
+  if (!has_avx2_fma()) return;
   int cases = 0;
   for (const bool trans : {false, true})
     for (const int kc : {1, 2, 7, 8, 9, 17, 64, 100})
