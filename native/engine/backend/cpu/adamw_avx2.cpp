@@ -5,34 +5,15 @@
 #include <cstdint>
 
 #include "backend/cpu/adamw_kernels.h"
+#include "backend/cpu/bf16_avx2.h"
 
 namespace moe::cpu::adamw_detail {
 
 namespace {
 
-// The first n (clamped to [0, 8]) lanes set.
-inline __m256i first_lanes(int64_t n) {
-  const int k = n >= 8 ? 8 : static_cast<int>(n);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-// Each lane's bf16 as moe::f32_to_bf16 rounds it (ties to even, NaN quieted with its sign), packed into 8 words.
-inline __m128i bf16_words(__m256 x) {
-  const __m256i u = _mm256_castps_si256(x);
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF))), 16);
-  // |x| as an int is non-negative, so the signed compare is the unsigned one.
-  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)), _mm256_set1_epi32(0x7F800000));
-  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x0040));
-  const __m256i bits = _mm256_blendv_epi8(rounded, quiet, nan);
-  // Words of lanes 0-3 and 4-7 sit in the two 128-bit halves; gather them into the low half.
-  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(bits, bits), 0x08);
-  return _mm256_castsi256_si128(packed);
-}
-
 template <bool Masked, bool Bf16>
 inline void update8(const Consts& c, float* p, const float* grad, float* m, float* v, uint16_t* p16, int64_t left) {
-  const __m256i k = Masked ? first_lanes(left) : _mm256_set1_epi32(-1);
+  const __m256i k = Masked ? avx2::first_lanes(left) : _mm256_set1_epi32(-1);
   const auto load = [k](const float* x) { return Masked ? _mm256_maskload_ps(x, k) : _mm256_loadu_ps(x); };
   const auto store = [k](float* x, __m256 y) { Masked ? _mm256_maskstore_ps(x, k, y) : _mm256_storeu_ps(x, y); };
   const __m256 g = _mm256_mul_ps(load(grad), _mm256_set1_ps(c.grad_scale));
@@ -46,16 +27,7 @@ inline void update8(const Consts& c, float* p, const float* grad, float* m, floa
   store(m, mn);
   store(v, vn);
   store(p, pn);
-  if constexpr (Bf16) {
-    const __m128i words = bf16_words(pn);
-    if constexpr (Masked) {
-      alignas(16) uint16_t w[8];
-      _mm_store_si128(reinterpret_cast<__m128i*>(w), words);
-      for (int64_t i = 0; i < left; ++i) p16[i] = w[i];
-    } else {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(p16), words);
-    }
-  }
+  if constexpr (Bf16) avx2::store_words(p16, avx2::bf16_words(pn), left);
 }
 
 template <bool Bf16>
@@ -78,7 +50,7 @@ double chunk_sum_squares_avx2(const float* x, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
     for (int h = 0; h < 2; ++h) {
       const int64_t at = i + 8 * h;
-      const __m256 f = at + 8 <= n ? _mm256_loadu_ps(x + at) : _mm256_maskload_ps(x + at, first_lanes(n - at));
+      const __m256 f = at + 8 <= n ? _mm256_loadu_ps(x + at) : _mm256_maskload_ps(x + at, avx2::first_lanes(n - at));
       const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(f));
       const __m256d b = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
       acc[2 * h] = _mm256_fmadd_pd(a, a, acc[2 * h]);

@@ -3,7 +3,7 @@
 // softmax is exact in one pass (no online rescaling) and both products run on sgemm.
 // sgemm is called with a single-thread pool from inside pool workers: the parallelism is over
 // (batch, head) here, which keeps every reduction order fixed and the output thread-count
-// independent. The per-row softmax work (attention_rows.h) runs with AVX-512 where available.
+// independent. The per-row softmax work (attention_rows.h) runs with AVX-512 or AVX2 where available.
 // A sliding window narrows a tile's keys to [k0, q0+mq) with k0 its first row's first visible key; rows mask
 // the rest. Without window and sinks every call is the plain causal kernel's, operation for operation.
 #include "backend/cpu/attention.h"
@@ -14,12 +14,9 @@
 
 #include "backend/cpu/attention_rows.h"
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/kernel_builds.h"
 
 namespace moe::cpu {
-
-float attention_softmax_row_avx512(float* p, int lo, int visible, int nk, const float* sink);
-float attention_grad_row_avx512(float* p, float* ds, const float* dout, const float* out, int HS, float lse,
-                                float scale, int lo, int visible, int nk);
 
 namespace {
 
@@ -67,7 +64,7 @@ void attention_forward(ThreadPool& tp, float* out, float* lse, const float* qkv,
                        int HS, const AttentionSpec& spec) {
   const Layout L = make_layout(T, NH, NKV, HS);
   const float scale = 1.0f / std::sqrt((float)HS);
-  auto softmax_row = use_avx512() ? attention_softmax_row_avx512 : attention_softmax_row;
+  auto softmax_row = pick_kernel(attention_softmax_row_avx512, attention_softmax_row_avx2, attention_softmax_row);
   const Isa isa = current_isa();
   tp.parallel_for((int64_t)B * NH, [&](int64_t t0, int64_t t1, int) {
     const IsaScope same_kernels(isa);  // the tiles' sgemm calls pick their kernels on this worker
@@ -99,7 +96,7 @@ void attention_backward(ThreadPool& tp, float* dqkv, const float* dout, const fl
                         const float* lse, int B, int T, int NH, int NKV, int HS, const AttentionSpec& spec) {
   const Layout L = make_layout(T, NH, NKV, HS);
   const float scale = 1.0f / std::sqrt((float)HS);
-  auto grad_row = use_avx512() ? attention_grad_row_avx512 : attention_grad_row;
+  auto grad_row = pick_kernel(attention_grad_row_avx512, attention_grad_row_avx2, attention_grad_row);
   const Isa isa = current_isa();
   std::vector<double> dsink_bh(spec.sinks ? (size_t)B * NH : 0, 0.0);
   tp.parallel_for((int64_t)B * NKV, [&](int64_t t0, int64_t t1, int) {

@@ -1,5 +1,6 @@
 // AVX-512 build of attention's row kernels (see attention_rows.h).
 #include "backend/cpu/attention_rows.h"
+#include "backend/cpu/kernel_builds.h"
 
 namespace moe::cpu {
 

@@ -1,7 +1,7 @@
-// Attention's per-row softmax work, compiled for the baseline ISA in attention.cpp and with
-// AVX-512 in attention_avx512.cpp (picked at run time). A row holds one query's scaled scores
-// against the tile's keys [0, nk); only keys [lo, visible) are visible (causal mask, and a sliding
-// window's start), the rest become exact zeros. With a sink the row's denominator also holds
+// Attention's per-row softmax work, compiled for the baseline ISA in attention.cpp and with AVX-512
+// and AVX2 in attention_avx512.cpp and attention_avx2.cpp (picked at run time). A row holds one
+// query's scaled scores against the tile's keys [0, nk); only keys [lo, visible) are visible (causal
+// mask, and a sliding window's start), the rest become exact zeros. With a sink the row's denominator also holds
 // exp(sink); plain rows (lo 0, no sink) take exactly the operations they always did.
 #pragma once
 #include <cmath>

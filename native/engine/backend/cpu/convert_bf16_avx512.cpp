@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "backend/cpu/bf16_avx512.h"
+#include "backend/cpu/kernel_builds.h"
 
 namespace moe::cpu {
 

@@ -1,14 +1,12 @@
 // Softmax cross-entropy over V classes, one row per token (parallel over rows). The backward
 // recomputes each row's log-sum-exp instead of keeping an [N] buffer; the row kernels run with
-// AVX-512 where the CPU has it.
+// AVX-512 or AVX2 where the CPU has it.
 #include "backend/cpu/crossentropy.h"
 
 #include "backend/cpu/crossentropy_rows.h"
+#include "backend/cpu/kernel_builds.h"
 
 namespace moe::cpu {
-
-float crossentropy_row_lse_avx512(const float* x, int V);
-void crossentropy_row_grad_avx512(float* dx, const float* x, int target, float scale, int V);
 
 namespace {
 
@@ -19,8 +17,8 @@ struct RowKernels {
 
 const RowKernels& row_kernels() {
   static const RowKernels avx512{crossentropy_row_lse_avx512, crossentropy_row_grad_avx512},
-      base{crossentropy_row_lse, crossentropy_row_grad};
-  return use_avx512() ? avx512 : base;
+      avx2{crossentropy_row_lse_avx2, crossentropy_row_grad_avx2}, base{crossentropy_row_lse, crossentropy_row_grad};
+  return *pick_kernel(&avx512, &avx2, &base);
 }
 
 }  // namespace

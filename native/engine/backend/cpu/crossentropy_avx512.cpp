@@ -1,5 +1,6 @@
 // AVX-512 build of the cross-entropy row kernels (see crossentropy_rows.h).
 #include "backend/cpu/crossentropy_rows.h"
+#include "backend/cpu/kernel_builds.h"
 
 namespace moe::cpu {
 

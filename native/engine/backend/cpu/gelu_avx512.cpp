@@ -1,5 +1,6 @@
 // AVX-512 build of the GELU span kernels (see gelu_kernels.h).
 #include "backend/cpu/gelu_kernels.h"
+#include "backend/cpu/kernel_builds.h"
 
 namespace moe::cpu {
 

@@ -1,5 +1,5 @@
-// GELU span kernels, compiled for the baseline ISA in gelu.cpp and with AVX-512 in
-// gelu_avx512.cpp (picked at run time): the sigmoid's exp makes this op compute-bound.
+// GELU span kernels, compiled for the baseline ISA in gelu.cpp and with AVX-512 and AVX2 in
+// gelu_avx512.cpp and gelu_avx2.cpp (picked at run time): the sigmoid's exp makes this op compute-bound.
 // tanh-GELU is written as x·σ(2u), since ½(1 + tanh u) = σ(2u); that avoids the cancellation of
 // 1 + tanh u for negative u and vectorises through vexp.
 #pragma once

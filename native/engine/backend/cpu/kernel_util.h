@@ -8,11 +8,13 @@
 #include "backend/cpu/isa.h"
 #include "core/threadpool.h"
 
-// These inline helpers are compiled both for the baseline ISA and inside *_avx512.cpp files. An
+// These inline helpers are compiled for the baseline ISA and inside *_avx512.cpp and *_avx2.cpp files. An
 // ISA-named inline namespace gives each build its own symbols, so the linker can never hand an
-// AVX-512 copy to baseline code (an ODR clash that would fault on older CPUs).
+// AVX-512 or AVX2 copy to baseline code (an ODR clash that would fault on older CPUs).
 #if defined(__AVX512F__)
 #define MOE_KERNEL_ISA isa_avx512
+#elif defined(__AVX2__)
+#define MOE_KERNEL_ISA isa_avx2
 #else
 #define MOE_KERNEL_ISA isa_base
 #endif
@@ -93,6 +95,22 @@ inline bool use_avx512() {
     return __builtin_cpu_supports("avx512f") != 0;
   }();
   return has && current_isa() == Isa::Native;
+}
+
+// Whether the calling op runs the *_avx2.cpp kernel variants: the CPU has AVX2 and FMA and the op's ISA choice allows
+// it (callers ask use_avx512() first).
+inline bool use_avx2() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
+  }();
+  return has && current_isa() == Isa::Native;
+}
+
+// The build of a kernel the calling op runs: the AVX-512 one where it may, else the AVX2 one, else the baseline.
+template <class Fn>
+inline Fn pick_kernel(Fn avx512, Fn avx2, Fn base) {
+  return use_avx512() ? avx512 : use_avx2() ? avx2 : base;
 }
 
 // Runs body(i0, i1) over [0, n) in fixed blocks of `block` elements spread across the pool, so every

@@ -1,4 +1,5 @@
 // AVX-512 build of the SwiGLU row kernels (see swiglu_kernels.h).
+#include "backend/cpu/kernel_builds.h"
 #include "backend/cpu/swiglu_kernels.h"
 
 namespace moe::cpu {

@@ -1,5 +1,5 @@
-// SwiGLU row kernels, compiled for the baseline ISA in swiglu.cpp and with AVX-512 in
-// swiglu_avx512.cpp (picked at run time): the sigmoid's exp makes this op compute-bound.
+// SwiGLU row kernels, compiled for the baseline ISA in swiglu.cpp and with AVX-512 and AVX2 in
+// swiglu_avx512.cpp and swiglu_avx2.cpp (picked at run time): the sigmoid's exp makes this op compute-bound.
 // out = silu(g)·up with silu(g) = g·σ(g).
 #pragma once
 

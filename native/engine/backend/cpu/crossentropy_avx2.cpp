@@ -1,0 +1,13 @@
+// AVX2 build of the cross-entropy row kernels (see crossentropy_rows.h).
+#include "backend/cpu/crossentropy_rows.h"
+#include "backend/cpu/kernel_builds.h"
+
+namespace moe::cpu {
+
+float crossentropy_row_lse_avx2(const float* x, int V) { return crossentropy_row_lse(x, V); }
+
+void crossentropy_row_grad_avx2(float* dx, const float* x, int target, float scale, int V) {
+  crossentropy_row_grad(dx, x, target, scale, V);
+}
+
+}  // namespace moe::cpu
