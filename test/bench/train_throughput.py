@@ -50,7 +50,9 @@ def torch_tokens_per_s(config, threads, steps, setup):
     env.pop("OPENBLAS_CORETYPE", None)
     env.pop("OPENBLAS_L2_SIZE", None)
     script = os.path.join(ROOT, "test", "reference", "torch_train_bench.py")
-    argv = ["/usr/bin/python3", script, config, "--threads", str(threads), "--warmup", "2", "--steps", str(steps)]
+    # A bounded time per run keeps the bench within minutes where a setup is slow (bf16 autocast without bf16 units).
+    argv = ["/usr/bin/python3", script, config, "--threads", str(threads), "--warmup", "2", "--steps", str(steps),
+            "--max-seconds", "60"]
     if setup == "bf16_autocast":
         argv.append("--autocast-bf16")
     run = subprocess.run(argv, check=True, capture_output=True, text=True, env=env)
