@@ -2,7 +2,9 @@
 // Intel's client cores): vdpbf16ps's per-element sequence on 256-bit fp32 FMAs, as the AVX-512 FMA family does it
 // (gemm_bf16_fma_avx512.cpp says why that is exact, and how a tile that met a denormal is recomputed). Sixteen
 // registers hold a tile of up to 5 rows x 16 columns: 10 accumulators, 4 split B vectors, 2 A broadcasts (A is
-// split into fp32 once per call); a call covers its 32-column panel as two such halves. The packers are AVX2's own
+// split into fp32 once per call); a call covers its 32-column panel as two such halves, except a single row, whose
+// tile spans the panel (4 accumulators, 8 split B vectors): it reads each of the panel's rows in one sweep, and its
+// four independent chains cover the FMA latency that two would leave exposed. The packers are AVX2's own
 // (gemm_bf16_pack_avx2.h).
 #include <immintrin.h>
 
@@ -18,30 +20,34 @@
 namespace moe::cpu::gemm_bf16 {
 namespace {
 
-constexpr int kHalf = 16;                  // columns per tile
+constexpr int kHalf = 16;                  // columns per tile of more than one row
 constexpr int kRows = 5;                   // tallest tile
 constexpr unsigned kIeeeCsr = 0x1F80;      // round to nearest, exceptions masked, no DAZ / FTZ, flags clear
 constexpr unsigned kDenormalOrUnderflow = 0x0002 | 0x0010;  // DE, UE
 
-// MR rows x `cols` (<= 16) columns from b, over `pairs` k pairs. `split` holds the A panel (`lda` rows wide) as
+// MR rows x `cols` (<= 8 * V) columns from b, over `pairs` k pairs. `split` holds the A panel (`lda` rows wide) as
 // fp32: split[2*(p*lda + i)] is pair p of row i's odd k, the next float its even k. `a` is its packed words, for
 // the exact fallback.
-template <int MR, bool Full>
+template <int MR, int V, bool Full>
 void tile_body(int pairs, const float* split, const uint32_t* a, int lda, const uint32_t* b, float* c, int64_t ldc,
                int cols, float alpha, float beta, bool load_c) {
-  const __m256i mask[2] = {lanes_below(cols), lanes_below(cols - 8)};
+  __m256i mask[V];
+#pragma GCC unroll 4
+  for (int v = 0; v < V; ++v) mask[v] = lanes_below(cols - 8 * v);
   const unsigned saved_csr = _mm_getcsr();
   _mm_setcsr(kIeeeCsr);
   asm volatile("" ::: "memory");
   const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-  __m256 acc[MR][2];
+  __m256 acc[MR][V];
 #pragma GCC unroll 8
-  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[i][v] = _mm256_setzero_ps();
   for (int p = 0; p < pairs; ++p) {
     prefetch_panels<1>(b, 0, p);
-    __m256 b_odd[2], b_even[2];
-#pragma GCC unroll 2
-    for (int v = 0; v < 2; ++v) {
+    __m256 b_odd[V], b_even[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
       const int* at = reinterpret_cast<const int*>(b + p * kNR + 8 * v);
       const __m256i w = Full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)) : _mm256_maskload_epi32(at, mask[v]);
       b_odd[v] = _mm256_castsi256_ps(_mm256_and_si256(w, high));
@@ -51,8 +57,8 @@ void tile_body(int pairs, const float* split, const uint32_t* a, int lda, const 
     for (int i = 0; i < MR; ++i) {
       const __m256 a_odd = _mm256_broadcast_ss(split + 2 * (p * lda + i));
       const __m256 a_even = _mm256_broadcast_ss(split + 2 * (p * lda + i) + 1);
-#pragma GCC unroll 2
-      for (int v = 0; v < 2; ++v) {
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) {
         acc[i][v] = _mm256_fmadd_ps(a_odd, b_odd[v], acc[i][v]);
         acc[i][v] = _mm256_fmadd_ps(a_even, b_even[v], acc[i][v]);
       }
@@ -61,8 +67,8 @@ void tile_body(int pairs, const float* split, const uint32_t* a, int lda, const 
   const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 2
-    for (int v = 0; v < 2; ++v) {
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
       const float* at = c + i * ldc + 8 * v;
       const __m256 old = !load_c ? _mm256_setzero_ps() : Full ? _mm256_loadu_ps(at) : _mm256_maskload_ps(at, mask[v]);
       acc[i][v] = load_c ? _mm256_fmadd_ps(va, acc[i][v], _mm256_mul_ps(vb, old)) : _mm256_mul_ps(va, acc[i][v]);
@@ -72,16 +78,16 @@ void tile_body(int pairs, const float* split, const uint32_t* a, int lda, const 
   __m256i all = _mm256_castps_si256(acc[0][0]);
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 2
-    for (int v = 0; v < 2; ++v) all = _mm256_or_si256(all, _mm256_castps_si256(acc[i][v]));
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) all = _mm256_or_si256(all, _mm256_castps_si256(acc[i][v]));
   asm volatile("" : "+x"(all));
   const bool exact = (_mm_getcsr() & kDenormalOrUnderflow) == 0;
   _mm_setcsr(saved_csr);
   if (exact) {
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 2
-      for (int v = 0; v < 2; ++v) {
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) {
         if (Full) _mm256_storeu_ps(c + i * ldc + 8 * v, acc[i][v]);
         else _mm256_maskstore_ps(c + i * ldc + 8 * v, mask[v], acc[i][v]);
       }
@@ -90,12 +96,12 @@ void tile_body(int pairs, const float* split, const uint32_t* a, int lda, const 
   exact_tile(MR, cols, pairs, a, lda, b, c, ldc, alpha, beta, load_c);
 }
 
-// Masked loads cost several times a plain one in the inner loop: a tile of 16 columns reads B unmasked.
-template <int MR>
+// Masked loads cost several times a plain one in the inner loop: a tile of all its columns reads B unmasked.
+template <int MR, int V = 2>
 void tile(int pairs, const float* split, const uint32_t* a, int lda, const uint32_t* b, float* c, int64_t ldc,
           int cols, float alpha, float beta, bool load_c) {
-  if (cols >= 16) tile_body<MR, true>(pairs, split, a, lda, b, c, ldc, cols, alpha, beta, load_c);
-  else tile_body<MR, false>(pairs, split, a, lda, b, c, ldc, cols, alpha, beta, load_c);
+  if (cols >= 8 * V) tile_body<MR, V, true>(pairs, split, a, lda, b, c, ldc, cols, alpha, beta, load_c);
+  else tile_body<MR, V, false>(pairs, split, a, lda, b, c, ldc, cols, alpha, beta, load_c);
 }
 
 using TileFn = void (*)(int, const float*, const uint32_t*, int, const uint32_t*, float*, int64_t, int, float, float,
@@ -119,6 +125,10 @@ int kernel(int mr, int cols, int pairs, const uint32_t* a, const uint32_t* b, fl
     const uint32_t w = a[q];
     split[2 * q] = std::bit_cast<float>(w & 0xFFFF0000u);
     split[2 * q + 1] = std::bit_cast<float>(w << 16);
+  }
+  if (mr == 1) {
+    tile<1, kNR / 8>(pairs, split, a, 1, b, c, ldc, done, alpha, beta, load_c);
+    return done;
   }
   for (int j0 = 0; j0 < done; j0 += kHalf)
     for (int i0 = 0; i0 < mr; i0 += kRows) {
