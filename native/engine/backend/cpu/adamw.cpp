@@ -10,6 +10,7 @@
 
 #include "backend/cpu/adamw_kernels.h"
 #include "backend/cpu/isa.h"
+#include "backend/cpu/kernel_util.h"
 #include "core/half.h"
 
 namespace moe::cpu {
@@ -20,17 +21,13 @@ using adamw_detail::Consts;
 constexpr int64_t kChunk = 65536;   // Σx² chunk: the unit of the fixed reduction order
 constexpr int64_t kGrainUnits = 4096;  // 64Ki elements per thread at least, so small tensors stay serial
 
-enum class Vector { None, Avx2, Avx512 };
-
-// The widest kernels the CPU runs and the op's ISA choice allows.
-Vector vector_isa() {
-  static const Vector has = [] {
+// The AVX-512 kernels also need DQ; the AVX2 ones run where kernel_util.h's use_avx2() says.
+bool use_avx512_dq() {
+  static const bool has = [] {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")) return Vector::Avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Vector::Avx2;
-    return Vector::None;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
   }();
-  return current_isa() == Isa::Native ? has : Vector::None;
+  return has && current_isa() == Isa::Native;
 }
 
 // The per-element sequence of Consts, one lane at a time.
@@ -61,10 +58,9 @@ void adamw_update(ThreadPool& tp, float* p, const float* grad, float* m, float* 
                   uint16_t* p16) {
   if (n <= 0) return;
   const Consts c = adamw_detail::fold(hp);
-  const Vector isa = vector_isa();
-  const auto kernel = isa == Vector::Avx512 ? &adamw_detail::update_avx512
-                      : isa == Vector::Avx2 ? &adamw_detail::update_avx2
-                                            : &update_scalar;
+  const auto kernel = use_avx512_dq() ? &adamw_detail::update_avx512
+                      : use_avx2()       ? &adamw_detail::update_avx2
+                                         : &update_scalar;
   const int64_t units = (n + 15) / 16;
   tp.parallel_for(
       units,
@@ -77,10 +73,9 @@ void adamw_update(ThreadPool& tp, float* p, const float* grad, float* m, float* 
 
 double sum_squares(ThreadPool& tp, const float* x, int64_t n) {
   if (n <= 0) return 0.0;
-  const Vector isa = vector_isa();
-  const auto chunk_sum = isa == Vector::Avx512 ? &adamw_detail::chunk_sum_squares_avx512
-                         : isa == Vector::Avx2 ? &adamw_detail::chunk_sum_squares_avx2
-                                               : &chunk_sum_squares_scalar;
+  const auto chunk_sum = use_avx512_dq() ? &adamw_detail::chunk_sum_squares_avx512
+                         : use_avx2()       ? &adamw_detail::chunk_sum_squares_avx2
+                                            : &chunk_sum_squares_scalar;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   if (chunks == 1) return chunk_sum(x, n);
   std::vector<double> partial(chunks);

@@ -13,7 +13,7 @@ namespace {
 
 template <bool Masked, bool Bf16>
 inline void update8(const Consts& c, float* p, const float* grad, float* m, float* v, uint16_t* p16, int64_t left) {
-  const __m256i k = Masked ? avx2::first_lanes(left) : _mm256_set1_epi32(-1);
+  const __m256i k = Masked ? avx2::lanes_below(left) : _mm256_set1_epi32(-1);
   const auto load = [k](const float* x) { return Masked ? _mm256_maskload_ps(x, k) : _mm256_loadu_ps(x); };
   const auto store = [k](float* x, __m256 y) { Masked ? _mm256_maskstore_ps(x, k, y) : _mm256_storeu_ps(x, y); };
   const __m256 g = _mm256_mul_ps(load(grad), _mm256_set1_ps(c.grad_scale));
@@ -50,7 +50,7 @@ double chunk_sum_squares_avx2(const float* x, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
     for (int h = 0; h < 2; ++h) {
       const int64_t at = i + 8 * h;
-      const __m256 f = at + 8 <= n ? _mm256_loadu_ps(x + at) : _mm256_maskload_ps(x + at, avx2::first_lanes(n - at));
+      const __m256 f = at + 8 <= n ? _mm256_loadu_ps(x + at) : _mm256_maskload_ps(x + at, avx2::lanes_below(n - at));
       const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(f));
       const __m256d b = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
       acc[2 * h] = _mm256_fmadd_pd(a, a, acc[2 * h]);

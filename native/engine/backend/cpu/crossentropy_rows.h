@@ -1,6 +1,7 @@
 // Cross-entropy row kernels, compiled three times: for the baseline ISA in crossentropy.cpp and with
-// AVX-512 and AVX2 in crossentropy_avx512.cpp and crossentropy_avx2.cpp (picked at run time). All are the
-// same branch-free loops, so the vectoriser uses 4, 16 or 8 lanes; the exp over V logits per row (three passes) dominates the op.
+// AVX-512 and AVX2 in crossentropy_avx512.cpp and crossentropy_avx2.cpp (picked at run time). All are
+// the same branch-free loops, so the vectoriser uses 4, 16 or 8 lanes; the exp over V logits per row
+// (three passes) dominates the op.
 #pragma once
 #include <cmath>
 

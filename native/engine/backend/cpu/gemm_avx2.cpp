@@ -7,6 +7,7 @@
 #include <array>
 #include <utility>
 
+#include "backend/cpu/bf16_avx2.h"
 #include "backend/cpu/gemm_kernels.h"
 
 namespace moe::cpu::gemm {
@@ -91,10 +92,9 @@ inline void transpose8(__m256 r[8]) {
 // The portable packer's words (gemm_scalar.cpp): k in [0, kc) x columns [0, cols) of op(B), zero past cols. A
 // transposed B (column j's k run along memory) is read 8 columns by 8 k and transposed in registers.
 void pack_b(bool trans, const float* b, int64_t ldb, int kc, int cols, float* dst) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  auto first = [&](int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane); };
+  using avx2::lanes_below;
   if (!trans) {
-    const __m256i mask[2] = {first(cols), first(cols - 8)};
+    const __m256i mask[2] = {lanes_below(cols), lanes_below(cols - 8)};
     for (int k = 0; k < kc; ++k)
       for (int v = 0; v < 2; ++v)
         _mm256_store_ps(dst + k * kNR + 8 * v, cols >= kNR ? _mm256_loadu_ps(b + k * ldb + 8 * v)
@@ -103,7 +103,7 @@ void pack_b(bool trans, const float* b, int64_t ldb, int kc, int cols, float* ds
   }
   for (int k0 = 0; k0 < kc; k0 += 8) {
     const int kn = std::min(8, kc - k0);
-    const __m256i k_mask = first(kn);
+    const __m256i k_mask = lanes_below(kn);
     for (int h = 0; h < 2; ++h) {
       __m256 r[8];
 #pragma GCC unroll 8
@@ -122,9 +122,8 @@ void pack_b(bool trans, const float* b, int64_t ldb, int kc, int cols, float* ds
 // k's run is stored as a whole vector whose spare lanes land on the next k's run, which is stored after it; only a
 // store that would reach past the panel is masked.
 void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, float* dst) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  auto first = [&](int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane); };
-  const __m256i row_mask = first(rows);
+  using avx2::lanes_below;
+  const __m256i row_mask = lanes_below(rows);
   const int64_t end = int64_t{kc} * rows;
   auto store = [&](int k, __m256 v) {
     float* at = dst + int64_t{k} * rows;
@@ -139,7 +138,7 @@ void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, float* ds
   // op(A)[i][k] = a[i*lda + k]: 8 k of every row, transposed in registers into 8 runs of `rows` floats.
   for (int k0 = 0; k0 < kc; k0 += 8) {
     const int kn = std::min(8, kc - k0);
-    const __m256i k_mask = first(kn);
+    const __m256i k_mask = lanes_below(kn);
     __m256 r[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i)

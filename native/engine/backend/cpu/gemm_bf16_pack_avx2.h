@@ -9,27 +9,14 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cpu/bf16_avx2.h"
 #include "backend/cpu/gemm_bf16_kernels.h"
 
 namespace moe::cpu::gemm_bf16 {
 namespace {
 
-// Lanes [0, n) of 8 (n clamped to [0, 8]) as a maskload / maskstore mask.
-inline __m256i lanes_below(int n) {
-  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(std::clamp(n, 0, 8)), idx);
-}
-
-// Each lane's bf16 bits in its low half, rounded to nearest even; a NaN stays a NaN, made quiet (f32_to_bf16).
-inline __m256i bf16_lanes(__m256 v) {
-  const __m256i x = _mm256_castps_si256(v);
-  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7FFFFFFF)),
-                                         _mm256_set1_epi32(0x7F800000));
-  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(x, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), odd)), 16);
-  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x0040));
-  return _mm256_blendv_epi8(rounded, quiet, nan);
-}
+using avx2::bf16_lanes;
+using avx2::lanes_below;
 
 // The 8 pair words of k in [0, kn) (kn <= 16; zeros past it) of a line whose k runs along memory.
 inline __m256i line_pairs(const float* src, int kn) {
