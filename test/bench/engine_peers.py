@@ -23,10 +23,18 @@ def read_jsonl(path):
         return [json.loads(line) for line in f if line.startswith("{")]
 
 
+# A call of over a second (PyTorch's bf16 matmul on a CPU without bf16 units: 1-4 GFLOP/s) is timed once, its
+# warm-up being lost in it: repeating it kept the shapes bench running for many minutes. Same rule as the dev CLI's
+# bench::time_median.
+SLOW_CALL_S = 1.0
+
+
 def time_median(fn):
     t0 = time.perf_counter()
     fn()
     first = time.perf_counter() - t0
+    if first > SLOW_CALL_S:
+        return first
     reps = min(15, max(3, int(0.3 / max(first, 1e-9))))
     times = []
     for _ in range(reps):
