@@ -43,6 +43,29 @@ struct Problem : gemm_driver::Problem {
 
 int64_t padded_columns(int N) { return (int64_t{N} + kNR - 1) / kNR * kNR; }
 
+void pack_from(const Kernels& kern, bool trans, const uint16_t* b, int64_t ldb, int kc, int cols, uint32_t* dst) {
+  kern.pack_b16(trans, b, ldb, kc, cols, dst);
+}
+void pack_from(const Kernels& kern, bool trans, const float* b, int64_t ldb, int kc, int cols, uint32_t* dst) {
+  kern.pack_b32(trans, b, ldb, kc, cols, dst);
+}
+
+// Columns [j0, j1) of op(B)'s k block (k0, kc) packed into panels, panel (j - j0) / kNR at dst + (j - j0) * pairs. A
+// non-transposed B's panel is a short run in each of kc rows ldb apart: packed panel by panel, every row was a cache
+// miss that the hardware prefetchers, which follow runs, did not foresee. So it is packed kPackRows rows at a time
+// across all the panels, each row's run over [j0, j1) read in one sweep (dx and dh of 96-128-row experts 1.2-1.35x
+// faster on a Zen 3). A transposed B's panel rows are long runs already.
+constexpr int kPackRows = 8;  // even: a step starts on a k pair
+template <typename T>
+void pack_panels(const Kernels& kern, const gemm_driver::Problem& p, const T* B, int k0, int kc, int j0, int j1,
+                 uint32_t* dst) {
+  const int pairs = (kc + 1) / 2, step = p.tb ? kc : kPackRows;
+  for (int kk = 0; kk < kc; kk += step)
+    for (int j = j0; j < j1; j += kNR)
+      pack_from(kern, p.tb, B + p.b_offset(k0 + kk, j), p.ldb, std::min(step, kc - kk), std::min(kNR, j1 - j),
+                dst + int64_t{j - j0} * pairs + int64_t{kk / 2} * kNR);
+}
+
 void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, int n1) {
   if (m0 >= m1 || n0 >= n1) return;
   const int nc_max = std::min(kNcMax, (n1 - n0 + kNR - 1) / kNR * kNR);
@@ -68,13 +91,8 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
         const int nc = std::min(nc_max, n1 - jc);
         // Packed once: block k0's panels lie side by side after the k0/2 pairs of the blocks before it.
         const uint32_t* bp = p.packed ? p.packed + k0 / 2 * p.n_pad + static_cast<int64_t>(jc) * pairs : pack_buf;
-        for (int jr = 0; jr < nc && !p.packed; jr += kNR) {
-          const int cols = std::min(kNR, nc - jr);
-          const int64_t off = p.b_offset(k0, jc + jr);
-          uint32_t* dst = pack_buf + static_cast<int64_t>(jr) * pairs;
-          if (p.B16) kern.pack_b16(p.tb, p.B16 + off, p.ldb, kc, cols, dst);
-          else kern.pack_b32(p.tb, p.B32 + off, p.ldb, kc, cols, dst);
-        }
+        if (p.B16) pack_panels(kern, p, p.B16, k0, kc, jc, jc + nc, pack_buf);
+        else if (p.B32) pack_panels(kern, p, p.B32, k0, kc, jc, jc + nc, pack_buf);
         for (int ip = 0; ip < panels; ++ip) {
           const int r0 = panel_row(ip), r1 = panel_row(ip + 1);
           float* c = p.C + (mc + r0) * p.ldc + jc;
@@ -103,13 +121,6 @@ void run_direct(const Kernels& kern, const Problem& p, int n0, int n1) {
                        p.C + jc, p.ldc, p.alpha, first ? p.beta : 1.0f, !first || p.beta != 0.0f);
     }
   }
-}
-
-void pack_from(const Kernels& kern, bool trans, const uint16_t* b, int64_t ldb, int kc, int cols, uint32_t* dst) {
-  kern.pack_b16(trans, b, ldb, kc, cols, dst);
-}
-void pack_from(const Kernels& kern, bool trans, const float* b, int64_t ldb, int kc, int cols, uint32_t* dst) {
-  kern.pack_b32(trans, b, ldb, kc, cols, dst);
 }
 
 }  // namespace
@@ -177,10 +188,8 @@ void pack_b_words(ThreadPool& tp, bool trans_b, int N, int K, const T* B, int ld
     const int kb = std::min(kc, K - k0), pairs = (kb + 1) / 2;
     uint32_t* block = packed + k0 / 2 * n_pad;
     tp.parallel_for(panels, [&](int64_t q0, int64_t q1, int) {
-      for (int64_t q = q0; q < q1; ++q) {
-        const int j = static_cast<int>(q * kNR), cols = std::min<int>(kNR, N - j);
-        pack_from(kern, trans_b, B + shape.b_offset(k0, j), ldb, kb, cols, block + q * kNR * pairs);
-      }
+      pack_panels(kern, shape, B, k0, kb, static_cast<int>(q0 * kNR), std::min<int>(N, static_cast<int>(q1 * kNR)),
+                  block + q0 * kNR * pairs);
     });
   }
 }
