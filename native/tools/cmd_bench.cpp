@@ -18,6 +18,7 @@
 #include "backend/cpu/adamw.h"
 #include "core/host_memory.h"
 #include "backend/cpu/gemm.h"
+#include "bench_memory.h"
 #include "bench_peak.h"
 #include "bench_timing.h"
 #include "commands.h"
@@ -28,6 +29,8 @@
 namespace {
 
 using bench::Clock;
+using bench::fill_random;
+using FloatArray = bench::HostArray<float>;
 using bench::median;
 using bench::seconds_since;
 using bench::time_median;
@@ -58,22 +61,6 @@ Options parse(int argc, char** argv) {
   }
   if (!o.gemm && !o.adamw && !o.stream) o.gemm = o.adamw = o.stream = true;
   return o;
-}
-
-// Page-aligned, uninitialised float array (std::vector would zero 800 MB serially).
-struct FloatArray {
-  std::unique_ptr<float, decltype(&moe::host_free)> ptr{nullptr, &moe::host_free};
-  // The engine's own host allocator, so the kernels run on the memory they get in training.
-  explicit FloatArray(size_t n) : ptr(static_cast<float*>(moe::host_alloc(n * sizeof(float))), &moe::host_free) {
-    if (!ptr) moe::fail("bench: cannot allocate " + std::to_string(n * sizeof(float)) + " bytes");
-  }
-  float* get() const { return ptr.get(); }
-};
-
-void fill_random(moe::ThreadPool& tp, float* x, int64_t n, uint64_t stream, float scale) {
-  tp.parallel_for(n, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) x[i] = (2.0f * moe::random_uniform(7, stream, uint64_t(i)) - 1.0f) * scale;
-  });
 }
 
 // ---- FMA peak: independent FMA chains that never touch memory ----
@@ -107,10 +94,10 @@ void bench_gemm(moe::ThreadPool& tp, const Options& o) {
     const int64_t a_rows = c.ta ? c.K : c.M, a_cols = c.ta ? c.M : c.K;
     const int64_t b_rows = c.tb ? c.N : c.K, b_cols = c.tb ? c.K : c.N;
     FloatArray A(a_rows * a_cols), B(b_rows * b_cols), Cm(int64_t(c.M) * c.N);
-    fill_random(tp, A.get(), a_rows * a_cols, 1, 1.0f);
-    fill_random(tp, B.get(), b_rows * b_cols, 2, 1.0f);
+    fill_random(tp, A.data(), a_rows * a_cols, 1, 1.0f);
+    fill_random(tp, B.data(), b_rows * b_cols, 2, 1.0f);
     const double t = time_median([&] {
-      moe::cpu::sgemm(tp, c.ta, c.tb, c.M, c.N, c.K, 1.0f, A.get(), int(a_cols), B.get(), int(b_cols), 0.0f, Cm.get(), c.N);
+      moe::cpu::sgemm(tp, c.ta, c.tb, c.M, c.N, c.K, 1.0f, A.data(), int(a_cols), B.data(), int(b_cols), 0.0f, Cm.data(), c.N);
     });
     const double gflops = 2.0 * c.M * c.N * c.K / t / 1e9;
     const char* trans = c.ta ? "T,N" : c.tb ? "N,T" : "N,N";
@@ -140,17 +127,17 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void adamw_streams(
 void bench_adamw(moe::ThreadPool& tp, const Options& o) {
   const int64_t n = 50'000'000;
   FloatArray p(n), g(n), m(n), v(n);
-  fill_random(tp, p.get(), n, 3, 1.0f);
-  fill_random(tp, g.get(), n, 4, 0.01f);
-  fill_random(tp, m.get(), n, 5, 0.001f);
-  fill_random(tp, v.get(), n, 6, 1e-6f);
+  fill_random(tp, p.data(), n, 3, 1.0f);
+  fill_random(tp, g.data(), n, 4, 0.01f);
+  fill_random(tp, m.data(), n, 5, 0.001f);
+  fill_random(tp, v.data(), n, 6, 1e-6f);
   moe::AdamWParams hp;
   hp.weight_decay = 0.01f;
   std::vector<double> t;
   for (int step = 1; step <= 11; ++step) {
     hp.step = step;
     auto t0 = Clock::now();
-    moe::cpu::adamw_update(tp, p.get(), g.get(), m.get(), v.get(), n, hp);
+    moe::cpu::adamw_update(tp, p.data(), g.data(), m.data(), v.data(), n, hp);
     if (step > 1) t.push_back(seconds_since(t0));
   }
   const double s = median(t);
@@ -158,7 +145,7 @@ void bench_adamw(moe::ThreadPool& tp, const Options& o) {
   for (int rep = 0; rep < 10; ++rep) {
     auto t0 = Clock::now();
     tp.parallel_for(
-        n, [&](int64_t b, int64_t e, int) { adamw_streams(p.get() + b, g.get() + b, m.get() + b, v.get() + b, e - b); },
+        n, [&](int64_t b, int64_t e, int) { adamw_streams(p.data() + b, g.data() + b, m.data() + b, v.data() + b, e - b); },
         16);
     t.push_back(seconds_since(t0));
   }
@@ -194,13 +181,13 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float read_sum(cons
 void bench_stream(moe::ThreadPool& tp, const Options& o) {
   const int64_t n = int64_t(1) << 26;  // 256 MiB per array
   FloatArray a(n), b(n), c(n);
-  fill_random(tp, a.get(), n, 7, 1.0f);
-  fill_random(tp, b.get(), n, 8, 1.0f);
-  fill_random(tp, c.get(), n, 9, 1.0f);
+  fill_random(tp, a.data(), n, 7, 1.0f);
+  fill_random(tp, b.data(), n, 8, 1.0f);
+  fill_random(tp, c.data(), n, 9, 1.0f);
   double best = 1e30;
   for (int rep = 0; rep < 8; ++rep) {
     auto t0 = Clock::now();
-    tp.parallel_for(n, [&](int64_t b0, int64_t e, int) { triad(a.get() + b0, b.get() + b0, c.get() + b0, 3.0f, e - b0); });
+    tp.parallel_for(n, [&](int64_t b0, int64_t e, int) { triad(a.data() + b0, b.data() + b0, c.data() + b0, 3.0f, e - b0); });
     best = std::min(best, seconds_since(t0));
   }
   const double bytes = 3.0 * sizeof(float) * n;  // STREAM convention: no write-allocate traffic counted
@@ -212,7 +199,7 @@ void bench_stream(moe::ThreadPool& tp, const Options& o) {
     tp.parallel_for(3 * n, [&](int64_t b0, int64_t e, int w) {
       for (int64_t i = b0; i < e;) {  // the three arrays in turn, as one range
         const int64_t arr = i / n, end = std::min(e, (arr + 1) * n);
-        const float* base = arr == 0 ? a.get() : arr == 1 ? b.get() : c.get();
+        const float* base = arr == 0 ? a.data() : arr == 1 ? b.data() : c.data();
         sums[w] += read_sum(base + (i - arr * n), end - i);
         i = end;
       }

@@ -28,6 +28,7 @@
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/gemm_bf16.h"
 #include "bench_families.h"
+#include "bench_memory.h"
 #include "bench_timing.h"
 #include "commands.h"
 #include "core/error.h"
@@ -80,12 +81,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-std::vector<float> random_floats(int64_t n, uint64_t stream) {
-  std::vector<float> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = 2.0f * moe::random_uniform(7, stream, uint64_t(i)) - 1.0f;
-  return v;
-}
-
 // ---- sgemm_bf16 against sgemm on the expert-FFN shapes ----
 
 struct GemmCase {
@@ -111,10 +106,10 @@ void bench_gemm(moe::ThreadPool& tp, const Options& o) {
       for (const GemmCase& c : ffn_cases(T, C, F)) {
         const int64_t a_rows = c.ta ? c.K : c.M, a_cols = c.ta ? c.M : c.K;
         const int64_t b_rows = c.tb ? c.N : c.K, b_cols = c.tb ? c.K : c.N;
-        const std::vector<float> A = random_floats(a_rows * a_cols, 1), B = random_floats(b_rows * b_cols, 2);
-        std::vector<uint16_t> B16(B.size());
+        const bench::HostArray<float> A = bench::random_floats(tp, a_rows * a_cols, 1),
+                                      B = bench::random_floats(tp, b_rows * b_cols, 2), out(int64_t(c.M) * c.N);
+        bench::HostArray<uint16_t> B16(B.size());
         moe::cpu::to_bf16(tp, B16.data(), B.data(), int64_t(B.size()));
-        std::vector<float> out(int64_t(c.M) * c.N);
         const double t32 = time_median([&] {
           moe::cpu::sgemm(tp, c.ta, c.tb, c.M, c.N, c.K, 1.0f, A.data(), int(a_cols), B.data(), int(b_cols), 0.0f,
                           out.data(), c.N);

@@ -24,9 +24,11 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/convert_bf16.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/gemm_bf16.h"
 #include "backend/registry.h"
+#include "bench_memory.h"
 #include "bench_peak.h"
 #include "bench_timing.h"
 #include "commands.h"
@@ -363,12 +365,6 @@ void bench_step(const Options& o) {
   }
 }
 
-std::vector<float> random_floats(int64_t n, uint64_t stream) {
-  std::vector<float> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = 2.0f * moe::random_uniform(7, stream, uint64_t(i)) - 1.0f;
-  return v;
-}
-
 // The GEMMs of one expert with R rows on this shape: up (gate and up fused, 2F wide), down, and their backward.
 void bench_gemms(const Options& o) {
   moe::ThreadPool tp(o.threads);
@@ -389,10 +385,11 @@ void bench_gemms(const Options& o) {
   for (const Case& c : cases) {
     const int64_t a_rows = c.ta ? c.K : c.M, a_cols = c.ta ? c.M : c.K;
     const int64_t b_rows = c.tb ? c.N : c.K, b_cols = c.tb ? c.K : c.N;
-    const std::vector<float> A = random_floats(a_rows * a_cols, 1), B = random_floats(b_rows * b_cols, 2);
-    std::vector<uint16_t> B16(B.size());
-    for (size_t i = 0; i < B.size(); ++i) B16[i] = moe::f32_to_bf16(B[i]);
-    std::vector<float> out(int64_t(c.M) * c.N);
+    // Operands on the engine's host memory, as training holds weights and activations.
+    const bench::HostArray<float> A = bench::random_floats(tp, a_rows * a_cols, 1),
+                                  B = bench::random_floats(tp, b_rows * b_cols, 2), out(int64_t(c.M) * c.N);
+    bench::HostArray<uint16_t> B16(B.size());
+    moe::cpu::to_bf16(tp, B16.data(), B.data(), int64_t(B.size()));
     const double t32 = bench::time_median([&] {
       moe::cpu::sgemm(tp, c.ta, c.tb, c.M, c.N, c.K, 1.0f, A.data(), int(a_cols), B.data(), int(b_cols), 0.0f,
                       out.data(), c.N);
