@@ -243,14 +243,15 @@ def torch_layer(spec):
         # A step of over SLOW_STEP_S (bf16 autocast on a CPU without bf16 units) is itself the measurement: its
         # warm-up share (allocations, a few page faults) is lost in it, and more such steps would keep the bench
         # running for an hour. Otherwise it was the warm-up, and timing stops after 30 s, one step at least.
-        times, began = ([first], 0.0) if first[3] > SLOW_STEP_S else ([], time.perf_counter())
-        while len(times) < spec["steps"] and (not times or time.perf_counter() - began < 30):
+        slow = first[3] > SLOW_STEP_S
+        times, began = [first] if slow else [], time.perf_counter()
+        while not slow and len(times) < spec["steps"] and (not times or time.perf_counter() - began < 30):
             times.append(step())
         med = [statistics.median(t[i] for t in times) for i in range(4)]
         print(json.dumps({"bench": "torch_layer", "setup": setup, "lora": R, "tokens": N, "seconds": med[3],
                           "forward_s": med[0], "backward_s": med[1], "optimizer_s": med[2],
                           "tokens_per_s": N / med[3], "timed_steps": len(times),
-                          "warm_up_timed": first[3] > SLOW_STEP_S, "torch": torch.__version__}),
+                          "warm_up_timed": slow, "torch": torch.__version__}),
               flush=True)
 
 
