@@ -11,19 +11,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/adamw.h"
-#include "core/host_memory.h"
 #include "backend/cpu/gemm.h"
 #include "bench_memory.h"
 #include "bench_peak.h"
 #include "bench_timing.h"
 #include "commands.h"
 #include "core/error.h"
-#include "core/rng.h"
 #include "core/threadpool.h"
 
 namespace {

@@ -34,7 +34,6 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/json.h"
-#include "core/rng.h"
 #include "core/threadpool.h"
 
 extern char** environ;

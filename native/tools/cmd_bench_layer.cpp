@@ -33,7 +33,6 @@
 #include "bench_timing.h"
 #include "commands.h"
 #include "core/error.h"
-#include "core/half.h"
 #include "core/rng.h"
 #include "core/threadpool.h"
 #include "model/buffer.h"
