@@ -16,6 +16,10 @@
 using namespace moe;
 using moe_test::expect_error;
 
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25  // Linux 6.1's synchronous collapse; older C libraries lack the name
+#endif
+
 namespace {
 
 std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
@@ -108,6 +112,28 @@ TEST(large_zeroed_blocks_are_untouched_until_written) {
   for (int i = 0; i < 1000; ++i) small_zero = small_zero && z[i] == 0;
   CHECK(small_zero);
   host_free(z);
+}
+
+// Pages handed back stay handed back: the kernel's background collapsing into huge pages (here asked for at once)
+// would otherwise back every 2 MiB region that kept one page with a whole huge page, the handed-back rest included,
+// and an SSD-offloaded run's arenas would grow back to the whole model.
+TEST(released_pages_are_not_refilled_by_huge_page_collapse) {
+  const size_t huge = size_t(2) << 20, page = static_cast<size_t>(sysconf(_SC_PAGESIZE)), bytes = 8 * huge;
+  char* p = static_cast<char*>(host_alloc(bytes));
+  CHECK(p != nullptr);
+  std::memset(p, 1, bytes);
+  // Each region keeps its first page, as an expert's neighbour in an arena keeps its own.
+  for (size_t r = 0; r < bytes; r += huge) host_release(p + r + page, huge - page);
+  const size_t kept = resident_pages(p, bytes);
+  CHECK_MSG(kept <= 8 * 2, std::to_string(kept));
+  madvise(p, bytes, MADV_COLLAPSE);  // refused where the block may not have huge pages, or the kernel is older
+  const size_t after = resident_pages(p, bytes);
+  CHECK_MSG(after == kept, std::to_string(kept) + " pages resident, " + std::to_string(after) + " after collapsing");
+  bool zero = true;
+  for (size_t r = 0; r < bytes; r += huge)
+    for (size_t i = page; i < huge; i += page) zero = zero && p[r + i] == 0;
+  CHECK(zero);
+  host_free(p);
 }
 
 TEST_MAIN()

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
-#include <unordered_map>
 
 namespace moe {
 namespace {
@@ -16,10 +16,15 @@ constexpr size_t kHugePage = size_t(2) << 20;
 constexpr size_t kHugeFrom = size_t(4) << 20;
 
 // Large blocks are mappings of their own: their pages are zero until first touched and go back to the OS when
-// freed. The map keeps each one's length for munmap.
+// freed. The map keeps each one's length, by its start, for munmap and for finding the block a range lies in.
+struct Mapping {
+  size_t bytes;
+  bool sparse;  // pages have been handed back: no longer advised for huge pages
+};
+
 struct Mappings {
   std::mutex mutex;
-  std::unordered_map<void*, size_t> bytes;
+  std::map<uintptr_t, Mapping> blocks;
 };
 
 Mappings& mappings() {
@@ -40,8 +45,23 @@ void* map_aligned(size_t rounded) {
   madvise(p, rounded, MADV_HUGEPAGE);
   Mappings& m = mappings();
   std::lock_guard<std::mutex> lock(m.mutex);
-  m.bytes[p] = rounded;
+  m.blocks[aligned] = {rounded, false};
   return p;
+}
+
+// A block that hands pages back is used sparsely from then on (an arena whose experts come and go), so it gives up
+// its huge-page advice: else the kernel backs each 2 MiB region that still holds one written page with a whole
+// huge page again, at a fault or later in its background collapsing, and the handed-back pages cost memory anew.
+// Huge pages already in place stay.
+void mark_sparse(uintptr_t begin) {
+  Mappings& m = mappings();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  auto it = m.blocks.upper_bound(begin);
+  if (it == m.blocks.begin()) return;
+  --it;
+  if (begin >= it->first + it->second.bytes || it->second.sparse) return;
+  it->second.sparse = true;
+  ::madvise(reinterpret_cast<void*>(it->first), it->second.bytes, MADV_NOHUGEPAGE);
 }
 
 }  // namespace
@@ -62,10 +82,10 @@ void host_free(void* ptr) {
   Mappings& m = mappings();
   {
     std::lock_guard<std::mutex> lock(m.mutex);
-    auto it = m.bytes.find(ptr);
-    if (it != m.bytes.end()) {
-      munmap(ptr, it->second);
-      m.bytes.erase(it);
+    auto it = m.blocks.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it != m.blocks.end()) {
+      munmap(ptr, it->second.bytes);
+      m.blocks.erase(it);
       return;
     }
   }
@@ -80,6 +100,7 @@ void host_release(void* p, size_t bytes) {
     std::memset(p, 0, bytes);
     return;
   }
+  mark_sparse(begin);
   std::memset(p, 0, inner_begin - begin);
   std::memset(reinterpret_cast<void*>(inner_end), 0, end - inner_end);
   ::madvise(reinterpret_cast<void*>(inner_begin), inner_end - inner_begin, MADV_DONTNEED);

@@ -15,7 +15,8 @@ void* host_alloc_zeroed(size_t bytes);
 void host_free(void* ptr);
 // Hands the whole pages inside [p, p + bytes) of a block back to the OS and zeroes the partial pages at its ends
 // (which the block's neighbouring contents share): the range reads as zeros afterwards and costs no memory until
-// written again.
+// written again. A large block that has pages handed back gives up its huge-page advice, so that they stay handed
+// back (see host_memory.cpp).
 void host_release(void* p, size_t bytes);
 
 }  // namespace moe
