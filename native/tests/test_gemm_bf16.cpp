@@ -141,7 +141,7 @@ void expect_same_bits_as_portable(const moe::cpu::gemm_bf16::Kernels& fast) {
   int n = 0;
   // A few rows against a bf16 Bᵀ take the direct kernels where a family has them (one token at a time): K over two
   // blocks, odd K, columns past whole groups.
-  const int shapes[][3] = {{37, 70, 515}, {1, 70, 515}, {3, 45, 1030}, {4, 33, 17}, {2, 100, 64}};
+  const int shapes[][3] = {{37, 70, 515}, {29, 40, 515}, {1, 70, 515}, {3, 45, 1030}, {4, 33, 17}, {2, 100, 64}};
   for (const auto& s : shapes)
   for (int variant = 0; variant < 4; ++variant)
     for (int ta = 0; ta < 2; ++ta)
@@ -196,7 +196,7 @@ TEST(sgemm_bf16_portable_matches_avx2_fma_bit_for_bit) {
   expect_same_bits_as_portable(moe::cpu::gemm_bf16::avx2_fma_kernels());
 }
 
-// Each vector family's own packers write the portable packers' words: A panels of every height up to kMRMax and
+// Each vector family's own packers write the portable packers' words: A panels of every height up to its mr_max and
 // B panels of every width up to kNR, both storage orders, k depths around the vector widths (odd ones leave a
 // half pair), from fp32 with values that round up, tie, overflow and are NaN, and from bf16.
 namespace {
@@ -237,7 +237,7 @@ TEST(vector_packers_write_the_portable_words) {
     for (bool trans : {false, true})
       for (int kc : {1, 2, 7, 8, 15, 16, 17, 31, 33, 64, 511}) {
         const int pairs = (kc + 1) / 2;
-        for (int rows = 1; rows <= g::kMRMax; ++rows) {
+        for (int rows = 1; rows <= k->mr_max; ++rows) {
           PackedWords got(size_t(pairs) * rows), want(size_t(pairs) * rows);
           k->pack_a(trans, src.data() + 3, ld, rows, kc, got.at);
           plain.pack_a(trans, src.data() + 3, ld, rows, kc, want.at);

@@ -18,7 +18,7 @@
 namespace moe::cpu::gemm_bf16 {
 
 constexpr int kNR = 32;     // packed B panel width (two zmm of fp32 accumulators)
-constexpr int kMRMax = 14;  // tallest A panel of the vector and portable families
+constexpr int kMRMax = 14;  // tallest A panel of the AVX-512 and portable families (AVX2 takes 15)
 constexpr int kPairsMax = 256;  // most k pairs a kernel call gets (the driver's k blocks)
 constexpr int kDirectRowsMax = 4;   // most rows of A the direct kernels take
 constexpr int kDirectCols = 32;     // columns per direct kernel call
