@@ -82,11 +82,18 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
       const bool first = k0 == 0;
       const float beta = first ? p.beta : 1.0f;
       const bool load_c = !first || p.beta != 0.0f;
-      // The whole row block's A is packed once per k block and reused by every column block.
-      for (int ip = 0; ip < panels; ++ip) {
-        const int r0 = panel_row(ip), r1 = panel_row(ip + 1);
-        kern.pack_a(p.ta, p.a_at(mc + r0, k0), p.lda, r1 - r0, kc, ap + static_cast<int64_t>(r0) * pairs);
-      }
+      // The whole row block's A is packed once per k block and reused by every column block. A transposed A (a
+      // weight gradient's dYᵀ) is a short run of each panel's rows in every k row, as a non-transposed B is in
+      // pack_panels, so it is packed kPackRows k rows at a time across all the panels: each k row's run over the
+      // block is read in one sweep (weight-gradient shapes 1.1-1.45x faster on a Zen 3). The AMX family's panels
+      // are tile rows, whose k runs cannot be written a few at a time.
+      const int a_step = p.ta && kern.a_k_major ? kPackRows : kc;
+      for (int kk = 0; kk < kc; kk += a_step)
+        for (int ip = 0; ip < panels; ++ip) {
+          const int r0 = panel_row(ip), r1 = panel_row(ip + 1);
+          kern.pack_a(p.ta, p.a_at(mc + r0, k0 + kk), p.lda, r1 - r0, std::min(a_step, kc - kk),
+                      ap + static_cast<int64_t>(r0) * pairs + int64_t{kk / 2} * (r1 - r0));
+        }
       for (int jc = n0; jc < n1; jc += nc_max) {
         const int nc = std::min(nc_max, n1 - jc);
         // Packed once: block k0's panels lie side by side after the k0/2 pairs of the blocks before it.

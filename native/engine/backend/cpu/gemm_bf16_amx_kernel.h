@@ -121,7 +121,8 @@ int kernel(int mr, int cols, int pairs, const uint32_t* a, const uint32_t* b, fl
 // The family on a tile layer, packing A with `pack_a_rows` (pack_a's words) and B with another family's packers.
 template <class Tiles>
 Kernels family(const char* name, bool bf16_units, decltype(Kernels::pack_a) pack_a_rows, const Kernels& packers_of_b) {
-  return {name, bf16_units, kMR, pack_a_rows, packers_of_b.pack_b16, packers_of_b.pack_b32, &kernel<Tiles>};
+  return {name, bf16_units, kMR, pack_a_rows, packers_of_b.pack_b16, packers_of_b.pack_b32, &kernel<Tiles>, nullptr,
+          false};
 }
 
 }  // namespace

@@ -3,8 +3,9 @@
 // Operands are packed as k pairs: one 32-bit word holds the bf16 of k = 2p in its low half and of k = 2p+1 in its
 // high half (zero past K), which is the operand layout of vdpbf16ps and TDPBF16PS.
 //   A panel of `rows` rows:  a[p*rows + i] = pair p of op(A) row i            (tight, no padding in M)
-//                            (the AMX family: a[i*pairs + p], tile rows; the driver only relies on a panel of
-//                            `rows` rows taking rows*pairs words)
+//                            (the AMX family: a[i*pairs + p], tile rows; the driver relies on the k-major
+//                            order only where Kernels::a_k_major says so, else on a panel of `rows` rows taking
+//                            rows*pairs words)
 //   B panel of width kNR:    b[p*kNR + j] = pair p of op(B) column j, zero for columns past the matrix
 // The vector and portable families pack identical words and run the per-element sequence documented in
 // gemm_bf16.h; the AMX family runs TDPBF16PS's sequence (gemm_bf16_amx_emulated.cpp spells it out).
@@ -44,6 +45,9 @@ struct Kernels {
   // products read each weight once: packing B first would cost more than the product.
   void (*direct_b16t)(int mr, int cols, int kc, const uint32_t* a, const uint16_t* b, int64_t ldb, float* c,
                       int64_t ldc, float alpha, float beta, bool load_c) = nullptr;
+  // Whether its A panels are k-major (a[p*rows + i]), so that the driver may pack a panel a few k at a time (false
+  // for the AMX family's tile rows).
+  bool a_k_major = true;
 };
 
 const Kernels& avx512_kernels();      // vdpbf16ps (AVX512_BF16)
