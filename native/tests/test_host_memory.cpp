@@ -10,15 +10,12 @@
 
 #include "core/host_memory.h"
 #include "core/host_slabs.h"
+#include "huge_pages.h"
 #include "test_files.h"
 #include "testing.h"
 
 using namespace moe;
 using moe_test::expect_error;
-
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25  // Linux 6.1's synchronous collapse; older C libraries lack the name
-#endif
 
 namespace {
 
@@ -126,7 +123,7 @@ TEST(released_pages_are_not_refilled_by_huge_page_collapse) {
   for (size_t r = 0; r < bytes; r += huge) host_release(p + r + page, huge - page);
   const size_t kept = resident_pages(p, bytes);
   CHECK_MSG(kept <= 8 * 2, std::to_string(kept));
-  madvise(p, bytes, MADV_COLLAPSE);  // refused where the block may not have huge pages, or the kernel is older
+  moe_test::collapse_huge_pages(p, bytes);
   const size_t after = resident_pages(p, bytes);
   CHECK_MSG(after == kept, std::to_string(kept) + " pages resident, " + std::to_string(after) + " after collapsing");
   bool zero = true;

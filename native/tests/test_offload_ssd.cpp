@@ -2,7 +2,6 @@
 // overlap stay bit-identical to resident training; the delayed update is exactly one step stale; the SSD
 // cache counts what it does; a model whose expert state is 8× the device budget and 2× the host budget
 // trains with the process's resident memory within the budgets.
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,16 +15,13 @@
 #include <vector>
 
 #include "backend/registry.h"
+#include "huge_pages.h"
 #include "offload/ssd_store.h"
 #include "test_files.h"
 #include "offload_fixture.h"
 #include "testing.h"
 
 using namespace offload_test;
-
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25  // Linux 6.1's synchronous collapse; older C libraries lack the name, older kernels refuse it
-#endif
 
 namespace {
 
@@ -51,7 +47,7 @@ void collapse_advised_huge_pages() {
     }
     if (line.rfind("VmFlags:", 0) == 0 && line.find(" hg") != std::string::npos) advised.push_back({begin, end});
   }
-  for (auto [b, e] : advised) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_COLLAPSE);
+  for (auto [b, e] : advised) moe_test::collapse_huge_pages(reinterpret_cast<void*>(b), e - b);
 }
 
 // What the resident memory is made of, for a failure message: anonymous, file-backed and shared pages, the part

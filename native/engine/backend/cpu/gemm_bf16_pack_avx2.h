@@ -34,6 +34,12 @@ inline __m256i line_pairs(const uint16_t* src, int kn) {
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(part));
 }
 
+// The first `lines` (1..8) words of v at `at` (mask: those lanes); whole groups unmasked.
+inline void store_lines(uint32_t* at, __m256i v, int lines, __m256i mask) {
+  if (lines == 8) _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), v);
+  else _mm256_maskstore_epi32(reinterpret_cast<int*>(at), mask, v);
+}
+
 // r[l][p] -> r[p][l] for 8 x 8 32-bit words.
 inline void transpose8(__m256i r[8]) {
   __m256i t[8];
@@ -65,11 +71,7 @@ void pack_along_k(const T* src, int64_t stride, int n, int kc, uint32_t* dst, in
       __m256i r[8];
       for (int l = 0; l < 8; ++l) r[l] = l < lines ? line_pairs(src + (l0 + l) * stride + k0, kn) : _mm256_setzero_si256();
       transpose8(r);
-      for (int q = 0; q < (kn + 1) / 2; ++q) {
-        int* at = reinterpret_cast<int*>(dst + (k0 / 2 + q) * dst_stride + l0);
-        if (lines == 8) _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), r[q]);
-        else _mm256_maskstore_epi32(at, store, r[q]);
-      }
+      for (int q = 0; q < (kn + 1) / 2; ++q) store_lines(dst + (k0 / 2 + q) * dst_stride + l0, r[q], lines, store);
     }
   }
 }
@@ -95,10 +97,7 @@ void pack_across_k(const T* src, int64_t k_stride, int n, int kc, uint32_t* dst,
       const __m256i mask = lanes_below(lines);
       const __m256i even = row_lanes(even_row + l0, lines, mask);
       const __m256i odd = odd_row ? row_lanes(odd_row + l0, lines, mask) : _mm256_setzero_si256();
-      const __m256i words = _mm256_or_si256(even, _mm256_slli_epi32(odd, 16));
-      int* at = reinterpret_cast<int*>(dst + p * dst_stride + l0);
-      if (lines == 8) _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), words);
-      else _mm256_maskstore_epi32(at, mask, words);
+      store_lines(dst + p * dst_stride + l0, _mm256_or_si256(even, _mm256_slli_epi32(odd, 16)), lines, mask);
     }
   }
 }
