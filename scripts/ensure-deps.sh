@@ -2,7 +2,7 @@
 # Installs the Debian packages the build, tests and benchmarks need, when missing.
 # Needs root (CI and the dev machines run as root); otherwise prints the apt-get line to run.
 set -euo pipefail
-packages=(cmake g++ python3-torch python3-numpy chromium)
+packages=(cmake g++ ccache python3-torch python3-numpy chromium)
 [ "${1:-}" = "--bench" ] && packages+=(libopenblas-dev libopenblas0-openmp libtcmalloc-minimal4)
 missing=()
 for p in "${packages[@]}"; do
