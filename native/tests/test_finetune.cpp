@@ -94,6 +94,14 @@ TEST(finetune_errors_name_the_field) {
   refused(R"({"method": "full", "experts": {"x": [1]}})", "finetune.experts.x");
   refused(R"({"method": "full", "experts": {"1": [1, 1]}})", "finetune.experts.1");
   refused(R"({"method": "full", "steps": 3})", "finetune.steps");
+  // The section reader's own refusals (model/section_reader.h): the value's type, by its dotted path.
+  refused(R"({"method": "lora", "lora": []})", "finetune.lora: must be a JSON object or null");
+  refused(R"({"method": "lora", "lora": {"alpha": "8"}})", "finetune.lora.alpha: must be a number, got \"8\"");
+  refused(R"({"method": "lora", "lora": {"rslora": 1}})", "finetune.lora.rslora: must be true or false");
+  refused(R"({"method": "esft", "esft": {"score": 3}})", "finetune.esft.score: must be a string, got 3");
+  // ... and a null field reads as absent: its default.
+  CHECK(parse_finetune_config(json::parse(R"({"method": "lora", "lora": {"rank": null, "targets": null}})", "t"))
+            .lora.rank == LoraConfig{}.rank);
   // What needs the model, and what cannot run with a fine-tune yet.
   const std::string deepseek = families()[3].second;
   moe_test::expect_error([&] { parse_config_text(config(deepseek, R"({"method": "full", "experts": {"0": [1]}})"), "t"); },

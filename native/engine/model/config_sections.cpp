@@ -2,69 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 #include <string>
 
 #include "core/error.h"
 #include "model/features.h"
+#include "model/section_reader.h"
 
 namespace moe {
-namespace {
-
-// A small reader for one section object: typed fields, and unknown keys refused by name.
-class Section {
- public:
-  Section(const json::Value& v, std::string name) : v_(v), name_(std::move(name)) {
-    check(v.is_object(), "model." + name_ + ": must be a JSON object or null");
-  }
-  std::string field(const std::string& k) const { return "model." + name_ + "." + k; }
-  const json::Value* get(const std::string& k) {
-    used_.insert(k);
-    const json::Value* x = v_.find(k);
-    return x && !x->is_null() ? x : nullptr;
-  }
-  double number(const std::string& k, double def, double lo, double hi) {
-    const json::Value* x = get(k);
-    if (!x) return def;
-    if (!x->is_number() || x->number < lo || x->number > hi)
-      fail(field(k) + ": must be a number in [" + json::dump(json::Value::of(lo)) + ", " +
-           json::dump(json::Value::of(hi)) + "], got " + json::dump(*x));
-    return x->number;
-  }
-  int integer(const std::string& k, int def, int lo, int hi) {
-    const double d = number(k, def, lo, hi);
-    if (d != std::floor(d)) fail(field(k) + ": must be a whole number");
-    return static_cast<int>(d);
-  }
-  bool boolean(const std::string& k, bool def) {
-    const json::Value* x = get(k);
-    if (!x) return def;
-    if (!x->is_bool()) fail(field(k) + ": must be true or false");
-    return x->boolean;
-  }
-  std::string string(const std::string& k, const std::string& def) {
-    const json::Value* x = get(k);
-    if (!x) return def;
-    if (!x->is_string()) fail(field(k) + ": must be a string");
-    return x->string;
-  }
-  void done() const {
-    for (const auto& [k, _] : v_.object)
-      if (!used_.count(k)) fail(field(k) + ": unknown field");
-  }
-
- private:
-  const json::Value& v_;
-  std::string name_;
-  std::set<std::string> used_;
-};
-
-}  // namespace
 
 LatentAttentionConfig parse_latent_attention(const json::Value& v) {
   LatentAttentionConfig c;
   if (v.is_null()) return c;
-  Section s(v, "latent_attention");
+  SectionReader s(v, "model.latent_attention");
   c.q_lora_rank = s.integer("q_lora_rank", 0, 0, 1 << 16);
   c.kv_lora_rank = s.integer("kv_lora_rank", 0, 1, 1 << 16);
   if (!s.get("kv_lora_rank")) fail(s.field("kv_lora_rank") + ": required");
@@ -83,7 +32,7 @@ LatentAttentionConfig parse_latent_attention(const json::Value& v) {
 RopeScalingConfig parse_rope_scaling(const json::Value& v) {
   RopeScalingConfig c;
   if (v.is_null()) return c;
-  Section s(v, "rope_scaling");
+  SectionReader s(v, "model.rope_scaling");
   const std::string type = s.string("type", "");
   if (type != "yarn") fail(s.field("type") + ": \"" + type + "\" is not supported; use \"yarn\" (or null: no scaling)");
   c.type = RopeScalingType::Yarn;
@@ -116,7 +65,7 @@ TopkSelection parse_topk_selection(const std::string& x, const std::string& fiel
 RouterConfig parse_router_config(const json::Value& v) {
   RouterConfig c;
   if (v.is_null()) return c;
-  Section s(v, "router");
+  SectionReader s(v, "model.router");
   c.scoring = parse_router_scoring(s.string("scoring", "softmax"), s.field("scoring"));
   c.selection = parse_topk_selection(s.string("selection", "plain"), s.field("selection"));
   c.n_group = s.integer("n_group", 1, 1, 64);

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 #include "core/error.h"
 #include "model/config.h"
+#include "model/section_reader.h"
 
 namespace moe {
 namespace {
@@ -29,47 +29,6 @@ T parse_name(const std::string& s, const std::string& field, const T (&all)[N], 
     if (s == name(x)) return x;
   fail(field + ": \"" + s + "\" is not known; use one of " + quoted_names(all, name));
 }
-
-// One section object: typed fields, and unknown keys refused by name.
-class Section {
- public:
-  Section(const json::Value& v, std::string name) : v_(v), name_(std::move(name)) {
-    check(v.is_object(), name_ + ": must be a JSON object");
-  }
-  std::string field(const std::string& k) const { return name_ + "." + k; }
-  const json::Value* get(const std::string& k) {
-    used_.insert(k);
-    const json::Value* x = v_.find(k);
-    return x && !x->is_null() ? x : nullptr;
-  }
-  double number(const std::string& k, double def) {
-    const json::Value* x = get(k);
-    if (!x) return def;
-    if (!x->is_number()) fail(field(k) + ": must be a number, got " + json::dump(*x));
-    return x->number;
-  }
-  std::string string(const std::string& k, const std::string& def) {
-    const json::Value* x = get(k);
-    if (!x) return def;
-    if (!x->is_string()) fail(field(k) + ": must be a string, got " + json::dump(*x));
-    return x->string;
-  }
-  bool boolean(const std::string& k, bool def) {
-    const json::Value* x = get(k);
-    if (!x) return def;
-    if (!x->is_bool()) fail(field(k) + ": must be true or false");
-    return x->boolean;
-  }
-  void done() const {
-    for (const auto& [k, _] : v_.object)
-      if (!used_.count(k)) fail(field(k) + ": unknown field");
-  }
-
- private:
-  const json::Value& v_;
-  std::string name_;
-  std::set<std::string> used_;
-};
 
 int whole(double d, const std::string& field, int lo, int hi) {
   if (d != std::floor(d) || d < lo || d > hi)
@@ -118,7 +77,7 @@ std::map<int, std::vector<int>> parse_experts(const json::Value& v) {
 }
 
 LoraConfig parse_lora(const json::Value& v, FinetuneMethod method) {
-  Section s(v, "finetune.lora");
+  SectionReader s(v, "finetune.lora");
   LoraConfig c;
   c.rank = whole(s.number("rank", c.rank), s.field("rank"), 1, 1 << 16);
   c.alpha = s.number("alpha", c.alpha);
@@ -139,7 +98,7 @@ LoraConfig parse_lora(const json::Value& v, FinetuneMethod method) {
 }
 
 EsftConfig parse_esft(const json::Value& v) {
-  Section s(v, "finetune.esft");
+  SectionReader s(v, "finetune.esft");
   EsftConfig c;
   c.threshold = s.number("threshold", c.threshold);
   if (!(c.threshold > 0 && c.threshold <= 1)) fail(s.field("threshold") + ": must be in (0, 1]");
@@ -182,7 +141,7 @@ bool FinetuneConfig::expert_selected(int layer, int e) const {
 FinetuneConfig parse_finetune_config(const json::Value& v) {
   FinetuneConfig f;
   if (v.is_null()) return f;
-  Section s(v, "finetune");
+  SectionReader s(v, "finetune");
   f.enabled = true;
   const json::Value* method = s.get("method");
   if (!method || !method->is_string()) fail("finetune.method: required, one of \"full\", \"lora\", \"esft\"");
