@@ -186,7 +186,9 @@ TEST(hf_config_rejections) {
       "num_key_value_heads": 1, "num_experts": 2, "num_experts_per_tok": 1, "head_dim": 6)";
   attempt(qwen3 + R"(, "use_sliding_window": true})", {"use_sliding_window", "Qwen3-MoE"});
   attempt(with({{"attention_bias", "true"}}), {"attention_bias"});
-  attempt(qwen3 + R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})", {"rope_scaling"});
+  attempt(qwen3 + R"(, "rope_scaling": {"rope_type": "dynamic", "factor": 4.0}})", {"rope_scaling", "only \"yarn\""});
+  attempt(qwen3 + R"(, "rope_parameters": {"rope_type": "linear", "factor": 2.0}})", {"rope_parameters", "only \"yarn\""});
+  attempt(qwen3 + R"(, "rope_scaling": {"rope_type": "yarn"}})", {"rope_scaling", "'factor' is required"});
   // Accepted: OLMoE's clip_qkv, Qwen-MoE dense layers by list (any order) and by step, Qwen3's own head size.
   const ModelConfig olmoe = hf_to_model_config(json::parse(R"({"model_type": "olmoe", "vocab_size": 16,
       "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "num_experts": 2,
@@ -204,7 +206,18 @@ TEST(hf_config_rejections) {
   CHECK(qwen2.dense_layers == (std::vector<int>{0, 3}) && qwen2.n_moe_layers() == 2 && qwen2.n_experts.size() == 2);
   const ModelConfig q3 = hf_to_model_config(json::parse(qwen3 + "}"), "config.json");
   CHECK(q3.head_dim == 6 && q3.qk_norm == QkNorm::Head && !q3.renormalize && q3.n_kv_heads == 1);
-  CHECK(!q3.qkv_bias && !q3.out_bias);
+  CHECK(!q3.qkv_bias && !q3.out_bias && q3.rope_scaling.type == RopeScalingType::None);
+  // YaRN on any RoPE family, from rope_scaling or transformers' newer rope_parameters (rope_theta inside it).
+  const ModelConfig q3y = hf_to_model_config(json::parse(qwen3 + R"(, "rope_scaling": {"rope_type": "yarn",
+      "factor": 4.0, "original_max_position_embeddings": 32768}})"), "config.json");
+  CHECK(q3y.rope_scaling.type == RopeScalingType::Yarn && q3y.rope_scaling.factor == 4.0 &&
+        q3y.rope_scaling.original_max_position_embeddings == 32768 && q3y.rope_scaling.truncate);
+  const ModelConfig q3p = hf_to_model_config(json::parse(qwen3 + R"(, "rope_parameters": {"rope_type": "yarn",
+      "rope_theta": 5000.0, "factor": 2.0}})"), "config.json");
+  CHECK(q3p.rope_scaling.type == RopeScalingType::Yarn && q3p.rope_scaling.factor == 2.0 && q3p.rope_theta == 5000.0);
+  const ModelConfig q3d = hf_to_model_config(json::parse(qwen3 + R"(, "rope_parameters": {"rope_type": "default",
+      "rope_theta": 5000.0}})"), "config.json");
+  CHECK(q3d.rope_scaling.type == RopeScalingType::None && q3d.rope_theta == 5000.0);
   // Qwen3-MoE's attention_bias: biases on q/k/v and o; Qwen2-MoE's qkv_bias: on q/k/v only (true by default).
   const ModelConfig q3b = hf_to_model_config(json::parse(qwen3 + R"(, "attention_bias": true})"), "config.json");
   CHECK(q3b.qkv_bias && q3b.out_bias && model_features(q3b).has_out_bias());

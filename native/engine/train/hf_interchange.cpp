@@ -80,14 +80,6 @@ void reject_unsupported(const HfFields& f, const HfFamily& row, const ModelConfi
   const std::string fix = "; the engine cannot reproduce this model, so it cannot be imported";
   if (const json::Value* v = f.get("hidden_act"); v && !(v->is_string() && v->string == "silu"))
     fail(f.where("hidden_act") + " is " + json::dump(*v) + "; only \"silu\" (SwiGLU) is supported" + fix);
-  if (f.get("rope_scaling") && !latent && !row.default_rope_is_yarn)
-    fail(f.where("rope_scaling") + " is set; RoPE scaling is not supported, only plain RoPE with rope_theta" + fix);
-  if (const json::Value* v = f.get("rope_parameters"); v && !latent && !row.default_rope_is_yarn) {
-    const json::Value* rt = v->is_object() ? v->find("rope_type") : nullptr;
-    if (!v->is_object() || (rt && !(rt->is_string() && rt->string == "default")))
-      fail(f.where("rope_parameters") + " is " + json::dump(*v) +
-           "; only {\"rope_type\": \"default\", \"rope_theta\": ...} is supported" + fix);
-  }
   const bool sliding = f.boolean("use_sliding_window", true) && !has_key(row, HfField::SlidingWindow);
   if (const json::Value* v = f.get("sliding_window"); sliding && v && (!v->is_number() || v->number < max_pos))
     fail(f.where("sliding_window") + " is " + json::dump(*v) + ", smaller than max_position_embeddings " +
@@ -258,18 +250,18 @@ ModelConfig hf_to_model_config(const json::Value& hf, const std::string& source)
   }
   m.n_experts.assign(m.n_moe_layers(), experts);
   if (row.latent) latent_hf_to_model_config(hf, source, type, experts, m);
-  if (row.default_rope_is_yarn) {
+  // Every RoPE family reads rope_scaling (or transformers' newer rope_parameters): YaRN, or none; another rope
+  // type is refused by name. The latent families read theirs with the rest of their attention.
+  if (row.default_rope_is_yarn && !f.present("rope_scaling") && !f.get("rope_parameters")) {
     // A missing rope_scaling means the config class's YaRN (gpt-oss: factor 32 over 4096 positions, not truncated).
-    if (!f.present("rope_scaling") && !f.get("rope_parameters")) {
-      m.rope_scaling.type = RopeScalingType::Yarn;
-      m.rope_scaling.factor = 32.0;
-      m.rope_scaling.beta_fast = 32.0;
-      m.rope_scaling.beta_slow = 1.0;
-      m.rope_scaling.truncate = false;
-      m.rope_scaling.original_max_position_embeddings = 4096;
-    } else {
-      m.rope_scaling = hf_rope_scaling(hf, source);
-    }
+    m.rope_scaling.type = RopeScalingType::Yarn;
+    m.rope_scaling.factor = 32.0;
+    m.rope_scaling.beta_fast = 32.0;
+    m.rope_scaling.beta_slow = 1.0;
+    m.rope_scaling.truncate = false;
+    m.rope_scaling.original_max_position_embeddings = 4096;
+  } else if (!row.latent) {
+    m.rope_scaling = hf_rope_scaling(hf, source);
   }
   hf_storage(hf, source, row);  // refuses a quantisation the import cannot decode, by name
   reject_unsupported(f, row, m, m.max_seq_len);
@@ -311,7 +303,6 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
   if (have.qk_norm != hf.qk_norm)
     bad("qk_norm", std::string("is \"") + qk_norm_name(have.qk_norm) + "\"; " + hf.label + " attention has q/k norm \"" +
                        qk_norm_name(hf.qk_norm) + "\"");
-  if (!hf.latent && !hf.default_rope_is_yarn && m.rope_scaling.type != RopeScalingType::None) bad("rope_scaling", "is set (YaRN)");
   if (!has_key(hf, HfField::SlidingWindow) && m.sliding_window > 0) bad("sliding_window", "is set");
   if (!has_key(hf, HfField::SwigluLimit) && have.activation == FfnActivation::SwigluClamped)
     bad("arch", "has a clamped SwiGLU");
@@ -401,7 +392,7 @@ json::Value model_to_hf_config(const ModelConfig& m, HfType type, st::DType dtyp
     }
   }
   if (hf.latent) latent_model_to_hf_config(m, type, o);
-  if (hf.default_rope_is_yarn && m.rope_scaling.type == RopeScalingType::Yarn) o.set("rope_scaling", hf_rope_scaling_json(m.rope_scaling, false));
+  if (!hf.latent && m.rope_scaling.type == RopeScalingType::Yarn) o.set("rope_scaling", hf_rope_scaling_json(m.rope_scaling, false));
   o.set("torch_dtype", Value::of(dtype == st::DType::BF16 ? "bfloat16" : dtype == st::DType::F16 ? "float16" : "float32"));
   return o;
 }

@@ -29,6 +29,47 @@ def rope_inv_freq(dim, theta):
     return 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
 
 
+def yarn_mscale(scale, mscale=1.0):
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def rope_parameters(config, dim):
+    """inv_freq [dim/2] and the attention factor of a rope part `dim` wide, as modeling_rope_utils.py's
+    _compute_default_rope_parameters / _compute_yarn_parameters compute them from the config's rope_scaling (or
+    rope_parameters): the explicit factor, as current transformers reads it (rope_parameters' validation warns
+    where max_position_embeddings / original_max_position_embeddings says otherwise and keeps the factor)."""
+    base = config.get("rope_theta") or (config.get("rope_parameters") or {}).get("rope_theta") or 10000.0
+    inv_freq = rope_inv_freq(dim, base)
+    rs = config.get("rope_scaling") or config.get("rope_parameters")
+    if not rs or rs.get("rope_type", rs.get("type")) in (None, "default"):
+        return inv_freq, 1.0
+    factor = rs["factor"]
+    mscale, mscale_all_dim = rs.get("mscale"), rs.get("mscale_all_dim")
+    attention_factor = rs.get("attention_factor")
+    if attention_factor is None:
+        if mscale and mscale_all_dim:
+            attention_factor = yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim)
+        else:
+            attention_factor = yarn_mscale(factor)
+    beta_fast, beta_slow = rs.get("beta_fast") or 32, rs.get("beta_slow") or 1
+    original = rs.get("original_max_position_embeddings") or config["max_position_embeddings"]
+
+    def correction_dim(rot):
+        return (dim * math.log(original / (rot * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if rs.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low), 0, 1)
+    extrapolation = 1 - ramp
+    pos = base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    inv = (1.0 / (factor * pos)) * (1 - extrapolation) + (1.0 / pos) * extrapolation
+    return inv, attention_factor
+
+
 def rope_cos_sin(T, inv_freq, attention_factor=1.0):
     """cos and sin [T, dim] in the half-split layout ("rotate_half": frequencies repeated twice)."""
     t = torch.arange(T, dtype=torch.float64)
@@ -148,7 +189,7 @@ def gqa_attention(config, P, l, x, head_dim=None, q_norm=None, k_norm=None, scal
     k = k.view(B, T, NKV, D).transpose(1, 2)
     v = v.view(B, T, NKV, D).transpose(1, 2)
     if inv_freq is None:
-        inv_freq = rope_inv_freq(D, config.get("rope_theta", 10000.0))
+        inv_freq, attention_factor = rope_parameters(config, D)
     cos, sin = rope_cos_sin(T, inv_freq, attention_factor)
     q, k = apply_rope_half(q, cos, sin), apply_rope_half(k, cos, sin)
     att = causal_attention(q, k, v, scale if scale is not None else D ** -0.5, sinks=sinks, window=window)

@@ -41,6 +41,23 @@ LOGITS_TOL, LOSS_TOL, GRAD_TOL = 1e-4, 1e-5, 1e-4
 MIN_MARGIN = 1e-5
 
 
+
+def rope_scaling_values(rs):
+    """A rope_scaling as the values it means: the older "type" key read as rope_type, and the optional keys
+    modeling_rope_utils.py defaults (beta_fast 32, beta_slow 1, truncate, no mscale) filled in, so an export that
+    writes a default out is the same config."""
+    if not rs:
+        return None
+    d = dict(rs)
+    legacy = d.pop("type", None)
+    d.setdefault("rope_type", legacy)
+    d["beta_fast"], d["beta_slow"] = d.get("beta_fast") or 32.0, d.get("beta_slow") or 1.0
+    d["truncate"] = d.get("truncate", True)
+    for k in ("mscale", "mscale_all_dim", "attention_factor"):
+        if not d.get(k):
+            d.pop(k, None)
+    return {k: float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for k, v in d.items()}
+
 def family_modules(only=None):
     mods = []
     for info in pkgutil.iter_modules(families.__path__):
@@ -251,7 +268,8 @@ def check_case(mod, case, args, workdir):
             back = json.load(f)
         changed = [k for k, v in config.items()
                    if k not in ("torch_dtype", "quantization_config", "num_nextn_predict_layers")
-                   and back.get(k, "absent") != v]
+                   and (rope_scaling_values(back.get(k)) != rope_scaling_values(v) if k == "rope_scaling"
+                        else back.get(k, "absent") != v)]
         if "quantization_config" in back:
             changed.append("quantization_config written")
         rep.check(f"round trip config: {changed or 'same values'}", float(len(changed)), 0.0)

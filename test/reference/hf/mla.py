@@ -1,52 +1,19 @@
 """Pieces of transformers' DeepSeek-V2/V3 modeling code (models/deepseek_v2/modeling_deepseek_v2.py,
-models/deepseek_v3/modeling_deepseek_v3.py) shared by both family modules, in float64: YaRN frequencies
-(modeling_rope_utils.py, _compute_yarn_parameters), multi-head latent attention, and the random tensors of the
-DeepSeek layout (per-expert MLPs, ungated shared experts, dense-first layers)."""
-
-import math
+models/deepseek_v3/modeling_deepseek_v3.py) shared by both family modules, in float64: the rope part's
+frequencies (common.rope_parameters), multi-head latent attention, and the random tensors of the DeepSeek layout
+(per-expert MLPs, ungated shared experts, dense-first layers)."""
 
 import torch
 
 import common as c
 
 
-def yarn_mscale(scale, mscale=1.0):
-    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+yarn_mscale = c.yarn_mscale
 
 
 def rope_parameters(config, dim=None):
-    """inv_freq [dim/2] and the attention factor of a rope part of `dim` (default qk_rope_head_dim), as
-    modeling_rope_utils.py's _compute_yarn_parameters computes them when rope_scaling is YaRN."""
-    dim, base = dim or config["qk_rope_head_dim"], config.get("rope_theta", 10000.0)
-    inv_freq = c.rope_inv_freq(dim, base)
-    rs = config.get("rope_scaling")
-    if not rs or rs.get("rope_type", rs.get("type")) in (None, "default"):
-        return inv_freq, 1.0
-    factor = rs["factor"]
-    mscale, mscale_all_dim = rs.get("mscale"), rs.get("mscale_all_dim")
-    attention_factor = rs.get("attention_factor")
-    if attention_factor is None:
-        if mscale and mscale_all_dim:
-            attention_factor = yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim)
-        else:
-            attention_factor = yarn_mscale(factor)
-    beta_fast, beta_slow = rs.get("beta_fast") or 32, rs.get("beta_slow") or 1
-    original = rs.get("original_max_position_embeddings") or config["max_position_embeddings"]
-
-    def correction_dim(rot):
-        return (dim * math.log(original / (rot * 2 * math.pi))) / (2 * math.log(base))
-
-    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
-    if rs.get("truncate", True):
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, dim - 1)
-    if low == high:
-        high += 0.001
-    ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low), 0, 1)
-    extrapolation = 1 - ramp
-    pos = base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
-    inv = (1.0 / (factor * pos)) * (1 - extrapolation) + (1.0 / pos) * extrapolation
-    return inv, attention_factor
+    """inv_freq and the attention factor of the rope part (default qk_rope_head_dim wide): common.rope_parameters."""
+    return c.rope_parameters(config, dim or config["qk_rope_head_dim"])
 
 
 def rope_complex(x, inv_freq, factor):

@@ -21,6 +21,9 @@ def cases():
     }
     return [
         {"name": "gqa-top2", "config": base},
+        {"name": "yarn-factor2-bf16", "config": {**base, "rope_scaling": {"rope_type": "yarn", "factor": 2.0,
+                                                                          "original_max_position_embeddings": 32}},
+         "dtype": "BF16"},
         {"name": "top1-bf16-sharded", "config": {**base, "num_experts_per_tok": 1, "rope_theta": 1e6},
          "dtype": "BF16", "shards": 3},
         {"name": "fused-experts", "config": base, "experts": "fused"},

@@ -28,6 +28,8 @@ def cases():
         {"name": "clip-tied-top1-f16", "config": {**base, "clip_qkv": 1.5, "num_experts_per_tok": 1,
                                                   "tie_word_embeddings": True, "num_hidden_layers": 3},
          "dtype": "F16"},
+        {"name": "yarn-attention-factor", "config": {**base, "rope_scaling": {
+            "rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 8, "attention_factor": 1.2}}},
     ]
 
 
@@ -74,7 +76,7 @@ def attention(config, P, l, x):
     q = q.view(B, T, NH, D).transpose(1, 2)
     k = k.view(B, T, NKV, D).transpose(1, 2)
     v = v.view(B, T, NKV, D).transpose(1, 2)
-    cos, sin = c.rope_cos_sin(T, c.rope_inv_freq(D, config.get("rope_theta", 10000.0)))
+    cos, sin = c.rope_cos_sin(T, *c.rope_parameters(config, D))
     q, k = c.apply_rope_half(q, cos, sin), c.apply_rope_half(k, cos, sin)
     att = c.causal_attention(q, k, v, D ** -0.5).transpose(1, 2).reshape(B, T, NH * D)
     return c.linear(att, P[a + "o_proj.weight"])

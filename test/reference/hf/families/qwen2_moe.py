@@ -33,6 +33,9 @@ def cases():
         {"name": "dense-list-renorm", "config": {**base, "num_hidden_layers": 3, "mlp_only_layers": [1],
                                                  "norm_topk_prob": True, "max_window_layers": 3}},
         {"name": "no-qkv-bias", "config": {**base, "qkv_bias": False}},
+        # The older "type" key, no original length (the config's max_position_embeddings), a narrower ramp.
+        {"name": "yarn-legacy-type", "config": {**base, "rope_scaling": {"type": "yarn", "factor": 4.0,
+                                                                         "beta_fast": 16.0}}},
     ]
 
 

@@ -30,6 +30,9 @@ def cases():
                                                             "num_key_value_heads": 4, "tie_word_embeddings": True},
          "dtype": "F16"},
         {"name": "attention-bias-bf16", "config": {**base, "attention_bias": True}, "dtype": "BF16"},
+        # YaRN as Qwen's long-context recipe adds it to config.json.
+        {"name": "yarn-factor4", "config": {**base, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                                                                     "original_max_position_embeddings": 16}}},
     ]
 
 
