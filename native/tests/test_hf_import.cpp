@@ -166,6 +166,10 @@ TEST(hf_config_rejections) {
   attempt(with({{"hidden_act", "\"gelu\""}}), {"hidden_act", "gelu"});
   attempt(with({{"head_dim", "4"}}), {"head_dim"});
   attempt(with({{"router_jitter_noise", "0.1"}}), {"router_jitter_noise"});
+  // The one reader of config.json fields (train/hf_fields.h), for the top level and nested objects alike.
+  attempt(with({{"tie_word_embeddings", "1"}}), {"cfg/config.json: field 'tie_word_embeddings' must be true or false, got 1"});
+  attempt(with({{"num_local_experts", "2.5"}}), {"field 'num_local_experts' must be a non-negative whole number, got 2.5"});
+  attempt(with({{"rope_scaling", R"({"type": "yarn", "factor": "4"})"}}), {"field 'factor' must be a number, got \"4\""});
   // An unknown model_type is refused naming every supported one.
   std::vector<std::string> unknown = {"\"llama\" is not supported"};
   for (const HfFamily& f : hf_families()) unknown.push_back(std::string("\"") + f.model_type + "\"");

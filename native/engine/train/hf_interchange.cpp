@@ -11,6 +11,7 @@
 #include "model/features.h"
 #include "train/arena_view.h"
 #include "train/hf_experts.h"
+#include "train/hf_fields.h"
 #include "train/hf_latent.h"
 #include "train/lora_adapter.h"
 #include "train/hf_storage.h"
@@ -18,55 +19,6 @@
 
 namespace moe {
 namespace {
-
-// Reads HF config fields; a JSON null counts as absent, as it does for transformers' config classes.
-class HfFields {
- public:
-  HfFields(const json::Value& obj, const std::string& source, HfType type)
-      : obj_(obj), source_(source), type_(type) {}
-
-  const json::Value* get(const std::string& key) const {
-    const json::Value* v = obj_.find(key);
-    return v && !v->is_null() ? v : nullptr;
-  }
-  bool present(const std::string& key) const { return obj_.find(key) != nullptr; }  // null included
-  std::string where(const std::string& key) const { return source_ + ": field '" + key + "'"; }
-
-  int integer(const std::string& key) const {
-    const json::Value* v = get(key);
-    if (!v)
-      fail(where(key) + " is required for model_type \"" + hf_model_type_name(type_) +
-           "\"; the config.json is incomplete: re-save it with transformers' save_pretrained");
-    return to_int(key, *v);
-  }
-  int integer(const std::string& key, int def) const {
-    const json::Value* v = get(key);
-    return v ? to_int(key, *v) : def;
-  }
-  double number(const std::string& key, double def) const {
-    const json::Value* v = get(key);
-    if (!v) return def;
-    if (!v->is_number()) fail(where(key) + " must be a number, got " + json::type_name(v->type));
-    return v->number;
-  }
-  bool boolean(const std::string& key, bool def) const {
-    const json::Value* v = get(key);
-    if (!v) return def;
-    if (!v->is_bool()) fail(where(key) + " must be true or false, got " + json::type_name(v->type));
-    return v->boolean;
-  }
-
- private:
-  int to_int(const std::string& key, const json::Value& v) const {
-    if (!v.is_number() || v.number != std::floor(v.number) || v.number < 0 || v.number > (1 << 30))
-      fail(where(key) + " must be a non-negative whole number, got " + json::dump(v));
-    return static_cast<int>(v.number);
-  }
-
-  const json::Value& obj_;
-  const std::string& source_;
-  HfType type_;
-};
 
 bool has_key(const HfFamily& hf, HfField field) {
   for (const HfKey& k : hf.keys)
@@ -181,7 +133,7 @@ ModelConfig hf_to_model_config(const json::Value& hf, const std::string& source)
   } catch (const EngineError& e) {
     fail(source + ": " + e.what());
   }
-  HfFields f(hf, source, type);
+  HfFields f(hf, source, hf_model_type_name(type));
 
   // Defaults are those of the transformers config classes, for fields a saved config.json may omit.
   const HfFamily& row = hf_family(type);

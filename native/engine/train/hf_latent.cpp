@@ -3,53 +3,20 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "train/hf_fields.h"
 
 namespace moe {
 namespace {
 
-// config.json reading; a JSON null is absent, except where the key's null has a meaning (q_lora_rank).
-struct Keys {
-  const json::Value& hf;
-  const std::string& source;
-  std::string where(const std::string& k) const { return source + ": field '" + k + "'"; }
-  const json::Value* get(const std::string& k) const {
-    const json::Value* v = hf.find(k);
-    return v && !v->is_null() ? v : nullptr;
-  }
-  double number(const std::string& k, double def) const {
-    const json::Value* v = get(k);
-    if (!v) return def;
-    if (!v->is_number()) fail(where(k) + " must be a number, got " + json::dump(*v));
-    return v->number;
-  }
-  int integer(const std::string& k, int def) const {
-    const double d = number(k, def);
-    if (d != std::floor(d) || d < 0 || d > (1 << 30)) fail(where(k) + " must be a non-negative whole number");
-    return static_cast<int>(d);
-  }
-  bool boolean(const std::string& k, bool def) const {
-    const json::Value* v = get(k);
-    if (!v) return def;
-    if (!v->is_bool()) fail(where(k) + " must be true or false");
-    return v->boolean;
-  }
-  std::string string(const std::string& k, const std::string& def) const {
-    const json::Value* v = get(k);
-    if (!v) return def;
-    if (!v->is_string()) fail(where(k) + " must be a string");
-    return v->string;
-  }
-};
-
 const char* const kCannot = "; the engine cannot reproduce this model, so it cannot be imported";
 
-RopeScalingConfig parse_hf_rope_scaling(const Keys& k) {
+RopeScalingConfig parse_hf_rope_scaling(const HfFields& k) {
   RopeScalingConfig r;
   const char* key = k.get("rope_scaling") ? "rope_scaling" : "rope_parameters";
   const json::Value* v = k.get(key);
   if (!v) return r;
   if (!v->is_object()) fail(k.where(key) + " must be an object or null");
-  const Keys s{*v, k.source};
+  const HfFields s(*v, k.source());
   const std::string type = s.string("rope_type", s.string("type", "default"));
   if (type == "default") return r;
   if (type != "yarn")
@@ -73,7 +40,7 @@ bool v3(HfType t) { return t == HfType::DeepseekV3; }
 }  // namespace
 
 RopeScalingConfig hf_rope_scaling(const json::Value& hf, const std::string& source) {
-  return parse_hf_rope_scaling(Keys{hf, source});
+  return parse_hf_rope_scaling(HfFields(hf, source));
 }
 
 json::Value hf_rope_scaling_json(const RopeScalingConfig& r, bool deepseek_form) {
@@ -95,7 +62,7 @@ json::Value hf_rope_scaling_json(const RopeScalingConfig& r, bool deepseek_form)
 
 void latent_hf_to_model_config(const json::Value& hf, const std::string& source, HfType type, int experts,
                                ModelConfig& m) {
-  const Keys k{hf, source};
+  const HfFields k(hf, source);
   // Defaults: transformers' DeepseekV2Config / DeepseekV3Config.
   LatentAttentionConfig& a = m.latent;
   const json::Value* q = hf.find("q_lora_rank");
