@@ -65,8 +65,8 @@ void latent_hf_to_model_config(const json::Value& hf, const std::string& source,
   const HfFields k(hf, source);
   // Defaults: transformers' DeepseekV2Config / DeepseekV3Config.
   LatentAttentionConfig& a = m.latent;
-  const json::Value* q = hf.find("q_lora_rank");
-  a.q_lora_rank = q && q->is_null() ? 0 : k.integer("q_lora_rank", 1536);
+  // A null q_lora_rank has a meaning (no q compression), unlike other nulls, which read as absent.
+  a.q_lora_rank = k.present("q_lora_rank") && !k.get("q_lora_rank") ? 0 : k.integer("q_lora_rank", 1536);
   a.kv_lora_rank = k.integer("kv_lora_rank", 512);
   a.qk_nope_head_dim = k.integer("qk_nope_head_dim", 128);
   a.qk_rope_head_dim = k.integer("qk_rope_head_dim", 64);

@@ -41,7 +41,6 @@ LOGITS_TOL, LOSS_TOL, GRAD_TOL = 1e-4, 1e-5, 1e-4
 MIN_MARGIN = 1e-5
 
 
-
 def rope_scaling_values(rs):
     """A rope_scaling as the values it means: the older "type" key read as rope_type, and the optional keys
     modeling_rope_utils.py defaults (beta_fast 32, beta_slow 1, truncate, no mscale) filled in, so an export that
@@ -57,6 +56,7 @@ def rope_scaling_values(rs):
         if not d.get(k):
             d.pop(k, None)
     return {k: float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for k, v in d.items()}
+
 
 def family_modules(only=None):
     mods = []
