@@ -1,7 +1,8 @@
 // The CUDA GEMMs' vector loads and fp32 micro-tiles (backend/cuda/gemm_tile_io.h), checked on the CPU, where the
 // indexing can be wrong without a GPU to show it: a block's threads read every element of a k slice exactly once,
 // four adjacent in memory at a time; a vector counts as inside the operand exactly when its four elements are;
-// each element lands in the shared tile where the one-element path puts it; the vector stores are aligned; and the
+// each element lands in the shared tile where the one-element path puts it; the vector stores are aligned, one
+// word each in the bf16 kernel's tiles, whose fragments WMMA can load; and the
 // fp32 threads' micro-tiles cover the block tile once, in aligned fours a quarter warp reads without conflicts.
 #include <string>
 #include <vector>
@@ -60,11 +61,11 @@ void check_inside() {
         }
 }
 
-// Shared tile stored [r][k] (A's) or [k][r] (B's), with the kernel's padded leading dimension: each element goes
-// where the one-element path stores it; adjacent elements form an 8-byte-aligned word (bf16: 2 bytes each).
+// A slice's shared tile, stored [r][k] or [k][r] with the kernel's padded leading dimension: each element goes where
+// the one-element path stores it; adjacent elements form an 8-byte-aligned word (bf16: 2 bytes each).
 template <bool kTransposed, bool kRowMajor, int kTile, int kThreads>
 void check_shared_places(int ld) {
-  const std::string what = std::string(kRowMajor ? "A's" : "B's") + " tile, " +
+  const std::string what = std::string(kRowMajor ? "[r][k]" : "[k][r]") + " tile, " +
                            (kTransposed ? "transposed" : "row-major") + " operand, tile " + std::to_string(kTile);
   std::vector<int> hit(kRowMajor ? kTile * ld : io::bf16::kDepth * ld, 0);
   for (int t = 0; t < kThreads; ++t)
@@ -76,7 +77,7 @@ void check_shared_places(int ld) {
         int rj, kj;
         io::element<kTransposed>(r, k, j, rj, kj);
         const int at = io::shared_index<kTransposed, kRowMajor>(r, k, j, ld);
-        CHECK_MSG(at == (kRowMajor ? rj * ld + kj : kj * ld + rj), what + ": an element off its one-element place");
+        CHECK_MSG(at == io::bf16::tile_offset(kRowMajor, ld, rj, kj), what + ": an element off its one-element place");
         if (io::contiguous_in_shared<kTransposed, kRowMajor>())
           CHECK_MSG(at == first + j, what + ": a vector stored as one word is not adjacent there");
         if (at >= 0 && at < static_cast<int>(hit.size())) ++hit[at];
@@ -88,6 +89,28 @@ void check_shared_places(int ld) {
     written += n;
   }
   CHECK_MSG(written == kTile * io::bf16::kDepth, what + ": not every element of the slice was stored");
+}
+
+// The bf16 kernel's own tile for an operand (gemm_bf16.cu: A with rows m, transposed when TA; B with rows n,
+// transposed unless TB): every vector one word; the tile within its size; and each 16×16 fragment WMMA loads from
+// it (first rows every 16, k at 0 and 16) on a 32-byte boundary with a leading dimension of whole 16 bytes, in a
+// tile whose size keeps the next tile on such a boundary.
+template <bool kTransposed, int kTile, int kThreads>
+void check_kernel_tile() {
+  constexpr bool row = io::bf16::row_major_tile<kTransposed>();
+  constexpr int ld = io::bf16::tile_ld(row, kTile);
+  static_assert(io::contiguous_in_shared<kTransposed, row>(), "the kernel's tiles store every vector as one word");
+  check_shared_places<kTransposed, row, kTile, kThreads>(ld);
+  const std::string what = std::string(kTransposed ? "transposed" : "row-major") + " operand, tile " +
+                           std::to_string(kTile);
+  CHECK_MSG(ld * 2 % 16 == 0, what + ": a leading dimension WMMA cannot load");
+  CHECK_MSG(io::bf16::tile_elements(row, kTile) * 2 % 32 == 0, what + ": the next tile off a 32-byte boundary");
+  CHECK_MSG(io::bf16::tile_offset(row, ld, kTile - 1, io::bf16::kDepth - 1) < io::bf16::tile_elements(row, kTile),
+            what + ": the slice outgrows its tile");
+  for (int r = 0; r < kTile; r += 16)
+    for (int k = 0; k < io::bf16::kDepth; k += 16)
+      CHECK_MSG(io::bf16::tile_offset(row, ld, r, k) * 2 % 32 == 0,
+                what + ": the fragment at (" + std::to_string(r) + ", " + std::to_string(k) + ") off 32 bytes");
 }
 
 }  // namespace
@@ -105,14 +128,13 @@ TEST(a_vector_is_inside_exactly_when_its_elements_are) {
 }
 
 TEST(vectors_land_where_single_elements_do) {
-  check_shared_places<false, true, 128, 256>(io::bf16::kLdA);
-  check_shared_places<true, true, 128, 256>(io::bf16::kLdA);
-  check_shared_places<false, false, 128, 256>(io::bf16::ld_b(128));
-  check_shared_places<true, false, 128, 256>(io::bf16::ld_b(128));
-  check_shared_places<false, true, 64, 128>(io::bf16::kLdA);
-  check_shared_places<true, true, 64, 128>(io::bf16::kLdA);
-  check_shared_places<false, false, 64, 128>(io::bf16::ld_b(64));
-  check_shared_places<true, false, 64, 128>(io::bf16::ld_b(64));
+  check_kernel_tile<false, 128, 256>();
+  check_kernel_tile<true, 128, 256>();
+  check_kernel_tile<false, 64, 128>();
+  check_kernel_tile<true, 64, 128>();
+  // A tile across the operand's contiguous dimension still places every element right, one at a time.
+  check_shared_places<false, false, 128, 256>(io::bf16::tile_ld(false, 128));
+  check_shared_places<true, true, 64, 128>(io::bf16::tile_ld(true, 64));
 }
 
 namespace {

@@ -7,7 +7,9 @@
 // whichever tile computes it, so results do not depend on the tile chosen. Edge tiles load zeros and store only
 // inside C, so any shape works. Where both operands' leading dimensions and bases allow it (kVec), each thread
 // loads four elements per instruction along the contiguous dimension (gemm_tile_io.h), else one: the same
-// values reach the same shared-memory places either way, so the bits do not depend on it either. The grouped
+// values reach the same shared-memory places either way, so the bits do not depend on it either. Each operand's
+// shared tile runs along its contiguous dimension (a weight Bᵀ [N, K] as [n][k], a transposed A as [k][m]), so a
+// vector is one store, and the fragments are loaded row- or column-major to match. The grouped
 // kernel runs the same block code over one flat grid of every group's tiles, so each group's bits are its own
 // sgemm_bf16's.
 #include <cuda_bf16.h>
@@ -27,8 +29,7 @@ namespace {
 using namespace nvcuda;
 
 using tile_io::bf16::kDepth;  // k slice
-using tile_io::bf16::kLdA;    // As[m][k]
-constexpr int kLdW = 16 + 4;         // a warp's 16×16 float staging of one fragment for the epilogue
+constexpr int kLdW = 16 + 4;  // a warp's 16×16 float staging of one fragment for the epilogue
 
 __device__ inline __nv_bfloat16 to_bf(float x) { return __float2bfloat16_rn(x); }
 __device__ inline __nv_bfloat16 to_bf(uint16_t bits) { return __ushort_as_bfloat16(bits); }
@@ -67,7 +68,8 @@ __device__ inline void load_vector(const T* m, int ld, int r, int k, int rows, i
 }
 
 // The vector at (r, k) into a shared tile (tile_io::shared_index); where its elements are adjacent, as one
-// 8-byte store (tile rows and vector starts are 8-byte aligned: test_gemm_tile_io.cpp).
+// 8-byte store (tile rows and vector starts are 8-byte aligned: test_gemm_tile_io.cpp), which the tiles' layout
+// (tile_io::bf16::row_major_tile) makes every vector.
 template <bool kTransposed, bool kRowMajor>
 __device__ inline void store_vector(__nv_bfloat16* tile, int ld, int r, int k, const __nv_bfloat16* v) {
   if constexpr (tile_io::contiguous_in_shared<kTransposed, kRowMajor>()) {
@@ -90,14 +92,24 @@ __device__ __forceinline__ void sgemm_bf16_block(int m0, int n0, int M, int N, i
                                                  const float* __restrict__ A, int lda, const BT* __restrict__ B,
                                                  int ldb, float beta, float* __restrict__ C, int ldc) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  namespace t16 = tile_io::bf16;
   constexpr int kThreadsG = WARPS_M * WARPS_N * 32;
   constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N, FM = WM / 16, FN = WN / 16;
-  constexpr int kLdB = tile_io::bf16::ld_b(BN);  // Bs[k][n]
   constexpr int kPerA = BM * kDepth / kThreadsG, kPerB = BN * kDepth / kThreadsG;
   static_assert(kPerA * kThreadsG == BM * kDepth && kPerB * kThreadsG == BN * kDepth, "loads split evenly");
-  __shared__ __align__(32) __nv_bfloat16 As[2][BM * kLdA];
-  __shared__ __align__(32) __nv_bfloat16 Bs[2][kDepth * kLdB];
-  __shared__ __align__(32) float Cw[WARPS_M * WARPS_N][16 * kLdW];
+  // op(A)'s tile is [m][k] (kRowA) or [k][m]; op(B)'s [n][k] (kRowB, B a weight stored [N, K]) or [k][n]. The
+  // operands as tile_io sees them: A with rows m, transposed when TA; B with rows n, transposed unless TB.
+  constexpr bool kRowA = t16::row_major_tile<TA>(), kRowB = t16::row_major_tile<!TB>();
+  constexpr int kLdA = t16::tile_ld(kRowA, BM), kLdB = t16::tile_ld(kRowB, BN);
+  constexpr int kATile = t16::tile_elements(kRowA, BM), kBTile = t16::tile_elements(kRowB, BN);
+  // Two buffers of each tile; after the last slice's barrier no warp reads them, and the epilogue's per-warp
+  // staging takes the same bytes.
+  constexpr int kStageBytes = 2 * (kATile + kBTile) * (int)sizeof(__nv_bfloat16);
+  constexpr int kEpilogueBytes = WARPS_M * WARPS_N * 16 * kLdW * (int)sizeof(float);
+  __shared__ __align__(32) unsigned char smem[kStageBytes > kEpilogueBytes ? kStageBytes : kEpilogueBytes];
+  __nv_bfloat16* const tiles = reinterpret_cast<__nv_bfloat16*>(smem);
+  auto As = [&](int buf) { return tiles + buf * kATile; };
+  auto Bs = [&](int buf) { return tiles + 2 * kATile + buf * kBTile; };
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;
@@ -134,23 +146,23 @@ __device__ __forceinline__ void sgemm_bf16_block(int m0, int n0, int M, int N, i
   auto stash = [&](int buf) {  // the registers into shared buffer buf
     if constexpr (kVec) {
       tile_io::for_each_vector<TA, BM, kDepth, kThreadsG>(threadIdx.x, [&](int p, int mm, int kk) {
-        store_vector<TA, true>(As[buf], kLdA, mm, kk, ra + p * tile_io::kVec);
+        store_vector<TA, kRowA>(As(buf), kLdA, mm, kk, ra + p * tile_io::kVec);
       });
       tile_io::for_each_vector<!TB, BN, kDepth, kThreadsG>(threadIdx.x, [&](int p, int nn, int kb) {
-        store_vector<!TB, false>(Bs[buf], kLdB, nn, kb, rb + p * tile_io::kVec);
+        store_vector<!TB, kRowB>(Bs(buf), kLdB, nn, kb, rb + p * tile_io::kVec);
       });
     } else {
 #pragma unroll
       for (int p = 0; p < kPerA; ++p) {
         int mm, kk;
         tile_coords<TA>(threadIdx.x + p * kThreadsG, BM, kDepth, mm, kk);
-        As[buf][mm * kLdA + kk] = ra[p];
+        As(buf)[t16::tile_offset(kRowA, kLdA, mm, kk)] = ra[p];
       }
 #pragma unroll
       for (int p = 0; p < kPerB; ++p) {
         int nn, kb;
         tile_coords<!TB>(threadIdx.x + p * kThreadsG, BN, kDepth, nn, kb);
-        Bs[buf][kb * kLdB + nn] = rb[p];
+        Bs(buf)[t16::tile_offset(kRowB, kLdB, nn, kb)] = rb[p];
       }
     }
   };
@@ -166,12 +178,18 @@ __device__ __forceinline__ void sgemm_bf16_block(int m0, int n0, int M, int N, i
     if (s + 1 < slices) fetch((s + 1) * kDepth);  // in flight while the tensor cores run
 #pragma unroll
     for (int kk = 0; kk < kDepth; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a[FM];
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b[FN];
+      // A fragment of A (16 m × 16 k) is row-major in an [m][k] tile, column-major in a [k][m] one; one of B
+      // (16 k × 16 n) row-major in a [k][n] tile, column-major in an [n][k] one. Either way the same values.
+      using LayoutA = std::conditional_t<kRowA, wmma::row_major, wmma::col_major>;
+      using LayoutB = std::conditional_t<kRowB, wmma::col_major, wmma::row_major>;
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, LayoutA> a[FM];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, LayoutB> b[FN];
 #pragma unroll
-      for (int i = 0; i < FM; ++i) wmma::load_matrix_sync(a[i], As[cur] + (wm + 16 * i) * kLdA + kk, kLdA);
+      for (int i = 0; i < FM; ++i)
+        wmma::load_matrix_sync(a[i], As(cur) + t16::tile_offset(kRowA, kLdA, wm + 16 * i, kk), kLdA);
 #pragma unroll
-      for (int j = 0; j < FN; ++j) wmma::load_matrix_sync(b[j], Bs[cur] + kk * kLdB + wn + 16 * j, kLdB);
+      for (int j = 0; j < FN; ++j)
+        wmma::load_matrix_sync(b[j], Bs(cur) + t16::tile_offset(kRowB, kLdB, wn + 16 * j, kk), kLdB);
 #pragma unroll
       for (int i = 0; i < FM; ++i)
 #pragma unroll
@@ -183,7 +201,7 @@ __device__ __forceinline__ void sgemm_bf16_block(int m0, int n0, int M, int N, i
   }
 
   // Epilogue per warp, one fragment at a time through its own staging tile.
-  float* w = Cw[warp];
+  float* w = reinterpret_cast<float*>(smem) + warp * 16 * kLdW;
 #pragma unroll
   for (int i = 0; i < FM; ++i)
 #pragma unroll

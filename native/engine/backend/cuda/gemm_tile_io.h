@@ -15,12 +15,21 @@ namespace moe::cuda::tile_io {
 
 constexpr int kVec = 4;  // elements per vector: 16 bytes of fp32, 8 of bf16
 
-// The bf16 GEMM's k slice, and its shared tiles' leading dimensions (bf16 elements), padded against bank
-// conflicts: rows stay multiples of 16 bytes for WMMA and of 8 for a vector's store.
+// The bf16 GEMM's k slice and shared tiles. A tile of an operand's slice is stored along the operand's contiguous
+// dimension, [r][k] for one stored row-major (A, or a weight Bᵀ [N, K]) and [k][r] for one stored transposed, so
+// that every vector lands as one 8-byte word (a tile stored across it takes four 2-byte stores, several on one
+// bank). Leading dimensions (bf16 elements) are padded against bank conflicts; rows stay multiples of 16 bytes for
+// WMMA and of 8 for a vector's store, and a tile's size a multiple of 32 bytes, WMMA's pointer alignment.
 namespace bf16 {
 constexpr int kDepth = 32;
-constexpr int kLdA = kDepth + 8;                                     // As[m][k]
-MOE_TILE_IO constexpr int ld_b(int block_n) { return block_n + 8; }  // Bs[k][n]
+template <bool kTransposed>
+MOE_TILE_IO constexpr bool row_major_tile() { return !kTransposed; }  // [r][k]
+MOE_TILE_IO constexpr int tile_ld(bool row_major, int tile) { return row_major ? kDepth + 8 : tile + 8; }
+MOE_TILE_IO constexpr int tile_elements(bool row_major, int tile) {
+  return row_major ? tile * tile_ld(true, tile) : kDepth * tile_ld(false, tile);
+}
+// Element offset of (r, k) in such a tile: a single element's place, and a 16×16 fragment's first element.
+MOE_TILE_IO constexpr int tile_offset(bool row_major, int ld, int r, int k) { return row_major ? r * ld + k : k * ld + r; }
 }  // namespace bf16
 
 // The first element (r, k) of the e-th vector of a [tile, depth] slice. A vector runs along the operand's
