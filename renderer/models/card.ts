@@ -2,6 +2,7 @@
 import type { ModelCard } from '../../main/api/model-card'
 import type { Params } from '../../main/api/contract'
 import { formatBytes } from '../format'
+import { computedAs } from './computed-as'
 
 export function formatCount(n: number): string {
   for (const [unit, size] of [['T', 1e12], ['B', 1e9], ['M', 1e6], ['K', 1e3]] as const)
@@ -17,7 +18,7 @@ export interface Fact {
 
 export function cardFacts(c: ModelCard): Fact[] {
   const facts: Fact[] = [{ label: 'Model type', value: `${c.modelType}${c.architecture ? ` (${c.architecture})` : ''}` }]
-  if (c.model) facts.push({ label: 'Engine family', value: c.model.latent_attention ? `${c.model.arch} with latent attention` : c.model.arch })
+  if (c.model) facts.push({ label: 'Computed as', value: computedAs(c.model) })
   if (c.shape) {
     facts.push(
       { label: 'Layers', value: `${c.shape.layers} (${c.shape.moeLayers} MoE, ${c.shape.layers - c.shape.moeLayers} dense)` },
