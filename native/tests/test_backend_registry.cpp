@@ -1,4 +1,7 @@
 // The backend registry: what it lists, what it makes, and the errors for an unknown backend or ISA choice.
+#include <dlfcn.h>
+
+#include <cstdio>
 #include <string>
 
 #include "backend/registry.h"
@@ -18,6 +21,24 @@ std::string error_of(const std::string& name, const moe::BackendOptions& o) {
 }
 
 }  // namespace
+
+// Where the NVIDIA driver is absent, the cuda backend says so in those words (the runtime itself would report an
+// insufficient driver version, as if one were installed but old).
+TEST(cuda_without_a_driver_says_the_driver_is_missing) {
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (driver) {
+    dlclose(driver);
+    std::printf("  (an NVIDIA driver is installed here: nothing to check)\n");
+    return;
+  }
+  bool listed = false;
+  for (const moe::BackendInfo& b : moe::list_backends())
+    if (b.name == "cuda") {
+      listed = true;
+      CHECK_MSG(!b.usable && b.why_not.find("no NVIDIA driver is installed") != std::string::npos, b.why_not);
+    }
+  if (!listed) std::printf("  (this build has no cuda backend: nothing to check)\n");
+}
 
 TEST(cpu_backend_is_registered_and_usable) {
   bool found = false;

@@ -3,6 +3,8 @@
 // and merely finds this backend unusable.
 #include "backend/cuda/cuda_backend.h"
 
+#include <dlfcn.h>
+
 #include <cstdio>
 #include <cstring>
 
@@ -28,11 +30,26 @@ std::string compute_capability(const cudaDeviceProp& p) {
   return std::to_string(p.major) + "." + std::to_string(p.minor);
 }
 
+// What stops the runtime (linked statically) from reaching a device, in the user's terms: with no NVIDIA driver at
+// all the runtime reports "CUDA driver version is insufficient for CUDA runtime version", which reads as if a
+// driver were there but old.
+std::string driver_problem(cudaError_t err) {
+  if (err != cudaErrorInsufficientDriver) return cudaGetErrorString(err);
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (!driver) return "no NVIDIA driver is installed (libcuda.so.1 is not on the loader's path)";
+  dlclose(driver);
+  int version = 0;
+  cudaDriverGetVersion(&version);
+  auto cuda = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  return "the NVIDIA driver supports CUDA " + cuda(version) + ", older than this build's runtime (CUDA " +
+         cuda(CUDART_VERSION) + "): update the driver";
+}
+
 std::string cuda_unusable_reason() {
   static const std::string why = [] {
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess) return std::string("no CUDA device: ") + cudaGetErrorString(err);
+    if (err != cudaSuccess) return std::string("no CUDA device: ") + driver_problem(err);
     if (count == 0) return std::string("no CUDA device");
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return std::string("CUDA device 0 could not be queried");
