@@ -4,7 +4,7 @@ import type { EChartsOption } from 'echarts'
 
 import type { ScalarMetric } from '../../main/api/contract'
 import { emaSmoothPoints } from './smoothing'
-import { metricPoints, stepAxes, type MetricSeries } from './series'
+import { axisLabeller, metricPoints, stepAxes, type MetricSeries } from './series'
 
 export interface SmoothedLineInput {
   series: MetricSeries
@@ -21,7 +21,8 @@ export function smoothedLineOption({ series, metric, label, smoothing, color, po
   const smoothed = smoothing > 0 ? emaSmoothPoints(raw, smoothing) : raw
   const sparse = points ? metricPoints(series, points.metric).filter((p) => p[1] !== null && Number.isFinite(p[1])) : []
   return {
-    ...stepAxes(label),
+    // Its own range, not zero up: a loss late in training moves in a narrow band, whose ticks need the decimals.
+    ...stepAxes(label, undefined, axisLabeller([...raw, ...sparse].map((p) => p[1]))),
     ...(color ? { color: [color] } : {}),
     legend: { show: sparse.length > 0, top: 0, right: 8, data: sparse.length > 0 ? [label, points!.label] : [] },
     series: [

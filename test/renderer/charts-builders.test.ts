@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest'
 import { expertHeatmapOption, heatmapCells } from '../../renderer/charts/heatmap'
 import { imbalanceOption, imbalanceOverSteps, imbalanceRatio } from '../../renderer/charts/imbalance'
 import { plainLinesOption, smoothedLineOption } from '../../renderer/charts/line'
-import { axisNumber, metricPoints, type MetricSeries } from '../../renderer/charts/series'
+import { axisLabeller, axisNumber, metricPoints, type MetricSeries } from '../../renderer/charts/series'
 import { sparklinePath } from '../../renderer/charts/sparkline'
 import { stepTimeOption } from '../../renderer/charts/step-time'
 import { emptySeries } from '../../renderer/stores/metric-history'
@@ -120,5 +120,27 @@ describe('sparkline path and axis labels', () => {
     expect(axisNumber(0.0123)).toBe('0.0123')
     expect(axisNumber(0.02125)).toBe('0.0213')
     expect(axisNumber(0.0003)).toBe('3.0e−4')
+  })
+
+  it('gives a narrow axis as many decimals as its ticks need to differ', () => {
+    // A loss moving in its fourth decimal, an aux loss in its sixth, a tiny lr: ticks a tenth of the range apart.
+    const cases: [number[], number[]][] = [
+      [[11.9205, 11.9302], [11.921, 11.922, 11.923, 11.924]],
+      [[0.002, 0.00201], [0.002, 0.002002, 0.002004, 0.002006]],
+      [[2e-5, 2.1e-5], [2e-5, 2.02e-5, 2.04e-5]],
+      [[1200, 5300], [2000, 3000, 4000]],
+    ]
+    for (const [values, ticks] of cases) {
+      const label = axisLabeller(values)
+      const labels = ticks.map(label)
+      expect(new Set(labels).size, labels.join(', ')).toBe(ticks.length)
+    }
+    expect(axisLabeller([11.9205, 11.9302])(11.924)).toBe('11.924')
+    expect(axisLabeller([0.002, 0.00201])(0.002004)).toBe('0.002004')
+    expect(axisLabeller([2e-5, 2.1e-5])(2.04e-5)).toBe('2.04e−5')
+    // A wide range keeps the usual labels; so do no values or one.
+    expect(axisLabeller([1, 9])(3.14159)).toBe('3.14')
+    expect(axisLabeller([])(0.02125)).toBe('0.0213')
+    expect(axisLabeller([null, 4, 4])(4)).toBe('4')
   })
 })
