@@ -2,12 +2,21 @@
 // within it (modelFeatures, the mirror of the engine's), so that a Qwen3-MoE shown as the "mixtral" family also
 // says it runs q/k norms per head, a DeepSeek its latent attention and grouped routing, and so on.
 import type { ModelConfig } from '../../main/api/config'
-import { modelFeatures, type ModelFeatures } from '../../main/api/model-families'
+import {
+  modelFeatures, type FfnActivation, type ModelFeatures, type NormKind, type QkNorm, type TopkSelection,
+} from '../../main/api/model-families'
 
-const NORM = { layernorm: 'LayerNorm', rmsnorm: 'RMSNorm' } as const
-const ACTIVATION = { gelu: 'GELU experts', swiglu: 'SwiGLU experts', swiglu_clamped: 'clamped SwiGLU experts' } as const
-const QK_NORM = { none: null, projection: 'q/k norm over the projection', head: 'q/k norm per head' } as const
-const SELECTION = { plain: 'top', group_limited: 'group-limited top', noaux_tc: 'bias-corrected group top' } as const
+// Words for every value of each feature: a new value fails the type check here until it has its words.
+const NORM: Record<NormKind, string> = { layernorm: 'LayerNorm', rmsnorm: 'RMSNorm' }
+const ACTIVATION: Record<FfnActivation, string> = {
+  gelu: 'GELU experts', swiglu: 'SwiGLU experts', swiglu_clamped: 'clamped SwiGLU experts',
+}
+const QK_NORM: Record<QkNorm, string | null> = {
+  none: null, projection: 'q/k norm over the projection', head: 'q/k norm per head',
+}
+const SELECTION: Record<TopkSelection, string> = {
+  plain: 'top', group_limited: 'group-limited top', noaux_tc: 'bias-corrected group top',
+}
 
 const number = (x: number): string => x.toLocaleString('en-US', { maximumSignificantDigits: 6 })
 

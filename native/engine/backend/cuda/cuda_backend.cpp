@@ -40,9 +40,9 @@ std::string driver_problem(cudaError_t err) {
   dlclose(driver);
   int version = 0;
   cudaDriverGetVersion(&version);
-  auto cuda = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
-  return "the NVIDIA driver supports CUDA " + cuda(version) + ", older than this build's runtime (CUDA " +
-         cuda(CUDART_VERSION) + "): update the driver";
+  auto release = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  return "the NVIDIA driver supports CUDA " + release(version) + ", older than this build's runtime (CUDA " +
+         release(CUDART_VERSION) + "): update the driver";
 }
 
 std::string cuda_unusable_reason() {
