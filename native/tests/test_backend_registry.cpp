@@ -6,6 +6,7 @@
 
 #include "backend/registry.h"
 #include "core/json.h"
+#include "core/threadpool.h"
 #include "include/moe_engine.h"
 #include "testing.h"
 
@@ -53,6 +54,19 @@ TEST(cpu_backend_is_registered_and_usable) {
   auto ref = moe::make_backend("cpu", {1, "scalar"});
   CHECK_MSG(ref->describe().find("sgemm scalar") != std::string::npos, ref->describe());
   CHECK_MSG(ref->describe().find("bf16 gemm portable") != std::string::npos, ref->describe());
+}
+
+// More threads than the process's CPUs are much slower, not faster: the description (the CLI's start line) says so.
+TEST(more_threads_than_cpus_is_said_in_the_description) {
+  const int cpus = moe::usable_cpus();
+  CHECK(cpus >= 1);
+  const std::string fits = moe::make_backend("cpu", {cpus})->describe();
+  CHECK_MSG(fits.find("more threads than CPUs") == std::string::npos, fits);
+  const std::string over = moe::make_backend("cpu", {cpus + 1})->describe();
+  CHECK_MSG(over.find(std::to_string(cpus + 1) + " threads on " + std::to_string(cpus) +
+                      " CPUs: more threads than CPUs") != std::string::npos &&
+                over.find("train.threads " + std::to_string(cpus) + " is faster") != std::string::npos,
+            over);
 }
 
 TEST(unknown_backend_error_names_the_registered_ones) {

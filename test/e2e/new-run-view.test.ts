@@ -38,6 +38,13 @@ describe('New run view', () => {
     await expect.poll(() => page.getByTestId('plan-bf16-not-faster').count()).toBe(cpu.bf16Native ? 0 : 1)
     await input('train.compute_dtype').selectOption('fp32')
     await expect.poll(() => page.getByTestId('plan-bf16-not-faster').count()).toBe(0)
+    // More threads than the machine's CPUs: said before the run, gone again at the preset's count.
+    const cpus = (await wb.handlers['hardware.probe']({})).cpus
+    const preset = await input('train.threads').inputValue()
+    await input('train.threads').fill(String(cpus + 1))
+    await expect.poll(() => page.getByTestId('plan-threads-over-cpus').textContent()).toContain(`${cpus} logical CPUs`)
+    await input('train.threads').fill(preset)
+    await expect.poll(() => page.getByTestId('plan-threads-over-cpus').count()).toBe(Number(preset) > cpus ? 1 : 0)
   })
 
   it('shows the routing-skew fields the chosen distribution uses', async () => {

@@ -1,5 +1,7 @@
 #include "core/threadpool.h"
 
+#include <sched.h>
+
 #include <algorithm>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -17,6 +19,12 @@ namespace {
 constexpr int kSpinIterations = 4000;
 
 }  // namespace
+
+int usable_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 ThreadPool::ThreadPool(int threads) : n_threads_(std::max(1, threads)) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });

@@ -16,6 +16,10 @@
 
 namespace moe {
 
+// The CPUs this process may run on (its affinity mask, which a container or taskset narrows; else the machine's).
+// More pool threads than that take turns on them, and each parallel region waits for the last one scheduled.
+int usable_cpus();
+
 class ThreadPool {
  public:
   explicit ThreadPool(int threads);

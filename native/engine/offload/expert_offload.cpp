@@ -4,9 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
-#include <thread>
 
 #include "core/error.h"
+#include "core/threadpool.h"
 
 namespace moe {
 namespace {
@@ -176,7 +176,7 @@ void ExpertOffload::choose_copy_stream(const OffloadConfig& cfg, int entries) {
   // A device's copies run on its copy engine (Backend::transfer), which competes with no core: never inline.
   inline_copies_ = cfg.copy_stream == CopyStream::Inline ||
                    (cfg.copy_stream == CopyStream::Auto && cfg.mode == OffloadMode::Host && be.device_memory_is_host() &&
-                    std::thread::hardware_concurrency() <= static_cast<unsigned>(be.threads()));
+                    usable_cpus() <= be.threads());
 }
 
 void ExpertOffload::settle() {

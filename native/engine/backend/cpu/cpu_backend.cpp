@@ -48,7 +48,14 @@ class CpuBackend final : public Backend {
       : tp_(threads), isa_(isa), pack_weights_(pack_weights), memory_apart_(memory_apart) {}
   std::string name() const override { return "cpu"; }
   std::string describe() const override {
-    return "cpu (" + std::to_string(tp_.threads()) + " threads; " + kernels() + kGpuNote + ")";
+    const int cpus = usable_cpus();
+    // Said where the run's settings are first shown: more threads than CPUs is many times slower, not faster.
+    const std::string over = tp_.threads() > cpus ? " on " + std::to_string(cpus) +
+                                                        " CPUs: more threads than CPUs take turns, and every parallel "
+                                                        "step waits for the last; train.threads " +
+                                                        std::to_string(cpus) + " is faster"
+                                                  : "";
+    return "cpu (" + std::to_string(tp_.threads()) + " threads" + over + "; " + kernels() + kGpuNote + ")";
   }
   std::string kernels() const override {
     const cpu::IsaScope isa(isa_);
