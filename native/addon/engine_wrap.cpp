@@ -80,6 +80,7 @@ Napi::Function Engine::Define(Napi::Env env) {
                          InstanceAccessor<&Engine::NumParams>("numParams"),
                          InstanceAccessor<&Engine::StepCount>("stepCount"),
                          InstanceAccessor<&Engine::BackendName>("backendName"),
+                         InstanceAccessor<&Engine::BackendDescription>("backendDescription"),
                          InstanceAccessor<&Engine::ConfigJson>("configJson"),
                          InstanceAccessor<&Engine::Training>("training"),
                      });
@@ -112,6 +113,7 @@ Engine::Engine(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Engine>(info) 
   if (!engine_) throw Napi::Error::New(info.Env(), error[0] ? error : "the engine could not be created");
   num_params_ = static_cast<double>(moe_engine_num_params(engine_));
   backend_name_ = moe_engine_backend_name(engine_);
+  backend_description_ = moe_engine_backend_description(engine_);
   config_json_ = moe_engine_config_json(engine_);
 }
 
@@ -282,6 +284,9 @@ Napi::Value Engine::StepCount(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value Engine::BackendName(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), backend_name_); }
+Napi::Value Engine::BackendDescription(const Napi::CallbackInfo& info) {
+  return Napi::String::New(info.Env(), backend_description_);
+}
 
 Napi::Value Engine::ConfigJson(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), config_json_); }
 

@@ -45,6 +45,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
   Napi::Value NumParams(const Napi::CallbackInfo& info);
   Napi::Value StepCount(const Napi::CallbackInfo& info);
   Napi::Value BackendName(const Napi::CallbackInfo& info);
+  Napi::Value BackendDescription(const Napi::CallbackInfo& info);
   Napi::Value ConfigJson(const Napi::CallbackInfo& info);
   Napi::Value Training(const Napi::CallbackInfo& info);
 
@@ -57,7 +58,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
   moe_engine* engine_ = nullptr;
   std::shared_ptr<Session> session_;
   double num_params_ = 0;
-  std::string backend_name_, config_json_;
+  std::string backend_name_, backend_description_, config_json_;
 
   // ThreadSafeFunction callbacks (JS thread): one message from the loop; the channel closed.
   static void Deliver(Napi::Env env, Napi::Function, std::shared_ptr<Session>* session, TrainMessage* message);

@@ -45,6 +45,8 @@ describe('RunManager with forked engine processes', () => {
     expect(h.events(created.id).map((e) => e.kind)).toEqual([
       'queued', 'started', 'checkpoint', 'checkpoint', 'checkpoint', 'finished',
     ])
+    // The start event carries the backend's own description: its threads and kernels.
+    expect(h.events(created.id).find((e) => e.kind === 'started')?.message).toMatch(/ · cpu \(\d+ threads?[ ;].*sgemm /)
     expect(h.statuses(created.id)).toEqual(['queued', 'running', 'finished'])
     const live = h.liveSteps(created.id)
     expect(live.at(-1)?.metrics.step).toBe(12)

@@ -64,6 +64,7 @@ describe('Engine (addon)', () => {
   it('describes itself and names the file when data is bad', () => {
     const engine = new Engine(JSON.stringify(tinyConfig()))
     expect(engine.backendName).toBe('cpu')
+    expect(engine.backendDescription).toMatch(/^cpu \(\d+ threads?[ ;]/)
     expect(engine.numParams).toBeGreaterThan(100_000)
     expect(engine.stepCount).toBe(0)
     expect(engine.training).toBe(false)

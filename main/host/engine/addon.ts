@@ -61,6 +61,8 @@ export interface NativeEngine {
   readonly numParams: number
   readonly stepCount: number
   readonly backendName: string
+  /** The backend as its describe() line has it: threads, kernels, and what is wrong with them (more threads than CPUs). */
+  readonly backendDescription: string
   /** The effective config, defaults filled in. */
   readonly configJson: string
   readonly training: boolean

@@ -77,7 +77,10 @@ export class TrainingJob {
         this.parent.post({ type: 'step', record: liveStep(record, wallTime) }),
       )
       this.engine = engine
-      this.parent.post({ type: 'started', step: engine.stepCount, numParams: engine.numParams, backend: engine.backendName })
+      this.parent.post({
+        type: 'started', step: engine.stepCount, numParams: engine.numParams, backend: engine.backendName,
+        backendDescription: engine.backendDescription,
+      })
       engine.start(
         { totalSteps: msg.totalSteps ?? 0 },
         (buf) => this.onStep(buf),

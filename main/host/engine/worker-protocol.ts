@@ -30,7 +30,7 @@ export interface LiveStep extends Omit<EngineStepRecord, 'expertTokens'> {
 }
 
 export type FromWorker =
-  | { type: 'started'; step: number; numParams: number; backend: string }
+  | { type: 'started'; step: number; numParams: number; backend: string; backendDescription: string }
   | { type: 'step'; record: LiveStep }
   | { type: 'checkpoint'; step: number; dir: string }
   /** The step's loss or gradient norm was not finite; message says which, and what the engine does now. */

@@ -401,7 +401,9 @@ export class RunManager {
         this.event(
           run.id,
           'started',
-          `engine started on the ${msg.backend} backend: ${msg.numParams.toLocaleString('en-US')} parameters, from step ${msg.step}`,
+          // The description says the threads and kernels, and where the threads outnumber the CPUs.
+          `engine started on the ${msg.backend} backend: ${msg.numParams.toLocaleString('en-US')} parameters, from step ${msg.step}`
+            + ` · ${msg.backendDescription}`,
         )
         break
       case 'step':

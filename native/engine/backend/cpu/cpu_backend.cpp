@@ -55,7 +55,8 @@ class CpuBackend final : public Backend {
                                                         "step waits for the last; train.threads " +
                                                         std::to_string(cpus) + " is faster"
                                                   : "";
-    return "cpu (" + std::to_string(tp_.threads()) + " threads" + over + "; " + kernels() + kGpuNote + ")";
+    return "cpu (" + std::to_string(tp_.threads()) + (tp_.threads() == 1 ? " thread" : " threads") + over + "; " +
+           kernels() + kGpuNote + ")";
   }
   std::string kernels() const override {
     const cpu::IsaScope isa(isa_);
