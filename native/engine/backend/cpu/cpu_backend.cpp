@@ -48,15 +48,13 @@ class CpuBackend final : public Backend {
       : tp_(threads), isa_(isa), pack_weights_(pack_weights), memory_apart_(memory_apart) {}
   std::string name() const override { return "cpu"; }
   std::string describe() const override {
-    const int cpus = usable_cpus();
+    const int threads = tp_.threads(), cpus = usable_cpus();
+    std::string s = "cpu (" + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
     // Said where the run's settings are first shown: more threads than CPUs is many times slower, not faster.
-    const std::string over = tp_.threads() > cpus ? " on " + std::to_string(cpus) +
-                                                        " CPUs: more threads than CPUs take turns, and every parallel "
-                                                        "step waits for the last; train.threads " +
-                                                        std::to_string(cpus) + " is faster"
-                                                  : "";
-    return "cpu (" + std::to_string(tp_.threads()) + (tp_.threads() == 1 ? " thread" : " threads") + over + "; " +
-           kernels() + kGpuNote + ")";
+    if (threads > cpus)
+      s += " on " + std::to_string(cpus) + " CPUs: more threads than CPUs take turns, and every parallel step waits " +
+           "for the last; train.threads " + std::to_string(cpus) + " is faster";
+    return s + "; " + kernels() + kGpuNote + ")";
   }
   std::string kernels() const override {
     const cpu::IsaScope isa(isa_);
