@@ -227,6 +227,44 @@ TEST(ssd_files_live_in_ssd_dir_and_are_removed) {
   std::filesystem::remove_all(dir);
 }
 
+// An expert file larger than its disk's free space is refused before anything is written, naming the field and
+// both sizes; a failure part way through building the store (here the host budget) leaves the disk and the tiers
+// as they were, a stale file of a crashed run included.
+TEST(ssd_store_refuses_a_disk_too_small_and_leaves_it_as_it_was) {
+  auto be = moe::make_backend("cpu", {1});
+  moe::MemoryTier host("host", *be, moe::MemKind::PageableHost, 0), ssd("ssd", *be, moe::MemKind::PageableHost, 0);
+  const std::string dir = moe::SsdExpertStore::fresh_dir("moe-test-space");
+  const size_t huge = size_t{1} << 43;  // floats: 32 TiB a part, past any disk this runs on
+  // {weights, trained apart, gradient} floats: every part of these experts trains.
+  const std::vector<moe::ExpertSizes> trained = {{huge, 0, huge}, {1024, 0, 1024}, {1024, 0, 1024}, {1024, 0, 1024}};
+  moe_test::expect_error([&] { moe::SsdExpertStore s(dir, trained, 4, moe::OffloadConfig{}, host, ssd); },
+                         {"offload.ssd_dir", "expert file needs 140737", dir + " has", "free"}, "a trained store");
+  CHECK(!std::filesystem::exists(dir));
+  CHECK(host.current() == 0 && ssd.current() == 0);
+  // Frozen weights may go compact (half the bytes), so the least the file can need is what is checked.
+  const std::vector<moe::ExpertSizes> frozen = {{huge, 0, 0}, {1024, 0, 0}, {1024, 0, 0}, {1024, 0, 0}};
+  moe_test::expect_error([&] { moe::SsdExpertStore s(dir, frozen, 4, moe::OffloadConfig{}, host, ssd); },
+                         {"offload.ssd_dir", "needs 17592", "at least (35184", "unless the frozen weights"},
+                         "a frozen store");
+  CHECK(!std::filesystem::exists(dir));
+  // A crashed run's file stays as it was.
+  std::filesystem::create_directories(dir);
+  const std::string stale(8192, '\x5a');
+  moe_test::write_raw(dir + "/experts.bin", stale);
+  moe_test::expect_error([&] { moe::SsdExpertStore s(dir, trained, 4, moe::OffloadConfig{}, host, ssd); },
+                         "offload.ssd_dir", "a trained store beside a stale file");
+  std::ifstream in(dir + "/experts.bin", std::ios::binary);
+  CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == stale);
+  std::filesystem::remove_all(dir);
+  // A host budget too small for the cache: the expert file made for it is taken away again.
+  moe::MemoryTier small_host("host", *be, moe::MemKind::PageableHost, 3 * 4 * 4096 + 1);
+  const std::vector<moe::ExpertSizes> small(5, {1024, 0, 1024});
+  moe_test::expect_error([&] { moe::SsdExpertStore s(dir, small, 4, moe::OffloadConfig{}, small_host, ssd); },
+                         "host cache entry 3", "a host budget of three entries");
+  CHECK(!std::filesystem::exists(dir));
+  CHECK(small_host.current() == 0 && ssd.current() == 0);
+}
+
 // Expert state 8× the device budget and more than 2× the host budget: the process's resident memory after
 // every step stays within device budget + host budget (on the CPU backend both tiers are this process's
 // memory) plus 48 MiB for the binary, thread stacks and allocator slack. Before each measurement the huge-page

@@ -2,11 +2,14 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -54,6 +57,35 @@ ExpertSizes largest(const std::vector<ExpertSizes>& sizes) {
 }
 
 size_t sum(const size_t b[kParts]) { return b[0] + b[1] + b[2] + b[3]; }
+
+// The fewest bytes the file can come to hold: a weights-only record (a frozen expert) may be compact, half its
+// weights' bytes (see bf16_exact below), which only its first write tells; every other record is whole.
+size_t least_file_bytes(const std::vector<ExpertSizes>& sizes) {
+  size_t total = 0;
+  for (const ExpertSizes& x : sizes) {
+    const ExpertSizes s = in_file(x);
+    size_t b[kParts];
+    part_bytes(s, b);
+    total += s.grads == 0 ? round_up(s.weights * sizeof(uint16_t), kAlign) : sum(b);
+  }
+  return total;
+}
+
+std::string gigabytes(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GB", static_cast<double>(bytes) / 1e9);
+  return buf;
+}
+
+// Bytes a new file in `dir` can take (what an unprivileged user may write), plus what `reclaimed` (a file there
+// this store truncates) holds now; -1 where the file system does not say.
+int64_t writable_bytes(const std::string& dir, const std::string& reclaimed) {
+  struct statvfs vfs;
+  if (::statvfs(dir.c_str(), &vfs) != 0) return -1;
+  struct stat st;
+  const int64_t held = ::stat(reclaimed.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_blocks) * 512 : 0;
+  return static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize) + held;
+}
 
 // Compact weights: when every float of an expert's weights is a bf16 value widened (its low 16 bits zero, as
 // every weight loaded from a bf16 checkpoint and never trained is), the record holds just the high halves, so
@@ -109,10 +141,22 @@ SsdExpertStore::SsdExpertStore(const std::string& dir, const std::vector<ExpertS
     part_bytes(in_file(x), b);
     at += sum(b);
   }
+  // A failure from here on leaves the disk and the tiers as they were (a stale file of a crashed run stays).
+  try {
+    open_file(at);
+    allocate_cache(entries);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+void SsdExpertStore::open_file(size_t file_bytes) {
   std::error_code ec;
   made_dir_ = std::filesystem::create_directories(dir_, ec);
   check(!ec, "offload.ssd_dir: cannot create " + dir_ + ": " + ec.message());
   path_ = (std::filesystem::path(dir_) / "experts.bin").string();
+  owns_file_ = !std::filesystem::exists(path_, ec);
   // Direct I/O keeps the page cache out of the measurement and of host memory; some file systems
   // (tmpfs) refuse it, and then the file is read through the page cache.
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_DIRECT, 0600);
@@ -122,23 +166,40 @@ SsdExpertStore::SsdExpertStore(const std::string& dir, const std::vector<ExpertS
   // One store per file: a second run or chat writing its experts into the same file would corrupt the first without
   // a word. The lock goes with its holder (also a crashed process), so only a live store refuses the next. A file
   // system without locks (some network mounts) runs unguarded rather than not at all.
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0 && (errno == EWOULDBLOCK || errno == EAGAIN)) {
-    ::close(fd_);
-    fd_ = -1;
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0 && (errno == EWOULDBLOCK || errno == EAGAIN))
     fail("offload.ssd_dir: " + path_ + " is in use by another run or chat; give each its own ssd_dir");
-  }
-  const size_t file_bytes = at;
+  // A disk too small would otherwise fail a write some way into the run (a frozen base's first eviction can come
+  // late): said now, before anything is truncated.
+  const int64_t writable = writable_bytes(dir_, path_);
+  const size_t least = least_file_bytes(sizes_);
+  if (writable >= 0 && static_cast<size_t>(writable) < least)
+    fail("offload.ssd_dir: the SSD tier's expert file needs " + gigabytes(least) +
+         (least < file_bytes ? " at least (" + gigabytes(file_bytes) + " unless the frozen weights are bf16 values)"
+                             : std::string()) +
+         " (every expert's weights, and the trained tensors' gradient and AdamW moments) and " + dir_ + " has " +
+         gigabytes(static_cast<size_t>(writable)) + " free; free space there or point offload.ssd_dir at a larger "
+         "disk");
   ssd_.charge(file_bytes, "every expert's weights, and the trained tensors' gradient and AdamW moments");
+  ssd_charged_ = true;
   // Sized from zero: every record reads as zeros until written (a crashed run's file is not reused as it was).
-  check(::ftruncate(fd_, 0) == 0 && ::ftruncate(fd_, static_cast<off_t>(file_bytes)) == 0,
-        path_ + ": cannot size the expert file to " + std::to_string(file_bytes) + " bytes: " + std::strerror(errno));
+  owns_file_ = true;
+  if (::ftruncate(fd_, 0) != 0 || ::ftruncate(fd_, static_cast<off_t>(file_bytes)) != 0) {
+    const int err = errno;  // before the message's allocations
+    fail(path_ + ": cannot size the expert file to " + std::to_string(file_bytes) + " bytes: " + std::strerror(err));
+  }
+}
+
+void SsdExpertStore::allocate_cache(int entries) {
   entries = std::min<int>(entries, static_cast<int>(sizes_.size()));
   entries_.resize(entries);
   const size_t side = side_bytes(sizes_);
   if (side) {
     host_.charge(side, "the adapters' weights, gradients and AdamW moments (kept in host memory)");
     side_block_ = static_cast<float*>(std::aligned_alloc(kAlign, round_up(side, kAlign)));
-    check(side_block_ != nullptr, "out of host memory for the adapters' state");
+    if (side_block_ == nullptr) {
+      host_.uncharge(side);
+      fail("out of host memory for the adapters' state");
+    }
     std::memset(side_block_, 0, side);
   }
   for (size_t i = 0, at = 0; i < sizes_.size(); at += side_floats(sizes_[i]), ++i)
@@ -146,23 +207,39 @@ SsdExpertStore::SsdExpertStore(const std::string& dir, const std::vector<ExpertS
   for (int e = 0; e < entries; ++e) {
     host_.charge(entry_bytes_, "host cache entry " + std::to_string(e) + " (an expert's state)");
     entries_[e].buf = static_cast<float*>(std::aligned_alloc(kAlign, std::max(entry_bytes_, kAlign)));
-    check(entries_[e].buf != nullptr, "out of host memory for the SSD tier's cache");
+    if (entries_[e].buf == nullptr) {
+      host_.uncharge(entry_bytes_);
+      fail("out of host memory for the SSD tier's cache");
+    }
   }
+}
+
+// What the store holds: a cache entry's bytes are booked exactly while it has a buffer, the side parts' while
+// their block exists.
+void SsdExpertStore::release() {
+  for (Entry& x : entries_) {
+    if (!x.buf) continue;
+    std::free(x.buf);
+    x.buf = nullptr;
+    host_.uncharge(entry_bytes_);
+  }
+  if (side_block_) {
+    std::free(side_block_);
+    side_block_ = nullptr;
+    host_.uncharge(side_bytes(sizes_));
+  }
+  if (ssd_charged_) ssd_.uncharge(file_bytes(sizes_));
+  ssd_charged_ = false;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  std::error_code ec;
+  if (owns_file_) std::filesystem::remove(path_, ec);
+  if (made_dir_) std::filesystem::remove(dir_, ec);
 }
 
 SsdExpertStore::~SsdExpertStore() {
   io_worker_.drain();
-  for (Entry& x : entries_) {
-    std::free(x.buf);
-    host_.uncharge(entry_bytes_);
-  }
-  std::free(side_block_);
-  host_.uncharge(side_bytes(sizes_));
-  ssd_.uncharge(file_bytes(sizes_));
-  if (fd_ >= 0) ::close(fd_);
-  std::error_code ec;
-  std::filesystem::remove(path_, ec);
-  if (made_dir_) std::filesystem::remove(dir_, ec);
+  release();
 }
 
 size_t SsdExpertStore::record_bytes(const std::vector<ExpertSizes>& sizes) {

@@ -93,9 +93,15 @@ class SsdExpertStore final : public ApartExpertStore {
   size_t transfer_weights(int i, float* buf, bool write);
   void move_bytes(int i, char* data, size_t file_at, size_t bytes, bool write);
   ExpertState parts(int i, float* buf) const;
+  // Construction's stages, and what undoes them (also on a failure part way).
+  void open_file(size_t file_bytes);
+  void allocate_cache(int entries);
+  void release();
 
   std::string dir_, path_;
   bool made_dir_ = false;
+  bool owns_file_ = false;    // made here, or truncated here: removed at the end
+  bool ssd_charged_ = false;  // the file's bytes are booked in the SSD tier
   int fd_ = -1;
   bool direct_ = false;
   std::vector<ExpertSizes> sizes_;
