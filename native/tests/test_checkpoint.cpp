@@ -492,6 +492,35 @@ TEST(save_refuses_to_replace_a_non_checkpoint_directory) {
   CHECK(fs::exists(fs::join(dir, "model.safetensors")));
 }
 
+// The estimate a run's start checks the disk against bounds what a save writes, closely; the refusal names both
+// sizes and counts the SSD tier's file when it shares the disk.
+TEST(checkpoint_bytes_bounds_a_save_and_the_space_check_names_both_sizes) {
+  auto be = make_backend("cpu", {2});
+  Model a(tiny_mixtral(), *be);
+  a.init(3);
+  AdamWOptimizer opt(a);
+  TrainerState st;
+  const std::string dir = tmp_path("sized");
+  save_checkpoint(dir, engine_config(a.config()), a, &opt, &st);
+  uint64_t written = 0;
+  for (const std::string& n : list_dir(dir)) written += std::filesystem::file_size(fs::join(dir, n));
+  const uint64_t estimate = checkpoint_bytes(a, true);
+  CHECK_MSG(estimate >= written && estimate <= written + (2u << 20),
+            "estimate " + std::to_string(estimate) + " against " + std::to_string(written) + " written");
+  CHECK(checkpoint_bytes(a, false) < estimate);
+
+  CHECK(checkpoint_space_error("/runs/a", 10'000'000'000, -1, 10'000'000'000).empty());
+  CHECK(checkpoint_space_error("/runs/a", 10'000'000'000, -1, -1).empty());  // the disk does not say
+  const std::string alone = checkpoint_space_error("/runs/a", 10'000'000'000, -1, 4'000'000'000);
+  for (const char* needle : {"about 10.00 GB", "/runs/a has 4.00 GB free", "last step's checkpoint"})
+    CHECK_MSG(alone.find(needle) != std::string::npos, alone + " lacks " + needle);
+  CHECK(alone.find("SSD") == std::string::npos);
+  const std::string beside = checkpoint_space_error("/runs/a", 3'000'000'000, 5'000'000'000, 7'000'000'000);
+  for (const char* needle : {"expert file may still take 5.00 GB", "has 7.00 GB free", "offload.ssd_dir"})
+    CHECK_MSG(beside.find(needle) != std::string::npos, beside + " lacks " + needle);
+  CHECK(checkpoint_space_error("/runs/a", 3'000'000'000, 4'000'000'000, 7'000'000'000).empty());
+}
+
 TEST(cleanup) { fs::remove_all(tmp_dir()); }
 
 TEST_MAIN()

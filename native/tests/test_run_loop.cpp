@@ -1,8 +1,14 @@
 // The engine's training loop through the C API (moe_engine_open + moe_engine_train): checkpoint cadence from
 // train.checkpoint_every, total_steps, pause and resume from another thread, a checkpoint requested while
 // paused, stop, options sized by struct_size, the SSD file in the run directory, and exactly one outcome.
+#include <sys/mount.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <mutex>
@@ -273,6 +279,60 @@ TEST(the_ssd_file_lives_in_the_run_directory_unless_the_config_names_one) {
                                   named + "\"}"));
   CHECK(std::string(moe_engine_config_json(own.e)).find("\"ssd_dir\": \"" + named + "\"") != std::string::npos);
   CHECK(!fs::exists(own.dir + "/ssd"));
+}
+
+// A run directory on a disk that cannot hold one checkpoint is refused before the first step (every run saves at
+// least its last), naming both sizes; the same run on a disk that can trains and saves. The small disk is a tmpfs,
+// which needs root to mount; elsewhere this test says it could not run (checkpoint_space_error's test in
+// test_checkpoint covers the decision and the message everywhere).
+TEST(a_run_whose_checkpoint_cannot_fit_its_disk_is_refused_before_its_first_step) {
+  if (::geteuid() != 0) {
+    std::printf("  not run: mounting a small tmpfs needs root\n");
+    return;
+  }
+  struct Mount {
+    std::string at;
+    bool mounted = false;
+    Mount(const std::string& where, const std::string& size) : at(where) {
+      fs::create_directories(at);
+      mounted = ::mount("tmpfs", at.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
+    }
+    ~Mount() {
+      if (mounted) ::umount(at.c_str());
+      std::error_code ec;
+      fs::remove(at, ec);
+    }
+  };
+  const std::string cfg = config(3, 0);
+  for (const auto& [size, fits] : {std::pair<std::string, bool>{"256k", false}, {"16m", true}}) {
+    Mount disk(moe_test::tmp_path("small-disk-" + size), size);
+    if (!disk.mounted) {
+      std::printf("  not run: mount tmpfs failed (%s)\n", std::strerror(errno));
+      return;
+    }
+    const std::string dir = disk.at + "/run";
+    moe_engine_options o{};
+    o.struct_size = sizeof o;
+    o.config_json = cfg.c_str();
+    o.run_dir = dir.c_str();
+    char err[512] = {};
+    moe_engine* e = moe_engine_open(&o, err, sizeof err);
+    CHECK(e != nullptr && moe_engine_set_data(e, tokens().c_str()) == MOE_OK);
+    Events ev;
+    moe_train_options t{};
+    t.struct_size = sizeof t;
+    const int rc = moe_engine_train(e, &t, &Events::callback, &ev);
+    if (fits) {
+      CHECK(rc == MOE_FINISHED && saved(dir, 3));
+    } else {
+      CHECK(rc == MOE_ERROR && ev.steps.empty());
+      const std::string why = moe_engine_last_error(e);
+      for (const char* needle : {"a checkpoint of this run takes about", " MB free", "would train and then"})
+        CHECK_MSG(why.find(needle) != std::string::npos, "'" + why + "' lacks '" + needle + "'");
+      CHECK(why.find(dir) != std::string::npos);
+    }
+    moe_engine_destroy(e);
+  }
 }
 
 TEST_MAIN()

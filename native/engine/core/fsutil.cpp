@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <filesystem>
 #include <system_error>
 #include <utility>
@@ -84,6 +86,46 @@ std::string join(const std::string& a, const std::string& b) {
 bool exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
+}
+
+namespace {
+
+// The path itself, else its nearest ancestor that exists ("." for a relative path with none).
+std::string existing_ancestor(const std::string& path) {
+  std::string p = path.empty() ? "." : path;
+  while (!exists(p)) {
+    const std::string up = parent_dir(p);
+    if (up == p) break;
+    p = up;
+  }
+  return p;
+}
+
+}  // namespace
+
+int64_t free_bytes(const std::string& path) {
+  struct statvfs vfs;
+  if (::statvfs(existing_ancestor(path).c_str(), &vfs) != 0) return -1;
+  return static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
+}
+
+int64_t allocated_bytes(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_blocks) * 512 : 0;
+}
+
+bool same_filesystem(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  return ::stat(existing_ancestor(a).c_str(), &sa) == 0 && ::stat(existing_ancestor(b).c_str(), &sb) == 0 &&
+         sa.st_dev == sb.st_dev;
+}
+
+std::string size_text(uint64_t bytes) {
+  char buf[32];
+  const double b = static_cast<double>(bytes);
+  if (b >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
+  else std::snprintf(buf, sizeof buf, "%.1f MB", b / 1e6);
+  return buf;
 }
 
 bool is_dir(const std::string& path) {

@@ -17,6 +17,16 @@ void mkdirs(const std::string& path);
 // Removes a file or a directory tree; absent paths are fine.
 void remove_all(const std::string& path);
 
+// Bytes an unprivileged user may still write on the file system that holds `path` (or would: its nearest existing
+// ancestor); -1 where the file system does not say.
+int64_t free_bytes(const std::string& path);
+// Bytes the file at `path` occupies on its disk (its allocated blocks: a sparse file's holes take none); 0 if absent.
+int64_t allocated_bytes(const std::string& path);
+// Whether a and b (or their nearest existing ancestors) lie on one file system.
+bool same_filesystem(const std::string& a, const std::string& b);
+// "12.35 GB": sizes in the messages that compare a need with what a disk has.
+std::string size_text(uint64_t bytes);
+
 // Reads a whole file, refusing files larger than max_bytes (so hostile inputs cannot exhaust memory).
 std::string read_file(const std::string& path, uint64_t max_bytes);
 

@@ -92,6 +92,7 @@ class ExpertOffload final : public ExpertAccess {
   int slots() const { return static_cast<int>(slots_.size()); }
   int pin_slots() const { return pin_slots_; }
   int cache_entries() const { return ssd_ ? ssd_->entries() : 0; }
+  const SsdExpertStore* ssd_store() const { return ssd_; }  // null unless the home is the SSD tier
   size_t expert_bytes() const { return expert_floats_ * sizeof(float); }     // the largest expert's weights
   size_t expert_grad_bytes() const { return grad_floats_ * sizeof(float); }  // ... and its trained part
   const MemoryTier& device_tier() const { return device_; }

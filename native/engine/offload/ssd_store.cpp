@@ -2,19 +2,17 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/fsutil.h"
 
 namespace moe {
 namespace {
@@ -69,22 +67,6 @@ size_t least_file_bytes(const std::vector<ExpertSizes>& sizes) {
     total += s.grads == 0 ? round_up(s.weights * sizeof(uint16_t), kAlign) : sum(b);
   }
   return total;
-}
-
-std::string gigabytes(size_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GB", static_cast<double>(bytes) / 1e9);
-  return buf;
-}
-
-// Bytes a new file in `dir` can take (what an unprivileged user may write), plus what `reclaimed` (a file there
-// this store truncates) holds now; -1 where the file system does not say.
-int64_t writable_bytes(const std::string& dir, const std::string& reclaimed) {
-  struct statvfs vfs;
-  if (::statvfs(dir.c_str(), &vfs) != 0) return -1;
-  struct stat st;
-  const int64_t held = ::stat(reclaimed.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_blocks) * 512 : 0;
-  return static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize) + held;
 }
 
 // Compact weights: when every float of an expert's weights is a bf16 value widened (its low 16 bits zero, as
@@ -170,14 +152,16 @@ void SsdExpertStore::open_file(size_t file_bytes) {
     fail("offload.ssd_dir: " + path_ + " is in use by another run or chat; give each its own ssd_dir");
   // A disk too small would otherwise fail a write some way into the run (a frozen base's first eviction can come
   // late): said now, before anything is truncated.
-  const int64_t writable = writable_bytes(dir_, path_);
+  // The file's own blocks come back when it is truncated below.
+  const int64_t free = fs::free_bytes(dir_);
+  const int64_t writable = free < 0 ? -1 : free + fs::allocated_bytes(path_);
   const size_t least = least_file_bytes(sizes_);
   if (writable >= 0 && static_cast<size_t>(writable) < least)
-    fail("offload.ssd_dir: the SSD tier's expert file needs " + gigabytes(least) +
-         (least < file_bytes ? " at least (" + gigabytes(file_bytes) + " unless the frozen weights are bf16 values)"
+    fail("offload.ssd_dir: the SSD tier's expert file needs " + fs::size_text(least) +
+         (least < file_bytes ? " at least (" + fs::size_text(file_bytes) + " unless the frozen weights are bf16 values)"
                              : std::string()) +
          " (every expert's weights, and the trained tensors' gradient and AdamW moments) and " + dir_ + " has " +
-         gigabytes(static_cast<size_t>(writable)) + " free; free space there or point offload.ssd_dir at a larger "
+         fs::size_text(static_cast<size_t>(writable)) + " free; free space there or point offload.ssd_dir at a larger "
          "disk");
   ssd_.charge(file_bytes, "every expert's weights, and the trained tensors' gradient and AdamW moments");
   ssd_charged_ = true;
@@ -240,6 +224,10 @@ void SsdExpertStore::release() {
 SsdExpertStore::~SsdExpertStore() {
   io_worker_.drain();
   release();
+}
+
+int64_t SsdExpertStore::disk_bytes_to_come() const {
+  return std::max<int64_t>(0, static_cast<int64_t>(least_file_bytes(sizes_)) - fs::allocated_bytes(path_));
 }
 
 size_t SsdExpertStore::record_bytes(const std::vector<ExpertSizes>& sizes) {

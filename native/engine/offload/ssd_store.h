@@ -63,6 +63,9 @@ class SsdExpertStore final : public ApartExpertStore {
   static std::string fresh_dir(const std::string& prefix);
 
   int entries() const { return static_cast<int>(entries_.size()); }
+  // Bytes the file may still take on its disk: the least it comes to hold (frozen weights compact) less what its
+  // blocks hold now, so a check of other writes to that disk (checkpoints) can count them.
+  int64_t disk_bytes_to_come() const;
   bool direct_io() const { return direct_; }
   const std::string& path() const { return path_; }
 

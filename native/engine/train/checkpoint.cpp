@@ -112,6 +112,32 @@ void check_export_target(const std::string& dir) {
 }
 
 
+uint64_t checkpoint_bytes(const Model& model, bool with_optimizer) {
+  const ParamLayout& layout = model.layout();
+  const TrainableSet& trainable = model.trainable();
+  uint64_t floats = 0;
+  for (size_t i = 0; i < layout.tensors().size(); ++i) {
+    const uint64_t n = layout.tensors()[i].numel;
+    floats += n + (with_optimizer && trainable.trains(i) ? 2 * n : 0);
+  }
+  // Each safetensors header names every tensor (well under 1 KiB each); the JSON files and checksums are small.
+  return floats * sizeof(float) + 3 * 1024 * layout.tensors().size() + (1 << 20);
+}
+
+std::string checkpoint_space_error(const std::string& run_dir, uint64_t checkpoint, int64_t ssd_to_come, int64_t free) {
+  const bool shared = ssd_to_come >= 0;
+  const uint64_t need = checkpoint + (shared ? static_cast<uint64_t>(ssd_to_come) : 0);
+  if (free < 0 || need <= static_cast<uint64_t>(free)) return "";
+  return "train: a checkpoint of this run takes about " + fs::size_text(checkpoint) +
+         " (every weight, and the AdamW moments of the trained ones)" +
+         (shared ? " and the SSD tier's expert file may still take " + fs::size_text(ssd_to_come) + " on the same disk"
+                 : std::string()) +
+         ", but " + run_dir + " has " + fs::size_text(static_cast<uint64_t>(free)) +
+         " free: every run saves at least its last step's checkpoint there, so this one would train and then fail to "
+         "save. Free space there or choose a run directory on a larger disk" +
+         (shared ? " (or point offload.ssd_dir at another disk)" : "");
+}
+
 void save_checkpoint(const std::string& dir, const EngineConfig& cfg, Model& model, AdamWOptimizer* opt,
                      const TrainerState* state, ExpertStateHome* experts) {
   check_checkpoint_target(dir);
