@@ -115,6 +115,8 @@ export const TrainConfigSchema = z
     seed: int(0, Number.MAX_SAFE_INTEGER).default(1337).describe('Initialisation and data seed'),
     threads: int(1, 1024).default(2).describe('CPU threads of the engine'),
     checkpoint_every: int(0, 1 << 30).default(0).describe('Checkpoint every N steps (0 = only at the end)'),
+    keep_checkpoints: int(0, 1 << 30).optional()
+      .describe('Checkpoints kept on disk: after each save the oldest beyond this many are removed, the one just saved always kept (default 0 = keep every one)'),
     eval_every: int(0, 1 << 30).optional()
       .describe('Held-out loss every N steps and at the last (default 0 = never; needs dataset.eval; resident experts only)'),
     eval_batches: int(1, 1 << 16).optional().describe('Batches of the held-out data each evaluation reads (default 4)'),

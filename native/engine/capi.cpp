@@ -487,6 +487,7 @@ int moe_engine_train(moe_engine* engine, const moe_train_options* options, moe_t
     plan.first_step = engine->trainer->state().step;
     plan.last_step = o.total_steps > 0 ? std::min<int64_t>(o.total_steps, train.steps) : train.steps;
     plan.checkpoint_every = train.checkpoint_every;
+    plan.keep_checkpoints = train.keep_checkpoints;
     plan.on_nonfinite = train.on_nonfinite;
     if (plan.last_step > plan.first_step) engine->trainer->check_checkpoint_space(plan.run_dir);
     return static_cast<int>(MOE_OK);

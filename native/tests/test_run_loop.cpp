@@ -19,6 +19,7 @@
 #include "moe_engine.h"
 #include "test_files.h"
 #include "testing.h"
+#include "train/run_loop.h"
 #include "train/token_data.h"
 
 namespace fs = std::filesystem;
@@ -135,6 +136,33 @@ TEST(checkpoint_cadence_comes_from_the_config_and_the_last_step_is_saved_once) {
   Events again;
   CHECK(even.train(again) == MOE_FINISHED);
   CHECK(again.steps.empty() && again.checkpoints.empty() && again.outcomes.size() == 1);
+}
+
+// train.keep_checkpoints: after each save the oldest beyond the newest N go, the one just saved always stays, and
+// nothing but the loop's own checkpoint-<step> directories is touched (a folder of notes, a Hugging Face model).
+TEST(keep_checkpoints_removes_the_oldest_and_touches_nothing_else) {
+  std::string cfg = config(5, 1);
+  const std::string cadence = R"("checkpoint_every": 1)";
+  cfg.replace(cfg.find(cadence), cadence.size(), cadence + R"(, "keep_checkpoints": 2)");
+  Run run("keep", cfg);
+  fs::create_directories(run.dir + "/checkpoint-notes");
+  fs::create_directories(run.dir + "/checkpoint-0");
+  moe_test::write_raw(run.dir + "/checkpoint-0/config.json", R"({"model_type": "olmoe"})");
+  Events ev;
+  CHECK(run.train(ev) == MOE_FINISHED);
+  CHECK(ev.checkpoints == range(1, 5));  // every save is reported as it happens
+  for (int64_t s : {1, 2, 3}) CHECK_MSG(!fs::exists(run.dir + "/checkpoint-" + std::to_string(s)), std::to_string(s));
+  for (int64_t s : {4, 5}) CHECK(saved(run.dir, s));
+  CHECK(fs::is_directory(run.dir + "/checkpoint-notes") && fs::exists(run.dir + "/checkpoint-0/config.json"));
+  CHECK(std::string(moe_engine_config_json(run.e)).find("\"keep_checkpoints\": 2") != std::string::npos);
+
+  // Keep 1 on a resume: the new checkpoint stays even where an abandoned branch left a higher step, which is the
+  // newest other and goes with the next save.
+  fs::copy(run.dir + "/checkpoint-5", run.dir + "/checkpoint-9", fs::copy_options::recursive);
+  std::vector<std::string> gone = moe::remove_old_checkpoints(run.dir, 1, 5);
+  CHECK(saved(run.dir, 5) && !fs::exists(run.dir + "/checkpoint-4") && !fs::exists(run.dir + "/checkpoint-9"));
+  CHECK(gone.size() == 2);
+  CHECK(moe::remove_old_checkpoints(run.dir, 0, 5).empty() && saved(run.dir, 5));
 }
 
 TEST(total_steps_stops_early_as_finished_and_a_resume_continues_from_the_checkpoint) {

@@ -1,7 +1,7 @@
 // Real short trainings through RunManager with forked engine processes: the whole lifecycle,
 // supervision of a killed engine, exact resume from a checkpoint, controls, queueing and bad input.
 import { copyFileSync, existsSync } from 'node:fs'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 
@@ -52,6 +52,17 @@ describe('RunManager with forked engine processes', () => {
     expect(live.at(-1)?.metrics.step).toBe(12)
     expect(live.at(-1)?.expertTokens).toHaveLength(2)
     expect(live.at(-1)?.expertTokens[0]).toHaveLength(4)
+  })
+
+  it('keeps the newest train.keep_checkpoints checkpoints on disk and in the run record', async () => {
+    setUp()
+    const id = h.manager.create(spec('kept', tinyConfig({ steps: 8, checkpoint_every: 2, keep_checkpoints: 2 }))).id
+    await h.waitForStatus(id, 'finished')
+    const kept = h.store.listCheckpoints(id)
+    expect(kept.map((c) => c.step)).toEqual([6, 8])
+    for (const c of kept) expect(existsSync(join(c.path, 'trainer_state.json'))).toBe(true)
+    for (const step of [2, 4]) expect(existsSync(join(dirname(kept[0]!.path), `checkpoint-${step}`))).toBe(false)
+    expect(h.events(id).filter((e) => e.kind === 'checkpoint')).toHaveLength(4)  // each save is still said
   })
 
   it('holds out the end of a text file and records the held-out loss on the steps that evaluate', async () => {

@@ -132,6 +132,10 @@ describe('events and checkpoints', () => {
     ])
     expect(() => store.addCheckpoint({ runId: 'ghost', step: 1, path: '/c', createdAt: 1, bytes: 1 })).toThrow(/unknown run/)
     expect(() => store.addCheckpoint({ runId: 'r1', step: 1.5, path: '/c', createdAt: 1, bytes: 1 })).toThrow(/step/)
+    store.removeCheckpoint('r1', 100)
+    expect(store.listCheckpoints('r1').map((c) => c.step)).toEqual([200])
+    store.removeCheckpoint('r1', 7)  // none there: nothing changes
+    expect(store.listCheckpoints('r1').map((c) => c.step)).toEqual([200])
   })
 })
 

@@ -1,6 +1,6 @@
 // The engine process's one job: train a run with the native engine, write every step to the store,
 // and keep the host informed (live steps at most ~10 per second, checkpoints, the outcome).
-import { readdirSync, statSync } from 'node:fs'
+import { existsSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 
 import { TelemetryStore } from '../store/store'
@@ -108,6 +108,9 @@ export class TrainingJob {
     // Steps up to the checkpoint are durable before the checkpoint is recorded.
     this.writer?.flush()
     this.store?.addCheckpoint({ runId: this.runId, step, path: dir, createdAt: Date.now(), bytes: directoryBytes(dir) })
+    // The engine removes the oldest after a save where train.keep_checkpoints says so: their records go with them.
+    for (const c of this.store?.listCheckpoints(this.runId) ?? [])
+      if (c.step !== step && !existsSync(c.path)) this.store?.removeCheckpoint(this.runId, c.step)
     this.parent.post({ type: 'checkpoint', step, dir })
   }
 

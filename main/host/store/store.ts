@@ -167,6 +167,11 @@ export class TelemetryStore {
     })
   }
 
+  /** Forgets the run's checkpoint at `step` (its folder is gone: train.keep_checkpoints removed it). */
+  removeCheckpoint(runId: string, step: number): void {
+    this.db.prepare('DELETE FROM checkpoints WHERE run_id = ? AND step = ?').run(runId, step)
+  }
+
   /** Ascending by step. */
   listCheckpoints(runId: string): Checkpoint[] {
     return this.db

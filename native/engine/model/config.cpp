@@ -253,6 +253,7 @@ TrainConfig parse_train_config(const json::Value& obj) {
   t.seed = r.seed("seed", t.seed);
   t.threads = r.integer("threads", t.threads, 1, 1024);
   t.checkpoint_every = r.integer("checkpoint_every", t.checkpoint_every, 0, 1 << 30);
+  t.keep_checkpoints = r.integer("keep_checkpoints", t.keep_checkpoints, 0, 1 << 30);
   if (const json::Value* dtype = r.get("compute_dtype", json::Type::String)) {
     if (dtype->string == "fp32") t.compute_dtype = ComputeDtype::F32;
     else if (dtype->string == "bf16") t.compute_dtype = ComputeDtype::BF16;

@@ -94,6 +94,9 @@ struct TrainConfig {
   double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, grad_clip = 1.0;
   uint64_t seed = 1337;
   int threads = 2, checkpoint_every = 0;
+  // How many of the run's checkpoints stay on disk: after each save the oldest beyond this many are removed (the
+  // one just saved is always kept); 0 keeps every one.
+  int keep_checkpoints = 0;
   ComputeDtype compute_dtype = ComputeDtype::F32;
   // bf16 compute on the cpu backend: frozen weights are kept packed for the GEMMs, packed once instead of in every
   // call (about 4 more bytes per frozen linear parameter); false packs them in every call and holds nothing more.

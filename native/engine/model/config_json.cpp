@@ -79,6 +79,8 @@ json::Value train_config_to_json(const TrainConfig& t) {
   o.set("seed", Value::of(static_cast<double>(t.seed)));
   o.set("threads", Value::of(t.threads));
   o.set("checkpoint_every", Value::of(t.checkpoint_every));
+  // Written only when set, so runs keep exactly the config.json they always had.
+  if (t.keep_checkpoints > 0) o.set("keep_checkpoints", Value::of(t.keep_checkpoints));
   // Written only when it is not the default, so fp32 runs keep exactly the config.json they always had.
   if (t.compute_dtype != ComputeDtype::F32) o.set("compute_dtype", Value::of(compute_dtype_name(t.compute_dtype)));
   if (!t.pack_frozen_bf16) o.set("pack_frozen_bf16", Value::of(false));

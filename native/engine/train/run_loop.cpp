@@ -1,7 +1,12 @@
 #include "train/run_loop.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <utility>
+
+#include "train/checkpoint.h"
 
 namespace moe {
 
@@ -51,6 +56,36 @@ std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
   std::string dir = run_dir;
   if (!dir.empty() && dir.back() != '/') dir += '/';
   return dir + "checkpoint-" + std::to_string(step);
+}
+
+std::vector<std::string> remove_old_checkpoints(const std::string& run_dir, int64_t keep, int64_t saved_step) {
+  namespace sfs = std::filesystem;
+  std::vector<std::string> removed;
+  if (keep <= 0) return removed;
+  // Only what the loop writes: checkpoint-<step> directories holding our config.json (not a Hugging Face model's),
+  // so nothing else in the directory is ever touched.
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (const sfs::directory_entry& e : sfs::directory_iterator(run_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const std::string prefix = "checkpoint-";
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    const int64_t step = std::stoll(digits);
+    if (step == saved_step || !e.is_directory(ec) || !sfs::exists(e.path() / "config.json", ec)) continue;
+    if (is_hf_checkpoint(e.path().string())) continue;
+    found.emplace_back(step, e.path().string());
+  }
+  // The one just saved, and the newest keep - 1 others.
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = static_cast<size_t>(keep - 1); i < found.size(); ++i) {
+    // A directory that cannot be removed now (permissions, a file system gone read-only) stays; the next save
+    // tries again, and training goes on.
+    if (sfs::remove_all(found[i].second, ec) != static_cast<std::uintmax_t>(-1) && !ec) removed.push_back(found[i].second);
+  }
+  return removed;
 }
 
 namespace {
@@ -170,6 +205,7 @@ class Loop {
       return false;
     }
     saved_step_ = step_;
+    remove_old_checkpoints(plan_.run_dir, plan_.keep_checkpoints, step_);
     moe_train_event event = make(MOE_TRAIN_CHECKPOINT);
     event.checkpoint_dir = dir.c_str();
     emit(event);

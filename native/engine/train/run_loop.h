@@ -8,6 +8,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "include/moe_engine.h"
 #include "model/config.h"
@@ -50,10 +51,16 @@ struct RunPlan {
   int64_t first_step = 0;        // the engine's step when the loop starts (after a resume: the checkpoint's)
   int64_t last_step = 0;         // train.steps, or the caller's smaller total_steps
   int64_t checkpoint_every = 0;  // train.checkpoint_every; 0: only the final checkpoint
+  int64_t keep_checkpoints = 0;  // train.keep_checkpoints; 0: every checkpoint stays
   NonFinitePolicy on_nonfinite = NonFinitePolicy::Pause;  // train.on_nonfinite
 };
 
 std::string checkpoint_dir(const std::string& run_dir, int64_t step);
+
+// train.keep_checkpoints: removes run_dir's checkpoints beyond the keep newest by step, the one at saved_step
+// always kept (also where an older branch of the run left higher steps); only checkpoint-<step> directories of
+// ours are considered. Returns the directories removed; keep 0 removes none.
+std::vector<std::string> remove_old_checkpoints(const std::string& run_dir, int64_t keep, int64_t saved_step);
 
 // Returns the outcome it reported: MOE_FINISHED, MOE_STOPPED or MOE_ERROR; MOE_OK when the callback asked
 // to end early (no further events, no final checkpoint).
