@@ -489,7 +489,8 @@ int moe_engine_train(moe_engine* engine, const moe_train_options* options, moe_t
     plan.checkpoint_every = train.checkpoint_every;
     plan.keep_checkpoints = train.keep_checkpoints;
     plan.on_nonfinite = train.on_nonfinite;
-    if (plan.last_step > plan.first_step) engine->trainer->check_checkpoint_space(plan.run_dir);
+    if (const int64_t at_once = moe::checkpoints_at_once(plan); at_once > 0)
+      engine->trainer->check_checkpoint_space(plan.run_dir, at_once);
     return static_cast<int>(MOE_OK);
   });
   if (checked != MOE_OK) return checked;

@@ -509,16 +509,22 @@ TEST(checkpoint_bytes_bounds_a_save_and_the_space_check_names_both_sizes) {
             "estimate " + std::to_string(estimate) + " against " + std::to_string(written) + " written");
   CHECK(checkpoint_bytes(a, false) < estimate);
 
-  CHECK(checkpoint_space_error("/runs/a", 10'000'000'000, -1, 10'000'000'000).empty());
-  CHECK(checkpoint_space_error("/runs/a", 10'000'000'000, -1, -1).empty());  // the disk does not say
-  const std::string alone = checkpoint_space_error("/runs/a", 10'000'000'000, -1, 4'000'000'000);
-  for (const char* needle : {"about 10.00 GB", "/runs/a has 4.00 GB free", "last step's checkpoint"})
+  CHECK(checkpoint_space_error("/runs/a", 10'000'000'000, 1, -1, 10'000'000'000).empty());
+  CHECK(checkpoint_space_error("/runs/a", 10'000'000'000, 1, -1, -1).empty());  // the disk does not say
+  const std::string alone = checkpoint_space_error("/runs/a", 10'000'000'000, 1, -1, 4'000'000'000);
+  for (const char* needle : {"a checkpoint of this run takes about 10.00 GB", "/runs/a has 4.00 GB free", "fail at a save"})
     CHECK_MSG(alone.find(needle) != std::string::npos, alone + " lacks " + needle);
-  CHECK(alone.find("SSD") == std::string::npos);
-  const std::string beside = checkpoint_space_error("/runs/a", 3'000'000'000, 5'000'000'000, 7'000'000'000);
+  CHECK(alone.find("SSD") == std::string::npos && alone.find("keep_checkpoints") == std::string::npos);
+  const std::string beside = checkpoint_space_error("/runs/a", 3'000'000'000, 1, 5'000'000'000, 7'000'000'000);
   for (const char* needle : {"expert file may still take 5.00 GB", "has 7.00 GB free", "offload.ssd_dir"})
     CHECK_MSG(beside.find(needle) != std::string::npos, beside + " lacks " + needle);
-  CHECK(checkpoint_space_error("/runs/a", 3'000'000'000, 4'000'000'000, 7'000'000'000).empty());
+  CHECK(checkpoint_space_error("/runs/a", 3'000'000'000, 1, 4'000'000'000, 7'000'000'000).empty());
+  // Several at once: all of them against the disk, and what to change.
+  const std::string many = checkpoint_space_error("/runs/a", 3'000'000'000, 3, -1, 7'000'000'000);
+  for (const char* needle : {"keeps up to 3 checkpoints of about 3.00 GB each on disk (9.00 GB)", "train.keep_checkpoints",
+                             "train.checkpoint_every"})
+    CHECK_MSG(many.find(needle) != std::string::npos, many + " lacks " + needle);
+  CHECK(checkpoint_space_error("/runs/a", 3'000'000'000, 2, -1, 7'000'000'000).empty());
 }
 
 TEST(cleanup) { fs::remove_all(tmp_dir()); }

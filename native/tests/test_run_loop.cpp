@@ -165,6 +165,23 @@ TEST(keep_checkpoints_removes_the_oldest_and_touches_nothing_else) {
   CHECK(moe::remove_old_checkpoints(run.dir, 0, 5).empty() && saved(run.dir, 5));
 }
 
+// What the start's disk check counts: with retention keep + 1 or the plan's saves (cadence and last) if fewer;
+// without it the next save.
+TEST(checkpoints_at_once_counts_the_plans_saves) {
+  auto at_once = [](int64_t first, int64_t last, int64_t every, int64_t keep) {
+    moe::RunPlan p;
+    p.first_step = first, p.last_step = last, p.checkpoint_every = every, p.keep_checkpoints = keep;
+    return moe::checkpoints_at_once(p);
+  };
+  CHECK(at_once(0, 300, 0, 0) == 1);       // the last step's only
+  CHECK(at_once(0, 100000, 10, 0) == 1);   // no retention: the next save
+  CHECK(at_once(0, 1000, 10, 2) == 3);     // two kept and the next being written
+  CHECK(at_once(0, 300, 100, 5) == 3);     // 100, 200, 300 (the last on the cadence, saved once)
+  CHECK(at_once(0, 7, 3, 5) == 3);         // 3, 6 and the last
+  CHECK(at_once(150, 300, 100, 5) == 2);   // a resume at 150: 200 and 300
+  CHECK(at_once(300, 300, 100, 0) == 0);  // nothing to train, nothing to save
+}
+
 TEST(total_steps_stops_early_as_finished_and_a_resume_continues_from_the_checkpoint) {
   Run run("total", config(10, 0));
   Events ev;

@@ -124,17 +124,25 @@ uint64_t checkpoint_bytes(const Model& model, bool with_optimizer) {
   return floats * sizeof(float) + 3 * 1024 * layout.tensors().size() + (1 << 20);
 }
 
-std::string checkpoint_space_error(const std::string& run_dir, uint64_t checkpoint, int64_t ssd_to_come, int64_t free) {
+std::string checkpoint_space_error(const std::string& run_dir, uint64_t checkpoint, int64_t count, int64_t ssd_to_come,
+                                   int64_t free) {
   const bool shared = ssd_to_come >= 0;
-  const uint64_t need = checkpoint + (shared ? static_cast<uint64_t>(ssd_to_come) : 0);
+  const uint64_t n = static_cast<uint64_t>(std::max<int64_t>(count, 1));
+  const uint64_t need = checkpoint * n + (shared ? static_cast<uint64_t>(ssd_to_come) : 0);
   if (free < 0 || need <= static_cast<uint64_t>(free)) return "";
-  return "train: a checkpoint of this run takes about " + fs::size_text(checkpoint) +
+  const std::string each = fs::size_text(checkpoint);
+  return "train: " +
+         (n == 1 ? "a checkpoint of this run takes about " + each
+                 : "this run keeps up to " + std::to_string(n) + " checkpoints of about " + each + " each on disk (" +
+                       fs::size_text(checkpoint * n) + ")") +
          " (every weight, and the AdamW moments of the trained ones)" +
          (shared ? " and the SSD tier's expert file may still take " + fs::size_text(ssd_to_come) + " on the same disk"
                  : std::string()) +
          ", but " + run_dir + " has " + fs::size_text(static_cast<uint64_t>(free)) +
-         " free: every run saves at least its last step's checkpoint there, so this one would train and then fail to "
-         "save. Free space there or choose a run directory on a larger disk" +
+         " free, so this run would train and then fail at a save. Free space there or choose a run directory on a "
+         "larger disk" +
+         (n > 1 ? std::string(", keep fewer (train.keep_checkpoints) or save less often (train.checkpoint_every)")
+                : std::string()) +
          (shared ? " (or point offload.ssd_dir at another disk)" : "");
 }
 

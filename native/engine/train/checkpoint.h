@@ -42,10 +42,11 @@ void save_checkpoint(const std::string& dir, const EngineConfig& cfg, Model& mod
 // moments of each trained one, plus headers and the small files (a bound: never less than a save writes).
 uint64_t checkpoint_bytes(const Model& model, bool with_optimizer);
 
-// Why a run with checkpoints of `checkpoint` bytes cannot start in run_dir, whose disk has `free` bytes (-1: unknown,
-// never refused) and where the SSD tier's file may still take ssd_to_come bytes (-1: the file is on another disk
-// or there is none); empty when they fit. Every run saves at least its last step's checkpoint.
-std::string checkpoint_space_error(const std::string& run_dir, uint64_t checkpoint, int64_t ssd_to_come, int64_t free);
+// Why a run holding up to `count` checkpoints of `checkpoint` bytes at once cannot start in run_dir, whose disk has
+// `free` bytes (-1: unknown, never refused) and where the SSD tier's file may still take ssd_to_come bytes (-1: the
+// file is on another disk or there is none); empty when they fit. Every run saves at least its last step's.
+std::string checkpoint_space_error(const std::string& run_dir, uint64_t checkpoint, int64_t count, int64_t ssd_to_come,
+                                   int64_t free);
 
 // Guards the directory replacement of save_checkpoint: fails unless dir is absent, empty, or holds one of our
 // checkpoints (a config.json that is not a Hugging Face model's), so a mistyped path never deletes an unrelated

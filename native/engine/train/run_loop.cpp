@@ -58,6 +58,16 @@ std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
   return dir + "checkpoint-" + std::to_string(step);
 }
 
+int64_t checkpoints_at_once(const RunPlan& plan) {
+  if (plan.last_step <= plan.first_step) return 0;
+  const int64_t every = plan.checkpoint_every;
+  const int64_t cadence = every > 0 ? plan.last_step / every - plan.first_step / every : 0;
+  const int64_t saves = cadence + (every > 0 && plan.last_step % every == 0 ? 0 : 1);
+  // Without retention they pile up, but a run is often stopped long before its last step (a huge train.steps):
+  // only the next save is certain to come, so only it is counted.
+  return plan.keep_checkpoints > 0 ? std::min(plan.keep_checkpoints + 1, saves) : 1;
+}
+
 std::vector<std::string> remove_old_checkpoints(const std::string& run_dir, int64_t keep, int64_t saved_step) {
   namespace sfs = std::filesystem;
   std::vector<std::string> removed;

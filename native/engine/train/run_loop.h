@@ -57,6 +57,11 @@ struct RunPlan {
 
 std::string checkpoint_dir(const std::string& run_dir, int64_t step);
 
+// The checkpoints of this plan a disk must hold at once for its saves to be sure to succeed: with keep_checkpoints
+// K, K + 1 (a save writes the next before the oldest goes) or the plan's saves (cadence and last step) if fewer;
+// without retention 1, the next save (they pile up, but a run is often stopped long before its train.steps).
+int64_t checkpoints_at_once(const RunPlan& plan);
+
 // train.keep_checkpoints: removes run_dir's checkpoints beyond the keep newest by step, the one at saved_step
 // always kept (also where an older branch of the run left higher steps); only checkpoint-<step> directories of
 // ours are considered. Returns the directories removed; keep 0 removes none.

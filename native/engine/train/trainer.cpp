@@ -305,10 +305,10 @@ void Trainer::save_checkpoint(const std::string& dir) {
   moe::save_checkpoint(dir, cfg_, model_, &opt_, &state_, home_.get());
 }
 
-void Trainer::check_checkpoint_space(const std::string& run_dir) const {
+void Trainer::check_checkpoint_space(const std::string& run_dir, int64_t count) const {
   const SsdExpertStore* ssd = offload_ ? offload_->ssd_store() : nullptr;
   const bool shared = ssd && fs::same_filesystem(run_dir, ssd->path());
-  const std::string why = checkpoint_space_error(run_dir, checkpoint_bytes(model_, true),
+  const std::string why = checkpoint_space_error(run_dir, checkpoint_bytes(model_, true), count,
                                                  shared ? ssd->disk_bytes_to_come() : -1, fs::free_bytes(run_dir));
   if (!why.empty()) fail(why);
 }

@@ -47,9 +47,9 @@ class Trainer {
   // Continues a checkpoint of this run (same model config): weights, AdamW moments, step and data cursor.
   void resume_from(const std::string& dir);
   void save_checkpoint(const std::string& dir);
-  // Fails before a run starts when the disk of run_dir cannot hold one checkpoint of it (every run saves at least
-  // its last) beside what the SSD tier's file may still take there; the message gives both sizes.
-  void check_checkpoint_space(const std::string& run_dir) const;
+  // Fails before a run starts when the disk of run_dir cannot hold `count` checkpoints of it at once (every run
+  // saves at least its last) beside what the SSD tier's file may still take there; the message gives the sizes.
+  void check_checkpoint_space(const std::string& run_dir, int64_t count) const;
 
   // Waits for offloaded experts' updates still running after step(): on the host tier the model and
   // optimizer arenas are then current.
