@@ -148,12 +148,16 @@ TEST(keep_checkpoints_removes_the_oldest_and_touches_nothing_else) {
   fs::create_directories(run.dir + "/checkpoint-notes");
   fs::create_directories(run.dir + "/checkpoint-0");
   moe_test::write_raw(run.dir + "/checkpoint-0/config.json", R"({"model_type": "olmoe"})");
+  fs::create_directories(run.dir + "/checkpoint-1000");  // a config.json that does not parse: not known to be ours
+  moe_test::write_raw(run.dir + "/checkpoint-1000/config.json", "{not json");
   Events ev;
   CHECK(run.train(ev) == MOE_FINISHED);
   CHECK(ev.checkpoints == range(1, 5));  // every save is reported as it happens
   for (int64_t s : {1, 2, 3}) CHECK_MSG(!fs::exists(run.dir + "/checkpoint-" + std::to_string(s)), std::to_string(s));
   for (int64_t s : {4, 5}) CHECK(saved(run.dir, s));
   CHECK(fs::is_directory(run.dir + "/checkpoint-notes") && fs::exists(run.dir + "/checkpoint-0/config.json"));
+  CHECK(fs::exists(run.dir + "/checkpoint-1000/config.json"));
+  fs::remove_all(run.dir + "/checkpoint-1000");
   CHECK(std::string(moe_engine_config_json(run.e)).find("\"keep_checkpoints\": 2") != std::string::npos);
 
   // Keep 1 on a resume: the new checkpoint stays even where an abandoned branch left a higher step, which is the

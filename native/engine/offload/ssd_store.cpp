@@ -151,8 +151,7 @@ void SsdExpertStore::open_file(size_t file_bytes) {
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0 && (errno == EWOULDBLOCK || errno == EAGAIN))
     fail("offload.ssd_dir: " + path_ + " is in use by another run or chat; give each its own ssd_dir");
   // A disk too small would otherwise fail a write some way into the run (a frozen base's first eviction can come
-  // late): said now, before anything is truncated.
-  // The file's own blocks come back when it is truncated below.
+  // late): said now, before anything is truncated. The file's own blocks come back when it is truncated below.
   const int64_t free = fs::free_bytes(dir_);
   const int64_t writable = free < 0 ? -1 : free + fs::allocated_bytes(path_);
   const size_t least = least_file_bytes(sizes_);

@@ -85,7 +85,11 @@ std::vector<std::string> remove_old_checkpoints(const std::string& run_dir, int6
       continue;
     const int64_t step = std::stoll(digits);
     if (step == saved_step || !e.is_directory(ec) || !sfs::exists(e.path() / "config.json", ec)) continue;
-    if (is_hf_checkpoint(e.path().string())) continue;
+    try {
+      if (is_hf_checkpoint(e.path().string())) continue;
+    } catch (const std::exception&) {
+      continue;  // a config.json that does not parse is not known to be ours: left alone
+    }
     found.emplace_back(step, e.path().string());
   }
   // The one just saved, and the newest keep - 1 others.

@@ -312,4 +312,5 @@ void Trainer::check_checkpoint_space(const std::string& run_dir, int64_t count) 
                                                  shared ? ssd->disk_bytes_to_come() : -1, fs::free_bytes(run_dir));
   if (!why.empty()) fail(why);
 }
+
 }  // namespace moe
