@@ -24,7 +24,7 @@ int64_t free_bytes(const std::string& path);
 int64_t allocated_bytes(const std::string& path);
 // Whether a and b (or their nearest existing ancestors) lie on one file system.
 bool same_filesystem(const std::string& a, const std::string& b);
-// "12.35 GB": sizes in the messages that compare a need with what a disk has.
+// "12.35 GB" (or "0.3 MB" below a gigabyte): sizes in the messages that set a need against what a disk has.
 std::string size_text(uint64_t bytes);
 
 // Reads a whole file, refusing files larger than max_bytes (so hostile inputs cannot exhaust memory).

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <string_view>
 #include <utility>
 
 #include "train/checkpoint.h"
@@ -52,43 +53,48 @@ bool RunControl::wait_to_step() {
   return !stop_;
 }
 
+namespace {
+constexpr std::string_view kCheckpointPrefix = "checkpoint-";  // run_dir/checkpoint-<step>
+}  // namespace
+
 std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
   std::string dir = run_dir;
   if (!dir.empty() && dir.back() != '/') dir += '/';
-  return dir + "checkpoint-" + std::to_string(step);
+  return dir + std::string(kCheckpointPrefix) + std::to_string(step);
 }
 
 int64_t checkpoints_at_once(const RunPlan& plan) {
   if (plan.last_step <= plan.first_step) return 0;
+  // Without retention they pile up, but a run is often stopped long before its last step (a huge train.steps):
+  // only the next save is certain to come, so only it is counted.
+  if (plan.keep_checkpoints <= 0) return 1;
   const int64_t every = plan.checkpoint_every;
   const int64_t cadence = every > 0 ? plan.last_step / every - plan.first_step / every : 0;
   const int64_t saves = cadence + (every > 0 && plan.last_step % every == 0 ? 0 : 1);
-  // Without retention they pile up, but a run is often stopped long before its last step (a huge train.steps):
-  // only the next save is certain to come, so only it is counted.
-  return plan.keep_checkpoints > 0 ? std::min(plan.keep_checkpoints + 1, saves) : 1;
+  return std::min(plan.keep_checkpoints + 1, saves);
 }
 
 std::vector<std::string> remove_old_checkpoints(const std::string& run_dir, int64_t keep, int64_t saved_step) {
   namespace sfs = std::filesystem;
   std::vector<std::string> removed;
   if (keep <= 0) return removed;
-  // Only what the loop writes: checkpoint-<step> directories holding our config.json (not a Hugging Face model's),
-  // so nothing else in the directory is ever touched.
+  // Only what the loop writes: checkpoint-<step> directories holding a config.json that the guard of a save's
+  // replacement (check_checkpoint_target) accepts as ours, so nothing else in the directory is ever touched.
   std::vector<std::pair<int64_t, std::string>> found;
   std::error_code ec;
   for (const sfs::directory_entry& e : sfs::directory_iterator(run_dir, ec)) {
     const std::string name = e.path().filename().string();
-    const std::string prefix = "checkpoint-";
-    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string digits = name.substr(prefix.size());
+    if (name.size() <= kCheckpointPrefix.size() || name.compare(0, kCheckpointPrefix.size(), kCheckpointPrefix) != 0)
+      continue;
+    const std::string digits = name.substr(kCheckpointPrefix.size());
     if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
       continue;
     const int64_t step = std::stoll(digits);
     if (step == saved_step || !e.is_directory(ec) || !sfs::exists(e.path() / "config.json", ec)) continue;
     try {
-      if (is_hf_checkpoint(e.path().string())) continue;
+      check_checkpoint_target(e.path().string());
     } catch (const std::exception&) {
-      continue;  // a config.json that does not parse is not known to be ours: left alone
+      continue;  // a Hugging Face model, or a config.json that does not parse: not known to be ours, left alone
     }
     found.emplace_back(step, e.path().string());
   }
@@ -97,7 +103,8 @@ std::vector<std::string> remove_old_checkpoints(const std::string& run_dir, int6
   for (size_t i = static_cast<size_t>(keep - 1); i < found.size(); ++i) {
     // A directory that cannot be removed now (permissions, a file system gone read-only) stays; the next save
     // tries again, and training goes on.
-    if (sfs::remove_all(found[i].second, ec) != static_cast<std::uintmax_t>(-1) && !ec) removed.push_back(found[i].second);
+    sfs::remove_all(found[i].second, ec);
+    if (!ec) removed.push_back(found[i].second);
   }
   return removed;
 }
