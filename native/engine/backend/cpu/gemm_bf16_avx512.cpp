@@ -18,6 +18,8 @@ using avx512::bf16_bits;
 using avx512::first_lanes;
 
 constexpr int kNV = kNR / 16;  // zmm vectors per B panel
+// k rows of a non-transposed B fetched ahead: the driver packs kPackRows (8) at a time, panel after panel.
+constexpr int kPackAhead = 8;
 
 void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, uint32_t* dst) {
   const __mmask16 row_mask = first_lanes(rows);
@@ -38,6 +40,11 @@ void pack_b(bool trans, const T* b, int64_t ldb, int kc, int cols, uint32_t* dst
   for (int p = 0; p < (kc + 1) / 2; ++p) {
     const T* r0 = b + 2 * p * ldb;
     const T* r1 = 2 * p + 1 < kc ? r0 + ldb : nullptr;
+#pragma GCC unroll 2
+    for (int v = 0; v < kNV * int(sizeof(T)) / 2; ++v) {
+      _mm_prefetch(reinterpret_cast<const char*>(r0 + kPackAhead * ldb) + 64 * v, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(r0 + (kPackAhead + 1) * ldb) + 64 * v, _MM_HINT_T0);
+    }
 #pragma GCC unroll 2
     for (int v = 0; v < kNV; ++v)
       _mm512_store_si512(dst + p * kNR + 16 * v,

@@ -50,7 +50,12 @@ void pack_along(const T* src, int64_t stride, int lines, int kc, uint32_t* dst, 
     const int kn = std::min(32, kc - k0);
     __m512i r[16];
 #pragma GCC unroll 16
-    for (int l = 0; l < 16; ++l) r[l] = l < lines ? row_pairs(src + l * stride + k0, kn) : _mm512_setzero_si512();
+    for (int l = 0; l < 16; ++l) {
+      // The next 16 lines' same k: the following call's reads (each line's k run is short for the prefetchers).
+      _mm_prefetch(reinterpret_cast<const char*>(src + (l + 16) * stride + k0), _MM_HINT_T0);
+      if constexpr (sizeof(T) == 4) _mm_prefetch(reinterpret_cast<const char*>(src + (l + 16) * stride + k0 + 16), _MM_HINT_T0);
+      r[l] = l < lines ? row_pairs(src + l * stride + k0, kn) : _mm512_setzero_si512();
+    }
     avx512::transpose16(r);
     for (int q = 0; q < (kn + 1) / 2; ++q) _mm512_mask_storeu_epi32(dst + (k0 / 2 + q) * dst_stride, store_mask, r[q]);
   }
