@@ -338,7 +338,8 @@ TEST(elementwise_add_and_accumulate) {
 }
 
 TEST(cpu_zero_clears_exactly_its_block) {
-  // Blocks from 8 MiB on are cleared by every thread in 1 MiB chunks; odd sizes and offsets must end exactly.
+  // Blocks from 8 MiB on are cleared by every thread in 1 MiB chunks with streaming stores between whole lines;
+  // odd sizes and offsets must end exactly.
   for (int threads : {1, 3}) {
     std::unique_ptr<Backend> be = moe::make_backend("cpu", {threads, "native"});
     const size_t guard = 4096;

@@ -21,6 +21,7 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/matmul_bf16.h"
 #include "backend/cpu/laid_out_weights.h"
+#include "backend/cpu/clear.h"
 #include "backend/cpu/packed_weights.h"
 #include "backend/cpu/qk_norm.h"
 #include "backend/cpu/rmsnorm.h"
@@ -79,17 +80,7 @@ class CpuBackend final : public Backend {
   }
   void release(MemKind, void* ptr) override { host_free(ptr); }
   void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  // Large blocks (the gradients, every step) are cleared by every thread: one core's stores reach about half
-  // of what the memory takes.
-  void zero(void* ptr, size_t bytes) override {
-    constexpr size_t kChunk = size_t(1) << 20;
-    if (bytes < 8 * kChunk) return void(std::memset(ptr, 0, bytes));
-    char* p = static_cast<char*>(ptr);
-    tp_.parallel_for(static_cast<int64_t>((bytes + kChunk - 1) / kChunk), [=](int64_t c0, int64_t c1, int) {
-      const size_t b0 = c0 * kChunk, b1 = std::min(bytes, c1 * kChunk);
-      std::memset(p + b0, 0, b1 - b0);
-    });
-  }
+  void zero(void* ptr, size_t bytes) override { cpu::clear(tp_, ptr, bytes); }
   void synchronize() override {}
 
   void matmul_forward(float* y, const float* x, const float* w, const float* b, int N, int I, int O) override {
