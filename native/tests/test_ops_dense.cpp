@@ -338,12 +338,13 @@ TEST(elementwise_add_and_accumulate) {
 }
 
 TEST(cpu_zero_clears_exactly_its_block) {
-  // Blocks from 8 MiB on are cleared by every thread in 1 MiB chunks with streaming stores between whole lines;
-  // odd sizes and offsets must end exactly.
+  // Blocks from 8 MiB on are cleared by every thread in 1 MiB chunks, from 64 MiB with streaming stores between
+  // whole lines; odd sizes and offsets must end exactly.
   for (int threads : {1, 3}) {
     std::unique_ptr<Backend> be = moe::make_backend("cpu", {threads, "native"});
     const size_t guard = 4096;
-    for (size_t bytes : {size_t(100), (size_t(8) << 20) - 4, (size_t(8) << 20) + 12345, (size_t(19) << 20) + 7}) {
+    for (size_t bytes : {size_t(100), (size_t(8) << 20) - 4, (size_t(8) << 20) + 12345, (size_t(19) << 20) + 7,
+                          (size_t(64) << 20) - 4, (size_t(70) << 20) + 5}) {
       std::vector<unsigned char> buf(bytes + 2 * guard + 3, 0xA5);
       be->zero(buf.data() + guard + 3, bytes);
       bool ok = true;

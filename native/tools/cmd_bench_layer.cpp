@@ -141,6 +141,9 @@ struct LayerBench {
   moe::ModelParams p, g;
   std::vector<const moe::ParamTensor*> trained;  // the MoE layer's tensors, which AdamW updates
   std::vector<std::pair<size_t, size_t>> bf16_ranges;  // the trained weights' bf16 copies
+  // The trained tensors' gradients as maximal contiguous [offset, count) blocks, cleared as a model clears its
+  // gradients (one block each, not tensor by tensor).
+  std::vector<std::pair<size_t, size_t>> grad_blocks;
   bool bf16_written = false;                            // by the last optimizer step
   moe::BackwardScratch scratch;
   std::unique_ptr<moe::MoeLayer> layer;
@@ -164,6 +167,11 @@ struct LayerBench {
     g = layout.bind(grads.f());
     for (const moe::ParamTensor& t : layout.tensors())
       if (t.name.rfind("layers.0.moe.", 0) == 0) trained.push_back(&t);
+    for (const moe::ParamTensor* t : trained) {
+      if (!grad_blocks.empty() && grad_blocks.back().first + grad_blocks.back().second == t->offset)
+        grad_blocks.back().second += t->numel;
+      else grad_blocks.emplace_back(t->offset, t->numel);
+    }
     if (o.lora) attach_lora();
     layer = std::make_unique<moe::MoeLayer>(moe::MoeShape::from_config(cfg, 0), 0);
     layer->reserve(*be, o.tokens, scratch);
@@ -235,7 +243,7 @@ struct LayerBench {
 
   void zero_grads() {
     if (o.lora) return be->zero(lora_g.f(), lora_g.bytes());
-    for (const moe::ParamTensor* t : trained) be->zero(grads.f() + t->offset, t->numel * sizeof(float));
+    for (auto [off, n] : grad_blocks) be->zero(grads.f() + off, n * sizeof(float));
   }
   void forward() {
     if (!bf16_written)
