@@ -175,14 +175,16 @@ void narrow(int mr, int cols, int kc, const float* a, int64_t a_row, int64_t a_k
                                                                 load_c);
 }
 
-constexpr int kPackAhead = 16;  // rows of a transposed A (k) fetched ahead
+// What pack_a fetches ahead of its loads: a transposed A's k rows lda apart, and along a row of a plain one, lines.
+constexpr int kPackAheadK = 16;
+constexpr int kPackAheadLines = 4;
 
 void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, float* dst) {
   const __mmask16 row_mask = __mmask16((1u << rows) - 1);
   if (trans) {
     // op(A)[i][k] = a[k*lda + i]: each k is a contiguous run of `rows` floats.
     for (int k = 0; k < kc; ++k) {
-      _mm_prefetch(reinterpret_cast<const char*>(a + (k + kPackAhead) * lda), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(a + (k + kPackAheadK) * lda), _MM_HINT_T0);
       _mm512_mask_storeu_ps(dst + k * rows, row_mask, _mm512_maskz_loadu_ps(row_mask, a + k * lda));
     }
     return;
@@ -194,7 +196,7 @@ void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, float* ds
     __m512 r[16];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) {
-      if (i < rows) _mm_prefetch(reinterpret_cast<const char*>(a + i * lda + k0 + 16 * kPackAhead / 4), _MM_HINT_T0);
+      if (i < rows) _mm_prefetch(reinterpret_cast<const char*>(a + i * lda + k0 + 16 * kPackAheadLines), _MM_HINT_T0);
       r[i] = i < rows ? _mm512_maskz_loadu_ps(km, a + i * lda + k0) : _mm512_setzero_ps();
     }
     avx512::transpose16(r);

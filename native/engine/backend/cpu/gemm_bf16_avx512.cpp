@@ -37,11 +37,13 @@ void pack_b(bool trans, const T* b, int64_t ldb, int kc, int cols, uint32_t* dst
       pack_along(b + 16 * v * ldb, ldb, std::clamp(cols - 16 * v, 0, 16), kc, dst + 16 * v, kNR, __mmask16(0xFFFF));
     return;
   }
+  // Each pair's rows kPackAhead on are fetched over this panel's columns and the next panel's (packed next).
+  constexpr int kLines = 2 * kNR * int(sizeof(T)) / 64;
   for (int p = 0; p < (kc + 1) / 2; ++p) {
     const T* r0 = b + 2 * p * ldb;
     const T* r1 = 2 * p + 1 < kc ? r0 + ldb : nullptr;
 #pragma GCC unroll 2
-    for (int v = 0; v < kNV * int(sizeof(T)) / 2; ++v) {
+    for (int v = 0; v < kLines; ++v) {
       _mm_prefetch(reinterpret_cast<const char*>(r0 + kPackAhead * ldb) + 64 * v, _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(r0 + (kPackAhead + 1) * ldb) + 64 * v, _MM_HINT_T0);
     }

@@ -52,8 +52,9 @@ void pack_along(const T* src, int64_t stride, int lines, int kc, uint32_t* dst, 
 #pragma GCC unroll 16
     for (int l = 0; l < 16; ++l) {
       // The next 16 lines' same k: the following call's reads (each line's k run is short for the prefetchers).
-      _mm_prefetch(reinterpret_cast<const char*>(src + (l + 16) * stride + k0), _MM_HINT_T0);
-      if constexpr (sizeof(T) == 4) _mm_prefetch(reinterpret_cast<const char*>(src + (l + 16) * stride + k0 + 16), _MM_HINT_T0);
+      const char* next = reinterpret_cast<const char*>(src + (l + 16) * stride + k0);
+      _mm_prefetch(next, _MM_HINT_T0);
+      if constexpr (sizeof(T) == 4) _mm_prefetch(next + 64, _MM_HINT_T0);  // 32 fp32 k span two lines
       r[l] = l < lines ? row_pairs(src + l * stride + k0, kn) : _mm512_setzero_si512();
     }
     avx512::transpose16(r);
