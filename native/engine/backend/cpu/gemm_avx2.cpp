@@ -18,8 +18,8 @@ constexpr int kNR = 16;
 constexpr int kMRMax = 6;
 
 template <int MR, bool Full, bool Pack>
-void tile_body(int kc, const float* a, const float* b, int64_t k_stride, float* c, int64_t ldc, int nr, float alpha,
-               float beta, bool load_c, float* pack_out, const Prefetch& pf) {
+void tile_body(int kc, const float* a, int64_t a_k, const float* b, int64_t k_stride, float* c, int64_t ldc, int nr,
+               float alpha, float beta, bool load_c, float* pack_out, const Prefetch& pf) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i mask[2] = {_mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane),
                            _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane)};
@@ -39,7 +39,7 @@ void tile_body(int kc, const float* a, const float* b, int64_t k_stride, float* 
       acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
       acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
     }
-    a += MR;
+    a += a_k;
     b += k_stride;
   };
   // The next panel's rows, one line every other k, only where they are short runs far apart (a non-transposed B's
@@ -72,19 +72,19 @@ void tile_body(int kc, const float* a, const float* b, int64_t k_stride, float* 
 }
 
 template <int MR>
-void tile(int kc, const float* a, const float* b, int64_t k_stride, float* c, int64_t ldc, int nr, float alpha, float beta,
-          bool load_c, float* pack_out, const Prefetch& pf) {
+void tile(int kc, const float* a, int64_t a_k, const float* b, int64_t k_stride, float* c, int64_t ldc, int nr,
+          float alpha, float beta, bool load_c, float* pack_out, const Prefetch& pf) {
   if (pack_out) {
-    if (nr == kNR) tile_body<MR, true, true>(kc, a, b, k_stride, c, ldc, nr, alpha, beta, load_c, pack_out, pf);
-    else tile_body<MR, false, true>(kc, a, b, k_stride, c, ldc, nr, alpha, beta, load_c, pack_out, pf);
+    if (nr == kNR) tile_body<MR, true, true>(kc, a, a_k, b, k_stride, c, ldc, nr, alpha, beta, load_c, pack_out, pf);
+    else tile_body<MR, false, true>(kc, a, a_k, b, k_stride, c, ldc, nr, alpha, beta, load_c, pack_out, pf);
   } else {
-    if (nr == kNR) tile_body<MR, true, false>(kc, a, b, k_stride, c, ldc, nr, alpha, beta, load_c, pack_out, pf);
-    else tile_body<MR, false, false>(kc, a, b, k_stride, c, ldc, nr, alpha, beta, load_c, pack_out, pf);
+    if (nr == kNR) tile_body<MR, true, false>(kc, a, a_k, b, k_stride, c, ldc, nr, alpha, beta, load_c, pack_out, pf);
+    else tile_body<MR, false, false>(kc, a, a_k, b, k_stride, c, ldc, nr, alpha, beta, load_c, pack_out, pf);
   }
 }
 
-using TileFn = void (*)(int, const float*, const float*, int64_t, float*, int64_t, int, float, float, bool, float*,
-                        const Prefetch&);
+using TileFn = void (*)(int, const float*, int64_t, const float*, int64_t, float*, int64_t, int, float, float, bool,
+                        float*, const Prefetch&);
 template <int... I>
 constexpr auto make_tiles(std::integer_sequence<int, I...>) {
   return std::array<TileFn, sizeof...(I)>{&tile<I + 1>...};
@@ -172,11 +172,11 @@ void pack_a(bool trans, const float* a, int64_t lda, int rows, int kc, float* ds
   }
 }
 
-int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t, int64_t k_stride, float* c, int64_t ldc,
-           float alpha, float beta, bool load_c, float* pack_out, const Prefetch& pf) {
+int kernel(int mr, int cols, int kc, const float* a, int64_t a_k, const float* b, int64_t, int64_t k_stride, float* c,
+           int64_t ldc, float alpha, float beta, bool load_c, float* pack_out, const Prefetch& pf) {
   static constexpr auto tiles = make_tiles(std::make_integer_sequence<int, kMRMax>{});
   const int n = cols < kNR ? cols : kNR;
-  tiles[mr - 1](kc, a, b, k_stride, c, ldc, n, alpha, beta, load_c, pack_out, pf);
+  tiles[mr - 1](kc, a, a_k, b, k_stride, c, ldc, n, alpha, beta, load_c, pack_out, pf);
   return n;
 }
 

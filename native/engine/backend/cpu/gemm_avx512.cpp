@@ -28,8 +28,8 @@ constexpr int kPrefetchK = 8;
 // `cols`, so the same code serves interior tiles, the N edge and in-place B. Pack also writes the B
 // vectors it loads to pack_out in the packed layout.
 template <int MR, int NP, bool Pack>
-void tile(int kc, const float* a, const float* b, int64_t panel_stride, int64_t k_stride, float* c, int64_t ldc,
-          int cols, float alpha, float beta, bool load_c, float* pack_out, const Prefetch& pf) {
+void tile(int kc, const float* a, int64_t a_k, const float* b, int64_t panel_stride, int64_t k_stride, float* c,
+          int64_t ldc, int cols, float alpha, float beta, bool load_c, float* pack_out, const Prefetch& pf) {
   constexpr int NV = NP * kNV;
   __mmask16 mask[NV];
 #pragma GCC unroll 8
@@ -71,7 +71,7 @@ void tile(int kc, const float* a, const float* b, int64_t panel_stride, int64_t 
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
     }
-    a += MR;
+    a += a_k;
   }
   avx512::update_c(acc, mask, c, ldc, alpha, beta, load_c);
 }
@@ -80,8 +80,8 @@ void tile(int kc, const float* a, const float* b, int64_t panel_stride, int64_t 
 constexpr int panels_for(int mr) { return mr <= 3 ? 4 : mr <= 6 ? 2 : 1; }
 constexpr int kPanelsMax = panels_for(1);
 
-using TileFn = void (*)(int, const float*, const float*, int64_t, int64_t, float*, int64_t, int, float, float, bool,
-                        float*, const Prefetch&);
+using TileFn = void (*)(int, const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, int, float, float,
+                        bool, float*, const Prefetch&);
 // [mr - 1][np - 1]: an mr-row tile over np panels, np up to panels_for(mr) (past it: panels_for(mr), never called).
 template <bool Pack, int MR, int... P>
 constexpr std::array<TileFn, kPanelsMax> tiles_of_rows(std::integer_sequence<int, P...>) {
@@ -96,8 +96,9 @@ constexpr auto make_tiles(std::integer_sequence<int, I...>) {
 // A call covers the panels its columns need and no more: a panel past them would cost its FMAs, and its masked-off
 // loads and prefetches would reach memory no one wrote (a pack buffer's untouched pages), where each such load
 // takes a slow assist on some CPUs (AMD Zen 4: one row of weights, M = 1, ran 100x slower).
-int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t panel_stride, int64_t k_stride, float* c,
-           int64_t ldc, float alpha, float beta, bool load_c, float* pack_out, const Prefetch& pf) {
+int kernel(int mr, int cols, int kc, const float* a, int64_t a_k, const float* b, int64_t panel_stride,
+           int64_t k_stride, float* c, int64_t ldc, float alpha, float beta, bool load_c, float* pack_out,
+           const Prefetch& pf) {
   static constexpr auto tiles = make_tiles<false>(std::make_integer_sequence<int, kMRMax>{});
   static constexpr auto packing_tiles = make_tiles<true>(std::make_integer_sequence<int, kMRMax>{});
   // One row on packed panels (a decode step's product on a laid-out weight) is bound by reading them: one panel a
@@ -105,8 +106,8 @@ int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t pan
   const int most = mr == 1 && panel_stride > kNR ? 1 : panels_for(mr);
   const int done = std::min(cols, most * kNR);
   const int panels = (done + kNR - 1) / kNR;
-  (pack_out ? packing_tiles : tiles)[mr - 1][panels - 1](kc, a, b, panel_stride, k_stride, c, ldc, done, alpha, beta,
-                                                         load_c, pack_out, pf);
+  (pack_out ? packing_tiles : tiles)[mr - 1][panels - 1](kc, a, a_k, b, panel_stride, k_stride, c, ldc, done, alpha,
+                                                         beta, load_c, pack_out, pf);
   return done;
 }
 

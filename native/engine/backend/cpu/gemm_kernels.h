@@ -32,12 +32,14 @@ struct Kernels {
   // Packs k in [0, kc) x cols [0, cols) of op(B) starting at `b`, cols <= nr, zero-padding to nr.
   void (*pack_b)(bool trans, const float* b, int64_t ldb, int kc, int cols, float* dst);
   // Updates C[0, mr) x [0, n) for some n <= cols of the kernel's choosing (whole panels, or all of cols) and
-  // returns n. B panel p starts at b + p*panel_stride and its row k at + k*k_stride: packed panels use
+  // returns n. A's k-th run of mr values starts at a + k*a_k: a packed panel uses mr; a transposed A read in
+  // place uses lda. B panel p starts at b + p*panel_stride and its row k at + k*k_stride: packed panels use
   // (kc*nr, nr); a non-transposed B read in place uses (nr, ldb). A non-null pack_out also receives the
   // packed copy of the B panels it read (panel p at pack_out + p*kc*nr), so the first A panel of a block
   // packs B as a side effect of using it. `pf` only warms caches.
-  int (*kernel)(int mr, int cols, int kc, const float* a, const float* b, int64_t panel_stride, int64_t k_stride,
-                float* c, int64_t ldc, float alpha, float beta, bool load_c, float* pack_out, const Prefetch& pf);
+  int (*kernel)(int mr, int cols, int kc, const float* a, int64_t a_k, const float* b, int64_t panel_stride,
+                int64_t k_stride, float* c, int64_t ldc, float alpha, float beta, bool load_c, float* pack_out,
+                const Prefetch& pf);
   // Optional (null where a family has none): products with at most narrow_cols columns (a LoRA rank, a router's
   // experts), where packing A would cost as much as the FMAs and a 32-wide tile would waste half of them. Updates
   // C[0, mr) x [0, cols) for any mr, reading A in place, op(A)[i][k] at a[i*a_row + k*a_k], and B from packed

@@ -21,8 +21,9 @@ void pack_b(bool trans, const float* b, int64_t ldb, int kc, int cols, float* ds
     for (int j = 0; j < kNR; ++j) dst[k * kNR + j] = j >= cols ? 0.0f : trans ? b[j * ldb + k] : b[k * ldb + j];
 }
 
-int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t panel_stride, int64_t k_stride, float* c,
-           int64_t ldc, float alpha, float beta, bool load_c, float* pack_out, const Prefetch&) {
+int kernel(int mr, int cols, int kc, const float* a, int64_t a_k, const float* b, int64_t panel_stride,
+           int64_t k_stride, float* c, int64_t ldc, float alpha, float beta, bool load_c, float* pack_out,
+           const Prefetch&) {
   const int n = cols < kNR ? cols : kNR;
   if (pack_out)
     for (int k = 0; k < kc; ++k)
@@ -30,7 +31,7 @@ int kernel(int mr, int cols, int kc, const float* a, const float* b, int64_t pan
   float acc[kMRMax][kNR] = {};
   for (int k = 0; k < kc; ++k)
     for (int i = 0; i < mr; ++i)
-      for (int j = 0; j < n; ++j) acc[i][j] = std::fma(a[k * mr + i], b[k * k_stride + j], acc[i][j]);
+      for (int j = 0; j < n; ++j) acc[i][j] = std::fma(a[k * a_k + i], b[k * k_stride + j], acc[i][j]);
   for (int i = 0; i < mr; ++i)
     for (int j = 0; j < n; ++j) {
       float& out = c[i * ldc + j];
