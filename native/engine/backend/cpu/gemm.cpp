@@ -3,9 +3,9 @@
 // next B block prefetched meanwhile), threads over disjoint C regions (never over K), and the kc blocks are a
 // function of K alone so every C element sees the same reduction order. A region of a few columns goes to the
 // family's narrow kernel where it has one (run_narrow): A is then read in place, never packed. So is a transposed
-// A (a weight gradient's dyᵀ or xᵀ) against up to kInPlaceACols columns: each k of a panel is one contiguous run
-// of its rows, as in a packed panel, only lda apart, and copying it first cost a strided pass over A that few
-// column tiles then reuse.
+// A (a weight gradient's dyᵀ or xᵀ) in regions of up to the family's in_place_a_cols columns: each k of a panel is
+// one contiguous run of its rows, as in a packed panel, only lda apart, and copying it first cost a strided pass
+// over A that few column tiles then reuse.
 #include "backend/cpu/gemm.h"
 
 #include <algorithm>
@@ -26,10 +26,6 @@ constexpr int kDirectBRows = 28;  // up to two full A panels
 constexpr int kMcMax = 1024;      // rows of A packed at once (1 MiB at kc 256)
 constexpr int kPanelMajorRows = 256;  // up to this many rows (A 256 KiB at kc 256, in L2), B goes panel by panel
 constexpr int kPanelMajorCBytes = 1 << 20;  // ... and C in column chunks of about this size
-// A transposed A is read in place by regions of up to this many columns. Zen 5, 2 threads, dyᵀ·x with K 512:
-// 2048 x 256 went from 413 to 462 GFLOP/s and 256 x 1024 from 447 to 465; from 1024 x 1024 on, where each
-// packed panel serves 32 or more column tiles from L1, the packed copy was 1-2.5% faster.
-constexpr int kInPlaceACols = 512;
 // B row strides that alias in L2 (1 MiB, 16 ways: 64 KiB per way): kc rows 8 KiB apart use 8 sets of each way.
 constexpr int64_t kAliasedStride = 8 << 10;
 
@@ -52,7 +48,7 @@ struct Problem : gemm_driver::Problem {
   const float* packed_at(int k0, int kc, int j) const { return packed + k0 * n_pad + int64_t{j} * kc; }
 };
 
-bool a_in_place(const Problem& p, double cols) { return p.ta && cols <= kInPlaceACols; }
+bool a_in_place(const Kernels& kern, const Problem& p, double cols) { return p.ta && cols <= kern.in_place_a_cols; }
 
 // Where block (k0, kc) x (jc, nc) of op(B) lies in memory, as rows for the kernels to prefetch.
 gemm::Prefetch block_rows(const Problem& p, int k0, int kc, int jc, int nc) {
@@ -201,7 +197,7 @@ void run_region(const Kernels& kern, const Problem& p, int m0, int m1, int n0, i
   // (At least four panels: a packing tile of few rows writes the panels it spans, up to four.)
   float* bp = pack_b ? tl_pack_b.get(static_cast<size_t>(p.kc) * std::max(nc_max, 4 * nr)) : nullptr;
   float* ap =
-      a_in_place(p, n1 - n0) ? nullptr : tl_pack_a.get(static_cast<size_t>(p.kc) * std::min(m1 - m0, kMcMax));
+      a_in_place(kern, p, n1 - n0) ? nullptr : tl_pack_a.get(static_cast<size_t>(p.kc) * std::min(m1 - m0, kMcMax));
   for (int mc = m0; mc < m1; mc += kMcMax) {
     const int rows = std::min(kMcMax, m1 - mc);
     const RowBlock rb{kern, p, mc, rows, (rows + kern.mr_max - 1) / kern.mr_max, m1, n0, n1, nc_max, pack_b,
@@ -244,7 +240,7 @@ void run(const Kernels& kern, ThreadPool& tp, const Problem& p) {
   }
   const double b_packs = p.packed ? 0.0 : 1.0;
   auto cost = [&](double mt, double nt, int tn) {
-    const double a_packs = a_in_place(p, nt) ? 0.0 : 1.0;
+    const double a_packs = a_in_place(kern, p, nt) ? 0.0 : 1.0;
     double c = mt * nt * p.K / 16.0 + 0.5 * p.K * (b_packs * nt * std::ceil(mt / kMcMax) + a_packs * mt);
     // Cutting rows into pieces makes every pass over C write short strided runs; it shows when K is small.
     if (tn > 1) c += 0.25 * mt * nt * std::ceil(double(p.K) / kKcMax);

@@ -53,6 +53,10 @@ struct Kernels {
   // weight once: packing B first would cost more than the product.
   void (*direct_bt)(int mr, int cols, int kc, const float* a, int64_t a_row, int64_t a_k, const float* b, int64_t ldb,
                     float* c, int64_t ldc, float alpha, float beta, bool load_c) = nullptr;
+  // `kernel` reads a transposed A in place (a_k = lda) in regions of up to this many columns; 0: A is always
+  // packed. Where few column tiles reuse a packed panel, the strided copy costs more than reading A where it lies,
+  // as long as the tile has the FMAs to cover each k run's line coming from L2.
+  int in_place_a_cols = 0;
 };
 
 constexpr int kDirectRowsMax = 4;
