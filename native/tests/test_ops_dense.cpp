@@ -324,6 +324,19 @@ TEST(swiglu_forward_and_gradients) {
   });
 }
 
+// swiglu_backward_write ignores what the gradient held and writes what swiglu_backward adds onto zeros, bit for
+// bit, over rows long enough for the vector kernels' body and tail.
+TEST(swiglu_backward_write_equals_accumulating_onto_zeros) {
+  for_each_backend([&](Backend& be) {
+    const int N = 7, F = 37;
+    const Vec gu = random_vector(N * 2 * F, 1, 3.0f), r = random_vector(N * F, 2);
+    Vec added(N * 2 * F, 0.0f), written = random_vector(N * 2 * F, 3);
+    be.swiglu_backward(added.data(), r.data(), gu.data(), N, F);
+    be.swiglu_backward_write(written.data(), r.data(), gu.data(), N, F);
+    CHECK_MSG(bitwise_equal(added, written), std::string("swiglu_backward_write differs on ") + be.name());
+  });
+}
+
 TEST(elementwise_add_and_accumulate) {
   for_each_backend([&](Backend& be) {
     const int n = 10007;

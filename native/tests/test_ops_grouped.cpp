@@ -91,6 +91,29 @@ Vec linear_outputs(Backend& be, Groups& G, bool bf16, bool grouped) {
   return all;
 }
 
+// The backward with dx written (write) or with each group's dx rows cleared and then accumulated into: dx (rows
+// outside every group keep what they held), the weight and bias gradients.
+Vec write_dx_outputs(Backend& be, Groups& G, bool bf16, bool write) {
+  const int I = G.I, O = G.O;
+  const Vec x = random_vector(G.total_rows * I, 1), dy = random_vector(G.total_rows * O, 2);
+  Vec dx = random_vector(G.total_rows * I, 3);
+  std::vector<Vec> dw, db;
+  for (int i = 0; i < G.size(); ++i) {
+    dw.push_back(random_vector((size_t)O * I, 300 + i));
+    db.push_back(random_vector(O, 400 + i));
+  }
+  if (write) {
+    be.grouped_matmul_backward_write_dx(dx.data(), dy.data(), x.data(), G.linear(bf16, &dw, &db), I, O);
+  } else {
+    for (int i = 0; i < G.size(); ++i) std::fill_n(dx.begin() + G.row0[i] * I, (size_t)G.rows[i] * I, 0.0f);
+    be.grouped_matmul_backward(dx.data(), dy.data(), x.data(), G.linear(bf16, &dw, &db), I, O);
+  }
+  Vec all = dx;
+  for (int i = 0; i < G.size(); ++i) all.insert(all.end(), dw[i].begin(), dw[i].end());
+  for (int i = 0; i < G.size(); ++i) all.insert(all.end(), db[i].begin(), db[i].end());
+  return all;
+}
+
 // `tol` is against the reference, whose sums run in another order than a device's tiles: a weight gradient sums
 // every row of its group, so a longer group moves it further (about sqrt(rows)·eps·|partial sums|).
 void check_grouped(const std::string& what, int I, int O, const std::vector<int>& sizes, bool bias, double tol_fp32,
@@ -101,6 +124,8 @@ void check_grouped(const std::string& what, int I, int O, const std::vector<int>
       Groups G(I, O, sizes, bias);
       const Vec grouped = linear_outputs(be, G, bf16, true), loop = linear_outputs(be, G, bf16, false);
       CHECK_MSG(bitwise_equal(grouped, loop), name + " on " + be.name() + ": grouped differs from one matmul per group");
+      CHECK_MSG(bitwise_equal(write_dx_outputs(be, G, bf16, true), write_dx_outputs(be, G, bf16, false)),
+                name + " on " + be.name() + ": writing dx differs from clearing it and accumulating");
       // Rows no group owns keep what they held.
       for (int64_t r : {int64_t(0), int64_t(2), G.total_rows - 1})
         for (int o = 0; o < O; ++o) CHECK_MSG(grouped[r * O + o] == 7.0f, name + ": a row outside every group was written");

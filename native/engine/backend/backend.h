@@ -107,6 +107,12 @@ class Backend {
   virtual void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) = 0;
   virtual void swiglu_forward(float* out, const float* gate_up, int N, int F) = 0;
   virtual void swiglu_backward(float* dgate_up, const float* dout, const float* gate_up, int N, int F) = 0;
+  // swiglu_backward writing dgate_up rather than adding onto it (what it held is ignored): a gradient nothing else
+  // adds to then needs no clearing first. The default clears, then accumulates.
+  virtual void swiglu_backward_write(float* dgate_up, const float* dout, const float* gate_up, int N, int F) {
+    zero(dgate_up, sizeof(float) * size_t(N) * 2 * F);
+    swiglu_backward(dgate_up, dout, gate_up, N, F);
+  }
   virtual void swiglu_clamped_forward(float* out, const float* gate_up, int N, int F, float alpha, float limit) = 0;
   virtual void swiglu_clamped_backward(float* dgate_up, const float* dout, const float* gate_up, int N, int F,
                                        float alpha, float limit) = 0;
@@ -160,6 +166,10 @@ class Backend {
   // dx (may be null) += each group's dy·w ; dw[g] += dyᵀ·x ; db[g] += Σ_n dy.
   virtual void grouped_matmul_backward(float* dx, const float* dy, const float* x, const LinearGroups& g, int I,
                                        int O);
+  // grouped_matmul_backward with each group's rows of dx (not null) written rather than added onto, as
+  // swiglu_backward_write. The default clears those rows, then accumulates.
+  virtual void grouped_matmul_backward_write_dx(float* dx, const float* dy, const float* x, const LinearGroups& g,
+                                                int I, int O);
 
   // MoE ops.
   // forced_topk [N,K] (may be null): experts chosen for each token instead of the top-k (routing-skew experiments).

@@ -26,4 +26,11 @@ void Backend::grouped_matmul_backward(float* dx, const float* dy, const float* x
   }
 }
 
+void Backend::grouped_matmul_backward_write_dx(float* dx, const float* dy, const float* x, const LinearGroups& g,
+                                               int I, int O) {
+  for (int i = 0; i < g.size(); ++i)
+    if (g.rows[i] > 0) zero(dx + g.row0[i] * I, sizeof(float) * size_t(g.rows[i]) * I);
+  grouped_matmul_backward(dx, dy, x, g, I, O);
+}
+
 }  // namespace moe

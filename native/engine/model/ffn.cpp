@@ -72,20 +72,20 @@ void ffn_forward(Backend& be, const std::vector<FfnSegment>& run, const FfnShape
 void ffn_backward(Backend& be, const std::vector<FfnSegment>& run, const FfnShape& s, float* dx, const float* dy,
                   const float* x, const float* h, const float* act, float* dh, float* dact) {
   const int IR = s.in_rows();
-  const auto parts = stretches(run);
-  for (const auto& [r0, n] : parts) be.zero(dact + r0 * s.F, sizeof(float) * n * s.F);
-  be.grouped_matmul_backward(dact, dy, act, linears(run, false), s.F, s.C);
+  // dact and dh hold nothing else's gradient: they are written, where a backend can, rather than cleared and then
+  // added onto (a pass over each, and a read of each in the pass that adds).
+  be.grouped_matmul_backward_write_dx(dact, dy, act, linears(run, false), s.F, s.C);
   for (const FfnSegment& seg : run)
     if (seg.rows > 0)
       lora_backward(be, seg.w.lora_out, seg.g.lora_out, dact + seg.row0 * s.F, dy + seg.row0 * s.C,
                     act + seg.row0 * s.F, seg.rows, s.F, s.C, s.C);
-  for (const auto& [r0, n] : parts) {
+  for (const auto& [r0, n] : stretches(run)) {
     float* dhs = dh + r0 * IR;
     const float* hs = h + r0 * IR;
     const float* das = dact + r0 * s.F;
-    be.zero(dhs, sizeof(float) * n * IR);
+    if (s.activation != FfnActivation::Swiglu) be.zero(dhs, sizeof(float) * n * IR);
     switch (s.activation) {
-      case FfnActivation::Swiglu: be.swiglu_backward(dhs, das, hs, (int)n, s.F); break;
+      case FfnActivation::Swiglu: be.swiglu_backward_write(dhs, das, hs, (int)n, s.F); break;
       case FfnActivation::SwigluClamped:
         be.swiglu_clamped_backward(dhs, das, hs, (int)n, s.F, s.swiglu_alpha, s.swiglu_limit);
         break;

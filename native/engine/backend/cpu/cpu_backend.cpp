@@ -91,9 +91,18 @@ class CpuBackend final : public Backend {
   }
   void matmul_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int N, int I,
                        int O) override {
-    const cpu::IsaScope isa(isa_);
-    if (!laid_out_.empty()) laid_out_.check_unlaid(w, int64_t{I} * O, "matmul_backward");
-    cpu::matmul_backward(tp_, dx, dw, db, dy, x, w, N, I, O);
+    linear_backward(dx, dw, db, dy, x, w, N, I, O, false);
+  }
+  // The groups' dx written by their GEMMs (beta 0), with no clearing pass before them.
+  void grouped_matmul_backward_write_dx(float* dx, const float* dy, const float* x, const LinearGroups& g, int I,
+                                        int O) override {
+    for (int i = 0; i < g.size(); ++i) {
+      if (g.rows[i] <= 0) continue;
+      float* dxi = dx + g.row0[i] * I;
+      const float *dyi = dy + g.row0[i] * O, *xi = x + g.row0[i] * I;
+      if (g.w_bf16[i]) linear_backward_bf16(dxi, g.dw[i], g.db[i], dyi, xi, g.w_bf16[i], g.rows[i], I, O, true);
+      else linear_backward(dxi, g.dw[i], g.db[i], dyi, xi, g.w[i], g.rows[i], I, O, true);
+    }
   }
   bool lay_out_weight(const float* w, const float* values, int I, int O) override {
     if (!pack_weights_) return false;
@@ -192,6 +201,10 @@ class CpuBackend final : public Backend {
     const cpu::IsaScope isa(isa_);
     cpu::swiglu_backward(tp_, dgate_up, dout, gate_up, N, F);
   }
+  void swiglu_backward_write(float* dgate_up, const float* dout, const float* gate_up, int N, int F) override {
+    const cpu::IsaScope isa(isa_);
+    cpu::swiglu_backward(tp_, dgate_up, dout, gate_up, N, F, true);
+  }
   void swiglu_clamped_forward(float* out, const float* gate_up, int N, int F, float alpha, float limit) override {
     cpu::swiglu_clamped_forward(tp_, out, gate_up, N, F, alpha, limit);
   }
@@ -243,8 +256,7 @@ class CpuBackend final : public Backend {
   }
   void matmul_backward_bf16(float* dx, float* dw, float* db, const float* dy, const float* x, const uint16_t* w, int N,
                             int I, int O) override {
-    const cpu::IsaScope isa(isa_);
-    cpu::matmul_backward_bf16(tp_, dx, dw, db, dy, x, w, dx ? packed_.get(tp_, w, I, O, false) : nullptr, N, I, O);
+    linear_backward_bf16(dx, dw, db, dy, x, w, N, I, O, false);
   }
 
   RouterLosses router_forward(float* probs, int32_t* topk_idx, float* topk_w, const float* logits, int N, int E, int K,
@@ -305,6 +317,19 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int N, int I,
+                       int O, bool write_dx) {
+    const cpu::IsaScope isa(isa_);
+    if (!laid_out_.empty()) laid_out_.check_unlaid(w, int64_t{I} * O, "matmul_backward");
+    cpu::matmul_backward(tp_, dx, dw, db, dy, x, w, N, I, O, write_dx);
+  }
+  void linear_backward_bf16(float* dx, float* dw, float* db, const float* dy, const float* x, const uint16_t* w, int N,
+                            int I, int O, bool write_dx) {
+    const cpu::IsaScope isa(isa_);
+    cpu::matmul_backward_bf16(tp_, dx, dw, db, dy, x, w, dx ? packed_.get(tp_, w, I, O, false) : nullptr, N, I, O,
+                              write_dx);
+  }
+
   ThreadPool tp_;
   cpu::Isa isa_;
   bool pack_weights_, memory_apart_;

@@ -9,8 +9,12 @@ namespace moe::cpu {
 // swiglu_kernels.h
 void swiglu_forward_row_avx512(float* out, const float* gate, const float* up, int F);
 void swiglu_backward_row_avx512(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int F);
+void swiglu_backward_write_row_avx512(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                                      int F);
 void swiglu_forward_row_avx2(float* out, const float* gate, const float* up, int F);
 void swiglu_backward_row_avx2(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int F);
+void swiglu_backward_write_row_avx2(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                                    int F);
 
 // gelu_kernels.h
 void gelu_forward_span_avx512(float* out, const float* inp, int64_t n);

@@ -35,8 +35,8 @@ void matmul_forward_packed(ThreadPool& tp, float* y, const float* x, const float
 }
 
 void matmul_backward(ThreadPool& tp, float* dx, float* dw, float* db, const float* dy, const float* x,
-                     const float* w, int N, int I, int O) {
-  if (dx) sgemm(tp, false, false, N, I, O, 1.0f, dy, O, w, I, 1.0f, dx, I);
+                     const float* w, int N, int I, int O, bool write_dx) {
+  if (dx) sgemm(tp, false, false, N, I, O, 1.0f, dy, O, w, I, write_dx ? 0.0f : 1.0f, dx, I);
   if (dw) sgemm(tp, true, false, O, I, N, 1.0f, dy, O, x, I, 1.0f, dw, I);
   if (db) {
     int blocks = (O + kColumnBlock - 1) / kColumnBlock;

@@ -23,9 +23,10 @@ void matmul_forward_bf16(ThreadPool& tp, float* y, const float* x, const uint16_
 }
 
 void matmul_backward_bf16(ThreadPool& tp, float* dx, float* dw, float* db, const float* dy, const float* x,
-                          const uint16_t* w, const uint32_t* w_packed, int N, int I, int O) {
-  if (dx && w_packed) sgemm_bf16_packed(tp, false, N, I, O, 1.0f, dy, O, w_packed, 1.0f, dx, I);
-  else if (dx) sgemm_bf16(tp, false, false, N, I, O, 1.0f, dy, O, w, I, 1.0f, dx, I);
+                          const uint16_t* w, const uint32_t* w_packed, int N, int I, int O, bool write_dx) {
+  const float dx_beta = write_dx ? 0.0f : 1.0f;
+  if (dx && w_packed) sgemm_bf16_packed(tp, false, N, I, O, 1.0f, dy, O, w_packed, dx_beta, dx, I);
+  else if (dx) sgemm_bf16(tp, false, false, N, I, O, 1.0f, dy, O, w, I, dx_beta, dx, I);
   if (dw) sgemm_bf16(tp, true, false, O, I, N, 1.0f, dy, O, x, I, 1.0f, dw, I);
   if (db) matmul_backward(tp, nullptr, nullptr, db, dy, nullptr, nullptr, N, I, O);
 }

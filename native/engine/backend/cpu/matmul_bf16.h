@@ -12,8 +12,8 @@ namespace moe::cpu {
 // y[N,O] = x[N,I] · w[O,I]ᵀ + b[O]   (b may be null)
 void matmul_forward_bf16(ThreadPool& tp, float* y, const float* x, const uint16_t* w, const uint32_t* w_packed,
                          const float* b, int N, int I, int O);
-// dx[N,I] += dy·w ; dw[O,I] += dyᵀ·x ; db[O] += Σ_n dy[n] in fp32   (each may be null)
+// dx[N,I] += dy·w ; dw[O,I] += dyᵀ·x ; db[O] += Σ_n dy[n] in fp32   (each may be null); write_dx as matmul.h's.
 void matmul_backward_bf16(ThreadPool& tp, float* dx, float* dw, float* db, const float* dy, const float* x,
-                          const uint16_t* w, const uint32_t* w_packed, int N, int I, int O);
+                          const uint16_t* w, const uint32_t* w_packed, int N, int I, int O, bool write_dx = false);
 
 }  // namespace moe::cpu

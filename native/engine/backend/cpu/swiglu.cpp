@@ -19,8 +19,11 @@ void swiglu_forward(ThreadPool& tp, float* out, const float* gate_up, int N, int
   });
 }
 
-void swiglu_backward(ThreadPool& tp, float* dgate_up, const float* dout, const float* gate_up, int N, int F) {
-  auto row = pick_kernel(swiglu_backward_row_avx512, swiglu_backward_row_avx2, swiglu_backward_row);
+void swiglu_backward(ThreadPool& tp, float* dgate_up, const float* dout, const float* gate_up, int N, int F,
+                     bool write) {
+  auto row = write ? pick_kernel(swiglu_backward_write_row_avx512, swiglu_backward_write_row_avx2,
+                                 swiglu_backward_row<false>)
+                   : pick_kernel(swiglu_backward_row_avx512, swiglu_backward_row_avx2, swiglu_backward_row<true>);
   tp.parallel_for(N, [=](int64_t n0, int64_t n1, int) {
     for (int64_t n = n0; n < n1; ++n) {
       const float* g = gate_up + n * 2 * F;

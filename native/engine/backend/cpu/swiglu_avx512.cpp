@@ -13,4 +13,9 @@ void swiglu_backward_row_avx512(float* dgate, float* dup, const float* dout, con
   swiglu_backward_row(dgate, dup, dout, gate, up, F);
 }
 
+void swiglu_backward_write_row_avx512(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                                    int F) {
+  swiglu_backward_row<false>(dgate, dup, dout, gate, up, F);
+}
+
 }  // namespace moe::cpu

@@ -12,13 +12,15 @@ inline void swiglu_forward_row(float* out, const float* gate, const float* up, i
   for (int f = 0; f < F; ++f) out[f] = gate[f] * vsigmoid(gate[f]) * up[f];
 }
 
-// d silu(g)/dg = σ(g)·(1 + g·(1 - σ(g)))
+// d silu(g)/dg = σ(g)·(1 + g·(1 - σ(g))). Accumulate: added onto dgate and dup; else written over them.
+template <bool Accumulate = true>
 inline void swiglu_backward_row(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
                                 int F) {
   for (int f = 0; f < F; ++f) {
     float g = gate[f], s = vsigmoid(g);
-    dgate[f] += dout[f] * up[f] * s * (1.0f + g * (1.0f - s));
-    dup[f] += dout[f] * g * s;
+    const float dg = dout[f] * up[f] * s * (1.0f + g * (1.0f - s)), du = dout[f] * g * s;
+    if constexpr (Accumulate) dgate[f] += dg, dup[f] += du;
+    else dgate[f] = dg, dup[f] = du;
   }
 }
 
