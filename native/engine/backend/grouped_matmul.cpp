@@ -16,20 +16,17 @@ void Backend::grouped_matmul_forward(float* y, const float* x, const LinearGroup
 
 void Backend::grouped_matmul_backward(float* dx, const float* dy, const float* x, const LinearGroups& g, int I,
                                       int O) {
-  for (int i = 0; i < g.size(); ++i) {
-    if (g.rows[i] <= 0) continue;
-    float* dxi = dx ? dx + g.row0[i] * I : nullptr;
-    const float* dyi = dy + g.row0[i] * O;
-    const float* xi = x + g.row0[i] * I;
+  g.for_each_backward(dx, dy, x, I, O, [&](int i, float* dxi, const float* dyi, const float* xi) {
     if (g.w_bf16[i]) matmul_backward_bf16(dxi, g.dw[i], g.db[i], dyi, xi, g.w_bf16[i], g.rows[i], I, O);
     else matmul_backward(dxi, g.dw[i], g.db[i], dyi, xi, g.w[i], g.rows[i], I, O);
-  }
+  });
 }
 
 void Backend::grouped_matmul_backward_write_dx(float* dx, const float* dy, const float* x, const LinearGroups& g,
                                                int I, int O) {
-  for (int i = 0; i < g.size(); ++i)
-    if (g.rows[i] > 0) zero(dx + g.row0[i] * I, sizeof(float) * size_t(g.rows[i]) * I);
+  g.for_each_backward(dx, dy, x, I, O, [&](int i, float* dxi, const float*, const float*) {
+    zero(dxi, sizeof(float) * size_t(g.rows[i]) * I);
+  });
   grouped_matmul_backward(dx, dy, x, g, I, O);
 }
 

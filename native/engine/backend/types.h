@@ -107,6 +107,13 @@ struct LinearGroups {
     row0.push_back(first_row), rows.push_back(n), w.push_back(weight), w_bf16.push_back(weight_bf16);
     b.push_back(bias), dw.push_back(dweight), db.push_back(dbias);
   }
+  // f(i, dx_i, dy_i, x_i) for each group with rows, in group order: its rows of dx [.., I] (null stays null),
+  // dy [.., O] and x [.., I].
+  template <class Fn>
+  void for_each_backward(float* dx, const float* dy, const float* x, int I, int O, Fn&& f) const {
+    for (int i = 0; i < size(); ++i)
+      if (rows[i] > 0) f(i, dx ? dx + row0[i] * I : nullptr, dy + row0[i] * O, x + row0[i] * I);
+  }
 };
 
 struct RouterLosses {

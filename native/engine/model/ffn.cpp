@@ -83,13 +83,17 @@ void ffn_backward(Backend& be, const std::vector<FfnSegment>& run, const FfnShap
     float* dhs = dh + r0 * IR;
     const float* hs = h + r0 * IR;
     const float* das = dact + r0 * s.F;
-    if (s.activation != FfnActivation::Swiglu) be.zero(dhs, sizeof(float) * n * IR);
+    const size_t bytes = sizeof(float) * n * IR;
     switch (s.activation) {
       case FfnActivation::Swiglu: be.swiglu_backward_write(dhs, das, hs, (int)n, s.F); break;
       case FfnActivation::SwigluClamped:
+        be.zero(dhs, bytes);
         be.swiglu_clamped_backward(dhs, das, hs, (int)n, s.F, s.swiglu_alpha, s.swiglu_limit);
         break;
-      case FfnActivation::Gelu: be.gelu_backward(dhs, hs, das, n * s.F); break;
+      case FfnActivation::Gelu:
+        be.zero(dhs, bytes);
+        be.gelu_backward(dhs, hs, das, n * s.F);
+        break;
     }
   }
   be.grouped_matmul_backward(dx, dh, x, linears(run, true), s.C, IR);

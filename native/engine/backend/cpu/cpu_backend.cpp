@@ -96,13 +96,10 @@ class CpuBackend final : public Backend {
   // The groups' dx written by their GEMMs (beta 0), with no clearing pass before them.
   void grouped_matmul_backward_write_dx(float* dx, const float* dy, const float* x, const LinearGroups& g, int I,
                                         int O) override {
-    for (int i = 0; i < g.size(); ++i) {
-      if (g.rows[i] <= 0) continue;
-      float* dxi = dx + g.row0[i] * I;
-      const float *dyi = dy + g.row0[i] * O, *xi = x + g.row0[i] * I;
+    g.for_each_backward(dx, dy, x, I, O, [&](int i, float* dxi, const float* dyi, const float* xi) {
       if (g.w_bf16[i]) linear_backward_bf16(dxi, g.dw[i], g.db[i], dyi, xi, g.w_bf16[i], g.rows[i], I, O, true);
       else linear_backward(dxi, g.dw[i], g.db[i], dyi, xi, g.w[i], g.rows[i], I, O, true);
-    }
+    });
   }
   bool lay_out_weight(const float* w, const float* values, int I, int O) override {
     if (!pack_weights_) return false;

@@ -14,7 +14,7 @@ void swiglu_backward_row_avx512(float* dgate, float* dup, const float* dout, con
 }
 
 void swiglu_backward_write_row_avx512(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
-                                    int F) {
+                                      int F) {
   swiglu_backward_row<false>(dgate, dup, dout, gate, up, F);
 }
 
